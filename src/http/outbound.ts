@@ -1,0 +1,349 @@
+/**
+ * The one door through which Switchboard makes outbound HTTP calls.
+ *
+ * Remote agents are named by URLs that come from users and from agent cards, so every call is
+ * treated as untrusted: we refuse private/loopback/metadata addresses (SSRF), never follow
+ * redirects (a public URL could bounce us to a private one), cap response sizes and bound every
+ * wait. Keeping all of it here means there is no second, unguarded way out.
+ */
+import * as dns from 'node:dns';
+import * as net from 'node:net';
+import { Agent, buildConnector, fetch as undiciFetch, Headers as UndiciHeaders, Response as UndiciResponse } from 'undici';
+
+export interface OutboundOptions {
+  /** SWITCHBOARD_ALLOW_PRIVATE_URLS; false = refuse loopback/private/link-local/etc. */
+  allowPrivate: boolean;
+  /** Time to establish the TCP (and TLS) connection. Default 5_000. */
+  connectTimeoutMs?: number;
+  /** Time from sending the request to receiving response headers. Default 30_000. */
+  headersTimeoutMs?: number;
+  /** Maximum idle time between body chunks. Default 30_000. */
+  bodyTimeoutMs?: number;
+  /** Default 4 MiB; larger responses are aborted with OutboundError TOO_LARGE. */
+  maxResponseBytes?: number;
+  /** Sent when the caller sets no User-Agent. Default 'switchboard'. */
+  userAgent?: string;
+}
+
+export type OutboundErrorCode = 'INVALID_URL' | 'BLOCKED_ADDRESS' | 'REDIRECT' | 'TOO_LARGE' | 'TIMEOUT' | 'NETWORK';
+
+/** Every failure of an outbound call except a caller's abort, which stays the caller's own error. */
+export class OutboundError extends Error {
+  override readonly name = 'OutboundError';
+  constructor(
+    readonly code: OutboundErrorCode,
+    message: string,
+    readonly url: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export interface Outbound {
+  /**
+   * A WHATWG-fetch-compatible function (it is handed to @a2a-js/sdk clients as `fetchImpl`).
+   * Rejects with OutboundError (INVALID_URL, BLOCKED_ADDRESS, REDIRECT, TOO_LARGE, TIMEOUT, NETWORK);
+   * reading the returned body can also fail with TOO_LARGE, TIMEOUT or NETWORK. If the caller's
+   * signal aborts, the rejection is the abort reason (an AbortError by default), not an OutboundError.
+   */
+  fetch: typeof globalThis.fetch;
+  /**
+   * GET a JSON document (used for agent cards). Rejects like `fetch`; non-2xx statuses are returned,
+   * not thrown. `body` is the parsed JSON, or the raw text when the response is not valid JSON
+   * (e.g. an HTML error page), so schema validation reports "expected object, received string".
+   */
+  getJson(
+    url: string,
+    init?: { signal?: AbortSignal; headers?: Record<string, string> },
+  ): Promise<{ status: number; headers: Headers; body: unknown }>;
+  /** Closes pooled connections; requests still running after a short grace period are destroyed. */
+  close(): Promise<void>;
+}
+
+const MiB = 1024 * 1024;
+const CLOSE_GRACE_MS = 2_000;
+
+// ---------------------------------------------------------------------------------------------
+// Address policy
+
+const blockList = new net.BlockList();
+for (const [prefix, bits] of [
+  ['0.0.0.0', 8], // "this network"
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10], // carrier-grade NAT
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16], // link-local, incl. cloud metadata at 169.254.169.254
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15], // benchmarking
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, incl. 255.255.255.255
+] as const) {
+  blockList.addSubnet(prefix, bits, 'ipv4');
+}
+for (const [prefix, bits] of [
+  ['::', 96], // ::, ::1 and the deprecated IPv4-compatible ::a.b.c.d
+  ['fc00::', 7], // unique local
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // deprecated site-local
+  ['ff00::', 8], // multicast
+  ['64:ff9b:1::', 48], // local-use NAT64 (RFC 8215): translates to whatever the local network chooses
+] as const) {
+  blockList.addSubnet(prefix, bits, 'ipv6');
+}
+
+/** The eight 16-bit words of an IPv6 address already validated by net.isIP. */
+function ipv6Words(address: string): number[] {
+  let text = address;
+  const lastColon = text.lastIndexOf(':');
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes('.')) {
+    const [a, b, c, d] = tail.split('.').map(Number) as [number, number, number, number];
+    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, rest] = text.split('::') as [string, string | undefined];
+  const left = head ? head.split(':') : [];
+  const right = rest ? rest.split(':') : [];
+  const words = rest === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  return words.map((w) => parseInt(w, 16));
+}
+
+/** The IPv4 address carried by an IPv4-mapped (::ffff:0:0/96) or NAT64 (64:ff9b::/96) address. */
+function embeddedIPv4(address: string): string | undefined {
+  const w = ipv6Words(address);
+  const zeroPrefix = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
+  const mapped = zeroPrefix(0, 5) && w[5] === 0xffff;
+  const nat64 = w[0] === 0x64 && w[1] === 0xff9b && zeroPrefix(2, 6);
+  if (!mapped && !nat64) return undefined;
+  return [w[6]! >> 8, w[6]! & 0xff, w[7]! >> 8, w[7]! & 0xff].join('.');
+}
+
+/**
+ * Pure check used by the connector and by URL validation elsewhere: true for addresses Switchboard
+ * must not call unless allowPrivate. Accepts IPv4/IPv6 literals (brackets and %zone are ignored).
+ * Anything that is not an IP address returns true, so a caller's parsing slip fails closed.
+ * Never throws.
+ */
+export function isPrivateAddress(ip: string): boolean {
+  const address = ip.trim().replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
+  const family = net.isIP(address);
+  if (family === 4) return blockList.check(address, 'ipv4');
+  if (family !== 6) return true;
+  const v4 = embeddedIPv4(address);
+  return (v4 !== undefined && blockList.check(v4, 'ipv4')) || blockList.check(address, 'ipv6');
+}
+
+function blockedError(host: string, address: string, url: string): OutboundError {
+  return new OutboundError(
+    'BLOCKED_ADDRESS',
+    `refusing to connect to ${host} (${address}): private, loopback and link-local addresses are not allowed (set SWITCHBOARD_ALLOW_PRIVATE_URLS to permit)`,
+    url,
+  );
+}
+
+/**
+ * DNS lookup that refuses the whole host if ANY of its addresses is private. Checking here, on the
+ * address the socket is about to use, is what defeats DNS rebinding (a check before fetch could
+ * see a public address and the connect a private one). Refusing rather than filtering keeps the
+ * behaviour predictable: a host never works "sometimes" depending on which address gets picked.
+ */
+const guardedLookup: net.LookupFunction = (hostname, options, callback) => {
+  dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, '');
+    const bad = addresses.find((a) => isPrivateAddress(a.address));
+    if (bad) return callback(blockedError(hostname, bad.address, hostname), '');
+    // net.connect asks for all addresses when autoSelectFamily (happy eyeballs) is on, one otherwise.
+    if (options.all) return callback(null, addresses);
+    callback(null, addresses[0]!.address, addresses[0]!.family);
+  });
+};
+
+function createConnector(options: OutboundOptions): buildConnector.connector {
+  const timeout = options.connectTimeoutMs ?? 5_000;
+  if (options.allowPrivate) return buildConnector({ timeout });
+  const connect = buildConnector({ timeout, lookup: guardedLookup });
+  return (opts, callback) => {
+    // net.connect skips `lookup` for IP literals, so check those here. undici has already
+    // stripped the brackets from IPv6 hostnames.
+    if (net.isIP(opts.hostname) && isPrivateAddress(opts.hostname)) {
+      callback(blockedError(opts.hostname, opts.hostname, `${opts.protocol}//${opts.host ?? opts.hostname}`), null);
+      return;
+    }
+    connect(opts, callback);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error mapping
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+
+/**
+ * undici reports failures as TypeError('fetch failed' | 'terminated') with the real error in
+ * `cause`; turn those into OutboundErrors. Anything else (programming errors, and aborts, which
+ * callers such as Temporal activity cancellation must see unchanged) is returned as is.
+ */
+function toOutboundError(err: unknown, url: string, signal: AbortSignal | null | undefined): unknown {
+  if (signal?.aborted) return err;
+  if (err instanceof OutboundError) return err.url === url ? err : new OutboundError(err.code, err.message, url, { cause: err });
+  if (!(err instanceof TypeError) || err.cause === undefined) return err;
+  let cause: unknown = err.cause;
+  for (let depth = 0; cause instanceof Error && depth < 5; depth++) {
+    if (cause instanceof OutboundError) return new OutboundError(cause.code, cause.message, url, { cause });
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
+      return new OutboundError('TIMEOUT', `${url}: ${cause.message || code}`, url, { cause });
+    }
+    if (cause.cause === undefined) break;
+    cause = cause.cause;
+  }
+  const detail = cause instanceof Error ? (cause as { code?: string }).code ?? cause.message : String(cause);
+  return new OutboundError('NETWORK', `${url}: ${err.message}${detail ? ` (${detail})` : ''}`, url, { cause: err });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fetch
+
+type FetchInput = Parameters<typeof globalThis.fetch>[0];
+
+/**
+ * Split fetch's `input` into URL and init. A Request object is copied field by field because it
+ * may come from Node's bundled undici, which undici@7's fetch does not recognise as a Request.
+ */
+function splitInput(input: FetchInput, init: RequestInit | undefined): [string, RequestInit] {
+  if (typeof input === 'string') return [input, init ?? {}];
+  if (input instanceof URL) return [input.href, init ?? {}];
+  const { url, method, headers, body, signal } = input;
+  return [url, { method, headers, body, signal, ...(body ? { duplex: 'half' } : {}), ...init }];
+}
+
+function parseHttpUrl(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new OutboundError('INVALID_URL', `not a valid URL: ${raw}`, raw);
+  }
+  // undici's fetch would otherwise also serve data: and blob: URLs without touching the network.
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new OutboundError('INVALID_URL', `only http: and https: URLs are allowed, got ${url.protocol} in ${raw}`, raw);
+  }
+  return url;
+}
+
+/**
+ * Re-wrap a response so its body stream stops at `maxBytes` (counted after content decoding, so a
+ * gzip bomb is caught too) and body errors become OutboundErrors. Wrapping the stream, rather than
+ * checking in getJson, is what caps third-party readers such as the A2A SDK's res.json().
+ */
+function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: AbortSignal | null | undefined): UndiciResponse {
+  if (res.body === null) return res;
+  const reader = res.body.getReader();
+  let received = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await reader.read();
+      } catch (err) {
+        controller.error(toOutboundError(err, url, signal));
+        return;
+      }
+      if (chunk.done) return controller.close();
+      received += chunk.value.byteLength;
+      if (received > maxBytes) {
+        const err = new OutboundError('TOO_LARGE', `response from ${url} exceeds ${maxBytes} bytes`, url);
+        controller.error(err);
+        await reader.cancel(err).catch(() => {}); // frees the connection
+        return;
+      }
+      controller.enqueue(chunk.value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+  const capped = new UndiciResponse(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  // A constructed Response has an empty url; keep the real one for callers that log it.
+  Object.defineProperty(capped, 'url', { value: res.url });
+  return capped;
+}
+
+/**
+ * Build the outbound HTTP client. Throws nothing itself; see `Outbound` for what its calls reject
+ * with. Call `close()` on shutdown so pooled sockets do not keep the process alive.
+ */
+export function createOutbound(options: OutboundOptions): Outbound {
+  const maxBytes = options.maxResponseBytes ?? 4 * MiB;
+  const userAgent = options.userAgent ?? 'switchboard';
+  const agent = new Agent({
+    connect: createConnector(options),
+    headersTimeout: options.headersTimeoutMs ?? 30_000,
+    bodyTimeout: options.bodyTimeoutMs ?? 30_000,
+  });
+
+  async function outboundFetch(input: FetchInput, init?: RequestInit): Promise<UndiciResponse> {
+    const [raw, requestInit] = splitInput(input, init);
+    const url = parseHttpUrl(raw).href;
+    const signal = requestInit.signal;
+    const headers = new UndiciHeaders(requestInit.headers as ConstructorParameters<typeof UndiciHeaders>[0]);
+    if (!headers.has('user-agent')) headers.set('user-agent', userAgent);
+
+    let res: UndiciResponse;
+    try {
+      res = await undiciFetch(url, {
+        ...(requestInit as Parameters<typeof undiciFetch>[1]),
+        headers,
+        // 'manual' hands us the 3xx itself so we can name the Location in the error.
+        redirect: 'manual',
+        dispatcher: agent,
+      });
+    } catch (err) {
+      throw toOutboundError(err, url, signal);
+    }
+
+    // 304 is a cache answer, not a redirect; every other 3xx could steer us somewhere unchecked.
+    if (res.status >= 300 && res.status < 400 && res.status !== 304) {
+      await res.body?.cancel().catch(() => {});
+      const location = res.headers.get('location') ?? '(no Location header)';
+      throw new OutboundError('REDIRECT', `${url} answered ${res.status} redirecting to ${location}; redirects are not followed`, url);
+    }
+    const declared = Number(res.headers.get('content-length') ?? 0);
+    if (declared > maxBytes) {
+      await res.body?.cancel().catch(() => {});
+      throw new OutboundError('TOO_LARGE', `response from ${url} declares ${declared} bytes, limit is ${maxBytes}`, url);
+    }
+    return capBody(res, maxBytes, url, signal);
+  }
+
+  return {
+    fetch: outboundFetch as unknown as typeof globalThis.fetch,
+
+    async getJson(url, init) {
+      const res = await outboundFetch(url, {
+        method: 'GET',
+        signal: init?.signal,
+        headers: { accept: 'application/json', ...init?.headers },
+      });
+      const text = await res.text(); // capped and error-mapped by capBody
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // keep the raw text; see the interface doc
+      }
+      return { status: res.status, headers: res.headers as unknown as Headers, body };
+    },
+
+    async close() {
+      // A graceful close waits for in-flight requests, and an open SSE stream may never end;
+      // don't let one hang shutdown.
+      let timer: NodeJS.Timeout | undefined;
+      const closed = agent.close().then(() => true, () => true);
+      const expired = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS, false)));
+      const graceful = await Promise.race([closed, expired]);
+      clearTimeout(timer);
+      if (!graceful) await agent.destroy().catch(() => {});
+    },
+  };
+}
