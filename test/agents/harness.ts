@@ -1,0 +1,75 @@
+// Shared plumbing for the test agents: listen on 127.0.0.1:0, record every JSON-RPC request, close cleanly.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+
+export interface RecordedCall {
+  method: string;
+  params: any;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface TestAgent {
+  /** Base URL, e.g. http://127.0.0.1:PORT (card at `${url}/.well-known/agent-card.json`). */
+  url: string;
+  /** The card JSON as served (fetched with `A2A-Version: 1.0`). */
+  card: unknown;
+  /** Every JSON-RPC request received, in order (parsed body as received + headers). */
+  calls: RecordedCall[];
+  /** Agent-side task ids named by a received cancel request (`CancelTask` / `tasks/cancel`). */
+  cancels: string[];
+  close(): Promise<void>;
+}
+
+/** Every agent serves JSON-RPC here: `${url}${RPC_PATH}`. */
+export const RPC_PATH = '/a2a/jsonrpc';
+const CANCEL_METHODS = new Set(['CancelTask', 'tasks/cancel']);
+
+/**
+ * Starts an Express app on an ephemeral port. The server listens *before* `mount` runs, so cards can carry the
+ * real port. The recorder runs ahead of whatever `mount` installs; `mount` may return a cleanup hook for close().
+ */
+export async function startAgentServer(
+  mount: (app: express.Express, url: string) => void | (() => void),
+): Promise<TestAgent> {
+  const calls: RecordedCall[] = [];
+  const cancels: string[] = [];
+  const server = http.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  const app = express();
+  // Read the body ourselves (any content type) so even malformed requests are recorded. body-parser skips
+  // an already-consumed request, so the SDK's own express.json() downstream is a no-op.
+  app.post(RPC_PATH, express.text({ type: () => true, limit: '10mb' }), (req, _res, next) => {
+    try {
+      req.body = JSON.parse(req.body);
+    } catch {
+      /* leave it raw: the SDK answers -32700 */
+    }
+    const body = req.body;
+    calls.push({ method: body?.method, params: body?.params, headers: { ...req.headers } });
+    if (CANCEL_METHODS.has(body?.method) && typeof body?.params?.id === 'string') cancels.push(body.params.id);
+    next();
+  });
+  const cleanup = mount(app, url);
+  server.on('request', app);
+
+  const card = await (await fetch(`${url}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '1.0' } })).json();
+  let closed: Promise<void> | undefined;
+  return {
+    url,
+    card,
+    calls,
+    cancels,
+    close: () =>
+      (closed ??= new Promise<void>((resolve) => {
+        cleanup?.();
+        server.close(() => resolve());
+        server.closeAllConnections(); // drops hanging / blocking requests
+      })),
+  };
+}
