@@ -1,0 +1,33 @@
+/**
+ * Builds an @a2a-js/sdk client for one agent endpoint. The SDK speaks the dialect the endpoint declares
+ * (1.0, or 0.3 through its compat transport); every request goes through Switchboard's guarded fetch.
+ */
+import { AgentCard } from '@a2a-js/sdk';
+import { type Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import type { AgentEndpoint } from '../workflows/types';
+
+export interface HttpTrace {
+  /** The HTTP status of the most recent response, so failures can be classified as retryable or not. */
+  lastStatus?: number;
+}
+
+export async function agentClient(endpoint: AgentEndpoint, fetchImpl: typeof fetch, trace: HttpTrace = {}): Promise<Client> {
+  const tracingFetch: typeof fetch = async (input, init) => {
+    const res = await fetchImpl(input, init);
+    trace.lastStatus = res.status;
+    return res;
+  };
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl: tracingFetch, legacyCompat: { enabled: true } })],
+      preferredTransports: ['JSONRPC'],
+    }),
+  );
+  // A card reduced to what the transport needs: the registry already validated the agent's real card.
+  const card = AgentCard.fromJSON({
+    name: 'agent',
+    supportedInterfaces: [{ url: endpoint.url, protocolBinding: 'JSONRPC', protocolVersion: endpoint.protocolVersion }],
+    capabilities: { streaming: endpoint.streaming },
+  });
+  return factory.createFromAgentCard(card);
+}

@@ -1,0 +1,23 @@
+/**
+ * The activities of the task workflow, bound to their dependencies. Workflows import this module's *type* only.
+ */
+import type { Pool } from 'pg';
+import type { SettlementRequest, TaskRecord } from '../workflows/types';
+import { recordTask, settleTask } from './bookkeeping';
+import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
+import { forwardMessage, type ForwardArgs } from './forward-message';
+
+export interface ActivityDeps {
+  pool: Pool;
+  /** The guarded outbound fetch (src/http/outbound.ts): every call to an agent goes through it. */
+  fetch: typeof fetch;
+}
+
+export function createActivities({ pool, fetch }: ActivityDeps) {
+  return {
+    forwardMessage: (args: ForwardArgs) => forwardMessage(fetch, args),
+    cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(fetch, args),
+    recordTask: (rec: TaskRecord) => recordTask(pool, rec),
+    settleTask: (req: SettlementRequest) => settleTask(pool, req),
+  };
+}

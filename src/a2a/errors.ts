@@ -1,0 +1,47 @@
+/**
+ * The one table that maps every error a client can see to its JSON-RPC code (A2A §5.4, §9.5;
+ * reference/a2a-protocol.md §1.9). Errors are raised as @a2a-js/sdk error classes so that the SDK's
+ * 1.0 and 0.3 transport handlers render them in the caller's dialect (1.0 adds google.rpc.ErrorInfo data).
+ */
+import {
+  JsonRpcInvalidAgentResponseError,
+  JsonRpcPushNotificationNotSupportedError,
+  JsonRpcRequestMalformedError,
+  JsonRpcTaskNotCancelableError,
+  JsonRpcTaskNotFoundError,
+  JsonRpcTransportError,
+  JsonRpcUnsupportedOperationError,
+  JsonRpcVersionNotSupportedError,
+} from '@a2a-js/sdk/errors';
+
+export const A2A_ERRORS = {
+  ParseError: { code: -32700, make: (m: string) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32700 }) },
+  InvalidRequest: { code: -32600, make: (m: string) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32600 }) },
+  MethodNotFound: { code: -32601, make: (m: string) => new JsonRpcUnsupportedOperationError({ message: m, envelopeCode: -32601 }) },
+  InvalidParams: {
+    code: -32602,
+    make: (m: string, data?: Record<string, unknown>[]) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32602, data }),
+  },
+  Internal: { code: -32603, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32603, message: m } }) },
+  TaskNotFound: { code: -32001, make: (m: string) => new JsonRpcTaskNotFoundError({ message: m }) },
+  TaskNotCancelable: { code: -32002, make: (m: string) => new JsonRpcTaskNotCancelableError({ message: m }) },
+  PushNotificationNotSupported: { code: -32003, make: (m: string) => new JsonRpcPushNotificationNotSupportedError({ message: m }) },
+  UnsupportedOperation: { code: -32004, make: (m: string) => new JsonRpcUnsupportedOperationError({ message: m }) },
+  InvalidAgentResponse: { code: -32006, make: (m: string) => new JsonRpcInvalidAgentResponseError({ message: m }) },
+  VersionNotSupported: { code: -32009, make: (m: string) => new JsonRpcVersionNotSupportedError({ message: m }) },
+} as const;
+
+export type A2AErrorName = keyof typeof A2A_ERRORS;
+
+/** Raises the named A2A error; `data` is only used by InvalidParams (the field violations). */
+export function a2aError(name: A2AErrorName, message: string, data?: Record<string, unknown>[]): Error {
+  return A2A_ERRORS[name].make(message, data);
+}
+
+/** Workflow failure types (workflows/messages.ts FailureTypes) → the A2A error a client sees. */
+export const WORKFLOW_FAILURE_TO_A2A: Record<string, A2AErrorName> = {
+  TaskTerminal: 'UnsupportedOperation', // 1.0 §3.1 / TCK CORE-SEND-002
+  TaskBusy: 'UnsupportedOperation',
+  ContextMismatch: 'InvalidParams', // TCK CORE-MULTI-006, as a2a-js does
+  TaskNotCancelable: 'TaskNotCancelable',
+};

@@ -1,0 +1,170 @@
+/**
+ * A2A wire shapes, validated at the edge with zod.
+ *
+ * Switchboard's internal model is the A2A 1.0 ProtoJSON wire form (`Wire*` types below): it is plain JSON,
+ * so it travels unchanged through Temporal payloads, the workflow's state and the PostgreSQL projection.
+ * The 0.3 dialect is converted to and from it by @a2a-js/sdk's compat layer at the JSON-RPC boundary.
+ * Workflow code imports only the *types* from this file.
+ */
+import { z } from 'zod';
+
+export const TASK_STATES = [
+  'TASK_STATE_SUBMITTED',
+  'TASK_STATE_WORKING',
+  'TASK_STATE_INPUT_REQUIRED',
+  'TASK_STATE_AUTH_REQUIRED',
+  'TASK_STATE_COMPLETED',
+  'TASK_STATE_FAILED',
+  'TASK_STATE_CANCELED',
+  'TASK_STATE_REJECTED',
+] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+
+const metadata = z.record(z.string(), z.unknown());
+const nonEmpty = z.string().min(1).max(1024);
+
+// §1.4: a 1.0 part carries exactly one of text | raw | url | data.
+export const PartSchema = z
+  .object({
+    text: z.string().optional(),
+    raw: z.string().optional(),
+    url: z.string().optional(),
+    data: z.unknown().optional(),
+    mediaType: z.string().optional(),
+    filename: z.string().optional(),
+    metadata: metadata.optional(),
+  })
+  .refine((p) => ['text', 'raw', 'url', 'data'].filter((k) => (p as Record<string, unknown>)[k] !== undefined).length === 1, {
+    message: 'a part must carry exactly one of text, raw, url or data',
+  });
+export type WirePart = z.infer<typeof PartSchema>;
+
+export const MessageSchema = z.object({
+  messageId: nonEmpty,
+  contextId: z.string().max(1024).optional(),
+  taskId: z.string().max(1024).optional(),
+  role: z.enum(['ROLE_USER', 'ROLE_AGENT']),
+  parts: z.array(PartSchema).min(1),
+  metadata: metadata.optional(),
+  extensions: z.array(z.string()).optional(),
+  referenceTaskIds: z.array(z.string()).optional(),
+});
+export type WireMessage = z.infer<typeof MessageSchema>;
+
+export interface WireArtifact {
+  artifactId: string;
+  name?: string;
+  description?: string;
+  parts: WirePart[];
+  metadata?: Record<string, unknown>;
+  extensions?: string[];
+}
+export interface WireTaskStatus {
+  state: TaskState;
+  message?: WireMessage;
+  timestamp?: string;
+}
+export interface WireTask {
+  id: string;
+  contextId: string;
+  status: WireTaskStatus;
+  artifacts?: WireArtifact[];
+  history?: WireMessage[];
+  metadata?: Record<string, unknown>;
+}
+
+const historyLength = z.number().int().min(0).max(10_000);
+const tenant = z.string().max(256).optional();
+
+// ---- 1.0 method params (PascalCase methods) ----
+export const SendMessageParams = z.object({
+  tenant,
+  message: MessageSchema,
+  configuration: z
+    .object({
+      acceptedOutputModes: z.array(z.string()).optional(),
+      historyLength: historyLength.optional(),
+      returnImmediately: z.boolean().optional(),
+      taskPushNotificationConfig: z.unknown().optional(),
+    })
+    .optional(),
+  metadata: metadata.optional(),
+});
+export const GetTaskParams = z.object({ tenant, id: nonEmpty, historyLength: historyLength.optional() });
+export const CancelTaskParams = z.object({ tenant, id: nonEmpty, metadata: metadata.optional() });
+export const ListTasksParams = z.object({
+  tenant,
+  contextId: z.string().max(1024).optional(),
+  status: z.enum(TASK_STATES).optional(),
+  pageSize: z.number().int().min(1).max(100).optional(),
+  pageToken: z.string().max(512).optional(),
+  historyLength: historyLength.optional(),
+  statusTimestampAfter: z.iso.datetime({ offset: true }).optional(),
+  includeArtifacts: z.boolean().optional(),
+});
+export type ListTasksQuery = z.infer<typeof ListTasksParams>;
+
+// ---- 0.3 method params (namespace/verb methods) ----
+const LegacyPart = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('text'), text: z.string(), metadata: metadata.optional() }),
+  z.object({
+    kind: z.literal('file'),
+    file: z.union([
+      z.object({ bytes: z.string(), name: z.string().optional(), mimeType: z.string().optional() }),
+      z.object({ uri: z.string(), name: z.string().optional(), mimeType: z.string().optional() }),
+    ]),
+    metadata: metadata.optional(),
+  }),
+  z.object({ kind: z.literal('data'), data: z.record(z.string(), z.unknown()), metadata: metadata.optional() }),
+]);
+const LegacyMessage = z.object({
+  kind: z.literal('message'),
+  messageId: nonEmpty,
+  role: z.enum(['user', 'agent']),
+  parts: z.array(LegacyPart).min(1),
+  contextId: z.string().max(1024).optional(),
+  taskId: z.string().max(1024).optional(),
+  metadata: metadata.optional(),
+  extensions: z.array(z.string()).optional(),
+  referenceTaskIds: z.array(z.string()).optional(),
+});
+export const LegacySendParams = z.object({
+  message: LegacyMessage,
+  configuration: z
+    .object({
+      acceptedOutputModes: z.array(z.string()).optional(),
+      historyLength: historyLength.optional(),
+      blocking: z.boolean().optional(),
+      pushNotificationConfig: z.unknown().optional(),
+    })
+    .optional(),
+  metadata: metadata.optional(),
+});
+export const LegacyTaskQueryParams = z.object({ id: nonEmpty, historyLength: historyLength.optional(), metadata: metadata.optional() });
+export const LegacyTaskIdParams = z.object({ id: nonEmpty, metadata: metadata.optional() });
+
+/** The JSON-RPC 2.0 envelope (§JSON-RPC 2.0 "Request object"); batches are not part of A2A. */
+export const EnvelopeSchema = z.object({
+  jsonrpc: z.literal('2.0'),
+  method: z.string().min(1).max(128),
+  id: z.union([z.string().max(256), z.number().int(), z.null()]).optional(),
+  params: z.unknown().optional(),
+});
+export type Envelope = z.infer<typeof EnvelopeSchema>;
+
+/** Registration body of `POST /agents`. */
+export const RegisterAgentBody = z.object({
+  url: z.url({ protocol: /^https?$/ }),
+  name: z.string().min(1).max(200).optional(),
+  priceMinor: z.number().int().min(0).max(1e12).optional(),
+  retry: z
+    .object({
+      maxAttempts: z.number().int().min(1).max(20).optional(),
+      initialIntervalMs: z.number().int().min(10).max(600_000).optional(),
+      backoffCoefficient: z.number().min(1).max(10).optional(),
+      attemptTimeoutMs: z.number().int().min(100).max(3_600_000).optional(),
+    })
+    .strict()
+    .optional(),
+});
+export type RegisterAgent = z.infer<typeof RegisterAgentBody>;

@@ -1,0 +1,51 @@
+/**
+ * Switchboard's configuration: read from the environment once, here, and validated with zod.
+ * Nothing else reads process.env. A bad value stops start-up with a message naming the variable.
+ */
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' })
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const optionalUrl = (protocols: RegExp) => z.url({ protocol: protocols, error: 'must be a URL' }).optional();
+
+const EnvSchema = z.object({
+  PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  /** Unset: an embedded PostgreSQL (PGlite) under SWITCHBOARD_DATA_DIR. */
+  DATABASE_URL: optionalUrl(/^postgres(ql)?$/),
+  /** Unset: a Temporal dev server started by Switchboard, persisted under SWITCHBOARD_DATA_DIR. */
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[\w.-]+:\d{1,5}$/, 'must be host:port')
+    .optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('switchboard'),
+  /** Outbound calls to loopback/private/link-local addresses are refused unless this is true. */
+  SWITCHBOARD_ALLOW_PRIVATE_URLS: bool.default(false),
+  SWITCHBOARD_DATA_DIR: z.string().min(1).default('.data'),
+  /** The URL clients use to reach Switchboard (written into the agent cards it serves); default: the request's Host. */
+  SWITCHBOARD_PUBLIC_URL: optionalUrl(/^https?$/),
+  /** How long an input-required task waits for the client's next message (ms). Default 7 days. */
+  SWITCHBOARD_INPUT_TIMEOUT_MS: z.coerce.number().int().min(1000).default(7 * 24 * 3600 * 1000),
+  /** Temporal CLI used for the embedded dev server; default: scripts/ensure-temporal.sh finds or builds it. */
+  TEMPORAL_CLI: z.string().min(1).optional(),
+  TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof EnvSchema>;
+
+export class ConfigError extends Error {}
+
+/** @throws ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty strings count as unset, as in most shells' `VAR= cmd`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message} (got ${JSON.stringify(present[String(i.path[0])])})`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}

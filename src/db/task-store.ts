@@ -1,0 +1,87 @@
+/** Reads of the task projection (written by activities/bookkeeping.ts). */
+import type { Pool } from 'pg';
+import type { ListTasksQuery, WireTask } from '../a2a/schemas';
+import { a2aError } from '../a2a/errors';
+import { viewTask } from '../../workflows/task-state';
+
+export interface StoredTask {
+  task: WireTask;
+  agentId: string;
+}
+
+export async function findTask(pool: Pool, tenant: string, taskId: string): Promise<StoredTask | undefined> {
+  const { rows } = await pool.query<{ task: WireTask; agent_id: string }>(
+    'SELECT task, agent_id FROM tasks WHERE tenant = $1 AND task_id = $2',
+    [tenant, taskId],
+  );
+  return rows[0] && { task: rows[0].task, agentId: rows[0].agent_id };
+}
+
+export interface TaskPage {
+  tasks: WireTask[];
+  nextPageToken: string;
+  pageSize: number;
+  totalSize: number;
+}
+
+interface Cursor {
+  t: string; // status timestamp (ISO, microsecond precision as PostgreSQL keeps it)
+  id: string;
+}
+
+/**
+ * ListTasks (§1.11): newest status first, cursor pagination, optional filters. The page token is an
+ * opaque cursor on (status_timestamp, task_id); a token that does not decode is InvalidParams.
+ */
+export async function listTasks(pool: Pool, tenant: string, agentId: string | undefined, q: ListTasksQuery): Promise<TaskPage> {
+  const pageSize = q.pageSize ?? 50;
+  const where = ['tenant = $1'];
+  const args: unknown[] = [tenant];
+  const add = (clause: string, value: unknown) => {
+    args.push(value);
+    where.push(clause.replace('?', `$${args.length}`));
+  };
+  if (agentId) add('agent_id = ?', agentId);
+  if (q.contextId) add('context_id = ?', q.contextId);
+  if (q.status) add('state = ?', q.status);
+  if (q.statusTimestampAfter) add('status_timestamp > ?', q.statusTimestampAfter);
+  const filter = where.join(' AND ');
+  const filterArgs = [...args];
+  if (q.pageToken) {
+    const c = decodeCursor(q.pageToken);
+    args.push(c.t, c.id);
+    where.push(`(status_timestamp, task_id) < ($${args.length - 1}::timestamptz, $${args.length})`);
+  }
+  args.push(pageSize + 1);
+  const [page, count] = await Promise.all([
+    pool.query<{ task: WireTask; cursor_t: string; task_id: string }>(
+      `SELECT task, to_char(status_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_t, task_id
+         FROM tasks WHERE ${where.join(' AND ')}
+        ORDER BY status_timestamp DESC, task_id DESC LIMIT $${args.length}`,
+      args,
+    ),
+    pool.query<{ n: string }>(`SELECT count(*) AS n FROM tasks WHERE ${filter}`, filterArgs),
+  ]);
+  const rows = page.rows.slice(0, pageSize);
+  const last = rows[rows.length - 1];
+  return {
+    tasks: rows.map((r) => viewTask(r.task, q.historyLength, q.includeArtifacts ?? false)),
+    nextPageToken: page.rows.length > pageSize && last ? encodeCursor({ t: last.cursor_t, id: last.task_id }) : '',
+    pageSize,
+    totalSize: Number(count.rows[0].n),
+  };
+}
+
+function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify(c)).toString('base64url');
+}
+
+function decodeCursor(token: string): Cursor {
+  try {
+    const c = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Cursor;
+    if (typeof c.t === 'string' && typeof c.id === 'string' && !Number.isNaN(Date.parse(c.t))) return c;
+  } catch {
+    // fall through
+  }
+  throw a2aError('InvalidParams', 'pageToken is not a token this server issued');
+}

@@ -1,0 +1,163 @@
+/**
+ * The JSON-RPC front door of one agent on Switchboard (`POST /agents/:id/a2a`).
+ *
+ * Everything a client can get wrong is answered here, before any work starts, with a JSON-RPC error
+ * (HTTP 200, §9.5): unparseable JSON (-32700), a bad envelope (-32600), an unknown method (-32601), bad
+ * params (-32602), an unsupported A2A-Version (-32009). Valid requests go to the @a2a-js/sdk transport
+ * handler of the caller's dialect (1.0 PascalCase methods, 0.3 namespace/verb methods), which renders the
+ * answer, and errors, in that dialect.
+ */
+import { toJsonRpcError } from '@a2a-js/sdk/errors';
+import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
+import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextBuilder } from '@a2a-js/sdk/server';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { A2A_ERRORS, type A2AErrorName, a2aError } from '../a2a/errors';
+import { AgentRequestHandler, type HandlerDeps } from '../a2a/request-handler';
+import * as S from '../a2a/schemas';
+import type { AgentRegistry } from '../agents/registry';
+
+type Dialect = '1.0' | '0.3';
+/** A method's params schema, or the A2A error that answers it while the feature is not offered. */
+type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
+
+const NO_STREAMING = { unsupported: 'UnsupportedOperation', why: 'streaming is not supported by this gateway yet' } as const;
+const NO_PUSH = { unsupported: 'PushNotificationNotSupported', why: 'push notifications are not supported by this gateway yet' } as const;
+const NO_EXTENDED_CARD = { unsupported: 'UnsupportedOperation', why: 'this gateway does not serve extended agent cards' } as const;
+
+const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
+  '1.0': {
+    SendMessage: S.SendMessageParams,
+    GetTask: S.GetTaskParams,
+    CancelTask: S.CancelTaskParams,
+    ListTasks: S.ListTasksParams,
+    SendStreamingMessage: NO_STREAMING,
+    SubscribeToTask: NO_STREAMING,
+    CreateTaskPushNotificationConfig: NO_PUSH,
+    GetTaskPushNotificationConfig: NO_PUSH,
+    ListTaskPushNotificationConfigs: NO_PUSH,
+    DeleteTaskPushNotificationConfig: NO_PUSH,
+    GetExtendedAgentCard: NO_EXTENDED_CARD,
+  },
+  '0.3': {
+    'message/send': S.LegacySendParams,
+    'tasks/get': S.LegacyTaskQueryParams,
+    'tasks/cancel': S.LegacyTaskIdParams,
+    'message/stream': NO_STREAMING,
+    'tasks/resubscribe': NO_STREAMING,
+    'tasks/pushNotificationConfig/set': NO_PUSH,
+    'tasks/pushNotificationConfig/get': NO_PUSH,
+    'tasks/pushNotificationConfig/list': NO_PUSH,
+    'tasks/pushNotificationConfig/delete': NO_PUSH,
+    'agent/getAuthenticatedExtendedCard': NO_EXTENDED_CARD,
+  },
+};
+
+/** 1.0 and 0.x method names never collide (PascalCase vs namespace/verb), so the name picks the dialect. */
+function dialectOf(method: string): Dialect | undefined {
+  if (Object.hasOwn(METHODS['1.0'], method)) return '1.0';
+  if (Object.hasOwn(METHODS['0.3'], method)) return '0.3';
+  return undefined;
+}
+
+export interface JsonRpcRouteDeps extends HandlerDeps {
+  registry: AgentRegistry;
+  tenant: string;
+  publicUrl?: string;
+}
+
+export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
+  // Read every body as text, whatever its content type, so that parse errors become -32700 envelopes.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.setErrorHandler((err: { code?: string; statusCode?: number; message: string }, req, reply) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return reply.code(413).send(envelope(null, { code: -32600, message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` }));
+    }
+    req.log.error({ err }, 'JSON-RPC request failed');
+    return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
+  });
+
+  app.post('/agents/:id/a2a', async (req: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const rawBody = typeof req.body === 'string' ? req.body : '';
+    let body: unknown;
+    try {
+      body = JSON.parse(rawBody);
+    } catch (err) {
+      return envelope(null, { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` });
+    }
+    const parsed = S.EnvelopeSchema.safeParse(body);
+    if (!parsed.success) {
+      return envelope(idOf(body), { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid JSON-RPC request: ${z.prettifyError(parsed.error)}` });
+    }
+    const rpc = parsed.data;
+    const id = rpc.id ?? null;
+    const dialect = dialectOf(rpc.method);
+    if (!dialect) return envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` });
+    const fail = (err: unknown) => envelope(id, dialect === '1.0' ? toJsonRpcError(err) : legacyError(err));
+
+    const version = requestedVersion(req);
+    if (version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(version)) {
+      return fail(a2aError('VersionNotSupported', `A2A-Version ${version} is not supported; this gateway speaks 1.0 and 0.3`));
+    }
+    const spec = METHODS[dialect][rpc.method];
+    if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));
+    const params = (spec as z.ZodType).safeParse(rpc.params);
+    if (!params.success) {
+      const violations = params.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
+      return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${z.prettifyError(params.error)}`, violations));
+    }
+
+    const agent = await deps.registry.get(deps.tenant, req.params.id);
+    if (!agent) {
+      reply.code(404);
+      return envelope(id, { code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` });
+    }
+    const rpcUrl = `${baseUrlOf(req, deps.publicUrl)}/agents/${agent.id}/a2a`;
+    const handler = new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps);
+    const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
+    // Client credentials stay here: the context carries headers for the SDK, nothing forwards them to agents.
+    const context = defaultServerCallContextBuilder({
+      extensions: undefined,
+      user: new UnauthenticatedUser(),
+      headers: req.headers,
+      requestedVersion: dialect,
+      tenant: deps.tenant,
+    });
+    const answer = await transport.handle({ ...rpc, id, params: rpc.params }, context);
+    if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer) {
+      return fail(a2aError('UnsupportedOperation', 'streaming is not supported by this gateway yet'));
+    }
+    const result = answer as { error?: { code: number } };
+    if (result.error?.code === A2A_ERRORS.Internal.code) req.log.warn({ method: rpc.method, error: result.error }, 'internal error answered');
+    return result;
+  });
+}
+
+function envelope(id: string | number | null, error: { code: number; message: string; data?: unknown }) {
+  return { jsonrpc: '2.0' as const, id, error };
+}
+
+/** 0.3 errors carry no google.rpc ErrorInfo array; `data` stays free-form (field violations for -32602). */
+function legacyError(err: unknown): { code: number; message: string; data?: unknown } {
+  const e = err as { envelopeCode?: number; message?: string; data?: unknown };
+  return { code: e.envelopeCode ?? A2A_ERRORS.Internal.code, message: e.message ?? 'Internal error', ...(e.data !== undefined ? { data: e.data } : {}) };
+}
+
+/** Echo the request id in an error when it is a valid one (JSON-RPC 2.0 §5: null when it cannot be read). */
+function idOf(body: unknown): string | number | null {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
+}
+
+function requestedVersion(req: FastifyRequest): string | undefined {
+  const header = req.headers['a2a-version'];
+  const query = (req.query as Record<string, unknown> | undefined)?.['A2A-Version'];
+  const v = (Array.isArray(header) ? header[0] : header) ?? (typeof query === 'string' ? query : undefined);
+  return v === '' ? undefined : v;
+}
+
+export function baseUrlOf(req: FastifyRequest, publicUrl?: string): string {
+  if (publicUrl) return publicUrl.replace(/\/+$/, '');
+  return `${req.protocol}://${req.host}`;
+}

@@ -1,0 +1,123 @@
+/**
+ * The only module that talks to Temporal about tasks: it knows workflow ids, the task queue and Temporal's
+ * error types, and turns them into A2A errors. Routes and the request handler never touch client.workflow.
+ */
+import {
+  type Client,
+  WithStartWorkflowOperation,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Pool } from 'pg';
+import type { Logger } from 'pino';
+import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
+import { findTask } from '../db/task-store';
+import { SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, sendMessageUpdate } from '../../workflows/messages';
+import { isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
+import type { taskWorkflow } from '../../workflows/task-workflow';
+import type { SendMessageArgs, TaskInput, WireTask } from '../../workflows/types';
+
+export interface TaskGatewayOptions {
+  client: Client;
+  taskQueue: string;
+  pool: Pool;
+  log: Logger;
+}
+
+/** Workflow id of a task: scoped by tenant, so one tenant can never address another's task. */
+export const workflowIdOf = (tenant: string, taskId: string) => `a2a:${tenant}:${taskId}`;
+
+export class TaskGateway {
+  constructor(private readonly o: TaskGatewayOptions) {}
+
+  /**
+   * Starts the task's workflow and delivers its first message in one call (update-with-start).
+   * @returns the task when the turn ends, or at once with `returnImmediately`.
+   */
+  async start(input: TaskInput, args: SendMessageArgs): Promise<WireTask> {
+    const op = new WithStartWorkflowOperation<typeof taskWorkflow>('taskWorkflow', {
+      workflowId: workflowIdOf(input.tenant, input.taskId),
+      taskQueue: this.o.taskQueue,
+      args: [input],
+      workflowIdConflictPolicy: 'FAIL',
+      typedSearchAttributes: [
+        { key: SA_STATE, value: stateLabel('TASK_STATE_SUBMITTED') },
+        { key: SA_AGENT, value: input.agent.agentId },
+        { key: SA_CONTEXT, value: input.contextId },
+        { key: SA_TENANT, value: input.tenant },
+      ],
+      staticSummary: `A2A task ${input.taskId} → agent ${input.agent.agentId}`,
+      staticDetails: `tenant \`${input.tenant}\`, context \`${input.contextId}\`, agent endpoint ${input.agent.endpoint.url} (A2A ${input.agent.endpoint.protocolVersion})`,
+    });
+    try {
+      return await this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, {
+        args: [args],
+        updateId: args.message.messageId,
+        startWorkflowOperation: op,
+      });
+    } catch (err) {
+      throw this.toA2A(err, input.taskId);
+    }
+  }
+
+  /** Delivers a follow-up message; its updateId is the messageId, so a retried message is applied once. */
+  async continue(tenant: string, taskId: string, args: SendMessageArgs): Promise<WireTask> {
+    const handle = this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId));
+    try {
+      return await handle.executeUpdate(sendMessageUpdate, { args: [args], updateId: args.message.messageId });
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) {
+        // The workflow is gone (closed and past retention): the projection knows whether the task ever existed.
+        const stored = await findTask(this.o.pool, tenant, taskId);
+        if (stored) throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(stored.task.status.state)}; a terminal task accepts no more messages`);
+      }
+      throw this.toA2A(err, taskId);
+    }
+  }
+
+  /** GetTask: a workflow query while Temporal has the workflow, else the PostgreSQL projection. */
+  async get(tenant: string, taskId: string, historyLength?: number): Promise<WireTask> {
+    try {
+      return await this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId)).query(getTaskQuery, historyLength);
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) this.o.log.warn({ err, taskId }, 'task query failed; answering from the projection');
+    }
+    const stored = await findTask(this.o.pool, tenant, taskId);
+    if (!stored) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+    return viewTask(stored.task, historyLength);
+  }
+
+  /**
+   * CancelTask: the workflow cancels the agent call, tells the agent, and ends canceled. Canceling a canceled
+   * task returns it (idempotent); any other terminal state is TaskNotCancelable.
+   */
+  async cancel(tenant: string, taskId: string): Promise<WireTask> {
+    let task: WireTask;
+    try {
+      task = await this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId)).executeUpdate(cancelUpdate, { args: [] });
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw this.toA2A(err, taskId);
+      const stored = await findTask(this.o.pool, tenant, taskId);
+      if (!stored) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+      task = stored.task;
+    }
+    const state = task.status.state;
+    if (state !== 'TASK_STATE_CANCELED') {
+      // Lost the race with completion, or the workflow was already gone: exactly one terminal state stands.
+      if (isTerminal(state)) throw a2aError('TaskNotCancelable', `Task ${taskId} is already ${stateLabel(state)} and cannot be canceled`);
+      throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(state)})`);
+    }
+    return task;
+  }
+
+  private toA2A(err: unknown, taskId: string): Error {
+    if (err instanceof WorkflowNotFoundError) return a2aError('TaskNotFound', `Task ${taskId} not found`);
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+      const name = WORKFLOW_FAILURE_TO_A2A[err.cause.type ?? ''];
+      if (name) return a2aError(name, err.cause.message);
+    }
+    this.o.log.error({ err, taskId }, 'unexpected Temporal error');
+    return a2aError('Internal', `Internal error while handling task ${taskId}`);
+  }
+}

@@ -1,0 +1,32 @@
+/** The Temporal worker: the only module that imports both workflows/ (by path) and activities/. */
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { Pool } from 'pg';
+import { createActivities } from '../activities';
+
+export interface WorkerDeps {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  pool: Pool;
+  fetch: typeof fetch;
+  /** Pre-built bundle (tests bundle once per process); default: bundle workflows/ at start. */
+  workflowBundle?: WorkerOptions['workflowBundle'];
+  /** Replaces activities, for fault-injection tests that wrap the real ones. */
+  activities?: ReturnType<typeof createActivities>;
+}
+
+export const WORKFLOWS_PATH = require.resolve('../workflows');
+
+export async function createWorker(d: WorkerDeps): Promise<Worker> {
+  return Worker.create({
+    connection: d.connection,
+    namespace: d.namespace,
+    taskQueue: d.taskQueue,
+    ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch }),
+    // Each agent call holds an activity slot for its whole duration; allow many at once.
+    maxConcurrentActivityTaskExecutions: 200,
+    maxConcurrentLocalActivityExecutions: 200,
+    shutdownGraceTime: '10s',
+  });
+}

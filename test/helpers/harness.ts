@@ -1,0 +1,191 @@
+/**
+ * One Switchboard for a test file, on real components: a Temporal dev server (the Go-built CLI through
+ * @temporalio/testing), the local PostgreSQL in a schema of its own, a worker, and the HTTP app listening
+ * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire.
+ */
+import { randomBytes } from 'node:crypto';
+import { bundleWorkflowCode, Runtime, DefaultLogger, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { Pool } from 'pg';
+import pino from 'pino';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app';
+import { migrate } from '../../src/db/migrate';
+import { createOutbound, type Outbound } from '../../src/http/outbound';
+import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { createActivities } from '../../activities';
+import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+/** Bundling takes a second or two: once per test process. */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  return bundle;
+}
+
+let runtimeInstalled = false;
+export async function startTemporal(): Promise<TestWorkflowEnvironment> {
+  if (!runtimeInstalled) {
+    Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: 'WARN', forward: {} } } });
+    runtimeInstalled = true;
+  }
+  const path = process.env.TEMPORAL_CLI;
+  if (!path) throw new Error('TEMPORAL_CLI is not set: run the tests with `npm test` (scripts/test.sh finds or builds the Temporal CLI)');
+  const create = () =>
+    TestWorkflowEnvironment.createLocal({
+      server: {
+        executable: { type: 'existing-path', path },
+        searchAttributes: Object.keys(SEARCH_ATTRIBUTES).map((k) => defineSearchAttributeKey(k, SearchAttributeType.KEYWORD)),
+        extraArgs: ['--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true'],
+      },
+    });
+  // Core gives the dev server 5 s to open its port; a loaded 2-core machine can miss that once.
+  try {
+    return await create();
+  } catch {
+    return await create();
+  }
+}
+
+export interface TestDb {
+  pool: Pool;
+  schema: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh schema in the local PostgreSQL (DATABASE_URL), migrated; dropped at the end. */
+export async function createTestDb(): Promise<TestDb> {
+  const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const schema = `sb_test_${randomBytes(4).toString('hex')}`;
+  const admin = new Pool({ connectionString: url, max: 1 });
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const pool = new Pool({ connectionString: url, max: 20, options: `-c search_path=${schema}` });
+  await migrate(pool);
+  return {
+    pool,
+    schema,
+    async drop() {
+      await pool.query(`DROP SCHEMA ${schema} CASCADE`);
+      await pool.end();
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;
+
+export interface Gateway {
+  url: string;
+  app: FastifyInstance;
+  env: TestWorkflowEnvironment;
+  db: TestDb;
+  outbound: Outbound;
+  taskQueue: string;
+  /** Starts a worker (one runs after startGateway); `wrap` replaces activities, for fault injection. */
+  startWorker(wrap?: (real: Activities) => Activities): Promise<void>;
+  stopWorker(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  inputTimeoutMs?: number;
+  wrapActivities?: (real: Activities) => Activities;
+}
+
+export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
+  const [env, db, workflowBundleCode] = await Promise.all([startTemporal(), createTestDb(), workflowBundle()]);
+  const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
+  const outbound = createOutbound({ allowPrivate: true });
+  const taskQueue = `switchboard-${randomBytes(3).toString('hex')}`;
+  let worker: Worker | undefined;
+  let running: Promise<void> | undefined;
+
+  async function startWorker(wrap?: (real: Activities) => Activities) {
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      namespace: env.namespace ?? 'default',
+      taskQueue,
+      pool: db.pool,
+      fetch: outbound.fetch,
+      workflowBundle: workflowBundleCode,
+      activities: wrap ? wrap(real) : real,
+    });
+    running = worker.run();
+  }
+  async function stopWorker() {
+    if (!worker) return;
+    worker.shutdown();
+    await running;
+    worker = undefined;
+  }
+
+  await startWorker(opts.wrapActivities);
+  const app = await buildApp({
+    pool: db.pool,
+    temporal: env.client,
+    taskQueue,
+    outbound,
+    log,
+    inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
+  });
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    url,
+    app,
+    env,
+    db,
+    outbound,
+    taskQueue,
+    startWorker,
+    stopWorker,
+    async close() {
+      await app.close();
+      await stopWorker();
+      await env.teardown();
+      await outbound.close();
+      await db.drop();
+    },
+  };
+}
+
+/** Registers an agent on the gateway and returns its id and the gateway URLs for it. */
+export async function register(gw: Gateway, agentUrl: string, extra: Record<string, unknown> = {}) {
+  const res = await fetch(`${gw.url}/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ url: agentUrl, ...extra }),
+  });
+  const body = (await res.json()) as { id: string; error?: string };
+  if (res.status !== 201) throw new Error(`registration failed: ${res.status} ${JSON.stringify(body)}`);
+  return { id: body.id, base: `${gw.url}/agents/${body.id}`, rpc: `${gw.url}/agents/${body.id}/a2a` };
+}
+
+/** A raw JSON-RPC call, for the error cases the SDK clients would refuse to send. */
+export async function rpc(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text };
+}
+
+/** Polls `check` until it returns a value, or fails after `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, ms = 15_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined && v !== false) return v as T;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,2 @@
+// The worker's workflowsPath entry: workflow functions only.
+export { taskWorkflow } from './task-workflow';

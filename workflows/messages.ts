@@ -1,0 +1,34 @@
+/**
+ * Every message a task workflow answers, defined once and imported by the workflow and by
+ * src/temporal/task-gateway.ts (the only client-side user).
+ */
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { SendMessageArgs, WireTask } from './types';
+
+/** Delivers one client message; its updateId is the A2A messageId, so a retried message is applied once. */
+export const sendMessageUpdate = defineUpdate<WireTask, [SendMessageArgs]>('sendMessage');
+/** Cancels the task; rejected (TaskNotCancelable) when it already ended in another terminal state. */
+export const cancelUpdate = defineUpdate<WireTask, []>('cancel');
+/** The current task; `historyLength` as in A2A GetTask (§3.2.4). */
+export const getTaskQuery = defineQuery<WireTask, [number?]>('getTask');
+
+/** Search attributes an operator filters tasks by in Temporal UI (all Keyword). */
+export const SA_STATE = defineSearchAttributeKey('A2ATaskState', SearchAttributeType.KEYWORD);
+export const SA_AGENT = defineSearchAttributeKey('A2AAgentId', SearchAttributeType.KEYWORD);
+export const SA_CONTEXT = defineSearchAttributeKey('A2AContextId', SearchAttributeType.KEYWORD);
+export const SA_TENANT = defineSearchAttributeKey('A2ATenant', SearchAttributeType.KEYWORD);
+export const SEARCH_ATTRIBUTES = {
+  A2ATaskState: 'Keyword',
+  A2AAgentId: 'Keyword',
+  A2AContextId: 'Keyword',
+  A2ATenant: 'Keyword',
+} as const;
+
+/** Failure types the workflow raises; the gateway maps each to an A2A error (src/a2a/errors.ts). */
+export const FailureTypes = {
+  TaskTerminal: 'TaskTerminal',
+  TaskBusy: 'TaskBusy',
+  ContextMismatch: 'ContextMismatch',
+  TaskNotCancelable: 'TaskNotCancelable',
+} as const;

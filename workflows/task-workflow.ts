@@ -1,0 +1,270 @@
+/**
+ * One workflow per A2A task. It owns the task's state machine:
+ *   submitted → working → (input-required | auth-required ↔ working) → completed | failed | canceled | rejected
+ * Client messages arrive as `sendMessage` updates (updateId = messageId), the agent is called by the
+ * `forwardMessage` activity, every state change is written to the PostgreSQL projection, and a terminal
+ * task is settled exactly once. Deterministic: only @temporalio/workflow APIs, no I/O.
+ */
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  TimeoutFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  isCancellation,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { createActivities } from '../activities';
+import { FailureTypes, SA_STATE, cancelUpdate, getTaskQuery, sendMessageUpdate } from './messages';
+import { isInterrupted, isTerminal, stateLabel, viewTask } from './task-state';
+import type { ForwardResult, TaskInput, TaskState, WireMessage, WireTask } from './types';
+
+type Activities = ReturnType<typeof createActivities>;
+
+/** Bookkeeping writes are short and must eventually succeed: local activities, retried until PostgreSQL answers. */
+const bookkeeping = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
+/** Canceling at the agent is retried until the agent answers, for at most an hour. */
+const agentControl = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  scheduleToCloseTimeout: '1 hour',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+});
+
+/** Failures of the forwarding activity that retrying cannot fix (see activities/forward-message.ts). */
+export const NON_RETRYABLE_FORWARD_ERRORS = ['AgentRejected', 'InvalidAgentResponse', 'AgentUnreachable'];
+
+export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
+  const { carry, agent } = input;
+  const task: WireTask = carry?.task ?? {
+    id: input.taskId,
+    contextId: input.contextId,
+    status: { state: 'TASK_STATE_SUBMITTED', timestamp: new Date().toISOString() },
+    artifacts: [],
+    history: [],
+  };
+  const createdAt = carry?.createdAt ?? new Date().toISOString();
+  let agentTaskId = carry?.agentTaskId;
+  let agentContextId = carry?.agentContextId;
+  let costMinor = carry?.costMinor;
+  let version = carry?.version ?? 0;
+  const inbox: WireMessage[] = [];
+  // Turn counters let a blocking sender wait for the end of *its* turn.
+  let turnsAccepted = 0;
+  let turnsDone = 0;
+  const state = (): TaskState => task.status.state;
+
+  const forwarding = proxyActivities<Activities>({
+    startToCloseTimeout: agent.retry.attemptTimeoutMs,
+    heartbeatTimeout: Math.min(10_000, agent.retry.attemptTimeoutMs),
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: {
+      maximumAttempts: agent.retry.maxAttempts,
+      initialInterval: agent.retry.initialIntervalMs,
+      backoffCoefficient: agent.retry.backoffCoefficient,
+      nonRetryableErrorTypes: NON_RETRYABLE_FORWARD_ERRORS,
+    },
+  });
+
+  function setStatus(next: TaskState, message?: WireMessage): void {
+    if (isTerminal(state())) return; // exactly one terminal state, whatever races
+    task.status = { state: next, timestamp: new Date().toISOString(), ...(message ? { message } : {}) };
+    upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
+    setCurrentDetails(`**${stateLabel(next)}**${message ? ` — ${textOf(message)}` : ''}`);
+  }
+
+  function gatewayMessage(text: string): WireMessage {
+    return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: task.id, contextId: task.contextId, parts: [{ text }] };
+  }
+
+  const record = () =>
+    bookkeeping.recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: ++version, createdAt });
+
+  setHandler(getTaskQuery, (historyLength?: number) => viewTask(task, historyLength));
+
+  setHandler(
+    sendMessageUpdate,
+    async ({ message, returnImmediately, historyLength }) => {
+      const turn = ++turnsAccepted;
+      const own = { ...message, taskId: task.id, contextId: task.contextId };
+      task.history = [...(task.history ?? []), own];
+      inbox.push(own);
+      if (state() !== 'TASK_STATE_SUBMITTED') setStatus('TASK_STATE_WORKING');
+      if (!returnImmediately) await condition(() => turnsDone >= turn || isTerminal(state()));
+      return viewTask(task, historyLength);
+    },
+    {
+      validator: ({ message }) => {
+        if (isTerminal(state())) {
+          throw ApplicationFailure.create({
+            type: FailureTypes.TaskTerminal,
+            message: `Task ${task.id} is ${stateLabel(state())}; a terminal task accepts no more messages (start a new task in the same context)`,
+            nonRetryable: true,
+          });
+        }
+        const firstMessage = state() === 'TASK_STATE_SUBMITTED' && turnsAccepted === 0;
+        if (!firstMessage && !isInterrupted(state())) {
+          throw ApplicationFailure.create({
+            type: FailureTypes.TaskBusy,
+            message: `Task ${task.id} is ${stateLabel(state())}; send the next message when it asks for input`,
+            nonRetryable: true,
+          });
+        }
+        if (message.contextId && message.contextId !== task.contextId) {
+          throw ApplicationFailure.create({
+            type: FailureTypes.ContextMismatch,
+            message: `contextId ${message.contextId} does not match task ${task.id}'s context ${task.contextId}`,
+            nonRetryable: true,
+          });
+        }
+      },
+    },
+  );
+
+  const main = new CancellationScope();
+
+  setHandler(
+    cancelUpdate,
+    async () => {
+      if (!isTerminal(state())) {
+        main.cancel();
+        await condition(() => isTerminal(state()));
+      }
+      return viewTask(task);
+    },
+    {
+      validator: () => {
+        if (isTerminal(state()) && state() !== 'TASK_STATE_CANCELED') {
+          throw ApplicationFailure.create({
+            type: FailureTypes.TaskNotCancelable,
+            message: `Task ${task.id} is already ${stateLabel(state())} and cannot be canceled`,
+            nonRetryable: true,
+          });
+        }
+      },
+    },
+  );
+
+  async function converse(): Promise<void> {
+    for (;;) {
+      if (inbox.length === 0) {
+        const arrived = await condition(() => inbox.length > 0, input.inputTimeoutMs);
+        if (!arrived) {
+          setStatus(
+            'TASK_STATE_FAILED',
+            gatewayMessage(`No message arrived within ${humanDuration(input.inputTimeoutMs)} while the task was ${stateLabel(state())}; the task expired`),
+          );
+          return;
+        }
+      }
+      const message = inbox.shift()!;
+      setStatus('TASK_STATE_WORKING');
+      const [, outcome] = await Promise.all([record(), forward(message)]);
+      if ('failure' in outcome) {
+        setStatus('TASK_STATE_FAILED', gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));
+      } else {
+        apply(outcome);
+      }
+      turnsDone++;
+      if (isTerminal(state())) return;
+      await record();
+      if (workflowInfo().continueAsNewSuggested) {
+        await condition(allHandlersFinished);
+        await continueAsNew<typeof taskWorkflow>({
+          ...input,
+          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt },
+        });
+      }
+    }
+  }
+
+  async function forward(message: WireMessage): Promise<ForwardResult | { failure: string }> {
+    try {
+      return await forwarding.forwardMessage({
+        endpoint: agent.endpoint,
+        message,
+        agentTaskId,
+        agentContextId,
+        gatewayTaskId: task.id,
+        gatewayContextId: task.contextId,
+      });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      return { failure: describeFailure(err) };
+    }
+  }
+
+  function apply(r: ForwardResult): void {
+    agentTaskId = r.agentTaskId ?? agentTaskId;
+    agentContextId = r.agentContextId ?? agentContextId;
+    if (r.artifacts.length > 0) task.artifacts = r.artifacts;
+    if (r.statusMessage) task.history = [...(task.history ?? []), r.statusMessage];
+    if (r.costMinor !== undefined) costMinor = r.costMinor;
+    setStatus(r.state, r.statusMessage);
+  }
+
+  try {
+    await main.run(converse);
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+    // Cleanup must finish even though this scope was canceled.
+    await CancellationScope.nonCancellable(async () => {
+      let note = 'Canceled by the client';
+      if (agentTaskId) {
+        try {
+          await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId });
+        } catch (cancelErr) {
+          note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
+        }
+      }
+      setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
+    });
+  }
+
+  await CancellationScope.nonCancellable(async () => {
+    await record();
+    await bookkeeping.settleTask({
+      tenant: input.tenant,
+      taskId: task.id,
+      agentId: agent.agentId,
+      requester: input.requester,
+      finalState: state(),
+      amountMinor: state() === 'TASK_STATE_COMPLETED' ? (costMinor ?? agent.priceMinor) : 0,
+    });
+  });
+  await condition(allHandlersFinished);
+  return task;
+}
+
+function textOf(m: WireMessage): string {
+  const text = m.parts.map((p) => p.text ?? '').join(' ').trim();
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** The most specific reason Temporal recorded, e.g. the agent's JSON-RPC error or "timed out after 3 attempts". */
+function describeFailure(err: unknown): string {
+  if (err instanceof ActivityFailure && err.cause) {
+    if (err.cause instanceof TimeoutFailure) return `the agent call timed out (${err.cause.timeoutType})`;
+    return err.cause.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+function humanDuration(ms: number): string {
+  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} day(s)`;
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} hour(s)`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} minute(s)`;
+  return `${ms / 1000} second(s)`;
+}

@@ -1,0 +1,88 @@
+/** Types shared by the task workflow, its activities and the gateway. Types only: safe to import anywhere. */
+import type { TaskState, WireArtifact, WireMessage, WireTask } from '../src/a2a/schemas';
+
+export type { TaskState, WireArtifact, WireMessage, WireTask };
+
+/** How the forwarding activity reaches an agent: the JSON-RPC endpoint and the dialect its card declares. */
+export interface AgentEndpoint {
+  url: string;
+  protocolVersion: '1.0' | '0.3';
+  streaming: boolean;
+}
+
+/** Per-agent retry policy for the forwarding activity (defaults: 3 attempts, 1 s / 2 s / 4 s, 30 s each). */
+export interface AgentRetryPolicy {
+  maxAttempts: number;
+  initialIntervalMs: number;
+  backoffCoefficient: number;
+  attemptTimeoutMs: number;
+}
+
+export interface AgentTarget {
+  agentId: string;
+  endpoint: AgentEndpoint;
+  priceMinor: number;
+  retry: AgentRetryPolicy;
+}
+
+export interface TaskInput {
+  tenant: string;
+  taskId: string;
+  contextId: string;
+  agent: AgentTarget;
+  /** Who pays for the task (the tenant's account for now). */
+  requester: string;
+  /** How long an input-required/auth-required task waits for the next message before it fails. */
+  inputTimeoutMs: number;
+  /** State carried across continue-as-new. */
+  carry?: CarriedState;
+}
+
+export interface CarriedState {
+  task: WireTask;
+  agentTaskId?: string;
+  agentContextId?: string;
+  version: number;
+  costMinor?: number;
+  createdAt: string;
+}
+
+/** Argument of the `sendMessage` update: one client message for this task. */
+export interface SendMessageArgs {
+  message: WireMessage;
+  /** Answer as soon as the message is accepted instead of when the turn ends (1.0 returnImmediately, 0.3 blocking=false). */
+  returnImmediately: boolean;
+  historyLength?: number;
+}
+
+/** What one forwarding attempt learned from the agent. */
+export interface ForwardResult {
+  agentTaskId?: string;
+  agentContextId?: string;
+  state: TaskState;
+  /** The agent's status message, ids already rewritten to the gateway's task. */
+  statusMessage?: WireMessage;
+  /** The agent's artifacts for the task so far (they replace the previous list). */
+  artifacts: WireArtifact[];
+  /** A cost the agent reported in the task's metadata (`metadata.cost`, integer minor units). */
+  costMinor?: number;
+}
+
+/** One row of the PostgreSQL projection, written by the `recordTask` activity on every state change. */
+export interface TaskRecord {
+  tenant: string;
+  agentId: string;
+  task: WireTask;
+  version: number;
+  createdAt: string;
+}
+
+export interface SettlementRequest {
+  tenant: string;
+  taskId: string;
+  agentId: string;
+  requester: string;
+  finalState: TaskState;
+  /** Price from the registration, or the agent's reported cost. */
+  amountMinor: number;
+}
