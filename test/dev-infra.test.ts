@@ -1,0 +1,124 @@
+// The zero-setup `npm start` path: embedded Postgres (PGlite over the wire protocol) and a Temporal dev
+// server child process, both persistent across restarts.
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Connection } from '@temporalio/client';
+import { Pool } from 'pg';
+import { startEmbeddedPostgres } from '../src/db/embedded';
+import { ensureSearchAttributes, resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
+
+const SEARCH_ATTRIBUTES = {
+  A2ATaskState: 'Keyword',
+  A2AAgentId: 'Keyword',
+  A2AContextId: 'Keyword',
+  A2ATenant: 'Keyword',
+} as const;
+const log = process.env.DEBUG ? (m: string) => console.error(m) : () => {};
+
+let tmp: string;
+before(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), 'switchboard-dev-infra-'));
+});
+after(async () => {
+  await rm(tmp, { recursive: true, force: true });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+describe('embedded postgres', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  after(async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+  });
+
+  test('serves a pg.Pool of 5 concurrent clients and keeps data across restarts', async () => {
+    const dataDir = path.join(tmp, 'pgdata');
+    const first = await startEmbeddedPostgres({ dataDir });
+    cleanups.push(first.stop);
+    const pool = new Pool({ connectionString: first.url, max: 5 });
+    cleanups.push(() => pool.end());
+    await pool.query('CREATE TABLE items (id serial PRIMARY KEY, name text UNIQUE NOT NULL)');
+    // Enough parallel work that the pool opens all 5 connections at once.
+    await Promise.all(
+      Array.from({ length: 25 }, (_, i) =>
+        pool.query('INSERT INTO items (name) VALUES ($1) ON CONFLICT DO NOTHING', [`item-${i % 20}`])),
+    );
+    assert.equal(pool.totalCount, 5);
+    await pool.end();
+    await first.stop();
+
+    const second = await startEmbeddedPostgres({ dataDir });
+    cleanups.push(second.stop);
+    const pool2 = new Pool({ connectionString: second.url, max: 2 });
+    cleanups.push(() => pool2.end());
+    const { rows } = await pool2.query('SELECT count(*)::int AS n FROM items');
+    assert.equal(rows[0].n, 20);
+  });
+});
+
+describe('temporal dev server', { timeout: 180_000 }, () => {
+  let binary: string;
+  let server: DevServer | undefined;
+  before(async () => {
+    binary = await resolveTemporalBinary(path.resolve(__dirname, '..'));
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  async function listCustom(address: string): Promise<string[]> {
+    const connection = await Connection.connect({ address });
+    try {
+      const res = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
+      return Object.keys(res.customAttributes ?? {}).sort();
+    } finally {
+      await connection.close();
+    }
+  }
+
+  test('registers search attributes and keeps them on a restart with the same db file', async () => {
+    const dbFilename = path.join(tmp, 'temporal', 'dev.sqlite');
+    const ports = { port: await freePort(), uiPort: await freePort() };
+    server = await startDevServer({ binary, dbFilename, ...ports, searchAttributes: SEARCH_ATTRIBUTES, log });
+    assert.deepEqual(await listCustom(server.address), Object.keys(SEARCH_ATTRIBUTES).sort());
+    await server.stop();
+
+    // Second start on the existing file: --search-attribute flags are ignored by the CLI here, so the
+    // extra attribute only exists because startDevServer runs ensureSearchAttributes.
+    const more = { ...SEARCH_ATTRIBUTES, A2ATestOnly: 'Keyword' } as const;
+    server = await startDevServer({ binary, dbFilename, ...ports, searchAttributes: more, log });
+    assert.deepEqual(await listCustom(server.address), Object.keys(more).sort());
+
+    // Idempotent against a server that already has them all.
+    const connection = await Connection.connect({ address: server.address });
+    await ensureSearchAttributes(connection, 'default', more).finally(() => connection.close());
+    await server.stop();
+  });
+
+  test('fails clearly when the port is taken', async () => {
+    const blocker = net.createServer().listen(0, '127.0.0.1');
+    await new Promise((r) => blocker.once('listening', r));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      await assert.rejects(
+        startDevServer({ binary, dbFilename: path.join(tmp, 'unused.sqlite'), port, uiPort: await freePort(),
+          searchAttributes: SEARCH_ATTRIBUTES, log }),
+        /already in use/,
+      );
+    } finally {
+      blocker.close();
+    }
+  });
+});
