@@ -10,13 +10,8 @@ import { Connection } from '@temporalio/client';
 import { Pool } from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
+import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 
-const SEARCH_ATTRIBUTES = {
-  A2ATaskState: 'Keyword',
-  A2AAgentId: 'Keyword',
-  A2AContextId: 'Keyword',
-  A2ATenant: 'Keyword',
-} as const;
 const log = process.env.DEBUG ? (m: string) => console.error(m) : () => {};
 
 let tmp: string;

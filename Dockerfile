@@ -1,0 +1,14 @@
+# Switchboard runs TypeScript directly with tsx (`npm start`), so there is no build step.
+# bookworm (glibc), not Alpine: the Temporal core-bridge native module does not load on musl.
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production
+
+# Dependencies first, so source edits don't invalidate this layer. tsx is a runtime dependency.
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+COPY . .
+USER node
+EXPOSE 8080
+CMD ["npm", "start"]

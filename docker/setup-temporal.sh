@@ -1,0 +1,32 @@
+#!/bin/sh
+# Runs in temporalio/admin-tools once the server is up: creates the namespace and the search attributes
+# Switchboard writes (A2ATaskState is upserted on every transition; the others are set at start).
+# Written for re-runs: existing namespace / attributes count as success.
+set -eu
+ADDRESS="${TEMPORAL_ADDRESS:-temporal:7233}"
+NAMESPACE="${TEMPORAL_NAMESPACE:-default}"
+SEARCH_ATTRIBUTES="A2ATaskState A2AAgentId A2AContextId A2ATenant"
+
+attempt=0
+until temporal operator cluster health --address "$ADDRESS"; do
+  attempt=$((attempt + 1))
+  if [ "$attempt" -ge 30 ]; then echo "Temporal at $ADDRESS not healthy after $attempt attempts" >&2; exit 1; fi
+  sleep 2
+done
+
+if ! temporal operator namespace describe --namespace "$NAMESPACE" --address "$ADDRESS" >/dev/null 2>&1; then
+  # Retention only affects closed workflows; Switchboard answers tasks/get for old tasks from its own database.
+  temporal operator namespace create --namespace "$NAMESPACE" --retention 168h --address "$ADDRESS"
+fi
+
+for name in $SEARCH_ATTRIBUTES; do
+  if out=$(temporal operator search-attribute create --namespace "$NAMESPACE" --address "$ADDRESS" \
+      --name "$name" --type Keyword 2>&1); then
+    echo "search attribute $name: created"
+  elif echo "$out" | grep -qi 'already exists'; then
+    echo "search attribute $name: already exists"
+  else
+    echo "$out" >&2; exit 1
+  fi
+done
+echo "namespace $NAMESPACE ready"
