@@ -1,7 +1,7 @@
 // Embedded PostgreSQL for `npm start` without DATABASE_URL: a persistent PGlite database served over the
 // Postgres wire protocol, so the app keeps using the same `pg` Pool code path as with a real server.
-// Limits (see docs/reference embedded-postgres.md): one process only, queries are serialised onto one
-// PGlite instance, and LISTEN/NOTIFY does not cross connections.
+// Limits: one process only, queries from all connections are serialised onto one PGlite instance, and
+// LISTEN/NOTIFY does not cross connections (a NOTIFY reaches only the connection that sent it).
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
