@@ -5,6 +5,7 @@
 import { A2AError } from '@a2a-js/sdk/errors';
 import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
+import { agentTaskSignal } from '../workflows/messages';
 import { OutboundError } from '../src/http/outbound';
 import type { AgentEndpoint, ForwardResult, TaskState, WireArtifact, WireMessage, WireTask } from '../workflows/types';
 import { agentClient, type HttpTrace } from './agent-client';
@@ -36,9 +37,19 @@ export async function forwardMessage(fetchImpl: typeof fetch, args: ForwardArgs)
     });
     const options = { signal: ctx.cancellationSignal };
     let task: WireTask | undefined;
+    const announce = once(async (t: WireTask) => {
+      // The workflow needs the agent's task id to pass a cancel on while this call is still running.
+      if (t.id === args.agentTaskId) return;
+      const workflowId = ctx.info.workflowExecution?.workflowId;
+      if (!workflowId) return;
+      await ctx.client.workflow.getHandle(workflowId).signal(agentTaskSignal, { agentTaskId: t.id, agentContextId: t.contextId || undefined });
+    });
     if (args.endpoint.streaming) {
       const acc = new StreamAccumulator();
-      for await (const event of client.sendMessageStream(request, options)) acc.add(event);
+      for await (const event of client.sendMessageStream(request, options)) {
+        acc.add(event);
+        if (acc.task) await announce(acc.task);
+      }
       task = acc.task;
       if (!task) return acc.messageResult(args);
     } else {
@@ -48,6 +59,7 @@ export async function forwardMessage(fetchImpl: typeof fetch, args: ForwardArgs)
     }
     // An agent that answered before the task settled (or ignored blocking) is polled until it does.
     while (!SETTLED(task.status.state)) {
+      await announce(task);
       await sleep(POLL_MS);
       task = Task.toJSON(await client.getTask({ tenant: '', id: task.id }, options)) as WireTask;
     }
@@ -75,8 +87,9 @@ class StreamAccumulator {
     } else if (p.$case === 'message') {
       this.message = Message.toJSON(p.value) as WireMessage;
     } else if (p.$case === 'statusUpdate' && this.task) {
-      const u = TaskStatusUpdateEvent.toJSON(p.value) as { status: WireTask['status'] };
+      const u = TaskStatusUpdateEvent.toJSON(p.value) as { status: WireTask['status']; metadata?: Record<string, unknown> };
       this.task.status = u.status;
+      if (u.metadata) this.task.metadata = { ...this.task.metadata, ...u.metadata };
     } else if (p.$case === 'artifactUpdate') {
       const u = TaskArtifactUpdateEvent.toJSON(p.value) as { artifact: WireArtifact; append?: boolean };
       const prev = this.artifacts.get(u.artifact.artifactId);
@@ -145,6 +158,15 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   }
   if (status >= 400) return ApplicationFailure.nonRetryable(`the agent refused the request with HTTP ${status}: ${message}`, 'AgentRejected');
   return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');
+}
+
+function once<A>(fn: (a: A) => Promise<void>): (a: A) => Promise<void> {
+  let done = false;
+  return async (a) => {
+    if (done) return;
+    done = true;
+    await fn(a);
+  };
 }
 
 function findOutboundError(err: unknown): OutboundError | undefined {

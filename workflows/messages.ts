@@ -2,14 +2,19 @@
  * Every message a task workflow answers, defined once and imported by the workflow and by
  * src/temporal/task-gateway.ts (the only client-side user).
  */
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import type { SendMessageArgs, WireTask } from './types';
+import type { AgentTaskRef, SendMessageArgs, WireTask } from './types';
 
 /** Delivers one client message; its updateId is the A2A messageId, so a retried message is applied once. */
 export const sendMessageUpdate = defineUpdate<WireTask, [SendMessageArgs]>('sendMessage');
 /** Cancels the task; rejected (TaskNotCancelable) when it already ended in another terminal state. */
 export const cancelUpdate = defineUpdate<WireTask, []>('cancel');
+/**
+ * Sent by the forwarding activity as soon as the agent names its task, so that a cancel arriving while the
+ * call is still running can be passed on to the agent.
+ */
+export const agentTaskSignal = defineSignal<[AgentTaskRef]>('agentTask');
 /** The current task; `historyLength` as in A2A GetTask (§3.2.4). */
 export const getTaskQuery = defineQuery<WireTask, [number?]>('getTask');
 

@@ -24,7 +24,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import { FailureTypes, SA_STATE, cancelUpdate, getTaskQuery, sendMessageUpdate } from './messages';
+import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, getTaskQuery, sendMessageUpdate } from './messages';
 import { isInterrupted, isTerminal, stateLabel, viewTask } from './task-state';
 import type { ForwardResult, TaskInput, TaskState, WireMessage, WireTask } from './types';
 
@@ -93,6 +93,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     bookkeeping.recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: ++version, createdAt });
 
   setHandler(getTaskQuery, (historyLength?: number) => viewTask(task, historyLength));
+  setHandler(agentTaskSignal, (ref) => {
+    agentTaskId = ref.agentTaskId;
+    agentContextId = ref.agentContextId ?? agentContextId;
+  });
 
   setHandler(
     sendMessageUpdate,

@@ -55,6 +55,12 @@ export interface SendMessageArgs {
   historyLength?: number;
 }
 
+/** The agent's own ids for the conversation behind a gateway task. */
+export interface AgentTaskRef {
+  agentTaskId: string;
+  agentContextId?: string;
+}
+
 /** What one forwarding attempt learned from the agent. */
 export interface ForwardResult {
   agentTaskId?: string;

@@ -90,13 +90,17 @@ export interface Gateway {
 
 export interface GatewayOptions {
   inputTimeoutMs?: number;
+  /** Reuse a database (it is then left for its owner to drop), e.g. to bring a gateway up on another Temporal. */
+  db?: TestDb;
   wrapActivities?: (real: Activities) => Activities;
+  /** SWITCHBOARD_ALLOW_PRIVATE_URLS for the gateway's outbound calls (default true: the test agents are on 127.0.0.1). */
+  allowPrivate?: boolean;
 }
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
-  const [env, db, workflowBundleCode] = await Promise.all([startTemporal(), createTestDb(), workflowBundle()]);
+  const [env, db, workflowBundleCode] = await Promise.all([startTemporal(), opts.db ?? createTestDb(), workflowBundle()]);
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
-  const outbound = createOutbound({ allowPrivate: true });
+  const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
   const taskQueue = `switchboard-${randomBytes(3).toString('hex')}`;
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
@@ -145,7 +149,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       await stopWorker();
       await env.teardown();
       await outbound.close();
-      await db.drop();
+      if (!opts.db) await db.drop();
     },
   };
 }

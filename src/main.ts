@@ -1,0 +1,126 @@
+/**
+ * `npm start`: Switchboard with embedded defaults. Without TEMPORAL_ADDRESS it runs a Temporal dev server
+ * (state under SWITCHBOARD_DATA_DIR, Web UI on TEMPORAL_UI_PORT); without DATABASE_URL an embedded PostgreSQL
+ * (PGlite over the wire protocol, so the same `pg` code runs). Then migrations, the worker and the HTTP server.
+ * Ctrl-C stops everything in reverse order.
+ */
+import { join, resolve } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { Pool } from 'pg';
+import pino from 'pino';
+import { buildApp } from './app';
+import { ConfigError, loadConfig } from './config';
+import { migrate } from './db/migrate';
+import { startEmbeddedPostgres } from './db/embedded';
+import { createOutbound } from './http/outbound';
+import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
+import { createWorker } from './worker';
+import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = pino({ level: config.LOG_LEVEL });
+  // The SDK's own logger is chatty at INFO (bundler stats); keep it to warnings unless debugging.
+  Runtime.install({ logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'INFO' : 'WARN') });
+  const stops: (() => Promise<unknown>)[] = [];
+  const shutdown = async (code: number) => {
+    for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
+    process.exit(code);
+  };
+  process.once('SIGINT', () => void shutdown(0));
+  process.once('SIGTERM', () => void shutdown(0));
+
+  try {
+    const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
+    let databaseUrl = config.DATABASE_URL;
+    if (!databaseUrl) {
+      const pg = await startEmbeddedPostgres({ dataDir: join(dataDir, 'pglite') });
+      stops.push(pg.stop);
+      databaseUrl = pg.url;
+      log.info({ dataDir: join(dataDir, 'pglite') }, 'embedded PostgreSQL (PGlite) started');
+    }
+    let temporalAddress = config.TEMPORAL_ADDRESS;
+    let uiUrl: string | undefined;
+    if (!temporalAddress) {
+      const binary = config.TEMPORAL_CLI ?? (await resolveTemporalBinary(resolve(__dirname, '..')));
+      const server = await startDevServer({
+        binary,
+        dbFilename: join(dataDir, 'temporal.sqlite'),
+        uiPort: config.TEMPORAL_UI_PORT,
+        namespace: config.TEMPORAL_NAMESPACE,
+        searchAttributes: SEARCH_ATTRIBUTES,
+        log: (msg) => log.info(msg),
+      });
+      stops.push(server.stop);
+      temporalAddress = server.address;
+      uiUrl = server.uiUrl;
+    }
+
+    const pool = new Pool({ connectionString: databaseUrl, max: 10 });
+    stops.push(() => pool.end());
+    const applied = await migrate(pool);
+    if (applied.length) log.info({ applied }, 'database migrations applied');
+
+    const connection = await Connection.connect({ address: temporalAddress });
+    stops.push(() => connection.close());
+    await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE, SEARCH_ATTRIBUTES);
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+
+    const outbound = createOutbound({ allowPrivate: config.SWITCHBOARD_ALLOW_PRIVATE_URLS });
+    stops.push(() => outbound.close());
+    const nativeConnection = await NativeConnection.connect({ address: temporalAddress });
+    stops.push(() => nativeConnection.close());
+    const worker = await createWorker({
+      connection: nativeConnection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      pool,
+      fetch: outbound.fetch,
+    });
+    const workerDone = worker.run();
+    stops.push(async () => {
+      worker.shutdown();
+      await workerDone;
+    });
+    workerDone.catch((err) => {
+      log.fatal({ err }, 'worker stopped');
+      void shutdown(1);
+    });
+
+    const app = await buildApp({
+      pool,
+      temporal: client,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      outbound,
+      log,
+      inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
+      publicUrl: config.SWITCHBOARD_PUBLIC_URL,
+    });
+    stops.push(() => app.close());
+    const url = await app.listen({ host: config.HOST, port: config.PORT });
+    const lines = [
+      `Switchboard is running at ${url}`,
+      `  register an agent:  curl -X POST ${url}/agents -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
+      `  Temporal:           ${temporalAddress} (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
+      ...(uiUrl ? [`  Temporal UI:        ${uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows`] : []),
+      `  PostgreSQL:         ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'pglite')})`}`,
+      'Press Ctrl-C to stop.',
+    ];
+    console.log(lines.join('\n'));
+  } catch (err) {
+    log.fatal({ err }, 'Switchboard failed to start');
+    await shutdown(1);
+  }
+}
+
+void main();

@@ -1,0 +1,411 @@
+/**
+ * The durable task core end to end: @a2a-js/sdk clients → Switchboard (fastify + Temporal workflow per task)
+ * → real @a2a-js/sdk agents, with the projection and the ledger in the local PostgreSQL.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { SendMessageRequest, Task } from '@a2a-js/sdk';
+import { type Client, ClientFactory } from '@a2a-js/sdk/client';
+import { activityInfo } from '@temporalio/activity';
+import { startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent, type TestAgent } from './agents';
+import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+import { workflowIdOf } from '../src/temporal/task-gateway';
+
+let gw: Gateway;
+const agents: TestAgent[] = [];
+/** settleTask attempts that should fail *after* committing, to prove a retried settlement charges once. */
+const failSettlementAfterCommit = new Set<string>();
+
+before(async () => {
+  gw = await startGateway({
+    wrapActivities: (real) => ({
+      ...real,
+      async settleTask(req) {
+        const outcome = await real.settleTask(req);
+        if (failSettlementAfterCommit.has(req.taskId) && activityInfo().attempt === 1) {
+          throw new Error('simulated crash after the settlement committed');
+        }
+        return outcome;
+      },
+    }),
+  });
+});
+after(async () => {
+  await gw?.close();
+  await Promise.all(agents.map((a) => a.close()));
+});
+
+async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
+  const a = await started;
+  agents.push(a);
+  return a;
+}
+
+async function clientFor(agentUrl: string, extra: Record<string, unknown> = {}): Promise<{ client: Client; id: string; rpcUrl: string }> {
+  const { id, base, rpc: rpcUrl } = await register(gw, agentUrl, extra);
+  const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+  return { client, id, rpcUrl };
+}
+
+const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({
+  messageId: randomUUID(),
+  role: 'ROLE_USER',
+  parts: [{ text }],
+  ...extra,
+});
+
+async function send(client: Client, text: string, opts: { extra?: Record<string, unknown>; configuration?: Record<string, unknown> } = {}) {
+  const reply = await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage(text, opts.extra), configuration: opts.configuration }));
+  assert.ok(!('messageId' in reply), 'the gateway always answers with a task');
+  return Task.toJSON(reply as Task) as any;
+}
+
+const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
+
+async function settlementsOf(taskId: string) {
+  const { rows } = await gw.db.pool.query('SELECT * FROM settlements WHERE task_id = $1', [taskId]);
+  return rows;
+}
+
+describe('blocking and non-blocking SendMessage', () => {
+  test('a blocking send answers with the completed task, which GetTask, the projection and the ledger agree on', async () => {
+    const echo = await agent(startEchoAgent());
+    const { client, id: agentId } = await clientFor(echo.url, { priceMinor: 250 });
+    const task = await send(client, 'hello');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(task.artifacts[0].parts), 'echo: hello');
+    assert.ok(task.contextId, 'a contextId is minted');
+
+    const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+    assert.equal(got.status.state, 'TASK_STATE_COMPLETED');
+    assert.deepEqual(got.artifacts, task.artifacts);
+
+    // The gateway's task id is its own: the agent saw a message without it.
+    const call = echo.calls.at(-1)!;
+    assert.notEqual(call.params.message.taskId, task.id);
+
+    const row = await eventually(async () => (await gw.db.pool.query('SELECT * FROM tasks WHERE task_id = $1', [task.id])).rows.find((r) => r.state === 'TASK_STATE_COMPLETED'), 10_000, 'projection');
+    assert.equal(row.agent_id, agentId);
+    assert.equal(row.context_id, task.contextId);
+    const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+    assert.equal(Number(settlement.amount_minor), 250);
+    const { rows: entries } = await gw.db.pool.query('SELECT account, amount_minor FROM ledger_entries WHERE settlement_id = $1 ORDER BY account', [settlement.id]);
+    assert.deepEqual(entries.map((e) => [e.account, Number(e.amount_minor)]), [[`agent:${agentId}`, 250], ['requester:default', -250]]);
+  });
+
+  test('a client contextId is kept, and historyLength trims the history', async () => {
+    const echo = await agent(startEchoAgent());
+    const { client } = await clientFor(echo.url);
+    const contextId = randomUUID();
+    const task = await send(client, 'ctx', { extra: { contextId }, configuration: { historyLength: 0 } });
+    assert.equal(task.contextId, contextId);
+    assert.equal(task.history, undefined);
+    const full = Task.toJSON(await client.getTask({ tenant: '', id: task.id, historyLength: 1 })) as any;
+    assert.equal(full.history.length, 1);
+  });
+
+  test('returnImmediately answers at once with a working task that later completes', async () => {
+    const slow = await agent(startSlowAgent({ ms: 1_500 }));
+    const { client } = await clientFor(slow.url);
+    const started = Date.now();
+    const task = await send(client, 'take your time', { configuration: { returnImmediately: true } });
+    assert.ok(Date.now() - started < 1_500, 'answered before the agent finished');
+    assert.ok(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING'].includes(task.status.state), task.status.state);
+    const done = await eventually(async () => {
+      const t = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+      return t.status.state === 'TASK_STATE_COMPLETED' ? t : undefined;
+    }, 15_000, 'completion');
+    assert.equal(textOf(done.artifacts[0].parts), 'done: take your time');
+  });
+
+  test('the agent reports its own cost in metadata, and that is what is settled', async () => {
+    const echo = await agent(startEchoAgent({ cost: 42 }));
+    const { client } = await clientFor(echo.url, { priceMinor: 1000 });
+    const task = await send(client, 'bill me');
+    const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+    assert.equal(Number(settlement.amount_minor), 42);
+  });
+});
+
+describe('input-required', () => {
+  test('the same task continues at the agent with the next message; a retried follow-up is applied once', async () => {
+    const asking = await agent(startAskingAgent());
+    const { client } = await clientFor(asking.url);
+    const first = await send(client, 'greet me');
+    assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    assert.equal(textOf(first.status.message.parts), 'What is your name?');
+
+    const followUp = userMessage('Ada', { taskId: first.id, contextId: first.contextId });
+    const request = SendMessageRequest.fromJSON({ message: followUp });
+    const done = Task.toJSON((await client.sendMessage(request)) as Task) as any;
+    assert.equal(done.id, first.id);
+    assert.equal(done.contextId, first.contextId);
+    assert.equal(done.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(done.artifacts[0].parts), 'Hello, Ada!');
+    // The agent was addressed with its own task id for the follow-up.
+    const agentFollowUp = asking.calls.filter((c) => c.params?.message?.messageId === followUp.messageId);
+    assert.equal(agentFollowUp.length, 1);
+    assert.ok(agentFollowUp[0].params.message.taskId, 'follow-up carries the agent task id');
+
+    // The client did not hear the answer and sends the very same message again: same answer, no second call.
+    const again = Task.toJSON((await client.sendMessage(request)) as Task) as any;
+    assert.equal(again.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(asking.calls.filter((c) => c.params?.message?.messageId === followUp.messageId).length, 1);
+    assert.deepEqual(
+      again.history.map((m: any) => m.role),
+      ['ROLE_USER', 'ROLE_AGENT', 'ROLE_USER'],
+      'history: question, the agent asking, the answer',
+    );
+  });
+
+  test('a paused task survives a worker restart and resumes', async () => {
+    const asking = await agent(startAskingAgent());
+    const { client } = await clientFor(asking.url);
+    const first = await send(client, 'greet me later');
+    assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    await gw.stopWorker();
+    await gw.startWorker();
+    const done = await send(client, 'Grace', { extra: { taskId: first.id } });
+    assert.equal(done.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(done.artifacts[0].parts), 'Hello, Grace!');
+  });
+
+  test('an input-required task that waits too long expires with a message saying why', async () => {
+    const other = await startGateway({ inputTimeoutMs: 1_500 });
+    try {
+      const asking = await agent(startAskingAgent());
+      const { base } = await register(other, asking.url);
+      const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+      const first = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi') }))) as Task) as any;
+      assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
+      const expired = await eventually(async () => {
+        const t = Task.toJSON(await client.getTask({ tenant: '', id: first.id })) as any;
+        return t.status.state === 'TASK_STATE_FAILED' ? t : undefined;
+      }, 15_000, 'expiry');
+      assert.match(textOf(expired.status.message.parts), /No message arrived within 1\.5 second\(s\).*expired/);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
+describe('cancel', () => {
+  test('CancelTask stops the agent call, cancels at the agent, ends canceled; a second cancel returns the task', async () => {
+    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const { client } = await clientFor(slow.url);
+    const task = await send(client, 'forever', { configuration: { returnImmediately: true } });
+    await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent to be called');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    assert.equal(slow.cancels.length, 1, 'the cancel reached the agent');
+    const again = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
+    assert.equal(again.status.state, 'TASK_STATE_CANCELED');
+    const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+    assert.equal(got.status.state, 'TASK_STATE_CANCELED');
+    const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+    assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
+    assert.equal(Number(settlement.amount_minor), 0);
+  });
+
+  test('a blocking sender waiting on a canceled task gets the canceled task', async () => {
+    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const { client } = await clientFor(slow.url);
+    const contextId = randomUUID();
+    const pending = send(client, 'block', { extra: { contextId } });
+    const { rows } = await eventually(async () => {
+      const r = await gw.db.pool.query('SELECT task_id FROM tasks WHERE context_id = $1', [contextId]);
+      return r.rows.length ? r : undefined;
+    }, 10_000, 'the task to be recorded');
+    await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent to be called');
+    await client.cancelTask({ tenant: '', id: rows[0].task_id, metadata: undefined });
+    const blocked = await pending;
+    assert.equal(blocked.status.state, 'TASK_STATE_CANCELED');
+  });
+
+  test('canceling a paused task needs no agent call in flight and still tells the agent', async () => {
+    const asking = await agent(startAskingAgent());
+    const { client } = await clientFor(asking.url);
+    const first = await send(client, 'greet me');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: first.id, metadata: undefined })) as any;
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    assert.equal(asking.cancels.length, 1);
+  });
+
+  test('cancel racing with completion ends in exactly one terminal state', async () => {
+    const slow = await agent(startSlowAgent({ ms: 300 }));
+    const { client, rpcUrl } = await clientFor(slow.url);
+    const outcomes = await Promise.all(
+      Array.from({ length: 6 }, async (_, i) => {
+        const task = await send(client, `race ${i}`, { configuration: { returnImmediately: true } });
+        await new Promise((r) => setTimeout(r, 250 + i * 20));
+        const res = await rpc(rpcUrl, { jsonrpc: '2.0', id: i, method: 'CancelTask', params: { id: task.id } }, { 'A2A-Version': '1.0' });
+        const final = await eventually(async () => {
+          const t = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+          return ['TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED'].includes(t.status.state) ? t : undefined;
+        }, 15_000, 'a terminal state');
+        return { res, final, task };
+      }),
+    );
+    for (const { res, final, task } of outcomes) {
+      if (res.json.error) {
+        assert.equal(res.json.error.code, -32002);
+        assert.equal(final.status.state, 'TASK_STATE_COMPLETED');
+      } else {
+        assert.equal(res.json.result.status.state, 'TASK_STATE_CANCELED');
+        assert.equal(final.status.state, 'TASK_STATE_CANCELED');
+      }
+      const settlements = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+      assert.equal(settlements.length, 1);
+      assert.equal(settlements[0].final_state, final.status.state);
+    }
+  });
+});
+
+describe('failures and retries', () => {
+  const fastRetry = { retry: { maxAttempts: 3, initialIntervalMs: 100, backoffCoefficient: 2, attemptTimeoutMs: 5_000 } };
+
+  test('an agent that keeps answering 5xx is retried with the same messageId, then the task fails saying why', async () => {
+    const failing = await agent(startFailingAgent({ mode: 'http500' }));
+    const { client } = await clientFor(failing.url, fastRetry);
+    const task = await send(client, 'doomed');
+    assert.equal(task.status.state, 'TASK_STATE_FAILED');
+    assert.match(textOf(task.status.message.parts), /HTTP 500/);
+    const sent = failing.calls.filter((c) => c.params?.message);
+    assert.equal(sent.length, 3, 'three attempts');
+    assert.equal(new Set(sent.map((c) => c.params.message.messageId)).size, 1, 'one messageId on every attempt');
+  });
+
+  test('a transient failure is retried and the task completes', async () => {
+    const failing = await agent(startFailingAgent({ mode: 'http500', failTimes: 2 }));
+    const { client } = await clientFor(failing.url, fastRetry);
+    const task = await send(client, 'eventually');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(failing.calls.filter((c) => c.params?.message).length, 3);
+  });
+
+  for (const mode of ['jsonrpc-error', 'invalid-response'] as const) {
+    test(`an answer that cannot succeed on retry (${mode}) fails the task at once`, async () => {
+      const failing = await agent(startFailingAgent({ mode }));
+      const { client } = await clientFor(failing.url, fastRetry);
+      const task = await send(client, 'no');
+      assert.equal(task.status.state, 'TASK_STATE_FAILED');
+      assert.equal(failing.calls.length, 1, 'not retried');
+      assert.match(textOf(task.status.message.parts), mode === 'jsonrpc-error' ? /agent exploded/ : /not a valid A2A response/);
+    });
+  }
+
+  test('an agent that hangs times out per attempt and the task fails', async () => {
+    const failing = await agent(startFailingAgent({ mode: 'hang' }));
+    const { client } = await clientFor(failing.url, { retry: { maxAttempts: 2, initialIntervalMs: 100, attemptTimeoutMs: 1_000 } });
+    const task = await send(client, 'anyone?');
+    assert.equal(task.status.state, 'TASK_STATE_FAILED');
+    assert.match(textOf(task.status.message.parts), /timed out/);
+    assert.equal(failing.calls.length, 2);
+  });
+
+  test('a settlement retried after it committed is written exactly once', async () => {
+    const echo = await agent(startEchoAgent());
+    const { client } = await clientFor(echo.url, { priceMinor: 7 });
+    // The task id is not known before the send: fail every task of this context's first settle attempt.
+    const contextId = randomUUID();
+    const original = failSettlementAfterCommit.has.bind(failSettlementAfterCommit);
+    failSettlementAfterCommit.has = (taskId: string) => original(taskId) || taskId.length > 0;
+    try {
+      const task = await send(client, 'pay once', { extra: { contextId } });
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+      const history = await gw.env.client.workflow.getHandle(workflowIdOf('default', task.id)).fetchHistory();
+      const settleAttempts = await eventually(async () => {
+        const { rows } = await gw.db.pool.query('SELECT count(*)::int AS n FROM settlements WHERE task_id = $1', [task.id]);
+        return rows[0].n > 0 ? rows[0].n : undefined;
+      }, 10_000, 'settlement');
+      assert.equal(settleAttempts, 1);
+      const { rows: entries } = await gw.db.pool.query(
+        'SELECT e.amount_minor FROM ledger_entries e JOIN settlements s ON s.id = e.settlement_id WHERE s.task_id = $1',
+        [task.id],
+      );
+      assert.equal(entries.length, 2);
+      assert.ok(history.events && history.events.length > 0);
+    } finally {
+      failSettlementAfterCommit.has = original;
+    }
+  });
+});
+
+describe('GetTask, ListTasks and Temporal UI', () => {
+  test('GetTask answers from the projection once Temporal no longer has the workflow', async () => {
+    const echo = await agent(startEchoAgent());
+    const { client } = await clientFor(echo.url);
+    const task = await send(client, 'remember me');
+    await eventually(async () => ((await settlementsOf(task.id)).length ? true : undefined), 10_000, 'settlement');
+    // A gateway on the same database but a brand-new Temporal server: as after the retention period.
+    const later = await startGateway({ db: gw.db });
+    try {
+      const { base, rpc: rpcUrl } = await register(later, echo.url);
+      const laterClient = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+      const got = Task.toJSON(await laterClient.getTask({ tenant: '', id: task.id })) as any;
+      assert.equal(got.status.state, 'TASK_STATE_COMPLETED');
+      assert.equal(textOf(got.artifacts[0].parts), 'echo: remember me');
+      // A message to the finished task is refused the same way whether or not Temporal still has it.
+      const res = await rpc(rpcUrl, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { ...userMessage('more'), taskId: task.id } } }, { 'A2A-Version': '1.0' });
+      assert.equal(res.json.error.code, -32004);
+      const cancel = await rpc(rpcUrl, { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id: task.id } }, { 'A2A-Version': '1.0' });
+      assert.equal(cancel.json.error.code, -32002);
+      const unknown = await rpc(rpcUrl, { jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: randomUUID() } }, { 'A2A-Version': '1.0' });
+      assert.equal(unknown.json.error.code, -32001);
+    } finally {
+      await later.close();
+    }
+  });
+
+  test('ListTasks pages newest-first through one context and filters by status', async () => {
+    const echo = await agent(startEchoAgent());
+    const { client } = await clientFor(echo.url);
+    const contextId = randomUUID();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await send(client, `list ${i}`, { extra: { contextId } })).id);
+    await eventually(async () => {
+      const { rows } = await gw.db.pool.query("SELECT count(*)::int AS n FROM tasks WHERE context_id = $1 AND state = 'TASK_STATE_COMPLETED'", [contextId]);
+      return rows[0].n === 5 || undefined;
+    }, 10_000, 'projection');
+    const seen: string[] = [];
+    let pageToken = '';
+    let pages = 0;
+    do {
+      const page = await client.listTasks({ tenant: '', contextId, pageSize: 2, pageToken, status: 0, historyLength: 0, includeArtifacts: false } as any);
+      pages++;
+      assert.equal(page.totalSize, 5);
+      assert.equal(page.pageSize, 2);
+      for (const t of page.tasks) {
+        const json = Task.toJSON(t) as any;
+        assert.equal(json.artifacts?.length ?? 0, 0, 'artifacts omitted unless asked for');
+        seen.push(json.id);
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken && pages < 10);
+    assert.equal(pages, 3);
+    assert.deepEqual(seen, [...ids].reverse(), 'newest status first');
+    const raw = await rpc(
+      `${gw.url}/agents/${(await register(gw, echo.url)).id}/a2a`,
+      { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: { contextId, status: 'TASK_STATE_FAILED' } },
+      { 'A2A-Version': '1.0' },
+    );
+    assert.deepEqual(raw.json.result.tasks, []);
+    assert.equal(raw.json.result.nextPageToken, '');
+  });
+
+  test('operators find a task in Temporal by state, agent, context and tenant', async () => {
+    const echo = await agent(startEchoAgent());
+    const { client, id: agentId } = await clientFor(echo.url);
+    const contextId = randomUUID();
+    const task = await send(client, 'find me', { extra: { contextId } });
+    const query = `A2AContextId = "${contextId}" AND A2AAgentId = "${agentId}" AND A2ATenant = "default" AND A2ATaskState = "completed"`;
+    const found = await eventually(async () => {
+      for await (const wf of gw.env.client.workflow.list({ query })) return wf;
+      return undefined;
+    }, 15_000, 'visibility');
+    assert.equal(found.workflowId, workflowIdOf('default', task.id));
+    const description = await gw.env.client.workflow.getHandle(found.workflowId).describe();
+    assert.match((await description.staticSummary()) ?? '', new RegExp(task.id));
+  });
+});
