@@ -25,7 +25,7 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
 }
 
 let runtimeInstalled = false;
-export async function startTemporal(): Promise<TestWorkflowEnvironment> {
+export async function startTemporal(extraArgs: string[] = []): Promise<TestWorkflowEnvironment> {
   if (!runtimeInstalled) {
     Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: 'WARN', forward: {} } } });
     runtimeInstalled = true;
@@ -37,7 +37,7 @@ export async function startTemporal(): Promise<TestWorkflowEnvironment> {
       server: {
         executable: { type: 'existing-path', path },
         searchAttributes: Object.keys(SEARCH_ATTRIBUTES).map((k) => defineSearchAttributeKey(k, SearchAttributeType.KEYWORD)),
-        extraArgs: ['--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true'],
+        extraArgs: ['--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true', ...extraArgs],
       },
     });
   // Core gives the dev server 5 s to open its port; a loaded 2-core machine can miss that once.
@@ -90,6 +90,8 @@ export interface Gateway {
 
 export interface GatewayOptions {
   inputTimeoutMs?: number;
+  /** Extra `temporal server start-dev` arguments, e.g. lower history limits. */
+  temporalArgs?: string[];
   /** Reuse a database (it is then left for its owner to drop), e.g. to bring a gateway up on another Temporal. */
   db?: TestDb;
   wrapActivities?: (real: Activities) => Activities;
@@ -98,7 +100,7 @@ export interface GatewayOptions {
 }
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
-  const [env, db, workflowBundleCode] = await Promise.all([startTemporal(), opts.db ?? createTestDb(), workflowBundle()]);
+  const [env, db, workflowBundleCode] = await Promise.all([startTemporal(opts.temporalArgs), opts.db ?? createTestDb(), workflowBundle()]);
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
   const taskQueue = `switchboard-${randomBytes(3).toString('hex')}`;
