@@ -148,7 +148,8 @@ export const EnvelopeSchema = z.object({
   jsonrpc: z.literal('2.0'),
   method: z.string().min(1).max(128),
   id: z.union([z.string().max(256), z.number().int(), z.null()]).optional(),
-  params: z.unknown().optional(),
+  // JSON-RPC 2.0 §4.2: params, when present, MUST be a structured value (object or array); anything else is an invalid Request.
+  params: z.union([z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
 });
 export type Envelope = z.infer<typeof EnvelopeSchema>;
 

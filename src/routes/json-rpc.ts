@@ -94,7 +94,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     const id = rpc.id ?? null;
     const dialect = dialectOf(rpc.method);
     if (!dialect) return envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` });
-    const fail = (err: unknown) => envelope(id, dialect === '1.0' ? toJsonRpcError(err) : legacyError(err));
+    const fail = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
 
     const version = requestedVersion(req);
     if (version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(version)) {
@@ -136,6 +136,17 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
 
 function envelope(id: string | number | null, error: { code: number; message: string; data?: unknown }) {
   return { jsonrpc: '2.0' as const, id, error };
+}
+
+/**
+ * 1.0 errors as the SDK renders them (a google.rpc.ErrorInfo in `data`), plus, for invalid params, the field
+ * violations as a google.rpc.BadRequest (§1.9): the SDK renderer drops an error's own `data`.
+ */
+function v1Error(err: unknown): { code: number; message: string; data?: unknown[] } {
+  const out = toJsonRpcError(err);
+  const violations = (err as { data?: unknown }).data;
+  if (out.code !== A2A_ERRORS.InvalidParams.code || !Array.isArray(violations) || violations.length === 0) return out;
+  return { ...out, data: [...(out.data ?? []), { '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: violations }] };
 }
 
 /** 0.3 errors carry no google.rpc ErrorInfo array; `data` stays free-form (field violations for -32602). */
