@@ -1,0 +1,488 @@
+// The agent registry's HTTP API (POST/GET/DELETE /agents), the checks a registration must pass (card shape,
+// reachability, SSRF), and the card the gateway publishes for each agent — read by real @a2a-js/sdk clients.
+// Run: npx tsx --test test/registry.test.ts
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { SendMessageRequest, Task, TaskState, type Message } from '@a2a-js/sdk';
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { isLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
+import { RPC_PATH, startEchoAgent, startLegacyAgent, type TestAgent } from './agents';
+import { type Gateway, rpc, startGateway } from './helpers/harness';
+
+// ---- a tiny card server: serves fixed documents at fixed paths and records every request ----
+
+interface CardServer {
+  url: string;
+  requests: string[];
+  close(): Promise<void>;
+}
+
+async function startCardServer(routes: (url: string) => Record<string, { body: string; type?: string; status?: number }>): Promise<CardServer> {
+  const requests: string[] = [];
+  let table: ReturnType<typeof routes> = {};
+  const server = http.createServer((req, res) => {
+    requests.push(req.url ?? '');
+    const route = table[req.url ?? ''];
+    if (!route) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+      return;
+    }
+    res.writeHead(route.status ?? 200, { 'content-type': route.type ?? 'application/json' }).end(route.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  table = routes(url);
+  return {
+    url,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** A URL on 127.0.0.1 where nothing listens: a port that was just bound and released. */
+async function closedPortUrl(): Promise<string> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
+
+const card03 = (url: string, name: string) => ({
+  protocolVersion: '0.3.0',
+  name,
+  description: `${name} (0.3 card served only at agent.json)`,
+  url: `${url}/rpc`,
+  preferredTransport: 'JSONRPC',
+  version: '0.3.0',
+  capabilities: { streaming: false, pushNotifications: false },
+  defaultInputModes: ['text/plain'],
+  defaultOutputModes: ['text/plain'],
+  skills: [{ id: 'old', name: 'Old', description: 'old skill', tags: [] }],
+});
+
+const card10 = (url: string, name: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  description: `${name} description`,
+  version: '2.0.0',
+  supportedInterfaces: [{ url: `${url}/rpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+  capabilities: { streaming: true, pushNotifications: true, extendedAgentCard: true },
+  defaultInputModes: ['text/plain'],
+  defaultOutputModes: ['text/plain'],
+  skills: [{ id: 's', name: 'Skill', description: 'a skill', tags: ['x'] }],
+  ...extra,
+});
+
+// ---- fixtures ----
+
+let gw: Gateway;
+let strictGw: Gateway; // allowPrivate: false, like a production gateway
+let echo: TestAgent;
+let legacy: TestAgent;
+let legacyNoStream: TestAgent;
+let cards: CardServer;
+
+before(async () => {
+  [gw, strictGw, echo, legacy, legacyNoStream] = await Promise.all([
+    startGateway(),
+    startGateway({ allowPrivate: false }),
+    startEchoAgent(),
+    startLegacyAgent(),
+    startLegacyAgent({ streaming: false }),
+  ]);
+  cards = await startCardServer((url) => ({
+    '/.well-known/agent.json': { body: JSON.stringify(card03(url, 'Fallback')) },
+    '/team/.well-known/agent-card.json': { body: JSON.stringify(card10(url, 'Team agent')) },
+    '/signed.json': {
+      body: JSON.stringify(
+        card10(url, 'Signed', {
+          signatures: [{ protected: 'eyJhbGciOiJFUzI1NiJ9', signature: 'c2lnbmF0dXJl' }],
+          securitySchemes: { bearer: { httpAuthSecurityScheme: { scheme: 'Bearer' } } },
+          securityRequirements: [{ schemes: { bearer: { list: [] } } }],
+        }),
+      ),
+    },
+    '/not-json.json': { body: '{"name": "Broken", "supportedInterfaces": [' },
+    '/html.json': { body: '<html><body>Welcome</body></html>', type: 'text/html' },
+    '/no-name.json': { body: JSON.stringify({ description: 'nameless', url: `${url}/rpc` }) },
+    '/no-interface.json': { body: JSON.stringify({ name: 'Nowhere', description: 'no url, no interfaces', skills: [] }) },
+    '/empty-interfaces.json': { body: JSON.stringify(card10(url, 'Empty', { supportedInterfaces: [] })) },
+    '/array.json': { body: JSON.stringify([card10(url, 'In an array')]) },
+    '/grpc.json': { body: JSON.stringify(card10(url, 'Grpc only', { supportedInterfaces: [{ url: 'grpc.example.com:443', protocolBinding: 'GRPC', protocolVersion: '1.0' }] })) },
+    '/grpc-03.json': { body: JSON.stringify({ ...card03(url, 'Grpc 0.3'), preferredTransport: 'GRPC' }) },
+    '/v01.json': { body: JSON.stringify({ ...card03(url, 'Ancient'), protocolVersion: '0.1.0' }) },
+    '/bad-url.json': { body: JSON.stringify(card10(url, 'Bad URL', { supportedInterfaces: [{ url: 'file:///etc/passwd', protocolBinding: 'JSONRPC', protocolVersion: '1.0' }] })) },
+    '/gone.json': { body: JSON.stringify({ error: 'gone' }), status: 410 },
+  }));
+});
+
+after(async () => {
+  await Promise.all([gw?.close(), strictGw?.close()]);
+  await Promise.all([echo?.close(), legacy?.close(), legacyNoStream?.close(), cards?.close()]);
+});
+
+// ---- helpers ----
+
+async function post(g: Gateway, body: unknown) {
+  const res = await fetch(`${g.url}/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, text };
+}
+
+async function get(url: string) {
+  const res = await fetch(url);
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+async function registered(g: Gateway, body: Record<string, unknown>) {
+  const res = await post(g, body);
+  assert.equal(res.status, 201, res.text);
+  return res.body;
+}
+
+async function agentCount(g: Gateway): Promise<number> {
+  return (await get(`${g.url}/agents`)).body.agents.length;
+}
+
+/** A registration that must fail with `status` and an error message matching every pattern; nothing is stored. */
+async function refused(g: Gateway, body: unknown, status: number, ...patterns: RegExp[]): Promise<string> {
+  const before = await agentCount(g);
+  const res = await post(g, body);
+  assert.equal(res.status, status, res.text);
+  // The API's own errors are {error}; fastify's body parser answers {error: 'Bad Request', message}.
+  const message = [res.body?.error, res.body?.message].filter((m) => typeof m === 'string').join(': ');
+  assert.ok(message.length > 0, `an error message is expected: ${res.text}`);
+  for (const p of patterns) assert.match(message, p);
+  assert.equal(await agentCount(g), before, 'a refused registration stores nothing');
+  return message;
+}
+
+const artifactText = (t: Task) => t.artifacts.flatMap((a) => a.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : ''))).join('');
+
+// ---- tests ----
+
+describe('POST /agents', () => {
+  it('registers the echo agent by base URL: 201 with id, name, its card and a 1.0 endpoint', async () => {
+    const a = await registered(gw, { url: echo.url });
+    assert.match(a.id, /^echo-[0-9a-f]{6}$/);
+    assert.equal(a.name, 'Echo');
+    assert.equal(a.url, echo.url);
+    assert.equal(a.cardUrl, `${echo.url}/.well-known/agent-card.json`);
+    assert.deepEqual(a.card, echo.card, 'the stored card is the agent card as served');
+    assert.deepEqual(a.endpoint, { url: `${echo.url}${RPC_PATH}`, protocolVersion: '1.0', streaming: true });
+    assert.deepEqual(a.gateway, {
+      card: `${gw.url}/agents/${a.id}/.well-known/agent-card.json`,
+      jsonRpc: `${gw.url}/agents/${a.id}/a2a`,
+    });
+    assert.equal(a.priceMinor, 0);
+    assert.ok(!Number.isNaN(Date.parse(a.createdAt)));
+  });
+
+  it('registers by a direct card URL', async () => {
+    const cardUrl = `${echo.url}/.well-known/agent-card.json`;
+    const a = await registered(gw, { url: cardUrl });
+    assert.equal(a.cardUrl, cardUrl);
+    assert.equal(a.endpoint.protocolVersion, '1.0');
+    assert.equal(a.endpoint.url, `${echo.url}${RPC_PATH}`);
+  });
+
+  it('registers the legacy agent: a 0.3 card and a 0.3 endpoint', async () => {
+    const a = await registered(gw, { url: legacy.url });
+    assert.equal(a.name, 'Legacy echo');
+    assert.equal(a.card.protocolVersion, '0.3.0');
+    assert.deepEqual(a.endpoint, { url: `${legacy.url}${RPC_PATH}`, protocolVersion: '0.3', streaming: true });
+  });
+
+  it('falls back to /.well-known/agent.json when agent-card.json is missing', async () => {
+    const seen = cards.requests.length;
+    const a = await registered(gw, { url: cards.url });
+    assert.equal(a.name, 'Fallback');
+    assert.equal(a.cardUrl, `${cards.url}/.well-known/agent.json`);
+    assert.deepEqual(a.endpoint, { url: `${cards.url}/rpc`, protocolVersion: '0.3', streaming: false });
+    assert.deepEqual(cards.requests.slice(seen), ['/.well-known/agent-card.json', '/.well-known/agent.json'], 'agent-card.json first, then agent.json');
+  });
+
+  it('looks for the well-known card under the base URL path', async () => {
+    const a = await registered(gw, { url: `${cards.url}/team/` });
+    assert.equal(a.cardUrl, `${cards.url}/team/.well-known/agent-card.json`);
+    assert.equal(a.name, 'Team agent');
+  });
+
+  it('takes name, priceMinor and retry from the body', async () => {
+    const a = await registered(gw, { url: echo.url, name: 'My Echo!', priceMinor: 250, retry: { maxAttempts: 5 } });
+    assert.equal(a.name, 'My Echo!');
+    assert.match(a.id, /^my-echo-[0-9a-f]{6}$/);
+    assert.equal(a.priceMinor, 250);
+    assert.equal(a.retry.maxAttempts, 5);
+    assert.equal(typeof a.retry.initialIntervalMs, 'number', 'unset retry fields keep their defaults');
+  });
+});
+
+describe('GET and DELETE /agents', () => {
+  it('GET /agents lists registrations; GET /agents/:id returns the same view; DELETE → 204, then 404 everywhere', async () => {
+    const a = await registered(gw, { url: echo.url, name: 'Short lived' });
+    const b = await registered(gw, { url: legacy.url, name: 'Also listed' });
+
+    const list = await get(`${gw.url}/agents`);
+    assert.equal(list.status, 200);
+    const ids = list.body.agents.map((x: { id: string }) => x.id);
+    assert.ok(ids.includes(a.id) && ids.includes(b.id), JSON.stringify(ids));
+    assert.deepEqual(
+      list.body.agents.find((x: { id: string }) => x.id === a.id),
+      a,
+    );
+
+    const one = await get(`${gw.url}/agents/${a.id}`);
+    assert.equal(one.status, 200);
+    assert.deepEqual(one.body, a);
+
+    const del = await fetch(`${gw.url}/agents/${a.id}`, { method: 'DELETE' });
+    assert.equal(del.status, 204);
+    assert.equal(await del.text(), '');
+
+    const gone = await get(`${gw.url}/agents/${a.id}`);
+    assert.equal(gone.status, 404);
+    assert.match(gone.body.error, new RegExp(a.id));
+    assert.equal((await fetch(`${gw.url}/agents/${a.id}`, { method: 'DELETE' })).status, 404, 'a second DELETE is 404');
+    assert.equal((await get(`${gw.url}/agents/${a.id}/.well-known/agent-card.json`)).status, 404);
+    const call = await rpc(`${gw.url}/agents/${a.id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } }, { 'A2A-Version': '1.0' });
+    assert.equal(call.status, 404);
+    assert.equal(call.json.jsonrpc, '2.0');
+
+    const after = (await get(`${gw.url}/agents`)).body.agents.map((x: { id: string }) => x.id);
+    assert.ok(!after.includes(a.id));
+    assert.ok(after.includes(b.id), 'other agents stay');
+  });
+
+  it('GET /agents/:id of an unknown id is 404', async () => {
+    const res = await get(`${gw.url}/agents/nobody-000000`);
+    assert.equal(res.status, 404);
+    assert.equal(typeof res.body.error, 'string');
+  });
+});
+
+describe('registration errors', () => {
+  it('invalid bodies: 400 with a message naming the field', async () => {
+    await refused(gw, {}, 400, /url/);
+    await refused(gw, { url: 'not a url' }, 400, /url/);
+    await refused(gw, { url: 'ftp://example.com/agent' }, 400, /url/);
+    await refused(gw, { url: echo.url, priceMinor: -1 }, 400, /priceMinor/);
+    await refused(gw, { url: echo.url, name: '' }, 400, /name/);
+    await refused(gw, { url: echo.url, retry: { maxAttempts: 0 } }, 400, /maxAttempts/);
+    await refused(gw, { url: echo.url, retry: { bogus: 1 } }, 400, /bogus/);
+    await refused(gw, [echo.url], 400);
+    await refused(gw, '{"url": ', 400, /JSON/);
+  });
+
+  it('an unreachable URL (a closed port on 127.0.0.1): 422 naming the URL and the failure', async () => {
+    const url = await closedPortUrl();
+    await refused(gw, { url }, 422, new RegExp(url.replace(/\./g, '\\.')), /ECONNREFUSED/);
+  });
+
+  it('no card at either well-known path: 422 naming the HTTP status', async () => {
+    await refused(gw, { url: `${cards.url}/nothing-here/` }, 422, /HTTP 404/, /agent-card\.json/, /agent\.json/);
+  });
+
+  it('a card URL answering 410: 422 naming the status', async () => {
+    await refused(gw, { url: `${cards.url}/gone.json` }, 422, /HTTP 410/);
+  });
+
+  it('a URL serving invalid JSON or HTML: 422 naming the card URL and that it is not a JSON object', async () => {
+    await refused(gw, { url: `${cards.url}/not-json.json` }, 422, /not-json\.json/, /JSON/);
+    await refused(gw, { url: `${cards.url}/html.json` }, 422, /html\.json/, /JSON/);
+    await refused(gw, { url: `${cards.url}/array.json` }, 422, /array\.json/, /JSON object/);
+  });
+
+  it('invalid cards: 422 naming the problem', async () => {
+    await refused(gw, { url: `${cards.url}/no-name.json` }, 422, /no-name\.json/, /name/);
+    await refused(gw, { url: `${cards.url}/no-interface.json` }, 422, /supportedInterfaces|url/);
+    await refused(gw, { url: `${cards.url}/empty-interfaces.json` }, 422, /supportedInterfaces/);
+    await refused(gw, { url: `${cards.url}/v01.json` }, 422, /0\.1\.0/);
+    await refused(gw, { url: `${cards.url}/bad-url.json` }, 422, /file:/);
+  });
+
+  it('a card with only a gRPC interface: 422 (1.0 and 0.3 shapes)', async () => {
+    await refused(gw, { url: `${cards.url}/grpc.json` }, 422, /JSON-RPC/);
+    await refused(gw, { url: `${cards.url}/grpc-03.json` }, 422, /JSON-RPC/);
+  });
+
+  it('SSRF: a gateway that refuses private addresses refuses a 127.0.0.1 agent URL with 422, and never connects', async () => {
+    const seen = cards.requests.length;
+    const message = await refused(strictGw, { url: cards.url }, 422, /127\.0\.0\.1/, /refus/);
+    assert.match(message, /private|loopback/);
+    assert.equal(cards.requests.length, seen, 'the refused address was never contacted');
+    await refused(strictGw, { url: `${echo.url}/.well-known/agent-card.json` }, 422, /127\.0\.0\.1/, /refus/);
+    await refused(strictGw, { url: 'http://[::1]:8080/' }, 422, /::1/, /refus/);
+    await refused(strictGw, { url: 'http://169.254.169.254/latest/meta-data/' }, 422, /169\.254\.169\.254/, /refus/);
+  });
+});
+
+describe('the card the gateway publishes', () => {
+  let echoAgent: { id: string };
+  let rpcUrl: string;
+  before(async () => {
+    echoAgent = await registered(gw, { url: echo.url });
+    rpcUrl = `${gw.url}/agents/${echoAgent.id}/a2a`;
+  });
+
+  it('agent-card.json and agent.json serve the same card, pointing every interface at the gateway', async () => {
+    const a = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
+    const b = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent.json`);
+    assert.equal(a.status, 200);
+    assert.equal(b.status, 200);
+    assert.deepEqual(a.body, b.body);
+    assert.match(a.headers.get('cache-control') ?? '', /max-age=\d+/);
+    const card = a.body;
+    assert.deepEqual(card.supportedInterfaces, [
+      { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+      { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+    ]);
+    assert.equal(card.url, rpcUrl);
+    assert.equal(card.preferredTransport, 'JSONRPC');
+    assert.equal(card.protocolVersion, '0.3.0');
+    assert.ok(!JSON.stringify(card).includes(`${echo.url}${RPC_PATH}`), "the agent's own endpoint is not published");
+  });
+
+  it('advertises only what the gateway offers: streaming false (the agent says true), no push, no extended card', async () => {
+    const { body: card } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
+    assert.equal((echo.card as { capabilities: { streaming: boolean } }).capabilities.streaming, true);
+    assert.equal(card.capabilities.streaming, false);
+    assert.equal(card.capabilities.pushNotifications, false);
+    assert.equal(card.capabilities.extendedAgentCard, false);
+  });
+
+  it('keeps what describes the agent, with every field a 0.3 client requires', async () => {
+    const { body: card } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
+    const agentCard = echo.card as { name: string; description: string; skills: unknown[] };
+    assert.equal(card.name, agentCard.name);
+    assert.equal(card.description, agentCard.description);
+    assert.deepEqual(card.skills, agentCard.skills);
+    for (const field of ['capabilities', 'defaultInputModes', 'defaultOutputModes', 'description', 'name', 'protocolVersion', 'skills', 'url', 'version']) {
+      assert.ok(card[field] !== undefined, `0.3 requires ${field}`);
+    }
+  });
+
+  it('has no signatures (the agent signed another card) and none of the agent security', async () => {
+    const { body: echoCard } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
+    assert.ok(!('signatures' in echoCard), JSON.stringify(echoCard.signatures));
+
+    const signed = await registered(gw, { url: `${cards.url}/signed.json` });
+    assert.equal(signed.card.signatures.length, 1, 'the stored card is the agent card, signatures included');
+    const { body: card } = await get(`${gw.url}/agents/${signed.id}/.well-known/agent-card.json`);
+    for (const field of ['signatures', 'securitySchemes', 'securityRequirements']) assert.ok(!(field in card), `${field} must not be published`);
+    assert.equal(card.capabilities.streaming, false);
+    assert.equal(card.capabilities.pushNotifications, false);
+    assert.equal(card.capabilities.extendedAgentCard, false);
+    assert.equal(card.url, `${gw.url}/agents/${signed.id}/a2a`);
+  });
+
+  it('the legacy agent gets a card with 1.0 and 0.3 interfaces on the gateway too', async () => {
+    const a = await registered(gw, { url: legacy.url });
+    const { body: card } = await get(`${gw.url}/agents/${a.id}/.well-known/agent-card.json`);
+    const url = `${gw.url}/agents/${a.id}/a2a`;
+    assert.deepEqual(
+      card.supportedInterfaces.map((i: { url: string; protocolVersion: string }) => [i.url, i.protocolVersion]),
+      [
+        [url, '1.0'],
+        [url, '0.3'],
+      ],
+    );
+    assert.equal(card.url, url);
+    assert.equal(card.capabilities.streaming, false);
+  });
+
+  it('an unknown agent has no card', async () => {
+    assert.equal((await get(`${gw.url}/agents/nobody-000000/.well-known/agent-card.json`)).status, 404);
+    assert.equal((await get(`${gw.url}/agents/nobody-000000/.well-known/agent.json`)).status, 404);
+  });
+});
+
+describe('a 0.3 client (@a2a-js/sdk legacyCompat) through the gateway', () => {
+  /**
+   * A 0.3 client: the SDK's legacy JSON-RPC transport, fed the gateway card as a 0.3 client reads it (`url`,
+   * `protocolVersion`, `preferredTransport`; 0.3 has no supportedInterfaces). Every request it makes is recorded.
+   */
+  async function legacyClient(agentId: string) {
+    const sent: { url: string; method: string; body: any }[] = [];
+    const recordingFetch: typeof fetch = async (input, init) => {
+      const body = typeof init?.body === 'string' ? JSON.parse(init.body) : undefined;
+      sent.push({ url: String(input instanceof Request ? input.url : input), method: body?.method, body });
+      return fetch(input, init);
+    };
+    const legacyCompat = { enabled: true };
+    const factory = new ClientFactory(
+      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new JsonRpcTransportFactory({ legacyCompat, fetchImpl: recordingFetch })],
+        cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
+      }),
+    );
+    const { body: published } = await get(`${gw.url}/agents/${agentId}/.well-known/agent-card.json`);
+    const { supportedInterfaces: _v1Only, ...asSeenBy03 } = published;
+    assert.ok(isLegacyAgentCard(asSeenBy03), 'without supportedInterfaces the gateway card is a valid 0.3 card');
+    const client = await factory.createFromAgentCard(asSeenBy03 as never);
+    return { client, sent };
+  }
+
+  async function sendThrough(agentUrl: string, text: string) {
+    const agent = await registered(gw, { url: agentUrl });
+    const { client, sent } = await legacyClient(agent.id);
+    const request = SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } });
+    const reply: Message | Task = await client.sendMessage(request);
+    assert.ok('status' in reply, `expected a task, got ${JSON.stringify(reply)}`);
+    assert.equal(reply.status?.state, TaskState.TASK_STATE_COMPLETED);
+    assert.equal(artifactText(reply), `echo: ${text}`);
+    // What went over the wire to the gateway: one 0.3 message/send, to the gateway's endpoint for this agent.
+    assert.deepEqual(
+      sent.map((s) => [s.url, s.method]),
+      [[`${gw.url}/agents/${agent.id}/a2a`, 'message/send']],
+    );
+    assert.equal(sent[0].body.params.message.kind, 'message');
+    assert.equal(sent[0].body.params.message.role, 'user');
+    // The gateway's task can be read back in 0.3 too.
+    const got = await client.getTask({ tenant: '', id: reply.id, historyLength: undefined });
+    assert.equal(got.status?.state, TaskState.TASK_STATE_COMPLETED);
+    assert.equal(sent.at(-1)?.method, 'tasks/get');
+    return { task: reply, messageId: request.message!.messageId };
+  }
+
+  it('to the echo agent (1.0): a completed task with the echo artifact', async () => {
+    const before = echo.calls.length;
+    const { messageId } = await sendThrough(echo.url, 'hello from 0.3');
+    const call = echo.calls.slice(before).find((c) => c.params?.message?.messageId === messageId);
+    assert.ok(call, 'the echo agent got the message');
+    assert.match(call.method, /^(SendMessage|SendStreamingMessage)$/, 'the gateway speaks 1.0 to a 1.0 agent');
+  });
+
+  it('to the legacy agent (0.3 only, no streaming): the agent receives a 0.3 message/send', async () => {
+    const before = legacyNoStream.calls.length;
+    const { messageId } = await sendThrough(legacyNoStream.url, 'old to old');
+    const calls = legacyNoStream.calls.slice(before);
+    const call = calls.find((c) => c.params?.message?.messageId === messageId);
+    assert.ok(call, `the legacy agent got the message: ${JSON.stringify(calls.map((c) => c.method))}`);
+    assert.equal(call.method, 'message/send');
+    assert.equal(call.params.message.kind, 'message');
+    assert.equal(call.params.message.role, 'user');
+    assert.deepEqual(call.params.message.parts, [{ kind: 'text', text: 'old to old' }]);
+  });
+
+  it('to the legacy agent that streams: the agent receives a 0.3 call (message/stream) and the client a completed task', async () => {
+    const before = legacy.calls.length;
+    const { messageId } = await sendThrough(legacy.url, 'old, streamed');
+    const call = legacy.calls.slice(before).find((c) => c.params?.message?.messageId === messageId);
+    assert.ok(call, 'the legacy agent got the message');
+    assert.match(call.method, /^message\/(send|stream)$/, 'a 0.3 method, never a 1.0 one');
+    assert.equal(call.params.message.kind, 'message');
+  });
+});
