@@ -1,0 +1,187 @@
+/**
+ * `npm run bench`: blocking SendMessage latency and throughput, directly against an @a2a-js/sdk echo agent and
+ * through Switchboard (Temporal + PostgreSQL), at concurrency 1 and 32. Prints a table, writes
+ * .data/bench-latest.json, and reports (never enforces) the provisional targets.
+ *
+ * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
+ * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), TEMPORAL_CLI, DATABASE_URL.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { SendMessageRequest, Task } from '@a2a-js/sdk';
+import { type Client, ClientFactory } from '@a2a-js/sdk/client';
+
+const ROOT = path.resolve(__dirname, '..');
+const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
+const N1 = int('BENCH_N1', 200);
+const N32 = int('BENCH_N32', 1000);
+const WARMUP = int('BENCH_WARMUP', 20);
+const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
+const TARGET_ADDED_P50_MS = 10;
+const TARGET_GATEWAY_TPS = 100;
+
+process.env.LOG_LEVEL = 'silent';
+process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
+process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' })
+  .trim()
+  .split('\n')
+  .pop();
+
+const started = Date.now();
+const loadBefore = os.loadavg()[0]; // the box may be shared: a busy one skews everything below
+const deadline = started + BUDGET_MS;
+// Past the budget (plus a grace for shutdown) something hangs: give up loudly rather than run forever.
+setTimeout(() => {
+  console.error(`bench: still running ${BUDGET_MS / 1000 + 120}s after start; aborting`);
+  process.exit(2);
+}, BUDGET_MS + 120_000).unref();
+
+interface Result {
+  scenario: string;
+  concurrency: number;
+  n: number;
+  errors: number;
+  p50: number;
+  p99: number;
+  tps: number;
+  /** CPU time of this whole process (bench client + agent + gateway + worker) per successful call. */
+  cpuMs: number;
+  truncated: boolean;
+}
+
+/** One blocking SendMessage with a fresh messageId; throws unless the task completed. */
+async function send(client: Client): Promise<void> {
+  const req = SendMessageRequest.fromJSON({
+    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] },
+    configuration: { returnImmediately: false },
+  });
+  const reply = await client.sendMessage(req);
+  const state = 'id' in reply ? (Task.toJSON(reply as Task) as { status: { state: string } }).status.state : 'message';
+  if (state !== 'TASK_STATE_COMPLETED') throw new Error(`task ended ${state}`);
+}
+
+/** `n` calls from `concurrency` loops; latencies of successful calls only. Stops launching at the deadline. */
+async function measure(scenario: string, client: Client, concurrency: number, n: number): Promise<Result> {
+  let warm = 0; // warm-up: connections, JIT, caches; not measured
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (warm++ < WARMUP) await send(client);
+    }),
+  );
+  const latencies: number[] = [];
+  let next = 0;
+  let errors = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n && Date.now() < deadline) {
+        next++;
+        const s = performance.now();
+        try {
+          await send(client);
+          latencies.push(performance.now() - s);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
+  const r: Result = {
+    scenario,
+    concurrency,
+    n: latencies.length,
+    errors,
+    p50: pct(50),
+    p99: pct(99),
+    tps: latencies.length / seconds,
+    cpuMs: (cpu.user + cpu.system) / 1000 / latencies.length,
+    truncated: next < n,
+  };
+  console.error(`  ${scenario} c=${concurrency}: ${r.n} ok, ${errors} errors in ${seconds.toFixed(1)}s`);
+  return r;
+}
+
+async function main() {
+  // Imported here so the env above is in place first.
+  const { startGateway, register } = await import('../test/helpers/harness');
+  const { startEchoAgent } = await import('../test/agents');
+
+  console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
+  const [gw, echo, echoBlocking] = await Promise.all([startGateway(), startEchoAgent(), startEchoAgent({ streaming: false })]);
+  const results: Result[] = [];
+  try {
+    const factory = new ClientFactory();
+    const viaGateway = async (url: string) => factory.createFromUrl(`${(await register(gw, url)).base}/.well-known/agent-card.json`, '');
+    const direct = await factory.createFromUrl(echo.url);
+    const gateway = await viaGateway(echo.url);
+    const gatewayBlocking = await viaGateway(echoBlocking.url);
+
+    results.push(await measure('direct', direct, 1, N1));
+    results.push(await measure('gateway', gateway, 1, N1));
+    // The forwarding activity calls a non-streaming agent with blocking sendMessage, a streaming one with sendMessageStream.
+    results.push(await measure('gateway, non-streaming agent', gatewayBlocking, 1, N1));
+    results.push(await measure('direct', direct, 32, N32));
+    results.push(await measure('gateway', gateway, 32, N32));
+  } finally {
+    await gw.close();
+    await Promise.all([echo.close(), echoBlocking.close()]);
+  }
+  report(results);
+}
+
+function report(results: Result[]) {
+  const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c)!;
+  const addedP50 = find('gateway', 1).p50 - find('direct', 1).p50;
+  const ratio = find('gateway', 32).tps / find('direct', 32).tps;
+  const gatewayTps = find('gateway', 32).tps;
+  const machine = { node: process.version, cpus: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown', loadAvgBefore: loadBefore };
+
+  const cols = ['scenario', 'concurrency', 'n', 'errors', 'p50 ms', 'p99 ms', 'tasks/s', 'node CPU ms/task'];
+  const rows = results.map((r) => [
+    r.scenario + (r.truncated ? ' (budget hit)' : ''),
+    String(r.concurrency),
+    String(r.n),
+    String(r.errors),
+    r.p50.toFixed(1),
+    r.p99.toFixed(1),
+    r.tps.toFixed(1),
+    r.cpuMs.toFixed(1),
+  ]);
+  const widths = cols.map((c, i) => Math.max(c.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(`\nSwitchboard bench — node ${machine.node}, ${machine.cpus} CPUs (${machine.model}), load average before the run ${loadBefore.toFixed(1)}\n`);
+  console.log(line(cols));
+  console.log(line(widths.map((w) => '-'.repeat(w))));
+  for (const r of rows) console.log(line(r));
+  console.log(`\nadded p50 latency at c=1 (gateway − direct): ${addedP50.toFixed(1)} ms`);
+  console.log(`throughput ratio at c=32 (gateway / direct): ${ratio.toFixed(3)}`);
+  const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
+  console.log('\nprovisional targets:');
+  console.log(`  added p50 ≤ ${TARGET_ADDED_P50_MS} ms at c=1:        ${addedP50.toFixed(1)} ms — ${met(addedP50 <= TARGET_ADDED_P50_MS)}`);
+  console.log(`  ≥ ${TARGET_GATEWAY_TPS} durable tasks/s at c=32:    ${gatewayTps.toFixed(1)} — ${met(gatewayTps >= TARGET_GATEWAY_TPS)}`);
+  console.log(`\n(run took ${((Date.now() - started) / 1000).toFixed(0)} s)`);
+
+  const out = path.join(ROOT, '.data/bench-latest.json');
+  mkdirSync(path.dirname(out), { recursive: true });
+  const targets = {
+    addedP50Ms: { target: TARGET_ADDED_P50_MS, met: addedP50 <= TARGET_ADDED_P50_MS },
+    gatewayTasksPerSec: { target: TARGET_GATEWAY_TPS, met: gatewayTps >= TARGET_GATEWAY_TPS },
+  };
+  const json = { at: new Date().toISOString(), machine, warmup: WARMUP, results, addedP50Ms: addedP50, throughputRatio: ratio, targets };
+  writeFileSync(out, JSON.stringify(json, null, 2) + '\n');
+  console.log(`results: ${path.relative(process.cwd(), out)}`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
