@@ -37,7 +37,12 @@ export async function startTemporal(extraArgs: string[] = []): Promise<TestWorkf
       server: {
         executable: { type: 'existing-path', path },
         searchAttributes: Object.keys(SEARCH_ATTRIBUTES).map((k) => defineSearchAttributeKey(k, SearchAttributeType.KEYWORD)),
-        extraArgs: ['--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true', ...extraArgs],
+        extraArgs: [
+          // The same server settings as `npm start` (src/temporal/dev-server.ts).
+          ...['frontend.enableExecuteMultiOperation=true', 'history.transferProcessorMaxPollRPS=10000', 'system.enableActivityEagerExecution=true']
+            .flatMap((v) => ['--dynamic-config-value', v]),
+          ...extraArgs,
+        ],
       },
     });
   // Core gives the dev server 5 s to open its port; a loaded 2-core machine can miss that once.
@@ -107,7 +112,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
 
-  async function startWorker(wrap?: (real: Activities) => Activities) {
+  // A restarted worker keeps the test's activity wrapper unless given another.
+  async function startWorker(wrap = opts.wrapActivities) {
     const real = createActivities({ pool: db.pool, fetch: outbound.fetch });
     worker = await createWorker({
       connection: env.nativeConnection,
