@@ -1,14 +1,35 @@
 /** The activities that write PostgreSQL: the task projection and the settlement ledger. */
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { appendInTransaction } from '../src/events/event-log';
+import type { EventHub } from '../src/events/hub';
 import type { SettlementRequest, TaskRecord } from '../workflows/types';
 
 /**
- * Upserts the task's projection row. Versions only grow, so a retried or late write never
- * overwrites a newer state.
+ * Upserts the task's projection row and appends the state change to the task's event log, in one
+ * transaction. Versions only grow, so a retried or late write never overwrites a newer state, and the
+ * event's key is the version, so a retried write logs it once.
  */
-export async function recordTask(pool: Pool, rec: TaskRecord): Promise<void> {
+export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Promise<void> {
   const { task } = rec;
-  await pool.query(
+  const client = await pool.connect();
+  let logged;
+  try {
+    await client.query('BEGIN');
+    await upsertProjection(client, rec);
+    logged = rec.event ? await appendInTransaction(client, rec.tenant, task.id, [rec.event]) : [];
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+  hub.publish(rec.tenant, task.id, logged);
+}
+
+async function upsertProjection(client: PoolClient, rec: TaskRecord): Promise<void> {
+  const { task } = rec;
+  await client.query(
     `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (tenant, task_id) DO UPDATE

@@ -1,14 +1,22 @@
 /**
  * The forwarding activity: one client message to the agent, in the agent's dialect, until the agent's task is
  * terminal or interrupted. Every attempt sends the same messageId, so an agent that deduplicates sees one message.
+ *
+ * What the agent streams on the way (artifact chunks, progress) goes to the task's event log as it arrives,
+ * not into workflow history: the result holds only the turn's outcome. A retried attempt first logs an event
+ * that voids the previous attempt's partial output, so readers drop it instead of seeing it twice.
  */
 import { A2AError } from '@a2a-js/sdk/errors';
 import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
 import { agentTaskSignal } from '../workflows/messages';
+import type { Pool } from 'pg';
+import { seqRangeOf, type WireArtifactUpdate, type WireStatusUpdate } from '../src/events/event-log';
+import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
-import type { AgentEndpoint, ForwardResult, TaskState, WireArtifact, WireMessage, WireTask } from '../workflows/types';
+import type { AgentEndpoint, ForwardResult, TaskState, WireArtifact, WireMessage, WirePart, WireTask } from '../workflows/types';
 import { agentClient, type HttpTrace } from './agent-client';
+import { EventSink } from './event-sink';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -16,20 +24,33 @@ export interface ForwardArgs {
   /** The agent's own ids for this conversation, once known (a follow-up continues the agent's task). */
   agentTaskId?: string;
   agentContextId?: string;
+  tenant: string;
   gatewayTaskId: string;
   gatewayContextId: string;
+}
+
+export interface ForwardDeps {
+  /** The guarded outbound fetch. */
+  fetch: typeof fetch;
+  pool: Pool;
+  hub: EventHub;
 }
 
 const SETTLED = (s: TaskState) => s !== 'TASK_STATE_SUBMITTED' && s !== 'TASK_STATE_WORKING';
 const POLL_MS = 500;
 
-export async function forwardMessage(fetchImpl: typeof fetch, args: ForwardArgs): Promise<ForwardResult> {
+export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Promise<ForwardResult> {
   const ctx = Context.current();
   const trace: HttpTrace = {};
+  const { workflowExecution, activityId, attempt } = ctx.info;
+  const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
+  const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
+  const relay = new Relay(sink, args);
   const beat = setInterval(() => heartbeat(), 1_000);
   heartbeat();
   try {
-    const client = await agentClient(args.endpoint, fetchImpl, trace);
+    if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt);
+    const client = await agentClient(args.endpoint, deps.fetch, trace);
     const request = SendMessageRequest.fromJSON({
       // The agent knows its task by its own ids, never by the gateway's.
       message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId },
@@ -48,13 +69,20 @@ export async function forwardMessage(fetchImpl: typeof fetch, args: ForwardArgs)
       const acc = new StreamAccumulator();
       for await (const event of client.sendMessageStream(request, options)) {
         acc.add(event);
+        await relay.event(event);
         if (acc.task) await announce(acc.task);
       }
       task = acc.task;
-      if (!task) return acc.messageResult(args);
+      if (!task) {
+        await sink.flush();
+        return acc.messageResult(args);
+      }
     } else {
       const reply = await client.sendMessage(request, options);
-      if ('messageId' in reply) return messageResult(Message.toJSON(reply) as WireMessage, args);
+      if ('messageId' in reply) {
+        await sink.flush();
+        return messageResult(Message.toJSON(reply) as WireMessage, args);
+      }
       task = Task.toJSON(reply) as WireTask;
     }
     // An agent that answered before the task settled (or ignored blocking) is polled until it does.
@@ -63,8 +91,12 @@ export async function forwardMessage(fetchImpl: typeof fetch, args: ForwardArgs)
       await sleep(POLL_MS);
       task = Task.toJSON(await client.getTask({ tenant: '', id: task.id }, options)) as WireTask;
     }
+    // Artifacts that arrived whole (a blocking answer, a task snapshot) have not been relayed yet.
+    await relay.remaining(task.artifacts ?? []);
+    await sink.flush();
     return taskResult(task, args);
   } catch (err) {
+    await sink.flush().catch(() => undefined); // what was relayed stays in the log; a retry voids it
     if (ctx.cancellationSignal.aborted) await ctx.cancelled; // report the cancellation, not the abort it caused
     throw classify(err, trace);
   } finally {
@@ -93,10 +125,8 @@ class StreamAccumulator {
     } else if (p.$case === 'artifactUpdate') {
       const u = TaskArtifactUpdateEvent.toJSON(p.value) as { artifact: WireArtifact; append?: boolean };
       const prev = this.artifacts.get(u.artifact.artifactId);
-      this.artifacts.set(
-        u.artifact.artifactId,
-        u.append && prev ? { ...prev, parts: [...prev.parts, ...u.artifact.parts] } : u.artifact,
-      );
+      if (u.append && prev) prev.parts.push(...u.artifact.parts); // in place: long streams append thousands of chunks
+      else this.artifacts.set(u.artifact.artifactId, { ...u.artifact, parts: [...u.artifact.parts] });
     }
     if (this.task) this.task.artifacts = [...this.artifacts.values()];
   }
@@ -105,6 +135,76 @@ class StreamAccumulator {
     if (!this.message) throw ApplicationFailure.nonRetryable('the agent closed the stream without a task or a message', 'InvalidAgentResponse');
     return messageResult(this.message, args);
   }
+}
+
+/**
+ * Turns the agent's stream events into the gateway task's events: artifact chunks (append/lastChunk kept)
+ * and progress updates (state working), with the agent's ids replaced by the gateway's. The turn's outcome
+ * (input-required, completed, failed…) is not relayed: the workflow logs it once it has applied it.
+ */
+class Relay {
+  /** Parts relayed per artifact id, to tell a complete stream from one that broke off. */
+  private readonly relayed = new Map<string, number>();
+
+  constructor(
+    private readonly sink: EventSink,
+    private readonly args: ForwardArgs,
+  ) {}
+
+  async event(event: StreamResponse): Promise<void> {
+    const p = event.payload;
+    const ids = { taskId: this.args.gatewayTaskId, contextId: this.args.gatewayContextId };
+    if (p?.$case === 'artifactUpdate') {
+      const u = TaskArtifactUpdateEvent.toJSON(p.value) as WireArtifactUpdate;
+      const before = u.append ? (this.relayed.get(u.artifact.artifactId) ?? 0) : 0;
+      this.relayed.set(u.artifact.artifactId, before + u.artifact.parts.length);
+      await this.sink.push({ artifactUpdate: { ...u, ...ids } });
+    } else if (p?.$case === 'statusUpdate') {
+      const u = TaskStatusUpdateEvent.toJSON(p.value) as WireStatusUpdate;
+      if (u.status.state !== 'TASK_STATE_WORKING') return;
+      const message = u.status.message && { ...u.status.message, ...ids };
+      await this.sink.push({ statusUpdate: { ...u, ...ids, status: { ...u.status, ...(message ? { message } : {}) } } });
+    }
+  }
+
+  /**
+   * Logs, whole, each artifact of the final answer that did not stream completely: one that arrived in a
+   * blocking answer or a task snapshot, or whose stream broke off before the agent's task settled (it is
+   * then sent with append: false, replacing the partial one).
+   */
+  async remaining(artifacts: WireArtifact[]): Promise<void> {
+    const ids = { taskId: this.args.gatewayTaskId, contextId: this.args.gatewayContextId };
+    for (const artifact of artifacts) {
+      if (this.relayed.get(artifact.artifactId) === artifact.parts.length) continue;
+      await this.sink.push({ artifactUpdate: { ...ids, artifact, append: false, lastChunk: true } });
+    }
+  }
+}
+
+/**
+ * The first event of a retried attempt: it names the events of the failed attempt so a reader can drop them
+ * (metadata `switchboard.void = {attempt, fromSeq, toSeq}`), since the agent is asked again from the start.
+ */
+async function voidPreviousAttempt(pool: Pool, sink: EventSink, args: ForwardArgs, previousKey: string, attempt: number): Promise<void> {
+  const range = await seqRangeOf(pool, args.tenant, args.gatewayTaskId, previousKey);
+  if (!range) return;
+  const text = `Attempt ${attempt - 1} of the agent call failed; its partial output (events ${range.from}-${range.to}) is void. Asking the agent again (attempt ${attempt}).`;
+  const ids = { taskId: args.gatewayTaskId, contextId: args.gatewayContextId };
+  await sink.push(
+    {
+      statusUpdate: {
+        ...ids,
+        status: {
+          state: 'TASK_STATE_WORKING',
+          timestamp: new Date().toISOString(),
+          message: { messageId: `${sink.keyPrefix}void`, role: 'ROLE_AGENT', ...ids, parts: [{ text }] },
+        },
+        metadata: { switchboard: { void: { attempt: attempt - 1, fromSeq: range.from, toSeq: range.to } } },
+      },
+    },
+    `${sink.keyPrefix}void`,
+  );
+  await sink.flush();
 }
 
 /** A message-only reply (no task at the agent) completes the gateway's task with that message. */
@@ -125,9 +225,24 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     agentContextId: task.contextId || undefined,
     state: task.status.state,
     statusMessage: m ? { ...m, taskId: args.gatewayTaskId, contextId: args.gatewayContextId } : undefined,
-    artifacts: task.artifacts ?? [],
+    artifacts: (task.artifacts ?? []).map(compactArtifact),
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
   };
+}
+
+/**
+ * Joins runs of adjacent text parts: a 10,000-chunk stream becomes one text part in the workflow's task
+ * (the event log keeps every chunk), so history and payloads stay small. The text itself is unchanged.
+ */
+export function compactArtifact(a: WireArtifact): WireArtifact {
+  const parts: WirePart[] = [];
+  for (const part of a.parts) {
+    const prev = parts[parts.length - 1];
+    const plain = (p: WirePart) => typeof p.text === 'string' && Object.keys(p).every((k) => k === 'text');
+    if (prev && plain(prev) && plain(part)) parts[parts.length - 1] = { text: `${prev.text}${part.text}` };
+    else parts.push(part);
+  }
+  return parts.length === a.parts.length ? a : { ...a, parts };
 }
 
 /** Agents report what a task cost as `metadata.cost` in integer minor units; anything else is ignored. */
@@ -148,6 +263,8 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
     return ApplicationFailure.create({ message: outbound.message, type: transient ? 'AgentUnavailable' : 'AgentUnreachable', nonRetryable: !transient });
   }
   const message = err instanceof Error ? err.message : String(err);
+  // A connection cut mid-answer (often mid-stream, after a 200) is network trouble, not a bad answer.
+  if (connectionLost(err)) return ApplicationFailure.retryable(`the connection to the agent was lost: ${message}`, 'AgentUnavailable');
   if (err instanceof A2AError && trace.lastStatus !== undefined && trace.lastStatus < 300) {
     return ApplicationFailure.nonRetryable(`the agent answered with an error: ${message}`, 'AgentRejected');
   }
@@ -167,6 +284,16 @@ function once<A>(fn: (a: A) => Promise<void>): (a: A) => Promise<void> {
     done = true;
     await fn(a);
   };
+}
+
+const LOST_CONNECTION_CODES = new Set(['UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNRESET', 'EPIPE', 'ECONNABORTED']);
+
+function connectionLost(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (LOST_CONNECTION_CODES.has((e as { code?: string }).code ?? '')) return true;
+    if (e instanceof TypeError && e.message === 'terminated') return true; // undici's body stream, cut
+  }
+  return false;
 }
 
 function findOutboundError(err: unknown): OutboundError | undefined {

@@ -2,6 +2,7 @@
  * The activities of the task workflow, bound to their dependencies. Workflows import this module's *type* only.
  */
 import type { Pool } from 'pg';
+import { EventHub } from '../src/events/hub';
 import type { SettlementRequest, TaskRecord } from '../workflows/types';
 import { recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
@@ -11,13 +12,15 @@ export interface ActivityDeps {
   pool: Pool;
   /** The guarded outbound fetch (src/http/outbound.ts): every call to an agent goes through it. */
   fetch: typeof fetch;
+  /** Tells this process's streams about events as soon as they are committed (other processes hear NOTIFY). */
+  hub?: EventHub;
 }
 
-export function createActivities({ pool, fetch }: ActivityDeps) {
+export function createActivities({ pool, fetch, hub = new EventHub() }: ActivityDeps) {
   return {
-    forwardMessage: (args: ForwardArgs) => forwardMessage(fetch, args),
+    forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch, pool, hub }, args),
     cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(fetch, args),
-    recordTask: (rec: TaskRecord) => recordTask(pool, rec),
+    recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
     settleTask: (req: SettlementRequest) => settleTask(pool, req),
   };
 }

@@ -6,10 +6,13 @@ import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
+import type { StreamLimits } from './a2a/request-handler';
 import { AgentRegistry } from './agents/registry';
+import type { EventHub } from './events/hub';
 import type { Outbound } from './http/outbound';
 import { agentRoutes } from './routes/agents';
 import { jsonRpcRoutes } from './routes/json-rpc';
+import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
 
 export const DEFAULT_TENANT = 'default';
@@ -23,7 +26,20 @@ export interface AppDeps {
   inputTimeoutMs: number;
   publicUrl?: string;
   bodyLimit?: number;
+  /** The process's event hub (shared with the worker's activities). */
+  hub: EventHub;
+  streams?: Partial<StreamSettings>;
 }
+
+export interface StreamSettings extends SseOptions, StreamLimits {}
+
+export const DEFAULT_STREAM_SETTINGS: StreamSettings = {
+  heartbeatMs: 15_000,
+  maxBufferBytes: 1024 * 1024,
+  drainTimeoutMs: 30_000,
+  maxPerTask: 100,
+  maxTotal: 10_000,
+};
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -42,6 +58,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.get('/healthz', async () => ({ ok: true }));
   await app.register(agentRoutes, { registry, tenant, publicUrl: deps.publicUrl });
-  await app.register(jsonRpcRoutes, { registry, tenant, publicUrl: deps.publicUrl, gateway, pool: deps.pool, inputTimeoutMs: deps.inputTimeoutMs });
+  const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
+  await app.register(jsonRpcRoutes, {
+    registry,
+    tenant,
+    publicUrl: deps.publicUrl,
+    gateway,
+    pool: deps.pool,
+    hub: deps.hub,
+    inputTimeoutMs: deps.inputTimeoutMs,
+    streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
+    sse: { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs },
+  });
   return app;
 }

@@ -31,6 +31,14 @@ const EnvSchema = z.object({
   /** Temporal CLI used for the embedded dev server; default: scripts/ensure-temporal.sh finds or builds it. */
   TEMPORAL_CLI: z.string().min(1).optional(),
   TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
+  /** SSE: a comment is sent on a stream idle this long (ms). */
+  SWITCHBOARD_SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).default(15_000),
+  /** SSE: bytes buffered for a slow reader before Switchboard waits for it, and how long it waits (ms). */
+  SWITCHBOARD_SSE_BUFFER_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  SWITCHBOARD_SSE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /** Caps on open SSE streams: per task, and in this process. */
+  SWITCHBOARD_MAX_STREAMS_PER_TASK: z.coerce.number().int().min(1).default(100),
+  SWITCHBOARD_MAX_STREAMS: z.coerce.number().int().min(1).default(10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -13,6 +13,7 @@ import { buildApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
+import { EventHub } from './events/hub';
 import { createOutbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
 import { createWorker } from './worker';
@@ -76,6 +77,12 @@ async function main(): Promise<void> {
     await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE, SEARCH_ATTRIBUTES);
     const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
 
+    // Other Switchboard processes on the same database announce their events by NOTIFY. Embedded PGlite is
+    // one process (and does not pass NOTIFY between connections), so it needs no listener.
+    const hub = new EventHub({ connection: config.DATABASE_URL ? { connectionString: databaseUrl } : undefined, log });
+    await hub.start();
+    stops.push(() => hub.close());
+
     const outbound = createOutbound({ allowPrivate: config.SWITCHBOARD_ALLOW_PRIVATE_URLS });
     stops.push(() => outbound.close());
     const nativeConnection = await NativeConnection.connect({ address: temporalAddress });
@@ -86,6 +93,7 @@ async function main(): Promise<void> {
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       pool,
       fetch: outbound.fetch,
+      hub,
     });
     const workerDone = worker.run();
     stops.push(async () => {
@@ -105,6 +113,14 @@ async function main(): Promise<void> {
       log,
       inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
       publicUrl: config.SWITCHBOARD_PUBLIC_URL,
+      hub,
+      streams: {
+        heartbeatMs: config.SWITCHBOARD_SSE_HEARTBEAT_MS,
+        maxBufferBytes: config.SWITCHBOARD_SSE_BUFFER_BYTES,
+        drainTimeoutMs: config.SWITCHBOARD_SSE_DRAIN_TIMEOUT_MS,
+        maxPerTask: config.SWITCHBOARD_MAX_STREAMS_PER_TASK,
+        maxTotal: config.SWITCHBOARD_MAX_STREAMS,
+      },
     });
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });

@@ -2,6 +2,7 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import { createActivities } from '../activities';
+import type { EventHub } from './events/hub';
 
 export interface WorkerDeps {
   connection: NativeConnection;
@@ -9,6 +10,8 @@ export interface WorkerDeps {
   taskQueue: string;
   pool: Pool;
   fetch: typeof fetch;
+  /** The process's event hub, shared with the HTTP app so local streams hear events without a database poll. */
+  hub?: EventHub;
   /** Pre-built bundle (tests bundle once per process); default: bundle workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
@@ -23,7 +26,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     namespace: d.namespace,
     taskQueue: d.taskQueue,
     ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch }),
+    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch, hub: d.hub }),
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,

@@ -89,8 +89,17 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: task.id, contextId: task.contextId, parts: [{ text }] };
   }
 
-  const record = () =>
-    bookkeeping.recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: ++version, createdAt });
+  /**
+   * Writes the projection and logs the change as the task's next event: a whole-task snapshot when a turn
+   * starts (a stream of that turn begins with it), a status update otherwise.
+   */
+  const record = (snapshot = false) => {
+    const v = ++version;
+    const event = snapshot
+      ? { task: viewTask(task) }
+      : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
+    return bookkeeping.recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: v, createdAt, event: { key: `v${v}`, event } });
+  };
 
   setHandler(getTaskQuery, (historyLength?: number) => viewTask(task, historyLength));
   setHandler(agentTaskSignal, (ref) => {
@@ -175,7 +184,9 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       }
       const message = inbox.shift()!;
       setStatus('TASK_STATE_WORKING');
-      const [, outcome] = await Promise.all([record(), forward(message)]);
+      // Logged before the agent is called, so the turn's snapshot precedes everything the agent streams.
+      await record(true);
+      const outcome = await forward(message);
       if ('failure' in outcome) {
         setStatus('TASK_STATE_FAILED', gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));
       } else {
@@ -201,6 +212,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         message,
         agentTaskId,
         agentContextId,
+        tenant: input.tenant,
         gatewayTaskId: task.id,
         gatewayContextId: task.contextId,
       });

@@ -1,7 +1,8 @@
 /** Types shared by the task workflow, its activities and the gateway. Types only: safe to import anywhere. */
-import type { TaskState, WireArtifact, WireMessage, WireTask } from '../src/a2a/schemas';
+import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask } from '../src/a2a/schemas';
+import type { NewEvent } from '../src/events/event-log';
 
-export type { TaskState, WireArtifact, WireMessage, WireTask };
+export type { TaskState, WireArtifact, WireMessage, WirePart, WireTask };
 
 /** How the forwarding activity reaches an agent: the JSON-RPC endpoint and the dialect its card declares. */
 export interface AgentEndpoint {
@@ -81,6 +82,8 @@ export interface TaskRecord {
   task: WireTask;
   version: number;
   createdAt: string;
+  /** The event this change puts in the task's event log (its key makes a retried write a no-op). */
+  event?: NewEvent;
 }
 
 export interface SettlementRequest {

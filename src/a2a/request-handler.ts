@@ -12,24 +12,52 @@ import {
   type ListTasksResponse,
   type Message,
   SendMessageRequest,
-  type StreamResponse,
+  StreamResponse,
+  type SubscribeToTaskRequest,
   Task,
 } from '@a2a-js/sdk';
 import type { A2ARequestHandler } from '@a2a-js/sdk/server';
 import type { Pool } from 'pg';
 import { gatewayCard } from '../agents/cards';
 import type { Agent } from '../agents/registry';
-import { listTasks } from '../db/task-store';
+import { claimMessage, listTasks, taskOfMessage } from '../db/task-store';
+import { closesStream, headSeq, readEvents, snapshotAt } from '../events/event-log';
+import { followEvents } from '../events/follow';
+import type { EventHub } from '../events/hub';
 import type { TaskGateway } from '../temporal/task-gateway';
-import type { WireMessage, WireTask } from '../../workflows/types';
+import { isInterrupted, isTerminal, stateLabel } from '../../workflows/task-state';
+import type { SendMessageArgs, WireMessage, WireTask } from '../../workflows/types';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 
 export interface HandlerDeps {
   gateway: TaskGateway;
   pool: Pool;
+  hub: EventHub;
   inputTimeoutMs: number;
+  streamLimits: StreamLimits;
 }
+
+export interface StreamLimits {
+  /** Open streams allowed on one task. */
+  maxPerTask: number;
+  /** Open streams allowed in this process. */
+  maxTotal: number;
+}
+
+/**
+ * The SSE side of one streaming call, shared with the route that writes it: what the client resumes from,
+ * when it went away, and the log position and kind of the event just yielded (the SSE `id:`; 0.3 `final`).
+ */
+export interface StreamCursor {
+  lastEventId?: number;
+  signal: AbortSignal;
+  seq: number;
+  closing: boolean;
+}
+
+/** A cap on open streams was reached (the route answers HTTP 429). */
+export class StreamLimitError extends Error {}
 
 const toTask = (t: WireTask) => Task.fromJSON(t);
 
@@ -39,6 +67,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     private readonly tenant: string,
     private readonly rpcUrl: string,
     private readonly deps: HandlerDeps,
+    private readonly stream?: StreamCursor,
   ) {}
 
   async getAgentCard(): Promise<AgentCard> {
@@ -50,20 +79,22 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   async sendMessage(params: SendMessageRequest): Promise<Message | Task> {
-    const json = SendMessageRequest.toJSON(params) as { message: WireMessage; configuration?: { returnImmediately?: boolean; historyLength?: number } };
-    const { message } = json;
-    const args = {
-      returnImmediately: json.configuration?.returnImmediately ?? false,
-      historyLength: json.configuration?.historyLength,
-    };
+    const { message, args } = this.sendArgs(params);
     if (message.taskId) {
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message }));
     }
-    // §3.1: task ids are the server's; a contextId the client gave is kept, otherwise one is minted.
-    const taskId = randomUUID();
+    return toTask(await this.startTask(message, args));
+  }
+
+  /**
+   * §3.1: task ids are the server's; a contextId the client gave is kept, otherwise one is minted. The
+   * messageId is claimed first, so the same message sent again finds its task instead of starting another.
+   */
+  private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>): Promise<WireTask> {
+    const { taskId } = await claimMessage(this.deps.pool, this.tenant, message.messageId, randomUUID());
     const contextId = message.contextId || randomUUID();
     const { agent } = this;
-    const task = await this.deps.gateway.start(
+    return this.deps.gateway.start(
       {
         tenant: this.tenant,
         taskId,
@@ -74,7 +105,14 @@ export class AgentRequestHandler implements A2ARequestHandler {
       },
       { ...args, message: { ...message, contextId } },
     );
-    return toTask(task);
+  }
+
+  private sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'> } {
+    const json = SendMessageRequest.toJSON(params) as { message: WireMessage; configuration?: { returnImmediately?: boolean; historyLength?: number } };
+    return {
+      message: json.message,
+      args: { returnImmediately: json.configuration?.returnImmediately ?? false, historyLength: json.configuration?.historyLength },
+    };
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
@@ -92,14 +130,88 @@ export class AgentRequestHandler implements A2ARequestHandler {
     return { ...page, tasks: page.tasks.map(toTask) };
   }
 
-  // Streaming and push notifications are not offered by the gateway's cards yet; the JSON-RPC route answers
-  // those methods before they reach this class. These satisfy the interface with the same answer.
-  sendMessageStream(): AsyncGenerator<StreamResponse, void, undefined> {
-    throw a2aError('UnsupportedOperation', 'streaming is not supported by this gateway yet');
+  /**
+   * SendStreamingMessage / message/stream: delivers the message (a new task, or the next turn of an
+   * interrupted one) and streams the task's events from the log until the turn ends. With Last-Event-ID
+   * (a reconnect of a stream whose task is known) the message is not sent again: the stream replays the
+   * events after that id, then follows the live tail.
+   */
+  async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
+    const stream = this.requireStream();
+    const { message, args } = this.sendArgs(params);
+    const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
+    if (known && stream.lastEventId !== undefined) {
+      await this.deps.gateway.get(this.tenant, known); // TaskNotFound for a task that never was
+      yield* this.follow(known, stream.lastEventId);
+      return;
+    }
+    if (message.taskId) {
+      // The turn's events are the ones after the current head: the update is only accepted while the task
+      // waits for input, so nothing else is logged in between.
+      const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
+      await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message });
+      yield* this.follow(message.taskId, after);
+      return;
+    }
+    const task = await this.startTask(message, { ...args, returnImmediately: true });
+    yield* this.follow(task.id, 0);
   }
-  resubscribe(): AsyncGenerator<StreamResponse, void, undefined> {
-    throw a2aError('UnsupportedOperation', 'streaming is not supported by this gateway yet');
+
+  /**
+   * SubscribeToTask / tasks/resubscribe. Without Last-Event-ID: the task as of the log's head first (a
+   * terminal task is -32004, §1.7), then every later event. With it: exactly the events after that id.
+   */
+  async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
+    const stream = this.requireStream();
+    const current = await this.deps.gateway.get(this.tenant, params.id);
+    if (stream.lastEventId !== undefined) {
+      yield* this.follow(current.id, stream.lastEventId);
+      return;
+    }
+    if (isTerminal(current.status.state)) {
+      throw a2aError('UnsupportedOperation', `Task ${current.id} is ${stateLabel(current.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
+    }
+    const head = await headSeq(this.deps.pool, this.tenant, current.id);
+    const snapshot = (await snapshotAt(this.deps.pool, this.tenant, current.id, head)) ?? current;
+    this.checkStreamCap(current.id);
+    stream.seq = head;
+    stream.closing = isInterrupted(snapshot.status.state);
+    yield StreamResponse.fromJSON({ task: snapshot });
+    if (stream.closing) return;
+    yield* this.follow(current.id, head);
   }
+
+  /** Streams the task's logged events after `afterSeq` until one ends the stream (terminal or interrupted). */
+  private async *follow(taskId: string, afterSeq: number): AsyncGenerator<StreamResponse, void, undefined> {
+    const stream = this.requireStream();
+    this.checkStreamCap(taskId);
+    const { pool } = this.deps;
+    // A reconnect after the stream's last event: if that event closed the stream, nothing more is coming.
+    const head = await headSeq(pool, this.tenant, taskId);
+    if (afterSeq >= head) {
+      const [last] = head > 0 ? await readEvents(pool, this.tenant, taskId, head - 1, 1) : [];
+      if (last && closesStream(last.event)) return;
+    }
+    for await (const e of followEvents({ pool, hub: this.deps.hub, tenant: this.tenant, taskId, afterSeq, signal: stream.signal })) {
+      stream.seq = e.seq;
+      stream.closing = closesStream(e.event);
+      yield StreamResponse.fromJSON(e.event);
+      if (stream.closing) return;
+    }
+  }
+
+  private checkStreamCap(taskId: string): void {
+    const { maxPerTask } = this.deps.streamLimits;
+    if (this.deps.hub.readers(this.tenant, taskId) >= maxPerTask) {
+      throw new StreamLimitError(`Task ${taskId} already has ${maxPerTask} open streams (SWITCHBOARD_MAX_STREAMS_PER_TASK); close one or retry later`);
+    }
+  }
+
+  private requireStream(): StreamCursor {
+    if (!this.stream) throw a2aError('Internal', 'streaming call without a stream');
+    return this.stream;
+  }
+
   async createTaskPushNotificationConfig(): Promise<never> {
     throw a2aError('PushNotificationNotSupported', 'push notifications are not supported by this gateway yet');
   }

@@ -92,6 +92,7 @@ export const SendMessageParams = z.object({
 });
 export const GetTaskParams = z.object({ tenant, id: nonEmpty, historyLength: historyLength.optional() });
 export const CancelTaskParams = z.object({ tenant, id: nonEmpty, metadata: metadata.optional() });
+export const SubscribeToTaskParams = z.object({ tenant, id: nonEmpty });
 export const ListTasksParams = z.object({
   tenant,
   contextId: z.string().max(1024).optional(),

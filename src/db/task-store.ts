@@ -85,3 +85,25 @@ function decodeCursor(token: string): Cursor {
   }
   throw a2aError('InvalidParams', 'pageToken is not a token this server issued');
 }
+
+/**
+ * The task a client's first message belongs to: `candidate` when the messageId is new, else the task an
+ * earlier send of the same message started (a resend after a lost answer, or a stream reconnect).
+ */
+export async function claimMessage(pool: Pool, tenant: string, messageId: string, candidate: string): Promise<{ taskId: string; resent: boolean }> {
+  const { rows } = await pool.query<{ task_id: string }>(
+    `WITH ins AS (
+       INSERT INTO message_tasks (tenant, message_id, task_id) VALUES ($1, $2, $3)
+       ON CONFLICT (tenant, message_id) DO NOTHING RETURNING task_id)
+     SELECT task_id FROM ins UNION ALL SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2`,
+    [tenant, messageId, candidate],
+  );
+  const taskId = rows[0].task_id;
+  return { taskId, resent: taskId !== candidate };
+}
+
+/** The task an earlier first message started, if any (no claim is made). */
+export async function taskOfMessage(pool: Pool, tenant: string, messageId: string): Promise<string | undefined> {
+  const { rows } = await pool.query<{ task_id: string }>('SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2', [tenant, messageId]);
+  return rows[0]?.task_id;
+}

@@ -13,15 +13,15 @@ import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextB
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { A2A_ERRORS, type A2AErrorName, a2aError } from '../a2a/errors';
-import { AgentRequestHandler, type HandlerDeps } from '../a2a/request-handler';
+import { AgentRequestHandler, type HandlerDeps, type StreamCursor, StreamLimitError } from '../a2a/request-handler';
 import * as S from '../a2a/schemas';
 import type { AgentRegistry } from '../agents/registry';
+import { type SseOptions, writeSse } from './sse';
 
 type Dialect = '1.0' | '0.3';
 /** A method's params schema, or the A2A error that answers it while the feature is not offered. */
 type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
 
-const NO_STREAMING = { unsupported: 'UnsupportedOperation', why: 'streaming is not supported by this gateway yet' } as const;
 const NO_PUSH = { unsupported: 'PushNotificationNotSupported', why: 'push notifications are not supported by this gateway yet' } as const;
 const NO_EXTENDED_CARD = { unsupported: 'UnsupportedOperation', why: 'this gateway does not serve extended agent cards' } as const;
 
@@ -31,8 +31,8 @@ const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
     GetTask: S.GetTaskParams,
     CancelTask: S.CancelTaskParams,
     ListTasks: S.ListTasksParams,
-    SendStreamingMessage: NO_STREAMING,
-    SubscribeToTask: NO_STREAMING,
+    SendStreamingMessage: S.SendMessageParams,
+    SubscribeToTask: S.SubscribeToTaskParams,
     CreateTaskPushNotificationConfig: NO_PUSH,
     GetTaskPushNotificationConfig: NO_PUSH,
     ListTaskPushNotificationConfigs: NO_PUSH,
@@ -43,8 +43,8 @@ const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
     'message/send': S.LegacySendParams,
     'tasks/get': S.LegacyTaskQueryParams,
     'tasks/cancel': S.LegacyTaskIdParams,
-    'message/stream': NO_STREAMING,
-    'tasks/resubscribe': NO_STREAMING,
+    'message/stream': S.LegacySendParams,
+    'tasks/resubscribe': S.LegacyTaskIdParams,
     'tasks/pushNotificationConfig/set': NO_PUSH,
     'tasks/pushNotificationConfig/get': NO_PUSH,
     'tasks/pushNotificationConfig/list': NO_PUSH,
@@ -52,6 +52,8 @@ const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
     'agent/getAuthenticatedExtendedCard': NO_EXTENDED_CARD,
   },
 };
+
+const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
 
 /** 1.0 and 0.x method names never collide (PascalCase vs namespace/verb), so the name picks the dialect. */
 function dialectOf(method: string): Dialect | undefined {
@@ -64,6 +66,7 @@ export interface JsonRpcRouteDeps extends HandlerDeps {
   registry: AgentRegistry;
   tenant: string;
   publicUrl?: string;
+  sse: SseOptions;
 }
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
@@ -114,7 +117,22 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       return envelope(id, { code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` });
     }
     const rpcUrl = `${baseUrlOf(req, deps.publicUrl)}/agents/${agent.id}/a2a`;
-    const handler = new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps);
+    const streaming = STREAMING_METHODS.has(rpc.method);
+    let cursor: StreamCursor | undefined;
+    if (streaming) {
+      const lastEventId = lastEventIdOf(req);
+      if (lastEventId === null) {
+        return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
+      }
+      if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
+        reply.code(429).header('retry-after', '5');
+        return envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` });
+      }
+      const aborter = new AbortController();
+      reply.raw.on('close', () => aborter.abort());
+      cursor = { lastEventId, signal: aborter.signal, seq: 0, closing: false };
+    }
+    const handler = new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps, cursor);
     const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
     // Client credentials stay here: the context carries headers for the SDK, nothing forwards them to agents.
     const context = defaultServerCallContextBuilder({
@@ -125,13 +143,37 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       tenant: deps.tenant,
     });
     const answer = await transport.handle({ ...rpc, id, params: rpc.params }, context);
-    if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer) {
-      return fail(a2aError('UnsupportedOperation', 'streaming is not supported by this gateway yet'));
+    if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
+      // Errors before the first event (unknown task, a terminal task, a cap) are plain JSON-RPC answers.
+      const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
+      let first: IteratorResult<RpcEvent>;
+      try {
+        first = await events.next();
+      } catch (err) {
+        if (err instanceof StreamLimitError) {
+          reply.code(429).header('retry-after', '5');
+          return envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message });
+        }
+        return fail(err);
+      }
+      if (first.done) return fail(a2aError('Internal', 'the stream ended before its first event'));
+      await writeSse(reply, cursor, first.value, events, { ...deps.sse, legacy: dialect === '0.3', onError: fail });
+      return reply;
     }
     const result = answer as { error?: { code: number } };
     if (result.error?.code === A2A_ERRORS.Internal.code) req.log.warn({ method: rpc.method, error: result.error }, 'internal error answered');
     return result;
   });
+}
+
+type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
+
+/** The Last-Event-ID header: undefined when absent, null when it is not a log position. */
+function lastEventIdOf(req: FastifyRequest): number | undefined | null {
+  const raw = req.headers['last-event-id'];
+  const v = Array.isArray(raw) ? raw[0] : raw;
+  if (v === undefined || v === '') return undefined;
+  return /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : null;
 }
 
 function envelope(id: string | number | null, error: { code: number; message: string; data?: unknown }) {

@@ -5,6 +5,7 @@
 import {
   type Client,
   WithStartWorkflowOperation,
+  WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
@@ -40,7 +41,10 @@ export class TaskGateway {
       workflowId: workflowIdOf(input.tenant, input.taskId),
       taskQueue: this.o.taskQueue,
       args: [input],
-      workflowIdConflictPolicy: 'FAIL',
+      // The task id comes from claimMessage: a resent first message reaches the same workflow, where the
+      // update id (the messageId) makes it a no-op. A closed task is never started again.
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [
         { key: SA_STATE, value: stateLabel('TASK_STATE_SUBMITTED') },
         { key: SA_AGENT, value: input.agent.agentId },
@@ -57,6 +61,8 @@ export class TaskGateway {
         startWorkflowOperation: op,
       });
     } catch (err) {
+      // The resent first message of a task that has ended: answer with the task as it ended.
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return this.get(input.tenant, input.taskId, args.historyLength);
       throw this.toA2A(err, input.taskId);
     }
   }

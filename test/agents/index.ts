@@ -8,3 +8,4 @@ export { startAskingAgent } from './asking';
 export { startSlowAgent } from './slow';
 export { startFailingAgent } from './failing';
 export { startLegacyAgent } from './legacy';
+export { startChunkyAgent, chunkText, chunkedText } from './chunky';

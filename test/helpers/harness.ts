@@ -10,7 +10,8 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { Pool } from 'pg';
 import pino from 'pino';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app';
+import { buildApp, type StreamSettings } from '../../src/app';
+import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
 import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
@@ -60,8 +61,10 @@ export interface TestDb {
 }
 
 /** A fresh schema in the local PostgreSQL (DATABASE_URL), migrated; dropped at the end. */
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
 export async function createTestDb(): Promise<TestDb> {
-  const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const url = DATABASE_URL;
   const schema = `sb_test_${randomBytes(4).toString('hex')}`;
   const admin = new Pool({ connectionString: url, max: 1 });
   await admin.query(`CREATE SCHEMA ${schema}`);
@@ -86,6 +89,7 @@ export interface Gateway {
   env: TestWorkflowEnvironment;
   db: TestDb;
   outbound: Outbound;
+  hub: EventHub;
   taskQueue: string;
   /** Starts a worker (one runs after startGateway); `wrap` replaces activities, for fault injection. */
   startWorker(wrap?: (real: Activities) => Activities): Promise<void>;
@@ -102,19 +106,32 @@ export interface GatewayOptions {
   wrapActivities?: (real: Activities) => Activities;
   /** SWITCHBOARD_ALLOW_PRIVATE_URLS for the gateway's outbound calls (default true: the test agents are on 127.0.0.1). */
   allowPrivate?: boolean;
+  /** Reuse a Temporal server (left for its owner to tear down), e.g. for a second gateway process on the same task queue. */
+  temporal?: { env: TestWorkflowEnvironment; taskQueue: string };
+  /** Start a worker (default true); a gateway without one only serves HTTP, like a second front-door process. */
+  worker?: boolean;
+  /** SSE settings; pollMs is how often streams poll the log when no notice woke them. */
+  streams?: Partial<StreamSettings> & { pollMs?: number };
 }
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
-  const [env, db, workflowBundleCode] = await Promise.all([startTemporal(opts.temporalArgs), opts.db ?? createTestDb(), workflowBundle()]);
+  const [env, db, workflowBundleCode] = await Promise.all([
+    opts.temporal?.env ?? startTemporal(opts.temporalArgs),
+    opts.db ?? createTestDb(),
+    workflowBundle(),
+  ]);
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
-  const taskQueue = `switchboard-${randomBytes(3).toString('hex')}`;
+  const taskQueue = opts.temporal?.taskQueue ?? `switchboard-${randomBytes(3).toString('hex')}`;
+  // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
+  const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
+  await hub.start();
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
 
   // A restarted worker keeps the test's activity wrapper unless given another.
   async function startWorker(wrap = opts.wrapActivities) {
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch });
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub });
     worker = await createWorker({
       connection: env.nativeConnection,
       namespace: env.namespace ?? 'default',
@@ -133,8 +150,10 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     worker = undefined;
   }
 
-  await startWorker(opts.wrapActivities);
+  if (opts.worker ?? true) await startWorker(opts.wrapActivities);
   const app = await buildApp({
+    hub,
+    streams: opts.streams,
     pool: db.pool,
     temporal: env.client,
     taskQueue,
@@ -149,13 +168,15 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     env,
     db,
     outbound,
+    hub,
     taskQueue,
     startWorker,
     stopWorker,
     async close() {
       await app.close();
       await stopWorker();
-      await env.teardown();
+      await hub.close();
+      if (!opts.temporal) await env.teardown();
       await outbound.close();
       if (!opts.db) await db.drop();
     },

@@ -1,0 +1,60 @@
+/**
+ * Writes the events the forwarding activity relays into the task's event log, with group commit: while one
+ * batch is being written the next one collects, so a fast agent stream costs one transaction per batch, not
+ * per event. An event reaches readers only after its batch committed (the hub is told after the commit).
+ */
+import type { Pool } from 'pg';
+import { appendEvents, type NewEvent, type StreamEvent } from '../src/events/event-log';
+import type { EventHub } from '../src/events/hub';
+
+const MAX_BATCH = 1000;
+/** Queued events past which the relay waits for the log to catch up (the agent stream is paused meanwhile). */
+const HIGH_WATER = 5000;
+
+export class EventSink {
+  private queue: NewEvent[] = [];
+  private writing?: Promise<void>;
+  private failure?: unknown;
+  private count = 0;
+
+  /**
+   * @param keyPrefix unique to this attempt of this activity, so a retried attempt's events never collide
+   *   with the last one's (see voidEvent in forward-message.ts).
+   */
+  constructor(
+    private readonly pool: Pool,
+    private readonly hub: EventHub,
+    private readonly tenant: string,
+    private readonly taskId: string,
+    readonly keyPrefix: string,
+  ) {}
+
+  /** Queues an event; resolves at once unless the log has fallen far behind. */
+  async push(event: StreamEvent, key = `${this.keyPrefix}${++this.count}`): Promise<void> {
+    if (this.failure) throw this.failure;
+    this.queue.push({ key, event });
+    this.writing ??= this.drain();
+    if (this.queue.length >= HIGH_WATER) await this.writing;
+  }
+
+  /** Waits until every queued event is committed; throws if a write failed. */
+  async flush(): Promise<void> {
+    while (this.writing) await this.writing;
+    if (this.failure) throw this.failure;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, MAX_BATCH);
+        const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch);
+        this.hub.publish(this.tenant, this.taskId, stored);
+      }
+    } catch (err) {
+      this.failure = err;
+      this.queue = [];
+    } finally {
+      this.writing = undefined;
+    }
+  }
+}

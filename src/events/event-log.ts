@@ -1,0 +1,181 @@
+/**
+ * The task event log in PostgreSQL: every event a client can receive about a task, numbered per task.
+ * Writers (the workflow's bookkeeping, the forwarding activity) append; SSE streams, resubscribes and push
+ * deliveries read `seq > cursor`. An event is committed here before anyone is sent it, so a reader that
+ * knows its last seq can always get exactly the rest.
+ */
+import type { Pool, PoolClient } from 'pg';
+import type { TaskState, WireArtifact, WireMessage, WireTask } from '../../workflows/types';
+
+export interface WireStatusUpdate {
+  taskId: string;
+  contextId: string;
+  status: WireTask['status'];
+  metadata?: Record<string, unknown>;
+}
+
+export interface WireArtifactUpdate {
+  taskId: string;
+  contextId: string;
+  artifact: WireArtifact;
+  append?: boolean;
+  lastChunk?: boolean;
+  metadata?: Record<string, unknown>;
+}
+
+/** One event as the 1.0 wire has it (a StreamResponse in ProtoJSON); the 0.3 rendering is derived from it. */
+export type StreamEvent = { task: WireTask } | { statusUpdate: WireStatusUpdate } | { artifactUpdate: WireArtifactUpdate };
+
+export interface NewEvent {
+  /** Idempotency key, unique per task: appending the same key twice stores the event once. */
+  key: string;
+  event: StreamEvent;
+}
+
+export interface LoggedEvent {
+  seq: number;
+  event: StreamEvent;
+}
+
+/** The NOTIFY channel that tells other Switchboard processes a task has new events (payload: EventNotice). */
+export const EVENTS_CHANNEL = 'switchboard_task_events';
+
+export interface EventNotice {
+  tenant: string;
+  taskId: string;
+  seq: number;
+}
+
+export const kindOf = (e: StreamEvent): 'task' | 'statusUpdate' | 'artifactUpdate' =>
+  'task' in e ? 'task' : 'statusUpdate' in e ? 'statusUpdate' : 'artifactUpdate';
+
+const CLOSING_STATES = new Set<TaskState>([
+  'TASK_STATE_COMPLETED',
+  'TASK_STATE_FAILED',
+  'TASK_STATE_CANCELED',
+  'TASK_STATE_REJECTED',
+  'TASK_STATE_INPUT_REQUIRED',
+  'TASK_STATE_AUTH_REQUIRED',
+]);
+
+/** A status event in a terminal or interrupted state ends a stream (1.0 closes it; 0.3 marks it `final`). */
+export function closesStream(e: StreamEvent): boolean {
+  return 'statusUpdate' in e && CLOSING_STATES.has(e.statusUpdate.status.state);
+}
+
+/**
+ * Appends events in one transaction and returns those stored now (a key seen before is skipped). The head
+ * row lock serialises concurrent writers of one task, so sequence numbers have no gaps and follow commit order.
+ */
+export async function appendEvents(pool: Pool, tenant: string, taskId: string, events: NewEvent[]): Promise<LoggedEvent[]> {
+  if (events.length === 0) return [];
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const stored = await appendInTransaction(client, tenant, taskId, events);
+    await client.query('COMMIT');
+    return stored;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** The body of appendEvents, for callers that write other rows in the same transaction. */
+export async function appendInTransaction(client: PoolClient, tenant: string, taskId: string, events: NewEvent[]): Promise<LoggedEvent[]> {
+  const head = await client.query<{ last_seq: string }>(
+    `INSERT INTO task_event_heads (tenant, task_id, last_seq) VALUES ($1, $2, 0)
+     ON CONFLICT (tenant, task_id) DO UPDATE SET last_seq = task_event_heads.last_seq
+     RETURNING last_seq`,
+    [tenant, taskId],
+  );
+  let seq = Number(head.rows[0].last_seq);
+  const seen = await client.query<{ event_key: string }>(
+    'SELECT event_key FROM task_events WHERE tenant = $1 AND task_id = $2 AND event_key = ANY($3::text[])',
+    [tenant, taskId, events.map((e) => e.key)],
+  );
+  const skip = new Set(seen.rows.map((r) => r.event_key));
+  const fresh: (NewEvent & { seq: number })[] = [];
+  for (const e of events) {
+    if (skip.has(e.key)) continue;
+    skip.add(e.key);
+    fresh.push({ ...e, seq: ++seq });
+  }
+  if (fresh.length === 0) return [];
+  await client.query(
+    `INSERT INTO task_events (tenant, task_id, seq, event_key, kind, event)
+     SELECT $1, $2, s, k, kd, ev FROM unnest($3::bigint[], $4::text[], $5::text[], $6::jsonb[]) AS u(s, k, kd, ev)`,
+    [tenant, taskId, fresh.map((e) => e.seq), fresh.map((e) => e.key), fresh.map((e) => kindOf(e.event)), fresh.map((e) => JSON.stringify(e.event))],
+  );
+  await client.query('UPDATE task_event_heads SET last_seq = $3 WHERE tenant = $1 AND task_id = $2', [tenant, taskId, seq]);
+  const notice: EventNotice = { tenant, taskId, seq };
+  await client.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, JSON.stringify(notice)]);
+  return fresh.map(({ seq: s, event }) => ({ seq: s, event }));
+}
+
+/** Events with seq > afterSeq, oldest first, at most `limit`. */
+export async function readEvents(pool: Pool, tenant: string, taskId: string, afterSeq: number, limit = 500): Promise<LoggedEvent[]> {
+  const { rows } = await pool.query<{ seq: string; event: StreamEvent }>(
+    'SELECT seq, event FROM task_events WHERE tenant = $1 AND task_id = $2 AND seq > $3 ORDER BY seq LIMIT $4',
+    [tenant, taskId, afterSeq, limit],
+  );
+  return rows.map((r) => ({ seq: Number(r.seq), event: r.event }));
+}
+
+/** The task's last sequence number (0 when it has no events). */
+export async function headSeq(pool: Pool, tenant: string, taskId: string): Promise<number> {
+  const { rows } = await pool.query<{ last_seq: string }>('SELECT last_seq FROM task_event_heads WHERE tenant = $1 AND task_id = $2', [tenant, taskId]);
+  return rows.length ? Number(rows[0].last_seq) : 0;
+}
+
+/** The first and last seq of events whose key starts with `prefix` (e.g. one attempt of the forwarding activity). */
+export async function seqRangeOf(pool: Pool, tenant: string, taskId: string, prefix: string): Promise<{ from: number; to: number } | undefined> {
+  const { rows } = await pool.query<{ from: string | null; to: string | null }>(
+    `SELECT min(seq) AS from, max(seq) AS to FROM task_events
+     WHERE tenant = $1 AND task_id = $2 AND left(event_key, length($3)) = $3`,
+    [tenant, taskId, prefix],
+  );
+  return rows[0]?.from ? { from: Number(rows[0].from), to: Number(rows[0].to) } : undefined;
+}
+
+/**
+ * The task as of `atSeq`: its newest `task` snapshot at or before atSeq with the later status and artifact
+ * events applied. A fresh subscriber gets this first, then every event after atSeq.
+ */
+export async function snapshotAt(pool: Pool, tenant: string, taskId: string, atSeq: number): Promise<WireTask | undefined> {
+  const { rows } = await pool.query<{ event: StreamEvent }>(
+    `SELECT event FROM task_events
+     WHERE tenant = $1 AND task_id = $2 AND seq <= $3
+       AND seq >= (SELECT coalesce(max(seq), 0) FROM task_events WHERE tenant = $1 AND task_id = $2 AND kind = 'task' AND seq <= $3)
+     ORDER BY seq`,
+    [tenant, taskId, atSeq],
+  );
+  let task: WireTask | undefined;
+  for (const { event } of rows) task = applyEvent(task, event);
+  return task;
+}
+
+/** Folds one event into a task (a `task` event replaces it). */
+export function applyEvent(task: WireTask | undefined, e: StreamEvent): WireTask | undefined {
+  if ('task' in e) return structuredClone(e.task);
+  if (!task) return undefined;
+  if ('statusUpdate' in e) {
+    const { status } = e.statusUpdate;
+    const settles = status.state !== 'TASK_STATE_WORKING' && status.state !== 'TASK_STATE_SUBMITTED';
+    return {
+      ...task,
+      status,
+      history: settles && status.message ? [...(task.history ?? []), status.message] : task.history,
+    };
+  }
+  const { artifact, append } = e.artifactUpdate;
+  const artifacts = [...(task.artifacts ?? [])];
+  const i = artifacts.findIndex((a) => a.artifactId === artifact.artifactId);
+  if (i < 0) artifacts.push(artifact);
+  else artifacts[i] = append ? { ...artifacts[i], parts: [...artifacts[i].parts, ...artifact.parts] } : artifact;
+  return { ...task, artifacts };
+}
+
+export type { WireMessage };

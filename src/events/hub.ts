@@ -1,0 +1,107 @@
+/**
+ * Wakes the readers of a task's event log when the task has new events. Two sources:
+ *  - in-process: a writer in this process (the worker's activities) hands over what it just committed, so a
+ *    local stream needs no database round trip;
+ *  - other processes: PostgreSQL LISTEN on EVENTS_CHANNEL (writers NOTIFY in the appending transaction).
+ * Notices are only hints. Readers always continue from their own cursor in the log, and poll it every
+ * `pollMs` as well, so a missed notice (a dropped LISTEN connection, embedded PGlite, where NOTIFY does not
+ * cross connections) delays an event, never loses one.
+ */
+import { Client, type ClientConfig } from 'pg';
+import type { Logger } from 'pino';
+import { EVENTS_CHANNEL, type EventNotice, type LoggedEvent } from './event-log';
+
+export interface TaskListener {
+  /** Events just committed by this process, in seq order. */
+  onEvents(events: LoggedEvent[]): void;
+  /** The task has events up to `seq` (another process wrote them). */
+  onNotice(seq: number): void;
+}
+
+export interface EventHubOptions {
+  /** Where to LISTEN; without it the hub is in-process only. */
+  connection?: ClientConfig;
+  log?: Logger;
+  /** How often a reader polls the log when nothing woke it (default 1 s). */
+  pollMs?: number;
+}
+
+const keyOf = (tenant: string, taskId: string) => `${tenant}\u0000${taskId}`;
+
+export class EventHub {
+  readonly pollMs: number;
+  private readonly listeners = new Map<string, Set<TaskListener>>();
+  private client?: Client;
+  private closed = false;
+  private reconnectTimer?: NodeJS.Timeout;
+
+  constructor(private readonly o: EventHubOptions = {}) {
+    this.pollMs = o.pollMs ?? 1000;
+  }
+
+  /** Starts listening for other processes' notices (no-op without a connection). */
+  async start(): Promise<void> {
+    if (!this.o.connection || this.closed) return;
+    const client = new Client(this.o.connection);
+    client.on('notification', (n) => {
+      if (n.channel !== EVENTS_CHANNEL || !n.payload) return;
+      try {
+        const notice = JSON.parse(n.payload) as EventNotice;
+        for (const l of this.listeners.get(keyOf(notice.tenant, notice.taskId)) ?? []) l.onNotice(notice.seq);
+      } catch {
+        // Not ours; ignore.
+      }
+    });
+    client.on('error', (err) => {
+      this.o.log?.warn({ err }, 'event LISTEN connection failed; readers fall back to polling until it is back');
+      this.reconnectLater();
+    });
+    client.on('end', () => this.reconnectLater());
+    await client.connect();
+    await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+    this.client = client;
+  }
+
+  private reconnectLater(): void {
+    if (this.closed || this.reconnectTimer) return;
+    this.client = undefined;
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      this.start().catch(() => this.reconnectLater());
+    }, 1000);
+    this.reconnectTimer.unref();
+  }
+
+  subscribe(tenant: string, taskId: string, listener: TaskListener): () => void {
+    const key = keyOf(tenant, taskId);
+    let set = this.listeners.get(key);
+    if (!set) this.listeners.set(key, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(key);
+    };
+  }
+
+  /** Called by writers in this process right after their append committed. */
+  publish(tenant: string, taskId: string, events: LoggedEvent[]): void {
+    if (events.length === 0) return;
+    for (const l of this.listeners.get(keyOf(tenant, taskId)) ?? []) l.onEvents(events);
+  }
+
+  /** Number of readers of one task, or of all tasks. */
+  readers(tenant?: string, taskId?: string): number {
+    if (tenant !== undefined && taskId !== undefined) return this.listeners.get(keyOf(tenant, taskId))?.size ?? 0;
+    let n = 0;
+    for (const s of this.listeners.values()) n += s.size;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.reconnectTimer);
+    const c = this.client;
+    this.client = undefined;
+    await c?.end().catch(() => undefined);
+  }
+}

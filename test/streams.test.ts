@@ -1,0 +1,249 @@
+/**
+ * Streaming through Switchboard: SendStreamingMessage / message/stream and SubscribeToTask / tasks/resubscribe
+ * over SSE, driven by @a2a-js/sdk clients and a raw SSE reader, against real streaming and non-streaming
+ * agents. Every event comes from the task's event log, so a reader that reconnects with Last-Event-ID gets
+ * exactly the rest.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { SendMessageRequest, StreamResponse } from '@a2a-js/sdk';
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, type TestAgent } from './agents';
+import { type Gateway, register, startGateway } from './helpers/harness';
+import { assembledText, sse, type SseEvent } from './helpers/sse';
+import { workflowIdOf } from '../src/temporal/task-gateway';
+
+let gw: Gateway;
+const agents: TestAgent[] = [];
+
+before(async () => {
+  gw = await startGateway({ streams: { heartbeatMs: 200 } });
+});
+after(async () => {
+  await gw?.close();
+  await Promise.all(agents.map((a) => a.close()));
+});
+
+async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
+  const a = await started;
+  agents.push(a);
+  return a;
+}
+
+const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });
+const legacyMessage = (text: string, extra: Record<string, unknown> = {}) => ({ kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text }], ...extra });
+
+const stateOf = (e: SseEvent): string | undefined => e.data.result?.statusUpdate?.status?.state ?? e.data.result?.task?.status?.state;
+const taskIdOf = (e: SseEvent): string => e.data.result?.task?.id ?? e.data.result?.statusUpdate?.taskId ?? e.data.result?.artifactUpdate?.taskId;
+
+function assertConsecutiveIds(events: SseEvent[], from: number) {
+  assert.deepEqual(
+    events.map((e) => e.id),
+    events.map((_, i) => from + i),
+    'SSE ids are the log positions, consecutive',
+  );
+}
+
+describe('SendStreamingMessage', () => {
+  test('relays every chunk of a 1,000-chunk stream in order, through an SDK client', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 1000, progressEvery: 250 }));
+    const { base } = await register(gw, chunky.url);
+    const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+    const events: any[] = [];
+    for await (const e of client.sendMessageStream(SendMessageRequest.fromJSON({ message: userMessage('go') }))) {
+      events.push(StreamResponse.toJSON(e) as any);
+    }
+    assert.ok(events[0].task, 'the stream starts with the task');
+    assert.equal(events[0].task.status.state, 'TASK_STATE_WORKING');
+    const chunks = events.filter((e) => e.artifactUpdate);
+    assert.equal(chunks.length, 1000);
+    assert.equal(chunks.map((e) => e.artifactUpdate.artifact.parts[0].text).join(''), chunkedText(1000));
+    assert.deepEqual(
+      chunks.map((e) => [e.artifactUpdate.append ?? false, e.artifactUpdate.lastChunk ?? false]).filter((_, i) => i === 0 || i === 999),
+      [
+        [false, false],
+        [true, true],
+      ],
+    );
+    const progress = events.filter((e) => e.statusUpdate?.status.state === 'TASK_STATE_WORKING').map((e) => e.statusUpdate.status.message?.parts[0].text);
+    assert.deepEqual(progress, ['250 of 1000', '500 of 1000', '750 of 1000', '1000 of 1000']);
+    const last = events[events.length - 1];
+    assert.equal(last.statusUpdate?.status.state, 'TASK_STATE_COMPLETED', 'the stream closes at the terminal state');
+    assert.ok(events.every((e) => (e.task?.id ?? e.statusUpdate?.taskId ?? e.artifactUpdate?.taskId) === events[0].task.id), "every event carries the gateway's task id");
+
+    // GetTask agrees, and the workflow's history holds state changes, not chunks.
+    const task = await client.getTask({ tenant: '', id: events[0].task.id, historyLength: undefined });
+    assert.equal(task.status?.state, 3 /* COMPLETED */);
+    const history = await gw.env.client.workflow.getHandle(workflowIdOf('default', events[0].task.id)).fetchHistory();
+    assert.ok(history.events!.length < 40, `workflow history has ${history.events!.length} events`);
+  });
+
+  test('SSE ids are consecutive log positions; the raw stream ends with the terminal event', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 50 }));
+    const { rpc } = await register(gw, chunky.url);
+    const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    assert.equal(read.status, 200);
+    assert.ok(read.ended);
+    assertConsecutiveIds(read.events, 1);
+    assert.equal(assembledText(read.events), chunkedText(50));
+    assert.equal(stateOf(read.events.at(-1)!), 'TASK_STATE_COMPLETED');
+  });
+
+  test('a 0.3 client: the SDK compat client streams, and the wire has kind objects with final: true last', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 20 }));
+    const { base, rpc } = await register(gw, chunky.url);
+    const legacyCompat = { enabled: true };
+    const factory = new ClientFactory(
+      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new JsonRpcTransportFactory({ legacyCompat })],
+        cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
+      }),
+    );
+    const card = await (await fetch(`${base}/.well-known/agent-card.json`)).json();
+    const { supportedInterfaces: _v1Only, ...asSeenBy03 } = card; // what a 0.3-only client understands
+    const client = await factory.createFromAgentCard(asSeenBy03 as never);
+    const seen: any[] = [];
+    for await (const e of client.sendMessageStream(SendMessageRequest.fromJSON({ message: userMessage('go') }))) seen.push(StreamResponse.toJSON(e));
+    assert.ok(seen[0].task);
+    assert.equal(seen.filter((e) => e.artifactUpdate).length, 20);
+    assert.equal(seen.at(-1).statusUpdate.status.state, 'TASK_STATE_COMPLETED');
+
+    const read = await sse(rpc, { method: 'message/stream', params: { message: legacyMessage('go') } });
+    const kinds = read.events.map((e) => e.data.result.kind);
+    assert.equal(kinds[0], 'task');
+    assert.equal(kinds.filter((k) => k === 'artifact-update').length, 20);
+    const last = read.events.at(-1)!.data.result;
+    assert.equal(last.kind, 'status-update');
+    assert.equal(last.status.state, 'completed');
+    assert.equal(last.final, true);
+    assert.ok(read.events.slice(0, -1).every((e) => !e.data.result.final));
+  });
+
+  test('a follow-up to an input-required task streams too; each stream ends at its turn', async () => {
+    const asker = await agent(startAskingAgent());
+    const { rpc } = await register(gw, asker.url);
+    const first = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
+    assert.ok(first.ended);
+    assert.equal(stateOf(first.events.at(-1)!), 'TASK_STATE_INPUT_REQUIRED');
+    const taskId = taskIdOf(first.events[0]);
+    const second = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('Ada', { taskId }) } });
+    assert.equal(second.events[0].data.result.task.id, taskId, 'the turn starts with the task');
+    assert.equal(second.events[0].id, first.events.at(-1)!.id! + 1, 'and continues the same log');
+    assert.equal(stateOf(second.events.at(-1)!), 'TASK_STATE_COMPLETED');
+    assert.equal(assembledText(second.events), 'Hello, Ada!');
+
+    // The same in 0.3: the interrupted turn ends with final: true.
+    const legacy = await sse(rpc, { method: 'message/stream', params: { message: legacyMessage('hi') } });
+    const end = legacy.events.at(-1)!.data.result;
+    assert.equal(end.status.state, 'input-required');
+    assert.equal(end.final, true);
+  });
+
+  test('a non-streaming agent: the task still streams its state changes and final artifacts', async () => {
+    const echo = await agent(startEchoAgent({ streaming: false }));
+    const { rpc } = await register(gw, echo.url);
+    const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('plain') } });
+    assert.deepEqual(
+      read.events.map((e) => Object.keys(e.data.result)[0]),
+      ['task', 'artifactUpdate', 'statusUpdate'],
+    );
+    assert.equal(assembledText(read.events), 'echo: plain');
+    assert.equal(stateOf(read.events.at(-1)!), 'TASK_STATE_COMPLETED');
+  });
+});
+
+describe('resubscribe and Last-Event-ID', () => {
+  test('a client that drops after N events and reconnects with Last-Event-ID gets exactly the rest', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 300, delayMs: 2 }));
+    const { rpc } = await register(gw, chunky.url);
+    const message = userMessage('go');
+    const part1 = await sse(rpc, { method: 'SendStreamingMessage', params: { message }, stopAfter: 40 });
+    assert.equal(part1.events.length, 40);
+    assert.ok(!part1.ended);
+    const taskId = taskIdOf(part1.events[0]);
+    const last = part1.events.at(-1)!.id!;
+
+    // SubscribeToTask with Last-Event-ID...
+    const part2 = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskId }, lastEventId: last });
+    assert.ok(part2.ended);
+    assertConsecutiveIds(part2.events, last + 1);
+    assert.equal(assembledText([...part1.events, ...part2.events]), chunkedText(300));
+    assert.equal(stateOf(part2.events.at(-1)!), 'TASK_STATE_COMPLETED');
+
+    // ...and a plain reconnect (the same request again) replay the same events; the message is not sent twice.
+    const again = await sse(rpc, { method: 'SendStreamingMessage', params: { message }, lastEventId: last });
+    assert.deepEqual(
+      again.events.map((e) => [e.id, e.data.result]),
+      part2.events.map((e) => [e.id, e.data.result]),
+    );
+    assert.equal(chunky.calls.filter((c) => c.method === 'SendStreamingMessage').length, 1);
+    // tasks/resubscribe (0.3) honours Last-Event-ID too.
+    const legacy = await sse(rpc, { method: 'tasks/resubscribe', params: { id: taskId }, lastEventId: last });
+    assert.equal(legacy.events.length, part2.events.length);
+    assert.equal(legacy.events.at(-1)!.data.result.final, true);
+  });
+
+  test('SubscribeToTask starts with the current task, then live events; several streams see the same events', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 200, delayMs: 5 }));
+    const { rpc } = await register(gw, chunky.url);
+    let taskId: string | undefined;
+    let ready!: () => void;
+    const started = new Promise<void>((r) => (ready = r));
+    const sender = sse(rpc, {
+      method: 'SendStreamingMessage',
+      params: { message: userMessage('go') },
+      onEvent: (e) => {
+        taskId ??= taskIdOf(e);
+        if (e.id === 10) ready();
+      },
+    });
+    await started;
+    const [a, b] = await Promise.all([
+      sse(rpc, { method: 'SubscribeToTask', params: { id: taskId } }),
+      sse(rpc, { method: 'SubscribeToTask', params: { id: taskId } }),
+    ]);
+    const full = await sender;
+    for (const sub of [a, b]) {
+      const snapshot = sub.events[0];
+      assert.ok(snapshot.data.result.task, 'first event is the task');
+      const seenChunks = snapshot.data.result.task.artifacts?.[0]?.parts.map((p: { text: string }) => p.text).join('') ?? '';
+      assert.equal(seenChunks + assembledText(sub.events.slice(1)), chunkedText(200), 'snapshot + live = everything');
+      assert.deepEqual(
+        sub.events.slice(1).map((e) => e.id),
+        full.events.filter((e) => e.id! > snapshot.id!).map((e) => e.id),
+      );
+    }
+    // A terminal task has nothing to subscribe to (-32004) unless replaying with Last-Event-ID.
+    const late = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskId } });
+    assert.equal(late.json.error.code, -32004);
+    const missing = await sse(rpc, { method: 'SubscribeToTask', params: { id: randomUUID() } });
+    assert.equal(missing.json.error.code, -32001);
+    const bad = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskId }, lastEventId: 'abc' });
+    assert.equal(bad.json.error.code, -32602);
+  });
+
+  test('a retried agent call voids the failed attempt\'s partial output with an event', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 100, dropFirstAttemptAfter: 30 }));
+    const { rpc } = await register(gw, chunky.url, { retry: { initialIntervalMs: 100 } });
+    const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    assert.equal(stateOf(read.events.at(-1)!), 'TASK_STATE_COMPLETED');
+    const voids = read.events.filter((e) => e.data.result.statusUpdate?.metadata?.switchboard?.void);
+    assert.equal(voids.length, 1);
+    const v = voids[0].data.result.statusUpdate.metadata.switchboard.void;
+    assert.equal(v.attempt, 1);
+    assert.ok(v.toSeq < voids[0].id!, 'the void names earlier events');
+    assert.ok(v.toSeq - v.fromSeq + 1 >= 20, `attempt 1 relayed ${v.toSeq - v.fromSeq + 1} events before the cut`);
+    assert.equal(assembledText(read.events), chunkedText(100), 'without the voided events the output is whole, once');
+    assertConsecutiveIds(read.events, 1);
+  });
+});
+
+describe('stream limits', () => {
+  test('idle streams get heartbeat comments', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 3, delayMs: 400 }));
+    const { rpc } = await register(gw, chunky.url);
+    const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    assert.ok(read.comments.includes('keep-alive'), `comments: ${JSON.stringify(read.comments)}`);
+  });
+});
