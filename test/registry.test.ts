@@ -211,7 +211,7 @@ describe('POST /agents', () => {
     assert.equal(a.name, 'Fallback');
     assert.equal(a.cardUrl, `${cards.url}/.well-known/agent.json`);
     assert.deepEqual(a.endpoint, { url: `${cards.url}/rpc`, protocolVersion: '0.3', streaming: false });
-    assert.deepEqual(cards.requests.slice(seen), ['/.well-known/agent-card.json', '/.well-known/agent.json'], 'agent-card.json first, then agent.json');
+    assert.deepEqual(cards.requests.slice(seen), ['/.well-known/agent-card.json', '/.well-known/agent.json', '/rpc'], 'agent-card.json first, then agent.json, then the liveness probe of the endpoint');
   });
 
   it('looks for the well-known card under the base URL path', async () => {

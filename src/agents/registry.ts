@@ -1,13 +1,29 @@
 /**
- * The agent registry: fetches and validates an agent's card, stores it, and answers lookups. Card fetches go
- * through the guarded outbound client, so a private or redirecting URL is refused like any other call.
+ * The agent registry: fetches and validates an agent's card, checks its signature and probes its endpoint,
+ * stores it, keeps it true through a refresh schedule per agent, and answers lookups and searches. Card, key
+ * and probe requests go through the guarded outbound client, so a private or redirecting URL is refused like
+ * any other call.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from '../a2a/schemas';
 import type { AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
 import { type AgentCardJson, CardError, parseAgentCard } from './cards';
+import {
+  type AgentStatus,
+  cacheColumns,
+  DEFAULT_REFRESH_POLICY,
+  fetchCard,
+  nextHealth,
+  probeEndpoint,
+  type ProbeRecord,
+  recordProbe,
+  refreshAgent,
+  type RefreshPolicy,
+} from './refresh';
+import type { RefreshScheduler } from './refresh-schedules';
+import { checkCardSignatures, type SignatureCheck } from './signatures';
 
 export const DEFAULT_RETRY: AgentRetryPolicy = { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 30_000 };
 
@@ -22,74 +38,269 @@ export interface Agent {
   priceMinor: number;
   retry: AgentRetryPolicy;
   createdAt: string;
+  updatedAt: string;
+  /** Health from the liveness probes: routing should prefer healthy agents and skip down ones. */
+  status: AgentStatus;
+  statusReason: string;
+  statusChangedAt: string;
+  consecutiveFailures: number;
+  lastProbe: ProbeRecord | null;
+  signature: SignatureCheck;
+  cardCache: { etag: string | null; noStore: boolean; fetchedAt: string; freshUntil: string | null };
+}
+
+/** An agent found by a text search, with its ts_rank (higher is better). */
+export type RankedAgent = Agent & { rank?: number };
+
+export interface AgentSearch {
+  /** Free text, web-search syntax (`"exact phrase"`, `or`, `-not`): ranked by the weighted card text. */
+  q?: string;
+  /** Skill tags the agent must all have (any case). */
+  tags?: string[];
+  /** Skill ids the agent must all have. */
+  skills?: string[];
+  /** Statuses the agent may have (any of). */
+  statuses?: AgentStatus[];
+  /** 1–100, default 50. */
+  pageSize?: number;
+  pageToken?: string;
+}
+
+export interface AgentPage {
+  agents: RankedAgent[];
+  /** '' on the last page. */
+  nextPageToken: string;
+}
+
+export interface ProbeEntry {
+  at: string;
+  ok: boolean;
+  latencyMs: number | null;
+  status: AgentStatus;
+  detail: Pick<ProbeRecord, 'endpoint' | 'card'>;
 }
 
 /** A registration that cannot succeed as asked: the message says why (HTTP 422). */
 export class RegistrationError extends Error {}
+/** A search or list request that cannot be answered as asked, e.g. a page token from another query (HTTP 400). */
+export class QueryError extends Error {}
+
+export interface RegistryOptions {
+  /** Creates and deletes each agent's refresh schedule. Without it agents are checked at registration only. */
+  scheduler?: RefreshScheduler;
+  /** Thresholds, timeouts and trusted key origins; the refresh activity must get the same. */
+  policy?: Partial<RefreshPolicy>;
+}
 
 const CARD_PATHS = ['/.well-known/agent-card.json', '/.well-known/agent.json'];
+const DEFAULT_PAGE_SIZE = 50;
+
+// Every column but the search document and filter keys, which are large and only used inside queries.
+const COLUMN_NAMES = [
+  'tenant', 'id', 'name', 'source_url', 'card_url', 'card', 'endpoint_url', 'protocol_version', 'streaming', 'price_minor', 'retry',
+  'created_at', 'updated_at', 'status', 'status_reason', 'status_changed_at', 'consecutive_failures', 'last_probe', 'signature',
+  'card_etag', 'card_no_store', 'card_fetched_at', 'card_fresh_until',
+];
+const COLUMNS = COLUMN_NAMES.join(', ');
 
 export class AgentRegistry {
-  constructor(private readonly pool: Pool, private readonly outbound: Outbound) {}
+  private readonly policy: RefreshPolicy;
 
-  /** @throws RegistrationError when no valid card can be fetched from the URL. */
+  constructor(
+    private readonly pool: Pool,
+    private readonly outbound: Outbound,
+    private readonly opts: RegistryOptions = {},
+  ) {
+    this.policy = { ...DEFAULT_REFRESH_POLICY, ...opts.policy };
+  }
+
+  /**
+   * Fetches and validates the card, checks its signature and probes the endpoint, stores the agent with the
+   * outcome, and creates its refresh schedule. A bad signature or a failed probe does not refuse the agent:
+   * they are what its `signature` and `status` show.
+   * @throws RegistrationError when no valid card can be fetched from the URL.
+   */
   async register(tenant: string, body: RegisterAgent): Promise<Agent> {
-    const { card, cardUrl } = await this.fetchCard(body.url);
+    const fetched = await this.fetchFirstCard(body.url);
     let parsed;
     try {
-      parsed = parseAgentCard(card, cardUrl);
+      parsed = parseAgentCard(fetched.raw, fetched.cardUrl);
     } catch (err) {
-      if (err instanceof CardError) throw new RegistrationError(`${cardUrl}: ${err.message}`);
+      if (err instanceof CardError) throw new RegistrationError(`${fetched.cardUrl}: ${err.message}`);
       throw err;
     }
+    const signature = await checkCardSignatures(parsed.card, fetched.cardUrl, {
+      fetch: this.outbound.fetch,
+      trustedJkuOrigins: this.policy.trustedJkuOrigins,
+      timeoutMs: this.policy.requestTimeoutMs,
+    });
+    const endpoint = await probeEndpoint(this.outbound.fetch, parsed.endpoint, this.policy.requestTimeoutMs);
+    const now = new Date();
+    const probe: ProbeRecord = { at: now.toISOString(), ok: endpoint.ok, latencyMs: endpoint.latencyMs, endpoint, card: { outcome: 'registered', latencyMs: fetched.latencyMs } };
+    const health = nextHealth({ consecutiveFailures: 0 }, probe, this.policy);
+    const cache = cacheColumns(fetched.etag, fetched.cache, now, this.policy);
+
     const name = body.name ?? parsed.name;
     const id = `${slug(name)}-${randomBytes(3).toString('hex')}`;
     const retry = { ...DEFAULT_RETRY, ...body.retry };
     const { rows } = await this.pool.query<AgentRow>(
-      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
-      [tenant, id, name, body.url, cardUrl, parsed.card, parsed.endpoint.url, parsed.endpoint.protocolVersion, parsed.endpoint.streaming, body.priceMinor ?? 0, retry],
+      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry,
+                           status, status_reason, consecutive_failures, last_probe, signature, card_etag, card_no_store, card_fresh_until)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING ${COLUMNS}`,
+      [
+        tenant, id, name, body.url, fetched.cardUrl, parsed.card, parsed.endpoint.url, parsed.endpoint.protocolVersion, parsed.endpoint.streaming,
+        body.priceMinor ?? 0, retry, health.status, health.reason, health.consecutiveFailures, probe, signature, cache.etag, cache.noStore, cache.freshUntil,
+      ],
     );
-    return toAgent(rows[0]);
+    await recordProbe(this.pool, tenant, id, probe, health.status);
+    if (this.opts.scheduler) {
+      try {
+        await this.opts.scheduler.create(tenant, id);
+      } catch (err) {
+        // An agent nobody refreshes would go stale unseen: better no registration than a silent one.
+        await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
+        throw err;
+      }
+    }
+    return toAgent(rows[0]!);
   }
 
   async get(tenant: string, id: string): Promise<Agent | undefined> {
-    const { rows } = await this.pool.query<AgentRow>('SELECT * FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
+    const { rows } = await this.pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 AND id = $2`, [tenant, id]);
     return rows[0] && toAgent(rows[0]);
   }
 
+  /** Every agent of the tenant, oldest first (for callers that need them all; the API pages with search()). */
   async list(tenant: string): Promise<Agent[]> {
-    const { rows } = await this.pool.query<AgentRow>('SELECT * FROM agents WHERE tenant = $1 ORDER BY created_at, id', [tenant]);
+    const { rows } = await this.pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 ORDER BY created_at, id`, [tenant]);
     return rows.map(toAgent);
   }
 
-  /** @returns false when there was no such agent. Tasks already running keep their endpoint. */
+  /**
+   * Lists or searches agents. With `q`: matches of the PostgreSQL full-text query over the weighted search
+   * document (name A, skill names and tags B, descriptions C, examples D; see migration 004), best first by
+   * ts_rank, ties by id. Without: every agent, oldest first. Filters narrow both. Pages are keyset pages: a
+   * token carries the last row's sort key, so agents registered meanwhile neither repeat nor shift a page.
+   * @throws QueryError for a page token that is malformed or belongs to another query.
+   */
+  async search(tenant: string, s: AgentSearch): Promise<AgentPage> {
+    const pageSize = s.pageSize ?? DEFAULT_PAGE_SIZE;
+    const q = s.q?.trim() || undefined;
+    const fingerprint = queryFingerprint({ ...s, q });
+    const params: unknown[] = [tenant];
+    const p = (v: unknown) => `$${params.push(v)}`;
+
+    const where = ['a.tenant = $1'];
+    // ts_rank normalisation 1 divides by 1 + log(document length): an agent cannot climb by repeating a word
+    // across a long card, while the weights still put a name match far above an example match.
+    const rank = q ? 'ts_rank(a.search, query, 1)' : 'NULL::real';
+    const from = q ? `agents a, websearch_to_tsquery('english', ${p(q)}) query` : 'agents a';
+    if (q) where.push('a.search @@ query');
+    // Tags are stored lower-cased by PostgreSQL's lower(); the same function on the filter keeps them comparable.
+    if (s.tags?.length) where.push(`a.skill_tags ?& lower(${p(s.tags)}::text[]::text)::text[]`);
+    if (s.skills?.length) where.push(`a.skill_ids ?& ${p(s.skills)}::text[]`);
+    if (s.statuses?.length) where.push(`a.status = ANY(${p(s.statuses)}::text[])`);
+
+    const after: string[] = [];
+    if (s.pageToken) {
+      const token = decodeToken(s.pageToken);
+      if (token.f !== fingerprint) throw new QueryError('pageToken belongs to another query: repeat the same q and filters, or start without it');
+      // The fingerprint matched, so the key is of this query's kind, unless the token was made up.
+      if (q ? !Number.isFinite(Number(token.k)) : !TIMESTAMP_TEXT.test(token.k)) throw new QueryError('pageToken is not a token this API issued');
+      after.push(
+        q ? `(search_rank < ${p(token.k)}::real OR (search_rank = ${p(token.k)}::real AND id > ${p(token.id)}))`
+          : `(created_at, id) > (${p(token.k)}::timestamptz, ${p(token.id)})`,
+      );
+    }
+    const order = q ? 'search_rank DESC, id' : 'created_at, id';
+    const { rows } = await this.pool.query<AgentRow & { search_rank: number | null; rank_key: string | null; created_key: string }>(
+      `SELECT * FROM (
+         SELECT ${COLUMN_NAMES.map((c) => `a.${c}`).join(', ')}, ${rank} AS search_rank, ${rank}::text AS rank_key, a.created_at::text AS created_key
+           FROM ${from} WHERE ${where.join(' AND ')}
+       ) r ${after.length ? `WHERE ${after.join(' AND ')}` : ''}
+       ORDER BY ${order} LIMIT ${p(pageSize + 1)}`,
+      params,
+    );
+    const page = rows.slice(0, pageSize);
+    const last = page[page.length - 1];
+    const nextPageToken = rows.length > pageSize && last ? encodeToken({ f: fingerprint, k: (q ? last.rank_key : last.created_key)!, id: last.id }) : '';
+    return { agents: page.map((r) => (q ? { ...toAgent(r), rank: r.search_rank ?? 0 } : toAgent(r))), nextPageToken };
+  }
+
+  /** The agent's recent probes, newest first (at most PROBES_KEPT are kept). */
+  async probes(tenant: string, id: string, limit = 20): Promise<ProbeEntry[]> {
+    const { rows } = await this.pool.query<{ at: Date; ok: boolean; latency_ms: number | null; status: AgentStatus; detail: ProbeEntry['detail'] }>(
+      'SELECT at, ok, latency_ms, status, detail FROM agent_probes WHERE tenant = $1 AND agent_id = $2 ORDER BY at DESC, id DESC LIMIT $3',
+      [tenant, id, limit],
+    );
+    return rows.map((r) => ({ at: r.at.toISOString(), ok: r.ok, latencyMs: r.latency_ms, status: r.status, detail: r.detail }));
+  }
+
+  /**
+   * Refreshes the agent now, in this process (an operator's "check again"; the schedule keeps its own pace).
+   * @returns the agent as it is afterwards, or undefined when there is no such agent.
+   */
+  async refreshNow(tenant: string, id: string): Promise<Agent | undefined> {
+    const result = await refreshAgent({ pool: this.pool, fetch: this.outbound.fetch, policy: this.policy }, tenant, id);
+    return result.gone ? undefined : this.get(tenant, id);
+  }
+
+  /**
+   * Deletes the agent and its refresh schedule. The schedule goes first: if that fails nothing has changed and
+   * the delete can be retried; if the row delete then fails, a retry finds no schedule, which is fine.
+   * @returns false when there was no such agent. Tasks already running keep their endpoint.
+   */
   async remove(tenant: string, id: string): Promise<boolean> {
+    if (this.opts.scheduler && (await this.get(tenant, id))) await this.opts.scheduler.remove(tenant, id);
     const { rowCount } = await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
     return (rowCount ?? 0) > 0;
   }
 
   /** A card URL is used as given; a base URL is tried at both well-known paths (0.3+ first, then 0.1/0.2). */
-  private async fetchCard(url: string): Promise<{ card: unknown; cardUrl: string }> {
+  private async fetchFirstCard(url: string) {
     const given = new URL(url);
     const urls = given.pathname.endsWith('.json')
       ? [given.toString()]
       : CARD_PATHS.map((p) => new URL(given.pathname.replace(/\/+$/, '') + p, given).toString());
     const problems: string[] = [];
     for (const cardUrl of urls) {
-      let res;
-      try {
-        // With the version header, an agent that also speaks 0.3 serves its 1.0 card (a2a-js serves 0.3 without it).
-        res = await this.outbound.getJson(cardUrl, { headers: { accept: 'application/json', 'a2a-version': '1.0' } });
-      } catch (err) {
-        problems.push(`${cardUrl}: ${(err as Error).message}`);
-        continue;
-      }
-      if (res.status >= 200 && res.status < 300) return { card: res.body, cardUrl };
-      problems.push(`${cardUrl}: HTTP ${res.status}`);
+      const res = await fetchCard(this.outbound.fetch, cardUrl, { timeoutMs: this.policy.requestTimeoutMs });
+      if (res.outcome === 'fetched') return { ...res, cardUrl };
+      problems.push(res.outcome === 'failed' ? res.error : `${cardUrl}: HTTP 304`);
     }
     throw new RegistrationError(`no agent card could be fetched (${problems.join('; ')})`);
   }
+}
+
+// ---- page tokens: base64url JSON {f: query fingerprint, k: last sort key, id: last id} ----
+
+interface PageToken {
+  f: string;
+  k: string;
+  id: string;
+}
+
+// PostgreSQL's text form of a timestamptz, e.g. 2026-11-01 20:05:03.123456+00.
+const TIMESTAMP_TEXT = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d){0,2}$/;
+
+function encodeToken(t: PageToken): string {
+  return Buffer.from(JSON.stringify(t)).toString('base64url');
+}
+
+function decodeToken(raw: string): PageToken {
+  try {
+    const t = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Partial<PageToken>;
+    if (typeof t.f === 'string' && typeof t.k === 'string' && typeof t.id === 'string') return t as PageToken;
+  } catch {
+    // reported below
+  }
+  throw new QueryError('pageToken is not a token this API issued');
+}
+
+/** Identifies the query a token was issued for (not the page size, which may change between pages). */
+function queryFingerprint(s: AgentSearch): string {
+  const key = JSON.stringify([s.q ?? null, [...(s.tags ?? [])].sort(), [...(s.skills ?? [])].sort(), [...(s.statuses ?? [])].sort()]);
+  return createHash('sha256').update(key).digest('base64url').slice(0, 12);
 }
 
 interface AgentRow {
@@ -105,6 +316,17 @@ interface AgentRow {
   price_minor: string;
   retry: AgentRetryPolicy;
   created_at: Date;
+  updated_at: Date;
+  status: AgentStatus;
+  status_reason: string;
+  status_changed_at: Date;
+  consecutive_failures: number;
+  last_probe: ProbeRecord | null;
+  signature: SignatureCheck;
+  card_etag: string | null;
+  card_no_store: boolean;
+  card_fetched_at: Date;
+  card_fresh_until: Date | null;
 }
 
 function toAgent(r: AgentRow): Agent {
@@ -119,6 +341,19 @@ function toAgent(r: AgentRow): Agent {
     priceMinor: Number(r.price_minor),
     retry: { ...DEFAULT_RETRY, ...r.retry },
     createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
+    status: r.status,
+    statusReason: r.status_reason,
+    statusChangedAt: r.status_changed_at.toISOString(),
+    consecutiveFailures: r.consecutive_failures,
+    lastProbe: r.last_probe,
+    signature: r.signature,
+    cardCache: {
+      etag: r.card_etag,
+      noStore: r.card_no_store,
+      fetchedAt: r.card_fetched_at.toISOString(),
+      freshUntil: r.card_fresh_until?.toISOString() ?? null,
+    },
   };
 }
 

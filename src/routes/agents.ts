@@ -3,7 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { RegisterAgentBody } from '../a2a/schemas';
 import { gatewayCard } from '../agents/cards';
-import { type Agent, type AgentRegistry, RegistrationError } from '../agents/registry';
+import { AGENT_STATUSES } from '../agents/refresh';
+import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { baseUrlOf } from './json-rpc';
 
 export interface AgentRoutesDeps {
@@ -12,8 +13,27 @@ export interface AgentRoutesDeps {
   publicUrl?: string;
 }
 
+/** A query parameter that may be repeated (`?tag=a&tag=b`) or, for status, comma-separated. */
+const repeated = <T extends z.ZodType>(item: T, max: number) =>
+  z.preprocess((v) => (Array.isArray(v) ? v : [v]), z.array(item).min(1).max(max, `at most ${max} values`));
+
+/**
+ * `GET /agents` parameters. Strict: a misspelt parameter (`tags=`, `page=`) is an error rather than a filter
+ * silently not applied.
+ */
+const ListAgentsQuery = z.strictObject({
+  q: z.string().trim().min(1, 'q must not be empty').max(500, 'q is limited to 500 characters').optional(),
+  tag: repeated(z.string().min(1).max(100), 20).optional(),
+  skill: repeated(z.string().min(1).max(200), 20).optional(),
+  status: z
+    .preprocess((v) => (Array.isArray(v) ? v : [v]).flatMap((s) => (typeof s === 'string' ? s.split(',') : [s])), z.array(z.enum(AGENT_STATUSES)).min(1))
+    .optional(),
+  pageSize: z.coerce.number().int().min(1).max(100).optional(),
+  pageToken: z.string().min(1).max(2000).optional(),
+});
+
 export async function agentRoutes(app: FastifyInstance, { registry, tenant, publicUrl }: AgentRoutesDeps): Promise<void> {
-  const view = (a: Agent, base: string) => ({
+  const view = (a: RankedAgent, base: string) => ({
     id: a.id,
     name: a.name,
     url: a.sourceUrl,
@@ -22,9 +42,17 @@ export async function agentRoutes(app: FastifyInstance, { registry, tenant, publ
     priceMinor: a.priceMinor,
     retry: a.retry,
     createdAt: a.createdAt,
+    ...(a.rank !== undefined ? { rank: a.rank } : {}),
+    status: a.status,
+    statusReason: a.statusReason,
+    statusChangedAt: a.statusChangedAt,
+    liveness: { consecutiveFailures: a.consecutiveFailures, lastProbe: a.lastProbe },
+    signature: a.signature,
+    cardCache: a.cardCache,
     gateway: { card: `${base}/agents/${a.id}/.well-known/agent-card.json`, jsonRpc: `${base}/agents/${a.id}/a2a` },
     card: a.card,
   });
+  const notFound = (id: string) => ({ error: `No agent ${id}` });
 
   app.post('/agents', async (req, reply) => {
     const body = RegisterAgentBody.safeParse(req.body);
@@ -38,16 +66,42 @@ export async function agentRoutes(app: FastifyInstance, { registry, tenant, publ
     }
   });
 
-  app.get('/agents', async (req) => ({ agents: (await registry.list(tenant)).map((a) => view(a, baseUrlOf(req, publicUrl))) }));
+  // List, or search with `q`; filters `tag`, `skill`, `status`; keyset pages (`pageSize`, `pageToken`).
+  app.get('/agents', async (req, reply) => {
+    const query = ListAgentsQuery.safeParse(req.query);
+    if (!query.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(query.error)}` });
+    const { q, tag, skill, status, pageSize, pageToken } = query.data;
+    try {
+      const page = await registry.search(tenant, { q, tags: tag, skills: skill, statuses: status, pageSize, pageToken });
+      const base = baseUrlOf(req, publicUrl);
+      return { agents: page.agents.map((a) => view(a, base)), nextPageToken: page.nextPageToken };
+    } catch (err) {
+      if (err instanceof QueryError) return reply.code(400).send({ error: `Invalid query: ${err.message}` });
+      throw err;
+    }
+  });
 
   app.get<{ Params: { id: string } }>('/agents/:id', async (req, reply) => {
     const agent = await registry.get(tenant, req.params.id);
-    if (!agent) return reply.code(404).send({ error: `No agent ${req.params.id}` });
+    if (!agent) return reply.code(404).send(notFound(req.params.id));
+    return view(agent, baseUrlOf(req, publicUrl));
+  });
+
+  // The recent liveness probes (latency and outcome), newest first.
+  app.get<{ Params: { id: string } }>('/agents/:id/probes', async (req, reply) => {
+    if (!(await registry.get(tenant, req.params.id))) return reply.code(404).send(notFound(req.params.id));
+    return { probes: await registry.probes(tenant, req.params.id) };
+  });
+
+  // Refresh the card and probe the agent now, answering with the result (the schedule keeps its own pace).
+  app.post<{ Params: { id: string } }>('/agents/:id/refresh', async (req, reply) => {
+    const agent = await registry.refreshNow(tenant, req.params.id);
+    if (!agent) return reply.code(404).send(notFound(req.params.id));
     return view(agent, baseUrlOf(req, publicUrl));
   });
 
   app.delete<{ Params: { id: string } }>('/agents/:id', async (req, reply) => {
-    if (!(await registry.remove(tenant, req.params.id))) return reply.code(404).send({ error: `No agent ${req.params.id}` });
+    if (!(await registry.remove(tenant, req.params.id))) return reply.code(404).send(notFound(req.params.id));
     return reply.code(204).send();
   });
 
@@ -55,7 +109,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, tenant, publ
   for (const file of ['agent-card.json', 'agent.json']) {
     app.get<{ Params: { id: string } }>(`/agents/:id/.well-known/${file}`, async (req, reply) => {
       const agent = await registry.get(tenant, req.params.id);
-      if (!agent) return reply.code(404).send({ error: `No agent ${req.params.id}` });
+      if (!agent) return reply.code(404).send(notFound(req.params.id));
       const base = baseUrlOf(req, publicUrl);
       return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, `${base}/agents/${agent.id}/a2a`));
     });

@@ -1,0 +1,23 @@
+/**
+ * The registry's activity: one refresh of one agent (src/agents/refresh.ts does the work). Kept apart from the
+ * task activities so that the refresh policy and the trusted key origins are its own dependencies.
+ */
+import type { Pool } from 'pg';
+import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/agents/refresh';
+import type { AgentRefreshArgs } from '../workflows/registry-workflow';
+
+export interface RegistryActivityDeps {
+  pool: Pool;
+  /** The guarded outbound fetch (src/http/outbound.ts). */
+  fetch: typeof fetch;
+  /** Overrides of DEFAULT_REFRESH_POLICY (thresholds, timeouts, trusted jku origins). */
+  policy?: Partial<RefreshPolicy>;
+}
+
+export function createRegistryActivities({ pool, fetch, policy }: RegistryActivityDeps) {
+  return {
+    refreshAgent: (args: AgentRefreshArgs): Promise<RefreshResult> => refreshAgent({ pool, fetch, policy }, args.tenant, args.agentId),
+  };
+}
+
+export type RegistryActivities = ReturnType<typeof createRegistryActivities>;

@@ -1,0 +1,318 @@
+// A registry that stays true: each agent's Temporal Schedule refreshes its card (honouring Cache-Control and
+// ETag) and probes its endpoint; the agent's status follows (healthy / degraded / down, with the reason and
+// when it changed). Real Temporal dev server, PostgreSQL and @a2a-js/sdk agents.
+// Run: TEMPORAL_CLI=$PWD/.tools/bin/temporal npx tsx --test test/registry-refresh.test.ts
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ScheduleNotFoundError } from '@temporalio/client';
+import { RefreshScheduler } from '../src/agents/refresh-schedules';
+import { RPC_PATH } from './agents';
+import { ALT_RPC_PATH, startMutableAgent, type MutableAgent } from './agents/mutable';
+import { eventually } from './helpers/harness';
+import { call, startRegistryGateway, TENANT, type RegistryGateway } from './helpers/registry-gateway';
+
+let gw: RegistryGateway;
+const agents: MutableAgent[] = [];
+
+// Low thresholds keep the tests short: down after 2 failed probes, slow above 300 ms.
+const POLICY = { downAfterFailures: 2, slowProbeMs: 300, requestTimeoutMs: 2_000 };
+
+before(async () => {
+  gw = await startRegistryGateway({ policy: POLICY });
+});
+after(async () => {
+  await Promise.all(agents.map((a) => a.close()));
+  await gw?.close();
+});
+
+async function newAgent(opts: Parameters<typeof startMutableAgent>[0] = {}) {
+  const agent = await startMutableAgent(opts);
+  agents.push(agent);
+  return agent;
+}
+
+async function register(agent: MutableAgent, extra: Record<string, unknown> = {}) {
+  const res = await call('POST', `${gw.url}/agents`, { url: agent.url, ...extra });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body;
+}
+
+const getAgent = async (id: string) => (await call('GET', `${gw.url}/agents/${id}`)).body;
+
+/** Fires the agent's schedule now and waits for that run's probe to land. */
+async function refreshViaSchedule(id: string) {
+  const before = (await getAgent(id)).liveness.lastProbe.at;
+  await gw.scheduler!.trigger(TENANT, id);
+  return eventually(async () => {
+    const a = await getAgent(id);
+    return a.liveness.lastProbe.at !== before ? a : undefined;
+  }, 20_000, `a scheduled refresh of ${id}`);
+}
+
+describe('refresh schedules', () => {
+  it('registration creates the agent-refresh:<tenant>:<id> schedule; DELETE removes it', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    const handle = gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${a.id}`);
+    const described = await handle.describe();
+    assert.equal(described.action.workflowType, 'agentRefreshWorkflow');
+    assert.deepEqual(described.action.args, [{ tenant: TENANT, agentId: a.id }]);
+    assert.equal(described.spec.intervals?.[0]?.every, 60_000);
+    assert.equal(described.policies.overlap, 'SKIP');
+
+    assert.equal((await call('DELETE', `${gw.url}/agents/${a.id}`)).status, 204);
+    await assert.rejects(handle.describe(), ScheduleNotFoundError);
+    assert.equal((await call('DELETE', `${gw.url}/agents/${a.id}`)).status, 404, 'a second DELETE is 404');
+  });
+
+  it('a schedule runs by itself: with a 1 s interval the probes accumulate without any trigger', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    // Replace the 60 s schedule with a 1 s one on the same worker.
+    await gw.scheduler!.remove(TENANT, a.id);
+    const fast = new RefreshScheduler({ client: gw.env!.client, taskQueue: gw.taskQueue!, intervalMs: 1_000 });
+    await fast.create(TENANT, a.id);
+    try {
+      const probes = await eventually(async () => {
+        const res = await call('GET', `${gw.url}/agents/${a.id}/probes`);
+        return res.body.probes.length >= 3 ? res.body.probes : undefined;
+      }, 20_000, 'three probes (registration + two scheduled)');
+      assert.ok(probes.every((p: { ok: boolean }) => p.ok));
+      assert.ok(probes.every((p: { latencyMs: number }) => typeof p.latencyMs === 'number' && p.latencyMs >= 0));
+    } finally {
+      await fast.remove(TENANT, a.id);
+    }
+  });
+
+  it('each refresh is a workflow run in Temporal, found by its id prefix', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    await refreshViaSchedule(a.id);
+    const runs = await eventually(async () => {
+      const found: string[] = [];
+      for await (const wf of gw.env!.client.workflow.list({ query: `WorkflowType = 'agentRefreshWorkflow'` })) {
+        if (wf.workflowId.startsWith(`agent-refresh:${TENANT}:${a.id}`)) found.push(wf.workflowId);
+      }
+      return found.length ? found : undefined;
+    }, 15_000, 'the refresh run in visibility');
+    assert.ok(runs.length >= 1);
+  });
+});
+
+describe('card refresh', () => {
+  it('registration stores the health, the cache validators and the first probe', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    assert.equal(a.status, 'healthy');
+    assert.match(a.statusReason, /endpoint answered in \d+ ms/);
+    assert.ok(!Number.isNaN(Date.parse(a.statusChangedAt)));
+    assert.equal(a.liveness.consecutiveFailures, 0);
+    assert.equal(a.liveness.lastProbe.ok, true);
+    assert.equal(a.liveness.lastProbe.card.outcome, 'registered');
+    assert.match(a.cardCache.etag, /^"[0-9a-f]{16}"$/);
+    assert.equal(a.cardCache.freshUntil, null, 'no Cache-Control: revalidate on every refresh');
+    assert.equal(a.signature.status, 'unsigned');
+    // The probe asked the endpoint for a task that does not exist: a read that starts nothing.
+    const probe = agent.calls.at(-1)!;
+    assert.equal(probe.method, 'GetTask');
+    assert.equal(probe.params.id, 'switchboard-liveness-probe');
+  });
+
+  it('picks up a changed card: stored card, a name taken from the card, the endpoint, and search', async () => {
+    const agent = await newAgent({ name: 'Mutable one' });
+    const a = await register(agent);
+    const pinned = await register(agent, { name: 'Pinned name' });
+
+    agent.state.card = {
+      ...agent.state.card,
+      name: 'Renamed agent',
+      description: 'Now forecasts zeppelin weather',
+      supportedInterfaces: [{ url: `${agent.url}${ALT_RPC_PATH}`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+    };
+    const after = await refreshViaSchedule(a.id);
+    assert.equal(after.liveness.lastProbe.card.outcome, 'changed');
+    assert.equal(after.card.description, 'Now forecasts zeppelin weather');
+    assert.equal(after.name, 'Renamed agent', 'a name that came from the card follows the card');
+    assert.deepEqual(after.endpoint, { url: `${agent.url}${ALT_RPC_PATH}`, protocolVersion: '1.0', streaming: false });
+    assert.equal(after.status, 'healthy', 'the probe went to the new endpoint, which answers');
+    assert.notEqual(after.cardCache.etag, a.cardCache.etag, 'the new validator is kept');
+
+    const search = await call('GET', `${gw.url}/agents?q=zeppelin`);
+    assert.deepEqual(search.body.agents.map((x: { id: string }) => x.id), [a.id], 'the search document follows the card');
+
+    const pinnedAfter = await refreshViaSchedule(pinned.id);
+    assert.equal(pinnedAfter.name, 'Pinned name', 'a name the registrant chose is kept');
+    assert.equal(pinnedAfter.card.name, 'Renamed agent');
+  });
+
+  it('ETag: the refresh asks with If-None-Match, a 304 keeps the card; a changed card is a 200 with a new ETag', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    const seen = agent.cardRequests.length;
+    const r1 = await refreshViaSchedule(a.id);
+    assert.deepEqual(agent.cardRequests.slice(seen), [{ ifNoneMatch: a.cardCache.etag, status: 304 }]);
+    assert.equal(r1.liveness.lastProbe.card.outcome, 'not-modified');
+    assert.deepEqual(r1.card, a.card);
+    assert.equal(r1.cardCache.etag, a.cardCache.etag);
+    assert.equal(r1.status, 'healthy');
+
+    agent.state.card = { ...agent.state.card, description: 'changed once' };
+    const r2 = await refreshViaSchedule(a.id);
+    assert.deepEqual(agent.cardRequests.at(-1), { ifNoneMatch: a.cardCache.etag, status: 200 });
+    assert.equal(r2.liveness.lastProbe.card.outcome, 'changed');
+    assert.equal(r2.card.description, 'changed once');
+    assert.notEqual(r2.cardCache.etag, a.cardCache.etag);
+  });
+
+  it('Cache-Control max-age: the card is not asked for while fresh, the endpoint still is', async () => {
+    const agent = await newAgent({ cacheControl: 'public, max-age=3600' });
+    const a = await register(agent);
+    const freshFor = Date.parse(a.cardCache.freshUntil) - Date.parse(a.liveness.lastProbe.at);
+    assert.ok(Math.abs(freshFor - 3_600_000) < 5_000, `fresh for about an hour, got ${freshFor} ms`);
+    const cardsSeen = agent.cardRequests.length;
+    const probesSeen = agent.calls.length;
+    agent.state.card = { ...agent.state.card, description: 'not seen until the hour is up' };
+    const r = await refreshViaSchedule(a.id);
+    assert.equal(agent.cardRequests.length, cardsSeen, 'no card request within max-age');
+    assert.equal(agent.calls.length, probesSeen + 1, 'one endpoint probe');
+    assert.equal(r.liveness.lastProbe.card.outcome, 'fresh');
+    assert.equal(r.card.description, a.card.description);
+  });
+
+  it('Cache-Control no-store: no validator is kept and every refresh asks unconditionally', async () => {
+    const agent = await newAgent({ cacheControl: 'no-store' });
+    const a = await register(agent);
+    assert.deepEqual([a.cardCache.etag, a.cardCache.noStore, a.cardCache.freshUntil], [null, true, null]);
+    const seen = agent.cardRequests.length;
+    const r = await refreshViaSchedule(a.id);
+    assert.deepEqual(agent.cardRequests.slice(seen), [{ ifNoneMatch: undefined, status: 200 }]);
+    assert.equal(r.liveness.lastProbe.card.outcome, 'unchanged');
+  });
+});
+
+describe('liveness and status', () => {
+  it('a dead agent turns degraded after one failed probe and down after two, with the reason and when', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    assert.equal(a.status, 'healthy');
+    await agent.close();
+
+    const r1 = await refreshViaSchedule(a.id);
+    assert.equal(r1.status, 'degraded');
+    assert.match(r1.statusReason, /endpoint probe failed \(1 of 2 before down\)/);
+    assert.match(r1.statusReason, /ECONNREFUSED/);
+    assert.ok(Date.parse(r1.statusChangedAt) >= Date.parse(a.statusChangedAt));
+    assert.equal(r1.liveness.lastProbe.card.outcome, 'failed');
+
+    const r2 = await refreshViaSchedule(a.id);
+    assert.equal(r2.status, 'down');
+    assert.match(r2.statusReason, /2 endpoint probes failed in a row; last: .*ECONNREFUSED/);
+    assert.equal(r2.liveness.consecutiveFailures, 2);
+    assert.ok(Date.parse(r2.statusChangedAt) > Date.parse(r1.statusChangedAt), 'the change time moves with the status');
+
+    const r3 = await refreshViaSchedule(a.id);
+    assert.equal(r3.status, 'down');
+    assert.equal(r3.statusChangedAt, r2.statusChangedAt, 'staying down does not move the change time');
+
+    const down = await call('GET', `${gw.url}/agents?status=down`);
+    assert.ok(down.body.agents.some((x: { id: string }) => x.id === a.id), 'status=down lists it');
+    const healthy = await call('GET', `${gw.url}/agents?status=healthy`);
+    assert.ok(!healthy.body.agents.some((x: { id: string }) => x.id === a.id), 'status=healthy does not');
+
+    const probes = (await call('GET', `${gw.url}/agents/${a.id}/probes`)).body.probes;
+    assert.deepEqual(probes.slice(0, 4).map((p: { ok: boolean; status: string }) => [p.ok, p.status]), [
+      [false, 'down'],
+      [false, 'down'],
+      [false, 'degraded'],
+      [true, 'healthy'],
+    ]);
+  });
+
+  it('an endpoint answering 503 counts as a failed probe', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    agent.state.rpcStatus = 503;
+    const r = await refreshViaSchedule(a.id);
+    assert.equal(r.status, 'degraded');
+    assert.match(r.statusReason, /HTTP 503/);
+  });
+
+  it('a slow endpoint is degraded; when it speeds up it is healthy again', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    agent.state.rpcDelayMs = 600;
+    const slow = await refreshViaSchedule(a.id);
+    assert.equal(slow.status, 'degraded');
+    assert.match(slow.statusReason, /slow: the endpoint answered in \d+ ms \(limit 300 ms\)/);
+    assert.ok(slow.liveness.lastProbe.latencyMs >= 600);
+    assert.equal(slow.liveness.consecutiveFailures, 0, 'slow is not failed');
+
+    agent.state.rpcDelayMs = 0;
+    const fast = await refreshViaSchedule(a.id);
+    assert.equal(fast.status, 'healthy');
+    assert.ok(Date.parse(fast.statusChangedAt) > Date.parse(slow.statusChangedAt));
+  });
+
+  it('a card that cannot be fetched while the endpoint answers is degraded (partial failure), the card kept', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    agent.state.cardStatus = 500;
+    const r = await refreshViaSchedule(a.id);
+    assert.equal(r.status, 'degraded');
+    assert.match(r.statusReason, /card not refreshed: .*HTTP 500/);
+    assert.deepEqual(r.card, a.card);
+    assert.deepEqual(r.endpoint, a.endpoint);
+
+    agent.state.cardStatus = undefined;
+    agent.state.card = { ...agent.state.card, skills: 'not a list' };
+    const invalid = await refreshViaSchedule(a.id);
+    assert.equal(invalid.status, 'degraded');
+    assert.match(invalid.statusReason, /card not refreshed: [\s\S]*skills/);
+    assert.deepEqual(invalid.card, a.card, 'an invalid card is not stored');
+  });
+
+  it('POST /agents/:id/refresh refreshes in the request and answers with the result', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    agent.state.rpcStatus = 502;
+    const res = await call('POST', `${gw.url}/agents/${a.id}/refresh`);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'degraded');
+    assert.match(res.body.statusReason, /HTTP 502/);
+    assert.equal((await call('POST', `${gw.url}/agents/nobody-000000/refresh`)).status, 404);
+  });
+
+  it('a refresh of an agent deleted meanwhile does nothing', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    await gw.db.pool.query('DELETE FROM agents WHERE id = $1', [a.id]); // the schedule is left behind on purpose
+    await gw.scheduler!.trigger(TENANT, a.id);
+    const handle = gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${a.id}`);
+    const run = await eventually(async () => (await handle.describe()).info.recentActions.at(-1)?.action.workflow, 15_000, 'the triggered run');
+    const result = await gw.env!.client.workflow.getHandle(run.workflowId, run.firstExecutionRunId).result();
+    assert.deepEqual(result, { agentId: a.id, gone: true });
+    await gw.scheduler!.remove(TENANT, a.id);
+  });
+});
+
+describe('0.3 agents', () => {
+  it('are probed with tasks/get', async () => {
+    const agent = await newAgent();
+    agent.state.card = {
+      protocolVersion: '0.3.0',
+      name: 'Old style',
+      description: 'A 0.3 card',
+      version: '1.0.0',
+      url: `${agent.url}${RPC_PATH}`,
+      preferredTransport: 'JSONRPC',
+      capabilities: {},
+      defaultInputModes: ['text/plain'],
+      defaultOutputModes: ['text/plain'],
+      skills: [],
+    };
+    const a = await register(agent);
+    assert.equal(a.endpoint.protocolVersion, '0.3');
+    assert.equal(a.status, 'healthy', a.statusReason);
+    assert.equal(agent.calls.at(-1)!.method, 'tasks/get');
+  });
+});
