@@ -81,7 +81,17 @@ describe('refresh schedules', () => {
       assert.ok(probes.every((p: { latencyMs: number }) => typeof p.latencyMs === 'number' && p.latencyMs >= 0));
     } finally {
       await fast.remove(TENANT, a.id);
+      await gw.scheduler!.create(TENANT, a.id);
     }
+  });
+
+  it('ensureAll recreates a missing schedule (start-up reconciliation) and leaves existing ones alone', async () => {
+    const agent = await newAgent();
+    const a = await register(agent);
+    await gw.scheduler!.remove(TENANT, a.id);
+    assert.equal(await gw.scheduler!.ensureAll(gw.db.pool), 1);
+    await gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${a.id}`).describe();
+    assert.equal(await gw.scheduler!.ensureAll(gw.db.pool), 0);
   });
 
   it('each refresh is a workflow run in Temporal, found by its id prefix', async () => {
