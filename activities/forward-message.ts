@@ -225,7 +225,7 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     agentContextId: task.contextId || undefined,
     state: task.status.state,
     statusMessage: m ? { ...m, taskId: args.gatewayTaskId, contextId: args.gatewayContextId } : undefined,
-    artifacts: (task.artifacts ?? []).map(compactArtifact),
+    artifacts: withinBudget((task.artifacts ?? []).map(compactArtifact)),
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
   };
 }
@@ -236,13 +236,39 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
  */
 export function compactArtifact(a: WireArtifact): WireArtifact {
   const parts: WirePart[] = [];
+  // Text parts with the same other fields (media type, no metadata…) read the same joined.
+  const shape = (p: WirePart) => (typeof p.text === 'string' ? JSON.stringify({ ...p, text: undefined }) : undefined);
   for (const part of a.parts) {
     const prev = parts[parts.length - 1];
-    const plain = (p: WirePart) => typeof p.text === 'string' && Object.keys(p).every((k) => k === 'text');
-    if (prev && plain(prev) && plain(part)) parts[parts.length - 1] = { text: `${prev.text}${part.text}` };
+    const s = shape(part);
+    if (prev && s !== undefined && shape(prev) === s) parts[parts.length - 1] = { ...prev, text: `${prev.text}${part.text}` };
     else parts.push(part);
   }
   return parts.length === a.parts.length ? a : { ...a, parts };
+}
+
+/** What one turn may carry into the workflow (Temporal refuses payloads over 2 MiB and messages over 4 MiB). */
+export const ARTIFACT_BUDGET_BYTES = 1024 * 1024;
+
+/**
+ * Keeps the artifacts that go into workflow state under ARTIFACT_BUDGET_BYTES. Past it, parts are dropped and
+ * the artifact is marked `metadata.switchboard.truncated`; every chunk is still in the task's event log (and
+ * was streamed), so SubscribeToTask with Last-Event-ID: 0 replays the whole output.
+ */
+export function withinBudget(artifacts: WireArtifact[]): WireArtifact[] {
+  let left = ARTIFACT_BUDGET_BYTES;
+  return artifacts.map((a) => {
+    const kept: WirePart[] = [];
+    for (const part of a.parts) {
+      const size = Buffer.byteLength(JSON.stringify(part));
+      if (size > left) break;
+      left -= size;
+      kept.push(part);
+    }
+    if (kept.length === a.parts.length) return a;
+    const note = { keptParts: kept.length, totalParts: a.parts.length, reason: `over the ${ARTIFACT_BUDGET_BYTES}-byte budget of a task's artifacts; the event log has all of it` };
+    return { ...a, parts: kept, metadata: { ...a.metadata, switchboard: { ...(a.metadata?.switchboard as object), truncated: note } } };
+  });
 }
 
 /** Agents report what a task cost as `metadata.cost` in integer minor units; anything else is ignored. */

@@ -7,10 +7,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import { SendMessageRequest, StreamResponse } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, type TestAgent } from './agents';
-import { type Gateway, register, startGateway } from './helpers/harness';
+import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
@@ -18,7 +19,7 @@ let gw: Gateway;
 const agents: TestAgent[] = [];
 
 before(async () => {
-  gw = await startGateway({ streams: { heartbeatMs: 200 } });
+  gw = await startGateway({ streams: { heartbeatMs: 200, maxPerTask: 3, maxBufferBytes: 64 * 1024, drainTimeoutMs: 500 } });
 });
 after(async () => {
   await gw?.close();
@@ -100,7 +101,7 @@ describe('SendStreamingMessage', () => {
         cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
       }),
     );
-    const card = await (await fetch(`${base}/.well-known/agent-card.json`)).json();
+    const card: any = await (await fetch(`${base}/.well-known/agent-card.json`)).json();
     const { supportedInterfaces: _v1Only, ...asSeenBy03 } = card; // what a 0.3-only client understands
     const client = await factory.createFromAgentCard(asSeenBy03 as never);
     const seen: any[] = [];
@@ -239,11 +240,101 @@ describe('resubscribe and Last-Event-ID', () => {
   });
 });
 
+describe('many processes, long streams', () => {
+  test('a reconnect that lands on another Switchboard process on the same database gets the rest, live', async () => {
+    // The second process has no worker and polls its log only once a minute: the live tail can only come
+    // from the first process's NOTIFY.
+    const other = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, streams: { pollMs: 60_000 } });
+    try {
+      const chunky = await agent(startChunkyAgent({ chunks: 150, delayMs: 10 }));
+      const { id } = await register(gw, chunky.url);
+      const part1 = await sse(`${gw.url}/agents/${id}/a2a`, { method: 'SendStreamingMessage', params: { message: userMessage('go') }, stopAfter: 15 });
+      const taskId = taskIdOf(part1.events[0]);
+      const started = Date.now();
+      const part2 = await sse(`${other.url}/agents/${id}/a2a`, { method: 'SubscribeToTask', params: { id: taskId }, lastEventId: part1.events.at(-1)!.id });
+      assert.ok(part2.ended);
+      assert.ok(Date.now() - started < 30_000, 'the tail arrived without waiting for a poll');
+      assertConsecutiveIds(part2.events, part1.events.at(-1)!.id! + 1);
+      assert.equal(assembledText([...part1.events, ...part2.events]), chunkedText(150));
+      assert.equal(stateOf(part2.events.at(-1)!), 'TASK_STATE_COMPLETED');
+    } finally {
+      await other.close();
+    }
+  });
+
+  test('10,000 chunks: every one streamed, once, in order; the workflow history stays small', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 10_000 }));
+    const { rpc } = await register(gw, chunky.url);
+    const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    assert.equal(read.events.filter((e) => e.data.result.artifactUpdate).length, 10_000);
+    assertConsecutiveIds(read.events, 1);
+    assert.equal(assembledText(read.events), chunkedText(10_000));
+    const taskId = taskIdOf(read.events[0]);
+    const history = await gw.env.client.workflow.getHandle(workflowIdOf('default', taskId)).fetchHistory();
+    const bytes = Buffer.byteLength(JSON.stringify(history));
+    assert.ok(history.events!.length < 40, `workflow history has ${history.events!.length} events`);
+    assert.ok(bytes < 2 * chunkedText(10_000).length + 100_000, `workflow history is ${bytes} bytes`);
+  });
+});
+
 describe('stream limits', () => {
   test('idle streams get heartbeat comments', async () => {
     const chunky = await agent(startChunkyAgent({ chunks: 3, delayMs: 400 }));
     const { rpc } = await register(gw, chunky.url);
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     assert.ok(read.comments.includes('keep-alive'), `comments: ${JSON.stringify(read.comments)}`);
+  });
+
+  test('a task takes at most maxPerTask streams; the next one gets HTTP 429 with a JSON-RPC error', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 40, delayMs: 50 }));
+    const { rpc } = await register(gw, chunky.url);
+    let taskId: string | undefined;
+    let ready!: () => void;
+    const started = new Promise<void>((r) => (ready = r));
+    const first = sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') }, onEvent: (e) => (taskId ??= taskIdOf(e), ready()) });
+    await started;
+    const more = [sse(rpc, { method: 'SubscribeToTask', params: { id: taskId } }), sse(rpc, { method: 'SubscribeToTask', params: { id: taskId } })];
+    await eventually(() => gw.hub.readers('default', taskId!) === 3 || undefined, 10_000, 'three open streams');
+    const refused = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskId } });
+    assert.equal(refused.status, 429, JSON.stringify(refused.json ?? refused.events.slice(0, 2)));
+    assert.equal(refused.json.error.code, -32603);
+    assert.match(refused.json.error.message, /already has 3 open streams/);
+    for (const s of await Promise.all([first, ...more])) assert.equal(stateOf(s.events.at(-1)!), 'TASK_STATE_COMPLETED');
+  });
+
+  test('a reader that stops reading is cut off past the buffer cap, told the position it reached', async () => {
+    const chunky = await agent(startChunkyAgent({ chunks: 3000, pad: 2000 }));
+    const { rpc: rpcUrl } = await register(gw, chunky.url);
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    const text = await new Promise<string>((resolve, reject) => {
+      const req = http.request(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' } }, (res) => {
+        res.pause(); // a reader that has stopped reading...
+        setTimeout(() => {
+          let all = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (all += d));
+          res.on('end', () => resolve(all));
+          res.on('error', () => resolve(all));
+          res.resume(); // ...and comes back long after its stream was cut
+        }, 3000);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    const events = text.split('\n\n').filter((b) => b.includes('data:'));
+    const last = JSON.parse(events.at(-1)!.split('data: ')[1]);
+    assert.equal(last.error?.code, -32603, `last event: ${events.at(-1)!.slice(0, 200)}`);
+    assert.match(last.error.message, /read too slowly/);
+    const ids = events.slice(0, -1).map((b) => Number(/^id: (\d+)/m.exec(b)![1]));
+    assert.equal(last.error.data.lastEventId, ids.at(-1), 'the error names the last event sent');
+    assert.ok(ids.length < 3000, `cut off after ${ids.length} events`);
+
+    // The 6 MB artifact does not fit in workflow state: the task still completes, its artifact marked truncated.
+    const taskId = JSON.parse(events[0].split('data: ')[1]).result.task.id;
+    const done = await eventually(async () => {
+      const r = await rpc(`${rpcUrl}`, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId } }, { 'A2A-Version': '1.0' });
+      return r.json.result?.status.state === 'TASK_STATE_COMPLETED' ? r.json.result : undefined;
+    }, 30_000, 'the task to complete');
+    assert.ok(done.artifacts[0].metadata.switchboard.truncated.totalParts > done.artifacts[0].metadata.switchboard.truncated.keptParts);
   });
 });

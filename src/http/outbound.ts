@@ -241,7 +241,10 @@ function parseHttpUrl(raw: string): URL {
 function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: AbortSignal | null | undefined): UndiciResponse {
   if (res.body === null) return res;
   const reader = res.body.getReader();
+  // An event stream may run for hours: there the cap is per event (bytes since the last blank line).
+  const perEvent = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
   let received = 0;
+  let previousByte = -1;
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       let chunk: Awaited<ReturnType<typeof reader.read>>;
@@ -252,9 +255,16 @@ function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: Abo
         return;
       }
       if (chunk.done) return controller.close();
-      received += chunk.value.byteLength;
+      if (perEvent) {
+        const boundary = lastEventBoundary(chunk.value, previousByte);
+        received = boundary < 0 ? received + chunk.value.byteLength : chunk.value.byteLength - boundary;
+        previousByte = chunk.value[chunk.value.byteLength - 1] ?? previousByte;
+      } else {
+        received += chunk.value.byteLength;
+      }
       if (received > maxBytes) {
-        const err = new OutboundError('TOO_LARGE', `response from ${url} exceeds ${maxBytes} bytes`, url);
+        const what = perEvent ? `an event of the stream from ${url} exceeds` : `response from ${url} exceeds`;
+        const err = new OutboundError('TOO_LARGE', `${what} ${maxBytes} bytes`, url);
         controller.error(err);
         await reader.cancel(err).catch(() => {}); // frees the connection
         return;
@@ -267,6 +277,14 @@ function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: Abo
   // A constructed Response has an empty url; keep the real one for callers that log it.
   Object.defineProperty(capped, 'url', { value: res.url });
   return capped;
+}
+
+/** The index just past the last "\n\n" in `bytes` (the pair may start in the previous chunk), or -1. */
+function lastEventBoundary(bytes: Uint8Array, previousByte: number): number {
+  for (let i = bytes.byteLength - 1; i >= 0; i--) {
+    if (bytes[i] === 10 && (i > 0 ? bytes[i - 1] : previousByte) === 10) return i + 1;
+  }
+  return -1;
 }
 
 /**

@@ -2,7 +2,8 @@
  * Writes a JSON-RPC event stream as Server-Sent Events (§1.7): each event a full JSON-RPC response with the
  * request's id, and an `id:` line carrying its position in the task's event log, which is what a client
  * sends back as Last-Event-ID to resume. Idle streams get heartbeat comments; a reader that stops reading
- * is cut off once its buffer passes a cap and does not drain in time, told where it got to.
+ * is cut off once its buffer passes a cap and does not drain in time: no more events are produced for it,
+ * and a last error event tells it the position to resume from.
  */
 import type { FastifyReply } from 'fastify';
 import type { StreamCursor } from '../a2a/request-handler';
@@ -88,8 +89,9 @@ export async function writeSse(
     clearInterval(heartbeat);
     await events.return?.(undefined).catch(() => undefined);
     if (!raw.writableEnded) raw.end();
-    // A reader that never drains would hold the socket: give the last bytes a moment, then drop it.
-    if (cutOff) setTimeout(() => raw.destroy(), o.drainTimeoutMs).unref();
+    // What is buffered (at most the cap, one event and the notice) waits for the reader to come back; a
+    // reader that never does loses its socket after a minute of silence.
+    if (cutOff) raw.socket?.setTimeout(60_000, () => raw.destroy());
   }
 }
 

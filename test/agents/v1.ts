@@ -9,6 +9,7 @@ import {
   DefaultRequestHandler,
   InMemoryTaskStore,
   type AgentExecutor,
+  type TaskStore,
   type ExecutionEventBus,
   type RequestContext,
 } from '@a2a-js/sdk/server';
@@ -22,6 +23,8 @@ export interface AgentOptions {
   streaming?: boolean;
   /** Also serve protocol 0.3 on the same endpoint via the SDK's compat layer (default true). */
   legacyCompat?: boolean;
+  /** Where the SDK keeps the agent's tasks (default: its InMemoryTaskStore). */
+  taskStore?: TaskStore;
 }
 
 // ---- ts-proto object builders (in-memory SDK types are ts-proto objects, not wire JSON) ----
@@ -129,7 +132,7 @@ export function v1Card(url: string, name: string, description: string, opts: Age
 
 /** Mounts the card and the JSON-RPC endpoint of a 1.0 agent (optionally 0.3-compatible) on `app`. */
 export function mountV1Agent(app: express.Express, url: string, executor: AgentExecutor, name: string, description: string, opts: AgentOptions = {}) {
-  const requestHandler = new DefaultRequestHandler(v1Card(url, name, description, opts), new InMemoryTaskStore(), executor);
+  const requestHandler = new DefaultRequestHandler(v1Card(url, name, description, opts), opts.taskStore ?? new InMemoryTaskStore(), executor);
   const legacyCompat = { enabled: opts.legacyCompat !== false };
   app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
   app.use(RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
