@@ -9,6 +9,8 @@ import type { Logger } from 'pino';
 import type { StreamLimits } from './a2a/request-handler';
 import { AgentRegistry } from './agents/registry';
 import type { EventHub } from './events/hub';
+import { PushStore } from './push/store';
+import { jwksRoutes } from './routes/jwks';
 import type { Outbound } from './http/outbound';
 import { agentRoutes } from './routes/agents';
 import { jsonRpcRoutes } from './routes/json-rpc';
@@ -28,6 +30,10 @@ export interface AppDeps {
   bodyLimit?: number;
   /** The process's event hub (shared with the worker's activities). */
   hub: EventHub;
+  /** Webhook URLs on private/loopback addresses are accepted only when true (SWITCHBOARD_ALLOW_PRIVATE_URLS). */
+  allowPrivateUrls?: boolean;
+  /** First retry delay of a failed webhook delivery (ms, default 1 s; then doubling up to 10 min, for a day). */
+  pushRetryInitialMs?: number;
   streams?: Partial<StreamSettings>;
 }
 
@@ -57,6 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log });
 
   app.get('/healthz', async () => ({ ok: true }));
+  await app.register(jwksRoutes, { pool: deps.pool });
   await app.register(agentRoutes, { registry, tenant, publicUrl: deps.publicUrl });
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
   await app.register(jsonRpcRoutes, {
@@ -66,7 +73,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     gateway,
     pool: deps.pool,
     hub: deps.hub,
+    push: new PushStore(deps.pool, { allowPrivate: deps.allowPrivateUrls ?? false }),
     inputTimeoutMs: deps.inputTimeoutMs,
+    pushRetryInitialMs: deps.pushRetryInitialMs,
     streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
     sse: { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs },
   });

@@ -94,6 +94,7 @@ async function main(): Promise<void> {
       pool,
       fetch: outbound.fetch,
       hub,
+      issuer: config.SWITCHBOARD_PUBLIC_URL,
     });
     const workerDone = worker.run();
     stops.push(async () => {
@@ -114,6 +115,7 @@ async function main(): Promise<void> {
       inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
       publicUrl: config.SWITCHBOARD_PUBLIC_URL,
       hub,
+      allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
       streams: {
         heartbeatMs: config.SWITCHBOARD_SSE_HEARTBEAT_MS,
         maxBufferBytes: config.SWITCHBOARD_SSE_BUFFER_BYTES,

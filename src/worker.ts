@@ -12,6 +12,8 @@ export interface WorkerDeps {
   fetch: typeof fetch;
   /** The process's event hub, shared with the HTTP app so local streams hear events without a database poll. */
   hub?: EventHub;
+  /** The `iss` of push-delivery JWTs. */
+  issuer?: string;
   /** Pre-built bundle (tests bundle once per process); default: bundle workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
@@ -26,7 +28,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     namespace: d.namespace,
     taskQueue: d.taskQueue,
     ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch, hub: d.hub }),
+    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch, hub: d.hub, issuer: d.issuer }),
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,

@@ -15,6 +15,8 @@ export const cancelUpdate = defineUpdate<WireTask, []>('cancel');
  * call is still running can be passed on to the agent.
  */
 export const agentTaskSignal = defineSignal<[AgentTaskRef]>('agentTask');
+/** A push-notification config was created for the task: deliver its events to it (see deliverPushLoop). */
+export const pushConfigSignal = defineSignal<[string]>('pushConfigAdded');
 /** The current task; `historyLength` as in A2A GetTask (§3.2.4). */
 export const getTaskQuery = defineQuery<WireTask, [number?]>('getTask');
 

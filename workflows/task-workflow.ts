@@ -24,7 +24,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, getTaskQuery, sendMessageUpdate } from './messages';
+import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from './messages';
 import { isInterrupted, isTerminal, stateLabel, viewTask } from './task-state';
 import type { ForwardResult, TaskInput, TaskState, WireMessage, WireTask } from './types';
 
@@ -60,6 +60,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   let agentContextId = carry?.agentContextId;
   let costMinor = carry?.costMinor;
   let version = carry?.version ?? 0;
+  // Bumped once a change is committed to the event log: push deliveries wait on it for something new.
+  let logged = version;
   const inbox: WireMessage[] = [];
   // Turn counters let a blocking sender wait for the end of *its* turn.
   let turnsAccepted = 0;
@@ -82,7 +84,15 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     if (isTerminal(state())) return; // exactly one terminal state, whatever races
     task.status = { state: next, timestamp: new Date().toISOString(), ...(message ? { message } : {}) };
     upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
-    setCurrentDetails(`**${stateLabel(next)}**${message ? ` — ${textOf(message)}` : ''}`);
+    showDetails();
+  }
+
+  /** What Temporal UI shows for the task now: its state, and how each webhook's deliveries stand. */
+  function showDetails(): void {
+    const m = task.status.message;
+    const lines = [`**${stateLabel(state())}**${m ? ` — ${textOf(m)}` : ''}`];
+    for (const [id, p] of pushStatus) lines.push(`push \`${id}\`: delivered through event ${p.cursor}${p.note ? ` — ${p.note}` : ''}`);
+    setCurrentDetails(lines.join('\n\n'));
   }
 
   function gatewayMessage(text: string): WireMessage {
@@ -98,8 +108,63 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     const event = snapshot
       ? { task: viewTask(task) }
       : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
-    return bookkeeping.recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: v, createdAt, event: { key: `v${v}`, event } });
+    return bookkeeping
+      .recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: v, createdAt, event: { key: `v${v}`, event } })
+      .then(() => {
+        logged = Math.max(logged, v);
+      });
   };
+
+  // ---- push notifications: one delivery loop per config, outside the task's cancellation scope ----
+  const pushing = proxyActivities<Activities>({
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '30 seconds',
+    scheduleToCloseTimeout: '24 hours',
+    retry: { initialInterval: input.pushRetryInitialMs ?? 1000, backoffCoefficient: 2, maximumInterval: '10 minutes' },
+  });
+  const pushScope = new CancellationScope();
+  const pushLoops = new Map<string, Promise<void>>();
+  const pushStatus = new Map<string, { cursor: number; note?: string }>();
+
+  function watchPush(configId: string): void {
+    if (pushLoops.has(configId)) return;
+    pushStatus.set(configId, { cursor: 0 });
+    pushLoops.set(configId, pushScope.run(() => deliverPushLoop(configId)));
+  }
+
+  /**
+   * Delivers the task's events to one webhook, in order, until the config is deleted or the task has ended and
+   * its last event was delivered. Each call of the activity sends what the log has (following the live tail
+   * while the agent works); retries with backoff for up to a day are Temporal's, and the cursor is the
+   * config's own, in PostgreSQL, so no event is sent twice after a success.
+   */
+  async function deliverPushLoop(configId: string): Promise<void> {
+    for (;;) {
+      const seen = logged;
+      let closed = false;
+      try {
+        const r = await pushing.deliverPush({ tenant: input.tenant, taskId: task.id, configId, follow: state() === 'TASK_STATE_WORKING' });
+        if (r.gone) {
+          pushStatus.set(configId, { cursor: r.cursor, note: 'config deleted' });
+          return;
+        }
+        closed = r.closed;
+        pushStatus.set(configId, { cursor: r.cursor });
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        pushStatus.set(configId, { cursor: pushStatus.get(configId)?.cursor ?? 0, note: `gave up: ${describeFailure(err)}` });
+        showDetails();
+        return;
+      }
+      showDetails();
+      if (closed && isTerminal(state()) && logged === seen) return;
+      // While the agent works, keep following; otherwise wait until the workflow logs something new.
+      if (!(state() === 'TASK_STATE_WORKING' && !closed)) await condition(() => logged !== seen);
+    }
+  }
+
+  setHandler(pushConfigSignal, watchPush);
+  for (const id of carry?.pushConfigIds ?? []) watchPush(id);
 
   setHandler(getTaskQuery, (historyLength?: number) => viewTask(task, historyLength));
   setHandler(agentTaskSignal, (ref) => {
@@ -109,8 +174,9 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
 
   setHandler(
     sendMessageUpdate,
-    async ({ message, returnImmediately, historyLength }) => {
+    async ({ message, returnImmediately, historyLength, pushConfigIds }) => {
       const turn = ++turnsAccepted;
+      for (const id of pushConfigIds ?? []) watchPush(id);
       const own = { ...message, taskId: task.id, contextId: task.contextId };
       task.history = [...(task.history ?? []), own];
       inbox.push(own);
@@ -197,9 +263,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       await record();
       if (workflowInfo().continueAsNewSuggested) {
         await condition(allHandlersFinished);
+        await stopPushLoops(); // the next run starts them again; each resumes at its cursor
         await continueAsNew<typeof taskWorkflow>({
           ...input,
-          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt },
+          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: [...pushLoops.keys()] },
         });
       }
     }
@@ -260,8 +327,15 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       amountMinor: state() === 'TASK_STATE_COMPLETED' ? (costMinor ?? agent.priceMinor) : 0,
     });
   });
+  // The task is over; its webhooks still get every event (retried for up to a day).
+  await Promise.all(pushLoops.values());
   await condition(allHandlersFinished);
   return task;
+
+  async function stopPushLoops(): Promise<void> {
+    pushScope.cancel();
+    await Promise.allSettled(pushLoops.values());
+  }
 }
 
 function textOf(m: WireMessage): string {

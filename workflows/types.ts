@@ -35,6 +35,8 @@ export interface TaskInput {
   requester: string;
   /** How long an input-required/auth-required task waits for the next message before it fails. */
   inputTimeoutMs: number;
+  /** First retry delay of a failed webhook delivery (then doubling, up to 10 min, for up to 24 h). Default 1 s. */
+  pushRetryInitialMs?: number;
   /** State carried across continue-as-new. */
   carry?: CarriedState;
 }
@@ -46,6 +48,7 @@ export interface CarriedState {
   version: number;
   costMinor?: number;
   createdAt: string;
+  pushConfigIds?: string[];
 }
 
 /** Argument of the `sendMessage` update: one client message for this task. */
@@ -54,6 +57,8 @@ export interface SendMessageArgs {
   /** Answer as soon as the message is accepted instead of when the turn ends (1.0 returnImmediately, 0.3 blocking=false). */
   returnImmediately: boolean;
   historyLength?: number;
+  /** Push-notification configs given inline with the message (already stored). */
+  pushConfigIds?: string[];
 }
 
 /** The agent's own ids for the conversation behind a gateway task. */

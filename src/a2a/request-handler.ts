@@ -24,7 +24,9 @@ import { claimMessage, listTasks, taskOfMessage } from '../db/task-store';
 import { closesStream, headSeq, readEvents, snapshotAt } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
+import type { PushDialect, PushStore } from '../push/store';
 import type { TaskGateway } from '../temporal/task-gateway';
+import { storeInlinePushConfig } from './push-methods';
 import { isInterrupted, isTerminal, stateLabel } from '../../workflows/task-state';
 import type { SendMessageArgs, WireMessage, WireTask } from '../../workflows/types';
 import { a2aError } from './errors';
@@ -34,7 +36,10 @@ export interface HandlerDeps {
   gateway: TaskGateway;
   pool: Pool;
   hub: EventHub;
+  push: PushStore;
   inputTimeoutMs: number;
+  /** First retry delay of a failed webhook delivery (ms). */
+  pushRetryInitialMs?: number;
   streamLimits: StreamLimits;
 }
 
@@ -68,6 +73,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     private readonly rpcUrl: string,
     private readonly deps: HandlerDeps,
     private readonly stream?: StreamCursor,
+    private readonly dialect: PushDialect = '1.0',
   ) {}
 
   async getAgentCard(): Promise<AgentCard> {
@@ -79,19 +85,21 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   async sendMessage(params: SendMessageRequest): Promise<Message | Task> {
-    const { message, args } = this.sendArgs(params);
+    const { message, args, push } = this.sendArgs(params);
     if (message.taskId) {
-      return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message }));
+      const pushConfigIds = await this.inlinePush(message.taskId, push);
+      return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
-    return toTask(await this.startTask(message, args));
+    return toTask(await this.startTask(message, args, push));
   }
 
   /**
    * §3.1: task ids are the server's; a contextId the client gave is kept, otherwise one is minted. The
    * messageId is claimed first, so the same message sent again finds its task instead of starting another.
    */
-  private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>): Promise<WireTask> {
+  private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>, push?: Record<string, unknown>): Promise<WireTask> {
     const { taskId } = await claimMessage(this.deps.pool, this.tenant, message.messageId, randomUUID());
+    args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
     const contextId = message.contextId || randomUUID();
     const { agent } = this;
     return this.deps.gateway.start(
@@ -101,18 +109,29 @@ export class AgentRequestHandler implements A2ARequestHandler {
         contextId,
         requester: this.tenant,
         inputTimeoutMs: this.deps.inputTimeoutMs,
+        pushRetryInitialMs: this.deps.pushRetryInitialMs,
         agent: { agentId: agent.id, endpoint: agent.endpoint, priceMinor: agent.priceMinor, retry: agent.retry },
       },
       { ...args, message: { ...message, contextId } },
     );
   }
 
-  private sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'> } {
-    const json = SendMessageRequest.toJSON(params) as { message: WireMessage; configuration?: { returnImmediately?: boolean; historyLength?: number } };
+  private sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
+    const json = SendMessageRequest.toJSON(params) as {
+      message: WireMessage;
+      configuration?: { returnImmediately?: boolean; historyLength?: number; taskPushNotificationConfig?: Record<string, unknown> };
+    };
     return {
       message: json.message,
       args: { returnImmediately: json.configuration?.returnImmediately ?? false, historyLength: json.configuration?.historyLength },
+      push: json.configuration?.taskPushNotificationConfig,
     };
+  }
+
+  /** An inline push config (SendMessage configuration) is stored for the task before the message goes in. */
+  private async inlinePush(taskId: string, push: Record<string, unknown> | undefined): Promise<string[] | undefined> {
+    if (!push?.url) return undefined;
+    return [await storeInlinePushConfig(this.deps.push, this.tenant, this.dialect, taskId, push)];
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
@@ -138,7 +157,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
    */
   async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
-    const { message, args } = this.sendArgs(params);
+    const { message, args, push } = this.sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
     if (known && stream.lastEventId !== undefined) {
       await this.deps.gateway.get(this.tenant, known); // TaskNotFound for a task that never was
@@ -149,11 +168,12 @@ export class AgentRequestHandler implements A2ARequestHandler {
       // The turn's events are the ones after the current head: the update is only accepted while the task
       // waits for input, so nothing else is logged in between.
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
-      await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message });
+      const pushConfigIds = await this.inlinePush(message.taskId, push);
+      await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message, pushConfigIds });
       yield* this.follow(message.taskId, after);
       return;
     }
-    const task = await this.startTask(message, { ...args, returnImmediately: true });
+    const task = await this.startTask(message, { ...args, returnImmediately: true }, push);
     yield* this.follow(task.id, 0);
   }
 

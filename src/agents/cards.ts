@@ -119,7 +119,7 @@ export function gatewayCard(agentCard: AgentCardJson, rpcUrl: string): Record<st
     skills: agentCard.skills ?? [],
     defaultInputModes: agentCard.defaultInputModes ?? ['text/plain'],
     defaultOutputModes: agentCard.defaultOutputModes ?? ['text/plain'],
-    capabilities: { ...capabilities, streaming: false, pushNotifications: false, extendedAgentCard: false, stateTransitionHistory: false },
+    capabilities: { ...capabilities, streaming: true, pushNotifications: true, extendedAgentCard: false, stateTransitionHistory: false },
     supportedInterfaces: [
       { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
       { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },

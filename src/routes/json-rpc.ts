@@ -13,16 +13,17 @@ import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextB
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { A2A_ERRORS, type A2AErrorName, a2aError } from '../a2a/errors';
+import { answerPushMethod } from '../a2a/push-methods';
 import { AgentRequestHandler, type HandlerDeps, type StreamCursor, StreamLimitError } from '../a2a/request-handler';
 import * as S from '../a2a/schemas';
 import type { AgentRegistry } from '../agents/registry';
+import { PUSH_METHOD_PARAMS } from '../push/store';
 import { type SseOptions, writeSse } from './sse';
 
 type Dialect = '1.0' | '0.3';
 /** A method's params schema, or the A2A error that answers it while the feature is not offered. */
 type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
 
-const NO_PUSH = { unsupported: 'PushNotificationNotSupported', why: 'push notifications are not supported by this gateway yet' } as const;
 const NO_EXTENDED_CARD = { unsupported: 'UnsupportedOperation', why: 'this gateway does not serve extended agent cards' } as const;
 
 const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
@@ -33,10 +34,10 @@ const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
     ListTasks: S.ListTasksParams,
     SendStreamingMessage: S.SendMessageParams,
     SubscribeToTask: S.SubscribeToTaskParams,
-    CreateTaskPushNotificationConfig: NO_PUSH,
-    GetTaskPushNotificationConfig: NO_PUSH,
-    ListTaskPushNotificationConfigs: NO_PUSH,
-    DeleteTaskPushNotificationConfig: NO_PUSH,
+    CreateTaskPushNotificationConfig: PUSH_METHOD_PARAMS['1.0'].CreateTaskPushNotificationConfig,
+    GetTaskPushNotificationConfig: PUSH_METHOD_PARAMS['1.0'].GetTaskPushNotificationConfig,
+    ListTaskPushNotificationConfigs: PUSH_METHOD_PARAMS['1.0'].ListTaskPushNotificationConfigs,
+    DeleteTaskPushNotificationConfig: PUSH_METHOD_PARAMS['1.0'].DeleteTaskPushNotificationConfig,
     GetExtendedAgentCard: NO_EXTENDED_CARD,
   },
   '0.3': {
@@ -45,14 +46,15 @@ const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
     'tasks/cancel': S.LegacyTaskIdParams,
     'message/stream': S.LegacySendParams,
     'tasks/resubscribe': S.LegacyTaskIdParams,
-    'tasks/pushNotificationConfig/set': NO_PUSH,
-    'tasks/pushNotificationConfig/get': NO_PUSH,
-    'tasks/pushNotificationConfig/list': NO_PUSH,
-    'tasks/pushNotificationConfig/delete': NO_PUSH,
+    'tasks/pushNotificationConfig/set': PUSH_METHOD_PARAMS['0.3']['tasks/pushNotificationConfig/set'],
+    'tasks/pushNotificationConfig/get': PUSH_METHOD_PARAMS['0.3']['tasks/pushNotificationConfig/get'],
+    'tasks/pushNotificationConfig/list': PUSH_METHOD_PARAMS['0.3']['tasks/pushNotificationConfig/list'],
+    'tasks/pushNotificationConfig/delete': PUSH_METHOD_PARAMS['0.3']['tasks/pushNotificationConfig/delete'],
     'agent/getAuthenticatedExtendedCard': NO_EXTENDED_CARD,
   },
 };
 
+const PUSH_METHODS = new Set([...Object.keys(PUSH_METHOD_PARAMS['1.0']), ...Object.keys(PUSH_METHOD_PARAMS['0.3'])]);
 const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
 
 /** 1.0 and 0.x method names never collide (PascalCase vs namespace/verb), so the name picks the dialect. */
@@ -116,6 +118,13 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       reply.code(404);
       return envelope(id, { code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` });
     }
+    if (PUSH_METHODS.has(rpc.method)) {
+      try {
+        return { jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, rpc.params, { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: deps.tenant }) };
+      } catch (err) {
+        return fail(err);
+      }
+    }
     const rpcUrl = `${baseUrlOf(req, deps.publicUrl)}/agents/${agent.id}/a2a`;
     const streaming = STREAMING_METHODS.has(rpc.method);
     let cursor: StreamCursor | undefined;
@@ -132,7 +141,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       reply.raw.on('close', () => aborter.abort());
       cursor = { lastEventId, signal: aborter.signal, seq: 0, closing: false };
     }
-    const handler = new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps, cursor);
+    const handler = new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps, cursor, dialect);
     const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
     // Client credentials stay here: the context carries headers for the SDK, nothing forwards them to agents.
     const context = defaultServerCallContextBuilder({

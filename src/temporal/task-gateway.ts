@@ -14,7 +14,7 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
 import { findTask } from '../db/task-store';
-import { SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, sendMessageUpdate } from '../../workflows/messages';
+import { SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
 import { isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
 import type { taskWorkflow } from '../../workflows/task-workflow';
 import type { SendMessageArgs, TaskInput, WireTask } from '../../workflows/types';
@@ -115,6 +115,15 @@ export class TaskGateway {
       throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(state)})`);
     }
     return task;
+  }
+
+  /** Tells the task's workflow to deliver its events to a new push-notification config. */
+  async watchPush(tenant: string, taskId: string, configId: string): Promise<void> {
+    try {
+      await this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId)).signal(pushConfigSignal, configId);
+    } catch (err) {
+      throw this.toA2A(err, taskId);
+    }
   }
 
   private toA2A(err: unknown, taskId: string): Error {

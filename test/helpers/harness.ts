@@ -110,6 +110,7 @@ export interface GatewayOptions {
   temporal?: { env: TestWorkflowEnvironment; taskQueue: string };
   /** Start a worker (default true); a gateway without one only serves HTTP, like a second front-door process. */
   worker?: boolean;
+  pushRetryInitialMs?: number;
   /** SSE settings; pollMs is how often streams poll the log when no notice woke them. */
   streams?: Partial<StreamSettings> & { pollMs?: number };
 }
@@ -153,6 +154,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   if (opts.worker ?? true) await startWorker(opts.wrapActivities);
   const app = await buildApp({
     hub,
+    allowPrivateUrls: opts.allowPrivate ?? true,
+    pushRetryInitialMs: opts.pushRetryInitialMs,
     streams: opts.streams,
     pool: db.pool,
     temporal: env.client,

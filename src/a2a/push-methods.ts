@@ -1,0 +1,55 @@
+/**
+ * The push-notification config methods of both dialects (1.0 Create/Get/List/DeleteTaskPushNotificationConfig,
+ * 0.3 tasks/pushNotificationConfig/set|get|list|delete). They are answered here rather than through the SDK's
+ * transport handlers because those rebuild results from the SDK's types and would drop `deliveryStatus`.
+ */
+import type { Pool } from 'pg';
+import { headSeq } from '../events/event-log';
+import { type PushDialect, type PushStore, parsePushRequest, renderConfig, renderList } from '../push/store';
+import type { TaskGateway } from '../temporal/task-gateway';
+import { isTerminal, stateLabel } from '../../workflows/task-state';
+import { a2aError } from './errors';
+
+export interface PushMethodDeps {
+  pool: Pool;
+  store: PushStore;
+  gateway: TaskGateway;
+  tenant: string;
+}
+
+export async function answerPushMethod(method: string, params: unknown, d: PushMethodDeps): Promise<unknown> {
+  const { dialect, request } = parsePushRequest(method, params);
+  switch (request.op) {
+    case 'create': {
+      const { taskId } = request.config;
+      const task = await d.gateway.get(d.tenant, taskId); // TaskNotFound for an unknown task
+      if (isTerminal(task.status.state)) {
+        throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(task.status.state)}; it sends no more notifications`);
+      }
+      // A config made now receives the events from now on.
+      const config = await d.store.create(d.tenant, dialect, request.config, { startAfterSeq: await headSeq(d.pool, d.tenant, taskId) });
+      await d.gateway.watchPush(d.tenant, taskId, config.id);
+      return renderConfig(dialect, config);
+    }
+    case 'get': {
+      await d.gateway.get(d.tenant, request.taskId);
+      const config = await d.store.get(d.tenant, request.taskId, request.configId);
+      if (!config) throw a2aError('TaskNotFound', `Task ${request.taskId} has no push notification config${request.configId ? ` ${request.configId}` : ''}`);
+      return renderConfig(dialect, config);
+    }
+    case 'list':
+      await d.gateway.get(d.tenant, request.taskId);
+      return renderList(dialect, await d.store.list(d.tenant, request.taskId, { pageSize: request.pageSize ?? (dialect === '0.3' ? 100 : undefined), pageToken: request.pageToken }));
+    case 'delete':
+      await d.store.delete(d.tenant, request.taskId, request.configId);
+      return null;
+  }
+}
+
+/** Stores a config given inline with SendMessage for `taskId`, validated like a Create call; returns its id. */
+export async function storeInlinePushConfig(store: PushStore, tenant: string, dialect: PushDialect, taskId: string, inline: Record<string, unknown>): Promise<string> {
+  const { request } = parsePushRequest('CreateTaskPushNotificationConfig', { ...inline, taskId });
+  if (request.op !== 'create') throw new Error('unreachable');
+  const config = await store.create(tenant, dialect, request.config);
+  return config.id;
+}
