@@ -211,7 +211,7 @@ describe('POST /agents', () => {
     assert.equal(a.name, 'Fallback');
     assert.equal(a.cardUrl, `${cards.url}/.well-known/agent.json`);
     assert.deepEqual(a.endpoint, { url: `${cards.url}/rpc`, protocolVersion: '0.3', streaming: false });
-    assert.deepEqual(cards.requests.slice(seen), ['/.well-known/agent-card.json', '/.well-known/agent.json', '/rpc'], 'agent-card.json first, then agent.json, then the liveness probe of the endpoint');
+    assert.deepEqual(cards.requests.slice(seen), ['/.well-known/agent-card.json', '/.well-known/agent.json'], 'agent-card.json first, then agent.json');
   });
 
   it('looks for the well-known card under the base URL path', async () => {
@@ -355,11 +355,11 @@ describe('the card the gateway publishes', () => {
     assert.ok(!JSON.stringify(card).includes(`${echo.url}${RPC_PATH}`), "the agent's own endpoint is not published");
   });
 
-  it('advertises only what the gateway offers: streaming false (the agent says true), no push, no extended card', async () => {
+  it('advertises what the gateway offers: streaming and push (whatever the agent says), no extended card', async () => {
     const { body: card } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
-    assert.equal((echo.card as { capabilities: { streaming: boolean } }).capabilities.streaming, true);
-    assert.equal(card.capabilities.streaming, false);
-    assert.equal(card.capabilities.pushNotifications, false);
+    assert.equal((echo.card as { capabilities: { pushNotifications: boolean } }).capabilities.pushNotifications, false);
+    assert.equal(card.capabilities.streaming, true);
+    assert.equal(card.capabilities.pushNotifications, true);
     assert.equal(card.capabilities.extendedAgentCard, false);
   });
 
@@ -382,8 +382,8 @@ describe('the card the gateway publishes', () => {
     assert.equal(signed.card.signatures.length, 1, 'the stored card is the agent card, signatures included');
     const { body: card } = await get(`${gw.url}/agents/${signed.id}/.well-known/agent-card.json`);
     for (const field of ['signatures', 'securitySchemes', 'securityRequirements']) assert.ok(!(field in card), `${field} must not be published`);
-    assert.equal(card.capabilities.streaming, false);
-    assert.equal(card.capabilities.pushNotifications, false);
+    assert.equal(card.capabilities.streaming, true);
+    assert.equal(card.capabilities.pushNotifications, true);
     assert.equal(card.capabilities.extendedAgentCard, false);
     assert.equal(card.url, `${gw.url}/agents/${signed.id}/a2a`);
   });
@@ -400,7 +400,7 @@ describe('the card the gateway publishes', () => {
       ],
     );
     assert.equal(card.url, url);
-    assert.equal(card.capabilities.streaming, false);
+    assert.equal(card.capabilities.streaming, true, 'Switchboard streams the task even when the agent cannot');
   });
 
   it('an unknown agent has no card', async () => {

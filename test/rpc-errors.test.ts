@@ -306,11 +306,7 @@ describe('-32004 unsupported operation', () => {
   });
 
   for (const [method, params, headers] of [
-    ['SendStreamingMessage', { message: v1Message('x') }, V1],
-    ['SubscribeToTask', { id: 'whatever' }, V1],
     ['GetExtendedAgentCard', {}, V1],
-    ['message/stream', { message: v03Message('x') }, {}],
-    ['tasks/resubscribe', { id: 'whatever' }, {}],
     ['agent/getAuthenticatedExtendedCard', {}, {}],
   ] as const) {
     it(`${method} (not offered): a JSON error, not a stream`, async () => {
@@ -368,19 +364,17 @@ describe('-32602 contextId mismatch', () => {
   });
 });
 
-describe('-32003 push notifications not supported', () => {
-  for (const [method, headers] of [
-    ['CreateTaskPushNotificationConfig', V1],
-    ['GetTaskPushNotificationConfig', V1],
-    ['ListTaskPushNotificationConfigs', V1],
-    ['DeleteTaskPushNotificationConfig', V1],
-    ['tasks/pushNotificationConfig/set', {}],
-    ['tasks/pushNotificationConfig/get', {}],
-    ['tasks/pushNotificationConfig/list', {}],
-    ['tasks/pushNotificationConfig/delete', {}],
+describe('push-config methods (-32003 no longer arises: the gateway cards declare pushNotifications)', () => {
+  for (const [method, params, headers, code] of [
+    ['CreateTaskPushNotificationConfig', { taskId: 'no-such-task', url: 'https://example.com/hook' }, V1, -32001],
+    ['GetTaskPushNotificationConfig', { taskId: 'no-such-task', id: 'x' }, V1, -32001],
+    ['ListTaskPushNotificationConfigs', { taskId: 'no-such-task' }, V1, -32001],
+    ['CreateTaskPushNotificationConfig', { taskId: 'x', url: 'ftp://example.com/hook' }, V1, -32602],
+    ['tasks/pushNotificationConfig/set', { taskId: 'x', pushNotificationConfig: {} }, {}, -32602],
+    ['tasks/pushNotificationConfig/get', { id: 'no-such-task' }, {}, -32001],
   ] as const) {
-    it(method, async () => {
-      await expectError(echoRpc, { jsonrpc: '2.0', id: 'push', method, params: { id: 'x', taskId: 'x' } }, -32003, { headers, id: 'push' });
+    it(`${method} ${JSON.stringify(params)} → ${code}`, async () => {
+      await expectError(echoRpc, { jsonrpc: '2.0', id: 'push', method, params }, code, { headers, id: 'push' });
     });
   }
 });
