@@ -1,0 +1,198 @@
+/**
+ * A crash of the Switchboard process loses nothing a client was promised. Switchboard runs here as a real child
+ * process (`node --import tsx src/main.ts`, the HTTP server and the Temporal worker in one process) on a Temporal
+ * dev server and the local PostgreSQL, and is killed with SIGKILL, so no shutdown code runs:
+ *
+ *  - mid-stream: the client's SSE stream breaks while the agent is still streaming. A new process on the same
+ *    URL takes over. Temporal retries the agent call once the dead worker's heartbeat times out; the retry
+ *    voids the first attempt's partial output with an event and asks the agent again with the same messageId.
+ *    The client resubscribes with Last-Event-ID and gets exactly the rest: ids consecutive across the crash, no
+ *    gap and no duplicate, and the text it assembles is the agent's whole answer, once.
+ *  - idle in input-required: a task waiting for the client's next message survives the crash, and the follow-up
+ *    sent to the new process continues the same task (and the same event log) to completion.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { chunkedText, startAskingAgent, startChunkyAgent, type TestAgent } from './agents';
+import { createTestDb, DATABASE_URL, eventually, startTemporal, type TestDb } from './helpers/harness';
+import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
+import { assembledText, sse, type SseEvent } from './helpers/sse';
+import { workflowIdOf } from '../src/temporal/task-gateway';
+import { SA_STATE } from '../workflows/messages';
+
+let env: TestWorkflowEnvironment;
+let db: TestDb;
+/** The environment of every Switchboard process in this file: the same port, database schema and task queue. */
+let sbEnv: Record<string, string>;
+let sb: SwitchboardProcess | undefined;
+const agents: TestAgent[] = [];
+
+before(async () => {
+  [env, db] = await Promise.all([startTemporal(), createTestDb()]);
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${db.schema}`); // the child works in this file's schema
+  sbEnv = {
+    DATABASE_URL: url.toString(),
+    TEMPORAL_ADDRESS: env.address,
+    TEMPORAL_TASK_QUEUE: `crash-${randomBytes(3).toString('hex')}`,
+    HOST: '127.0.0.1',
+    PORT: String(await freePort()),
+    SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
+    LOG_LEVEL: 'warn',
+  };
+  sb = await startSwitchboard(sbEnv);
+});
+
+after(async () => {
+  await sb?.kill();
+  await Promise.all(agents.map((a) => a.close()));
+  await db?.drop();
+  await env?.teardown();
+});
+
+/** Kills the running Switchboard with SIGKILL and starts a new one on the same URL, database and task queue. */
+async function crashAndRestart(): Promise<void> {
+  const how = await sb!.kill();
+  assert.equal(how, 'SIGKILL');
+  sb = undefined;
+  sb = await startSwitchboard(sbEnv);
+}
+
+async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
+  const a = await started;
+  agents.push(a);
+  return a;
+}
+
+async function register(agentUrl: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const res = await fetch(`${sb!.url}/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ url: agentUrl, ...extra }),
+  });
+  const body = (await res.json()) as { id: string };
+  assert.equal(res.status, 201, `registration: ${JSON.stringify(body)}`);
+  // The JSON-RPC URL stays valid across restarts: the same host and port.
+  return `${sb!.url}/agents/${body.id}/a2a`;
+}
+
+const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });
+const stateOf = (e: SseEvent): string | undefined => e.data.result?.statusUpdate?.status?.state ?? e.data.result?.task?.status?.state;
+const taskIdOf = (e: SseEvent): string => e.data.result?.task?.id ?? e.data.result?.statusUpdate?.taskId ?? e.data.result?.artifactUpdate?.taskId;
+const voidOf = (e: SseEvent): { attempt: number; fromSeq: number; toSeq: number } | undefined => e.data.result?.statusUpdate?.metadata?.switchboard?.void;
+const ids = (events: SseEvent[]) => events.map((e) => e.id);
+const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+
+/** A failed assertion shows what the Switchboard process printed. */
+async function withOutput(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    if (err instanceof Error) err.message += `\n--- Switchboard output ---\n${sb?.output() ?? '(not running)'}`;
+    throw err;
+  }
+}
+
+describe('Switchboard killed with SIGKILL and restarted', () => {
+  test('mid-stream: the agent call is retried, the client resumes with Last-Event-ID and misses nothing', () =>
+    withOutput(async () => {
+      const CHUNKS = 400;
+      const KILL_AFTER = 50;
+      // 400 chunks 10 ms apart: the agent is still streaming when the client has 50 events. The heartbeat
+      // timeout (min(attemptTimeoutMs, 10 s)) is how soon Temporal gives up on the dead worker's attempt;
+      // attemptTimeoutMs is also each attempt's whole time, so it leaves room for the 4 s stream on a loaded box.
+      const chunky = await agent(startChunkyAgent({ chunks: CHUNKS, delayMs: 10 }));
+      const rpc = await register(chunky.url, { retry: { attemptTimeoutMs: 8000, initialIntervalMs: 200, maxAttempts: 5 } });
+      const message = userMessage('go');
+
+      // Read until the 50th event, then kill the process serving the stream.
+      const received: SseEvent[] = [];
+      let killed: Promise<string> | undefined;
+      const broken = await sse(rpc, {
+        method: 'SendStreamingMessage',
+        params: { message },
+        onEvent(e) {
+          received.push(e);
+          if (received.length === KILL_AFTER) killed = sb!.kill();
+        },
+      }).then(
+        (read) => read.ended && 'the stream ended cleanly',
+        (err: Error) => err,
+      );
+      assert.ok(killed, `the stream ended after ${received.length} events, before the kill`);
+      assert.ok(broken instanceof Error || broken === 'the stream ended cleanly', String(broken));
+      assert.equal(await killed, 'SIGKILL');
+      assert.ok(received.length >= KILL_AFTER);
+      assert.notEqual(stateOf(received.at(-1)!), 'TASK_STATE_COMPLETED', 'the task was not finished at the kill');
+      assert.deepEqual(ids(received), range(1, received.length), 'ids before the crash are consecutive from 1');
+      const taskId = taskIdOf(received[0]);
+      const lastSeen = received.at(-1)!.id!;
+
+      // A new process on the same URL; the client resubscribes from the last event it has.
+      sb = undefined;
+      sb = await startSwitchboard(sbEnv);
+      const resumed = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskId }, lastEventId: lastSeen });
+      assert.equal(resumed.status, 200, JSON.stringify(resumed.json));
+      assert.ok(resumed.ended, 'the resumed stream ends at the terminal event');
+      assert.deepEqual(ids(resumed.events), range(lastSeen + 1, resumed.events.length), 'the resumed ids continue from Last-Event-ID + 1');
+      const all = [...received, ...resumed.events];
+      assert.equal(stateOf(all.at(-1)!), 'TASK_STATE_COMPLETED');
+      assert.equal(assembledText(all), chunkedText(CHUNKS), 'the assembled text is the whole answer, once');
+
+      // The agent was asked again with the same message, and the first attempt's output was voided.
+      const calls = chunky.calls.filter((c) => c.method === 'SendStreamingMessage');
+      const voids = all.filter((e) => voidOf(e));
+      assert.ok(calls.length >= 1);
+      assert.deepEqual(
+        calls.map((c) => c.params.message.messageId),
+        calls.map(() => message.messageId),
+        'every attempt sends the client\'s messageId',
+      );
+      if (calls.length === 1) {
+        // The agent had finished before the kill and the attempt was reported: nothing to void.
+        assert.equal(voids.length, 0);
+      } else {
+        assert.equal(voids.length, calls.length - 1, 'one void per retried attempt');
+        const first = voidOf(voids[0])!;
+        assert.equal(first.attempt, 1);
+        const firstAttempt = all.filter((e) => e.id! < voids[0].id! && e.data.result.artifactUpdate);
+        assert.ok(firstAttempt.length >= KILL_AFTER - 5, `attempt 1 relayed ${firstAttempt.length} chunks`);
+        assert.ok(
+          firstAttempt.every((e) => e.id! >= first.fromSeq && e.id! <= first.toSeq),
+          `every chunk of attempt 1 is in the voided range ${first.fromSeq}-${first.toSeq}`,
+        );
+      }
+    }));
+
+  test('idle in input-required: the follow-up through the new process completes the same task', () =>
+    withOutput(async () => {
+      const asker = await agent(startAskingAgent());
+      const rpc = await register(asker.url);
+      const first = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
+      assert.ok(first.ended);
+      assert.equal(stateOf(first.events.at(-1)!), 'TASK_STATE_INPUT_REQUIRED');
+      const taskId = taskIdOf(first.events[0]);
+      // The input-required event is logged by a local activity inside the workflow task that reaches the
+      // state, so the stream can say so a moment before Temporal's history does. Kill once history has it
+      // too (the search attribute is upserted in the same workflow task): the task is durably waiting.
+      const handle = env.client.workflow.getHandle(workflowIdOf('default', taskId));
+      await eventually(
+        async () => (await handle.describe()).typedSearchAttributes.get(SA_STATE) === 'input-required' || undefined,
+        15_000,
+        'the workflow history to reach input-required',
+      );
+
+      await crashAndRestart();
+
+      const second = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('Ada', { taskId }) } });
+      assert.equal(second.status, 200, JSON.stringify(second.json));
+      assert.ok(second.ended);
+      assert.equal(second.events[0].data.result.task?.id, taskId, 'the same task continues');
+      assert.deepEqual(ids(second.events), range(first.events.at(-1)!.id! + 1, second.events.length), 'in the same event log');
+      assert.equal(stateOf(second.events.at(-1)!), 'TASK_STATE_COMPLETED');
+      assert.equal(assembledText(second.events), 'Hello, Ada!');
+      assert.equal(asker.calls.filter((c) => c.method === 'SendStreamingMessage').length, 2, 'each message reached the agent once');
+    }));
+});

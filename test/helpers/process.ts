@@ -1,0 +1,91 @@
+/**
+ * Switchboard as a real child process (`node --import tsx src/main.ts`), for tests that kill it: started with
+ * the given environment, ready once GET /healthz answers, its output kept for failure messages.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+
+const REPO_ROOT = resolve(__dirname, '../..');
+
+export interface SwitchboardProcess {
+  url: string;
+  child: ChildProcess;
+  /** stdout and stderr so far (the last 20,000 characters). */
+  output(): string;
+  /** Resolves when the process has exited, with its exit code or signal. */
+  exited: Promise<string>;
+  /** SIGKILL: no shutdown hooks, no graceful worker stop, as a crash. Resolves once it is gone. */
+  kill(): Promise<string>;
+}
+
+/** Processes started here and still running: killed if the test process exits without doing so itself. */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of running) c.kill('SIGKILL');
+});
+
+/** A TCP port free right now on 127.0.0.1, so a restarted process can listen on the same URL. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', ok);
+  });
+  const { port } = server.address() as { port: number };
+  await new Promise((ok) => server.close(ok));
+  return port;
+}
+
+export async function startSwitchboard(env: Record<string, string>, opts: { readyTimeoutMs?: number } = {}): Promise<SwitchboardProcess> {
+  const port = env.PORT;
+  if (!port || port === '0') throw new Error('startSwitchboard needs a fixed PORT');
+  const url = `http://${env.HOST ?? '127.0.0.1'}:${port}`;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: REPO_ROOT,
+    // Only what Switchboard reads, plus PATH/HOME: nothing from the test runner (NODE_TEST_CONTEXT, NODE_OPTIONS...).
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  let out = '';
+  const keep = (d: Buffer) => {
+    out = (out + d.toString()).slice(-20_000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exited = new Promise<string>((ok) =>
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      ok(signal ?? `exit code ${code}`);
+    }),
+  );
+  let gone: string | undefined;
+  void exited.then((how) => (gone = how));
+
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 45_000);
+  for (;;) {
+    if (gone) throw new Error(`Switchboard exited (${gone}) before it was ready:\n${out}`);
+    try {
+      const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`Switchboard did not answer ${url}/healthz in time:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    child,
+    output: () => out,
+    exited,
+    kill() {
+      if (!gone) child.kill('SIGKILL');
+      return exited;
+    },
+  };
+}
