@@ -74,6 +74,8 @@ async function register(agentUrl: string, extra: Record<string, unknown> = {}): 
   });
   const body = (await res.json()) as { id: string };
   assert.equal(res.status, 201, `registration: ${JSON.stringify(body)}`);
+  const stored = await db.pool.query('SELECT 1 FROM agents WHERE id = $1', [body.id]);
+  assert.equal(stored.rowCount, 1, "the child process works in this file's schema");
   // The JSON-RPC URL stays valid across restarts: the same host and port.
   return `${sb!.url}/agents/${body.id}/a2a`;
 }
