@@ -33,5 +33,8 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,
     shutdownGraceTime: '10s',
+    // After a worker dies, Temporal waits this long on its sticky queue before giving the task to another
+    // worker (default 10 s): a resuming client would wait that long for its first answer.
+    stickyQueueScheduleToStartTimeout: '3s',
   });
 }

@@ -160,7 +160,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     const { message, args, push } = this.sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
     if (known && stream.lastEventId !== undefined) {
-      await this.deps.gateway.get(this.tenant, known); // TaskNotFound for a task that never was
+      await this.requireTask(known);
       yield* this.follow(known, stream.lastEventId);
       return;
     }
@@ -183,22 +183,31 @@ export class AgentRequestHandler implements A2ARequestHandler {
    */
   async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
-    const current = await this.deps.gateway.get(this.tenant, params.id);
+    const taskId = params.id;
     if (stream.lastEventId !== undefined) {
-      yield* this.follow(current.id, stream.lastEventId);
+      await this.requireTask(taskId);
+      yield* this.follow(taskId, stream.lastEventId);
       return;
     }
-    if (isTerminal(current.status.state)) {
-      throw a2aError('UnsupportedOperation', `Task ${current.id} is ${stateLabel(current.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
+    // The log answers without a workflow query, which can take seconds right after a worker restart.
+    const head = await headSeq(this.deps.pool, this.tenant, taskId);
+    const snapshot = (head > 0 ? await snapshotAt(this.deps.pool, this.tenant, taskId, head) : undefined) ?? (await this.deps.gateway.get(this.tenant, taskId));
+    if (isTerminal(snapshot.status.state)) {
+      throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(snapshot.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
     }
-    const head = await headSeq(this.deps.pool, this.tenant, current.id);
-    const snapshot = (await snapshotAt(this.deps.pool, this.tenant, current.id, head)) ?? current;
+    const current = snapshot;
     this.checkStreamCap(current.id);
     stream.seq = head;
     stream.closing = isInterrupted(snapshot.status.state);
     yield StreamResponse.fromJSON({ task: snapshot });
     if (stream.closing) return;
     yield* this.follow(current.id, head);
+  }
+
+  /** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
+  private async requireTask(taskId: string): Promise<void> {
+    if ((await headSeq(this.deps.pool, this.tenant, taskId)) > 0) return;
+    await this.deps.gateway.get(this.tenant, taskId);
   }
 
   /** Streams the task's logged events after `afterSeq` until one ends the stream (terminal or interrupted). */

@@ -14,8 +14,9 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
 import { findTask } from '../db/task-store';
-import { SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
-import { isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
+import { FailureTypes, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
+import { isInterrupted, isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
+import { headSeq, readEvents } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
 import type { SendMessageArgs, TaskInput, WireTask } from '../../workflows/types';
 
@@ -25,6 +26,9 @@ export interface TaskGatewayOptions {
   pool: Pool;
   log: Logger;
 }
+
+/** How long a follow-up waits for a workflow that is redoing the step that made it wait for input. */
+const BUSY_RETRY_MS = 30_000;
 
 /** Workflow id of a task: scoped by tenant, so one tenant can never address another's task. */
 export const workflowIdOf = (tenant: string, taskId: string) => `a2a:${tenant}:${taskId}`;
@@ -67,11 +71,26 @@ export class TaskGateway {
     }
   }
 
-  /** Delivers a follow-up message; its updateId is the messageId, so a retried message is applied once. */
+  /**
+   * Delivers a follow-up message; its updateId is the messageId, so a retried message is applied once.
+   *
+   * The event that told the client the task needs input is logged while the workflow's step that reached that
+   * state is still being saved; if the worker died in that gap, the step is redone and the workflow briefly
+   * looks busy. So "busy" while the log says the task waits for input is retried for a while.
+   */
   async continue(tenant: string, taskId: string, args: SendMessageArgs): Promise<WireTask> {
     const handle = this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId));
+    const deadline = Date.now() + BUSY_RETRY_MS;
     try {
-      return await handle.executeUpdate(sendMessageUpdate, { args: [args], updateId: args.message.messageId });
+      for (let delay = 200; ; delay = Math.min(delay * 2, 2000)) {
+        try {
+          return await handle.executeUpdate(sendMessageUpdate, { args: [args], updateId: args.message.messageId });
+        } catch (err) {
+          const busy = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === FailureTypes.TaskBusy;
+          if (!busy || Date.now() > deadline || !(await this.logSaysWaiting(tenant, taskId))) throw err;
+          await new Promise((r) => setTimeout(r, delay));
+        }
+      }
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) {
         // The workflow is gone (closed and past retention): the projection knows whether the task ever existed.
@@ -80,6 +99,13 @@ export class TaskGateway {
       }
       throw this.toA2A(err, taskId);
     }
+  }
+
+  private async logSaysWaiting(tenant: string, taskId: string): Promise<boolean> {
+    const head = await headSeq(this.o.pool, tenant, taskId);
+    if (head === 0) return false;
+    const [last] = await readEvents(this.o.pool, tenant, taskId, head - 1, 1);
+    return !!last && 'statusUpdate' in last.event && isInterrupted(last.event.statusUpdate.status.state);
   }
 
   /** GetTask: a workflow query while Temporal has the workflow, else the PostgreSQL projection. */
