@@ -44,6 +44,21 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       res.write(Buffer.alloc(CAP / 2, 'c'));
       res.end(Buffer.alloc(CAP / 2, 'c'));
       return;
+    case '/long-event-stream': {
+      // Ten times the cap in total, but every event small: an hours-long SSE stream must not be cut.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const event = `data: ${'e'.repeat(CAP / 8)}\n\n`;
+      for (let i = 0; i < 80; i++) res.write(event);
+      res.end();
+      return;
+    }
+    case '/huge-event': {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: small\n\n');
+      for (let i = 0; i < 4; i++) res.write(`data: ${'h'.repeat(CAP / 2)}`); // one event over the cap
+      res.end('\n\n');
+      return;
+    }
     case '/never-answers':
       return; // keep the socket open, send nothing
     case '/stalls-mid-body':
@@ -211,6 +226,13 @@ describe('with allowPrivate=true', () => {
     };
     await rejectsWith(readAll(), 'TOO_LARGE');
     assert.ok(total <= CAP, `read ${total} bytes past a ${CAP} byte cap`);
+  });
+
+  test('an event stream is capped per event, not in total', async () => {
+    const res = await outbound.fetch(`${base}/long-event-stream`);
+    assert.equal((await res.text()).length, 80 * (CAP / 8 + 8));
+    const huge = await outbound.fetch(`${base}/huge-event`);
+    await rejectsWith(huge.text(), 'TOO_LARGE', /an event of the stream/);
   });
 
   test('a response of exactly the cap is fine', async () => {

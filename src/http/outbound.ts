@@ -256,9 +256,7 @@ function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: Abo
       }
       if (chunk.done) return controller.close();
       if (perEvent) {
-        const boundary = lastEventBoundary(chunk.value, previousByte);
-        received = boundary < 0 ? received + chunk.value.byteLength : chunk.value.byteLength - boundary;
-        previousByte = chunk.value[chunk.value.byteLength - 1] ?? previousByte;
+        [received, previousByte] = longestEventRun(chunk.value, received, previousByte, maxBytes);
       } else {
         received += chunk.value.byteLength;
       }
@@ -279,12 +277,20 @@ function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: Abo
   return capped;
 }
 
-/** The index just past the last "\n\n" in `bytes` (the pair may start in the previous chunk), or -1. */
-function lastEventBoundary(bytes: Uint8Array, previousByte: number): number {
-  for (let i = bytes.byteLength - 1; i >= 0; i--) {
-    if (bytes[i] === 10 && (i > 0 ? bytes[i - 1] : previousByte) === 10) return i + 1;
+/**
+ * Counts the bytes of the current event of an event stream across a chunk: a blank line ("\n\n"; carriage
+ * returns are ignored, so "\r\n\r\n" counts) starts a new event. Returns the count at the end of the chunk,
+ * or as soon as it passes `max`, and the last byte seen (a blank line may span two chunks).
+ */
+function longestEventRun(bytes: Uint8Array, run: number, previousByte: number, max: number): [number, number] {
+  let prev = previousByte;
+  for (let i = 0; i < bytes.byteLength; i++) {
+    const b = bytes[i];
+    if (b === 10 && prev === 10) run = 0;
+    else if (b !== 13 && ++run > max) return [run, b];
+    if (b !== 13) prev = b; // "\r\n\r\n" counts as a blank line too
   }
-  return -1;
+  return [run, prev];
 }
 
 /**
