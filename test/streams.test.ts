@@ -302,6 +302,26 @@ describe('stream limits', () => {
     for (const s of await Promise.all([first, ...more])) assert.equal(stateOf(s.events.at(-1)!), 'TASK_STATE_COMPLETED');
   });
 
+  test('a process takes at most maxTotal streams; the next one gets HTTP 429', async () => {
+    const small = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, streams: { maxTotal: 1 } });
+    try {
+      const chunky = await agent(startChunkyAgent({ chunks: 30, delayMs: 50 }));
+      const { id } = await register(gw, chunky.url);
+      const url = `${small.url}/agents/${id}/a2a`;
+      let ready!: () => void;
+      const started = new Promise<void>((r) => (ready = r));
+      const first = sse(url, { method: 'SendStreamingMessage', params: { message: userMessage('go') }, onEvent: () => ready() });
+      await started;
+      const refused = await sse(url, { method: 'SendStreamingMessage', params: { message: userMessage('another') } });
+      assert.equal(refused.status, 429);
+      assert.match(refused.json.error.message, /1 open streams \(SWITCHBOARD_MAX_STREAMS\)/);
+      assert.equal(chunky.calls.length, 1, 'the refused message started nothing');
+      assert.equal(stateOf((await first).events.at(-1)!), 'TASK_STATE_COMPLETED');
+    } finally {
+      await small.close();
+    }
+  });
+
   test('a reader that stops reading is cut off past the buffer cap, told the position it reached', async () => {
     const chunky = await agent(startChunkyAgent({ chunks: 3000, pad: 2000 }));
     const { rpc: rpcUrl } = await register(gw, chunky.url);
