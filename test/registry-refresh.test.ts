@@ -31,13 +31,17 @@ async function newAgent(opts: Parameters<typeof startMutableAgent>[0] = {}) {
   return agent;
 }
 
+const getAgent = async (id: string) => (await call('GET', `${gw.url}/agents/${id}`)).body;
+
+/** Registers the agent and waits for the first probe, which the new schedule runs at once. */
 async function register(agent: MutableAgent, extra: Record<string, unknown> = {}) {
   const res = await call('POST', `${gw.url}/agents`, { url: agent.url, ...extra });
   assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body;
+  return eventually(async () => {
+    const a = await getAgent(res.body.id);
+    return a.liveness.lastProbe ? a : undefined;
+  }, 20_000, `the first probe of ${res.body.id}`);
 }
-
-const getAgent = async (id: string) => (await call('GET', `${gw.url}/agents/${id}`)).body;
 
 /** Fires the agent's schedule now and waits for that run's probe to land. */
 async function refreshViaSchedule(id: string) {
@@ -110,22 +114,32 @@ describe('refresh schedules', () => {
 });
 
 describe('card refresh', () => {
-  it('registration stores the health, the cache validators and the first probe', async () => {
+  it('registration stores the card and its validators; the schedule probes the endpoint at once', async () => {
     const agent = await newAgent();
-    const a = await register(agent);
+    const res = await call('POST', `${gw.url}/agents`, { url: agent.url });
+    assert.equal(res.status, 201);
+    const a = res.body;
     assert.equal(a.status, 'healthy');
-    assert.match(a.statusReason, /endpoint answered in \d+ ms/);
-    assert.ok(!Number.isNaN(Date.parse(a.statusChangedAt)));
-    assert.equal(a.liveness.consecutiveFailures, 0);
-    assert.equal(a.liveness.lastProbe.ok, true);
-    assert.equal(a.liveness.lastProbe.card.outcome, 'registered');
+    assert.match(a.statusReason, /the first probe of the endpoint is under way/);
     assert.match(a.cardCache.etag, /^"[0-9a-f]{16}"$/);
     assert.equal(a.cardCache.freshUntil, null, 'no Cache-Control: revalidate on every refresh');
     assert.equal(a.signature.status, 'unsigned');
+    assert.equal(agent.calls.length, 0, 'registering sends the agent nothing but the card request');
+
+    const probed = await eventually(async () => {
+      const x = await getAgent(a.id);
+      return x.liveness.lastProbe ? x : undefined;
+    }, 20_000, 'the first probe');
+    assert.equal(probed.status, 'healthy');
+    assert.match(probed.statusReason, /endpoint answered in \d+ ms/);
+    assert.equal(probed.statusChangedAt, a.statusChangedAt, 'still healthy: the change time stays');
+    assert.equal(probed.liveness.consecutiveFailures, 0);
+    assert.equal(probed.liveness.lastProbe.ok, true);
+    assert.equal(probed.liveness.lastProbe.card.outcome, 'not-modified', 'the first refresh revalidated the card with its ETag');
     // The probe asked the endpoint for a task that does not exist: a read that starts nothing.
-    const probe = agent.calls.at(-1)!;
-    assert.equal(probe.method, 'GetTask');
-    assert.equal(probe.params.id, 'switchboard-liveness-probe');
+    assert.equal(agent.calls.length, 1);
+    assert.equal(agent.calls[0]!.method, 'GetTask');
+    assert.equal(agent.calls[0]!.params.id, 'switchboard-liveness-probe');
   });
 
   it('picks up a changed card: stored card, a name taken from the card, the endpoint, and search', async () => {
@@ -323,6 +337,6 @@ describe('0.3 agents', () => {
     const a = await register(agent);
     assert.equal(a.endpoint.protocolVersion, '0.3');
     assert.equal(a.status, 'healthy', a.statusReason);
-    assert.equal(agent.calls.at(-1)!.method, 'tasks/get');
+    assert.deepEqual(agent.calls.map((c) => c.method), ['tasks/get']);
   });
 });

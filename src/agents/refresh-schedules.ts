@@ -31,7 +31,10 @@ export class RefreshScheduler {
     return `agent-refresh:${tenant}:${agentId}`;
   }
 
-  /** Creates the agent's schedule; one that already exists is left as it is (a retried registration). */
+  /**
+   * Creates the agent's schedule and runs it once now; one that already exists is left as it is (a retried
+   * registration).
+   */
   async create(tenant: string, agentId: string): Promise<void> {
     const scheduleId = RefreshScheduler.scheduleId(tenant, agentId);
     const args: AgentRefreshArgs = { tenant, agentId };
@@ -55,7 +58,8 @@ export class RefreshScheduler {
         // A refresh still running when the next is due is not doubled, and after an outage one catch-up run is
         // enough: an old probe result is worth nothing.
         policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: this.intervalMs },
-        state: { note: `Switchboard agent ${tenant}/${agentId}` },
+        // The first run probes the new agent at once rather than up to an interval later.
+        state: { note: `Switchboard agent ${tenant}/${agentId}`, triggerImmediately: true },
       });
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;

@@ -166,7 +166,6 @@ function describeError(err: unknown, url: string, timeoutMs: number): string {
 // Health
 
 export type CardOutcome =
-  | { outcome: 'registered'; latencyMs: number } // read at registration
   | { outcome: 'fresh' } // within max-age: not asked
   // the same card; `warning` when its signature verified before and no longer does (a key rotated away or revoked)
   | { outcome: 'not-modified'; latencyMs: number; warning?: string }

@@ -15,10 +15,7 @@ import {
   cacheColumns,
   DEFAULT_REFRESH_POLICY,
   fetchCard,
-  nextHealth,
-  probeEndpoint,
   type ProbeRecord,
-  recordProbe,
   refreshAgent,
   type RefreshPolicy,
 } from './refresh';
@@ -115,9 +112,10 @@ export class AgentRegistry {
   }
 
   /**
-   * Fetches and validates the card, checks its signature and probes the endpoint, stores the agent with the
-   * outcome, and creates its refresh schedule. A bad signature or a failed probe does not refuse the agent:
-   * they are what its `signature` and `status` show.
+   * Fetches and validates the card, checks its signature, stores the agent, and creates its refresh schedule,
+   * which probes the endpoint at once and then every interval. The probe is left to the schedule so that a
+   * hanging endpoint cannot hold up the registration, and so that registering sends the agent nothing but the
+   * card request. A bad signature does not refuse the agent: it is what the agent's `signature` shows.
    * @throws RegistrationError when no valid card can be fetched from the URL.
    */
   async register(tenant: string, body: RegisterAgent): Promise<Agent> {
@@ -134,25 +132,21 @@ export class AgentRegistry {
       trustedJkuOrigins: this.policy.trustedJkuOrigins,
       timeoutMs: this.policy.requestTimeoutMs,
     });
-    const endpoint = await probeEndpoint(this.outbound.fetch, parsed.endpoint, this.policy.requestTimeoutMs);
-    const now = new Date();
-    const probe: ProbeRecord = { at: now.toISOString(), ok: endpoint.ok, latencyMs: endpoint.latencyMs, endpoint, card: { outcome: 'registered', latencyMs: fetched.latencyMs } };
-    const health = nextHealth({ consecutiveFailures: 0 }, probe, this.policy);
-    const cache = cacheColumns(fetched.etag, fetched.cache, now, this.policy);
+    const cache = cacheColumns(fetched.etag, fetched.cache, new Date(), this.policy);
+    const reason = this.opts.scheduler ? 'registered: the card was read; the first probe of the endpoint is under way' : 'registered: the card was read; the endpoint has not been probed';
 
     const name = body.name ?? parsed.name;
     const id = `${slug(name)}-${randomBytes(3).toString('hex')}`;
     const retry = { ...DEFAULT_RETRY, ...body.retry };
     const { rows } = await this.pool.query<AgentRow>(
       `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry,
-                           status, status_reason, consecutive_failures, last_probe, signature, card_etag, card_no_store, card_fresh_until)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING ${COLUMNS}`,
+                           status, status_reason, signature, card_etag, card_no_store, card_fresh_until)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'healthy', $12, $13, $14, $15, $16) RETURNING ${COLUMNS}`,
       [
         tenant, id, name, body.url, fetched.cardUrl, parsed.card, parsed.endpoint.url, parsed.endpoint.protocolVersion, parsed.endpoint.streaming,
-        body.priceMinor ?? 0, retry, health.status, health.reason, health.consecutiveFailures, probe, signature, cache.etag, cache.noStore, cache.freshUntil,
+        body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil,
       ],
     );
-    await recordProbe(this.pool, tenant, id, probe, health.status);
     if (this.opts.scheduler) {
       try {
         await this.opts.scheduler.create(tenant, id);
@@ -237,7 +231,8 @@ export class AgentRegistry {
   }
 
   /**
-   * Refreshes the agent now, in this process (an operator's "check again"; the schedule keeps its own pace).
+   * Refreshes the agent now, in this process: the card (when no longer fresh) and an endpoint probe. An
+   * operator's "check again", and the only refresh there is without a scheduler. The schedule keeps its pace.
    * @returns the agent as it is afterwards, or undefined when there is no such agent.
    */
   async refreshNow(tenant: string, id: string): Promise<Agent | undefined> {
