@@ -61,7 +61,7 @@ describe('refresh schedules', () => {
     const described = await handle.describe();
     assert.equal(described.action.workflowType, 'agentRefreshWorkflow');
     assert.deepEqual(described.action.args, [{ tenant: TENANT, agentId: a.id }]);
-    assert.equal(described.spec.intervals?.[0]?.every, 60_000);
+    assert.equal(described.spec.intervals?.[0]?.every, 5 * 60_000);
     assert.equal(described.policies.overlap, 'SKIP');
 
     assert.equal((await call('DELETE', `${gw.url}/agents/${a.id}`)).status, 204);
@@ -72,7 +72,7 @@ describe('refresh schedules', () => {
   it('a schedule runs by itself: with a 1 s interval the probes accumulate without any trigger', async () => {
     const agent = await newAgent();
     const a = await register(agent);
-    // Replace the 60 s schedule with a 1 s one on the same worker.
+    // Replace the 5 min schedule with a 1 s one on the same worker.
     await gw.scheduler!.remove(TENANT, a.id);
     const fast = new RefreshScheduler({ client: gw.env!.client, taskQueue: gw.taskQueue!, intervalMs: 1_000 });
     await fast.create(TENANT, a.id);
@@ -89,13 +89,22 @@ describe('refresh schedules', () => {
     }
   });
 
-  it('ensureAll recreates a missing schedule (start-up reconciliation) and leaves existing ones alone', async () => {
-    const agent = await newAgent();
-    const a = await register(agent);
-    await gw.scheduler!.remove(TENANT, a.id);
-    assert.equal(await gw.scheduler!.ensureAll(gw.db.pool), 1);
-    await gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${a.id}`).describe();
-    assert.equal(await gw.scheduler!.ensureAll(gw.db.pool), 0);
+  it('reconcile creates a missing schedule and deletes one whose agent is gone (start-up repair)', async () => {
+    const kept = await register(await newAgent());
+    const lost = await register(await newAgent());
+    const orphan = await register(await newAgent());
+    await gw.scheduler!.remove(TENANT, lost.id);
+    await gw.db.pool.query('DELETE FROM agents WHERE id = $1', [orphan.id]); // a delete that never reached Temporal
+    // Schedule listing is eventually consistent: wait until it shows the orphan, as it would at a later start-up.
+    await eventually(async () => {
+      for await (const s of gw.env!.client.schedule.list()) if (s.scheduleId.endsWith(orphan.id)) return true;
+      return undefined;
+    }, 15_000, 'the orphan schedule in the listing');
+    assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 1, deleted: 1 });
+    const handle = (id: string) => gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${id}`);
+    await handle(kept.id).describe();
+    await handle(lost.id).describe();
+    await assert.rejects(handle(orphan.id).describe(), ScheduleNotFoundError);
   });
 
   it('each refresh is a workflow run in Temporal, found by its id prefix', async () => {

@@ -13,12 +13,17 @@ import type { AgentRefreshArgs } from '../../workflows/registry-workflow';
 export interface RefreshSchedulerOptions {
   client: Client;
   taskQueue: string;
-  /** How often each agent is refreshed and probed. Default 60 s. */
+  /** How often each agent is refreshed and probed. Default DEFAULT_REFRESH_INTERVAL_MS. */
   intervalMs?: number;
 }
 
 export const REFRESH_WORKFLOW_TYPE = 'agentRefreshWorkflow';
-export const DEFAULT_REFRESH_INTERVAL_MS = 60_000;
+/**
+ * Every 5 minutes: each refresh is a workflow run, so the interval sets the load on Temporal (10,000 agents at
+ * 5 minutes are about 33 runs a second). An agent that stops answering is degraded at its next probe.
+ */
+export const DEFAULT_REFRESH_INTERVAL_MS = 5 * 60_000;
+const SCHEDULE_PREFIX = 'agent-refresh:';
 
 export class RefreshScheduler {
   readonly intervalMs: number;
@@ -28,14 +33,15 @@ export class RefreshScheduler {
   }
 
   static scheduleId(tenant: string, agentId: string): string {
-    return `agent-refresh:${tenant}:${agentId}`;
+    return `${SCHEDULE_PREFIX}${tenant}:${agentId}`;
   }
 
   /**
    * Creates the agent's schedule and runs it once now; one that already exists is left as it is (a retried
    * registration).
+   * @returns false when the schedule already existed.
    */
-  async create(tenant: string, agentId: string): Promise<void> {
+  async create(tenant: string, agentId: string): Promise<boolean> {
     const scheduleId = RefreshScheduler.scheduleId(tenant, agentId);
     const args: AgentRefreshArgs = { tenant, agentId };
     try {
@@ -63,7 +69,9 @@ export class RefreshScheduler {
       });
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      return false;
     }
+    return true;
   }
 
   /** Deletes the agent's schedule; an absent one is fine (a retried delete). */
@@ -81,23 +89,34 @@ export class RefreshScheduler {
   }
 
   /**
-   * Makes sure every registered agent has its schedule: for agents registered before schedules existed, or
-   * whose schedule creation was lost. Meant for start-up; creating is idempotent, so concurrent gateways agree.
-   * @returns how many schedules were created.
+   * Makes the schedules match the registry: creates the missing ones (agents registered before schedules
+   * existed, or whose creation was lost) and deletes those whose agent is gone (a delete that failed half
+   * way). Meant for start-up; safe to run from several gateways at once. Schedules are listed before agents are
+   * read, so an agent registered meanwhile is never taken for gone. One listing instead of a describe per
+   * agent keeps it cheap at 10,000 agents.
    */
-  async ensureAll(pool: Pool): Promise<number> {
-    const { rows } = await pool.query<{ tenant: string; id: string }>('SELECT tenant, id FROM agents ORDER BY tenant, id');
+  async reconcile(pool: Pool): Promise<{ created: number; deleted: number }> {
+    const scheduled = new Set<string>();
+    for await (const s of this.opts.client.schedule.list()) {
+      if (s.scheduleId.startsWith(SCHEDULE_PREFIX)) scheduled.add(s.scheduleId);
+    }
+    const { rows } = await pool.query<{ tenant: string; id: string }>('SELECT tenant, id FROM agents');
+    const wanted = new Map(rows.map((r) => [RefreshScheduler.scheduleId(r.tenant, r.id), r]));
     let created = 0;
-    for (const { tenant, id } of rows) {
+    let deleted = 0;
+    for (const [scheduleId, { tenant, id }] of wanted) {
+      if (!scheduled.has(scheduleId) && (await this.create(tenant, id))) created++;
+    }
+    for (const scheduleId of scheduled) {
+      if (wanted.has(scheduleId)) continue;
       try {
-        await this.opts.client.schedule.getHandle(RefreshScheduler.scheduleId(tenant, id)).describe();
+        await this.opts.client.schedule.getHandle(scheduleId).delete();
+        deleted++;
       } catch (err) {
         if (!(err instanceof ScheduleNotFoundError)) throw err;
-        await this.create(tenant, id);
-        created++;
       }
     }
-    return created;
+    return { created, deleted };
   }
 }
 

@@ -34,7 +34,7 @@ export interface RegistryGateway {
 
 export interface RegistryGatewayOptions {
   policy?: Partial<RefreshPolicy>;
-  /** The schedules' interval (default 60 s: tests trigger refreshes instead of waiting). */
+  /** The schedules' interval (default 5 min: tests trigger refreshes instead of waiting). */
   intervalMs?: number;
   temporal?: boolean;
 }
