@@ -3,8 +3,9 @@
  */
 import type { Pool } from 'pg';
 import { EventHub } from '../src/events/hub';
-import type { SettlementRequest, TaskRecord } from '../workflows/types';
-import { recordTask, settleTask } from './bookkeeping';
+import type { UnfundedPolicy } from '../src/ledger/postings';
+import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
+import { holdFunds, recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { forwardMessage, type ForwardArgs } from './forward-message';
@@ -17,14 +18,17 @@ export interface ActivityDeps {
   hub?: EventHub;
   /** The `iss` of push-delivery JWTs: the gateway's public URL when it has one. */
   issuer?: string;
+  /** How never-funded requester accounts behave (SWITCHBOARD_UNFUNDED_ACCOUNTS); default enforce. */
+  unfundedAccounts?: UnfundedPolicy;
 }
 
-export function createActivities({ pool, fetch, hub = new EventHub(), issuer }: ActivityDeps) {
+export function createActivities({ pool, fetch, hub = new EventHub(), issuer, unfundedAccounts = 'enforce' }: ActivityDeps) {
   return {
     forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch, pool, hub }, args),
     cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(fetch, args),
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
-    settleTask: (req: SettlementRequest) => settleTask(pool, req),
+    holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),
+    settleTask: (req: SettlementRequest) => settleTask(pool, unfundedAccounts, req),
     deliverPush: (args: DeliverPushArgs) => deliverPush({ pool, fetch, hub, issuer }, args),
   };
 }

@@ -12,8 +12,11 @@ import type { EventHub } from './events/hub';
 import { PushStore } from './push/store';
 import { jwksRoutes } from './routes/jwks';
 import type { Outbound } from './http/outbound';
+import type { UnfundedPolicy } from './ledger/postings';
+import { accountRoutes } from './routes/accounts';
 import { agentRoutes } from './routes/agents';
 import { jsonRpcRoutes } from './routes/json-rpc';
+import { reputationRoutes } from './routes/reputation';
 import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
 
@@ -35,6 +38,8 @@ export interface AppDeps {
   /** First retry delay of a failed webhook delivery (ms, default 1 s; then doubling up to 10 min, for a day). */
   pushRetryInitialMs?: number;
   streams?: Partial<StreamSettings>;
+  /** SWITCHBOARD_UNFUNDED_ACCOUNTS (default enforce): how a never-funded requester account reads. */
+  unfundedAccounts?: UnfundedPolicy;
 }
 
 export interface StreamSettings extends SseOptions, StreamLimits {}
@@ -65,6 +70,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/healthz', async () => ({ ok: true }));
   await app.register(jwksRoutes, { pool: deps.pool });
   await app.register(agentRoutes, { registry, tenant, publicUrl: deps.publicUrl });
+  await app.register(reputationRoutes, { pool: deps.pool, tenant });
+  await app.register(accountRoutes, { pool: deps.pool, tenant, unfundedAccounts: deps.unfundedAccounts ?? 'enforce' });
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
   await app.register(jsonRpcRoutes, {
     registry,

@@ -39,6 +39,11 @@ const EnvSchema = z.object({
   /** Caps on open SSE streams: per task, and in this process. */
   SWITCHBOARD_MAX_STREAMS_PER_TASK: z.coerce.number().int().min(1).default(100),
   SWITCHBOARD_MAX_STREAMS: z.coerce.number().int().min(1).default(10_000),
+  /**
+   * A requester account that has never been funded: `enforce` (default) refuses any paid task until it is
+   * funded; `unlimited` lets it run on credit until its first deposit covers what it owes.
+   */
+  SWITCHBOARD_UNFUNDED_ACCOUNTS: z.enum(['enforce', 'unlimited'], { error: 'must be enforce or unlimited' }).default('enforce'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -95,6 +95,7 @@ async function main(): Promise<void> {
       fetch: outbound.fetch,
       hub,
       issuer: config.SWITCHBOARD_PUBLIC_URL,
+      unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
     });
     const workerDone = worker.run();
     stops.push(async () => {
@@ -116,6 +117,7 @@ async function main(): Promise<void> {
       publicUrl: config.SWITCHBOARD_PUBLIC_URL,
       hub,
       allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
+      unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       streams: {
         heartbeatMs: config.SWITCHBOARD_SSE_HEARTBEAT_MS,
         maxBufferBytes: config.SWITCHBOARD_SSE_BUFFER_BYTES,

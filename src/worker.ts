@@ -3,6 +3,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import type { Pool } from 'pg';
 import { createActivities } from '../activities';
 import type { EventHub } from './events/hub';
+import type { UnfundedPolicy } from './ledger/postings';
 
 export interface WorkerDeps {
   connection: NativeConnection;
@@ -14,6 +15,8 @@ export interface WorkerDeps {
   hub?: EventHub;
   /** The `iss` of push-delivery JWTs. */
   issuer?: string;
+  /** SWITCHBOARD_UNFUNDED_ACCOUNTS: whether never-funded requester accounts may run on credit. */
+  unfundedAccounts?: UnfundedPolicy;
   /** Pre-built bundle (tests bundle once per process); default: bundle workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
@@ -28,7 +31,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     namespace: d.namespace,
     taskQueue: d.taskQueue,
     ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch, hub: d.hub, issuer: d.issuer }),
+    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch, hub: d.hub, issuer: d.issuer, unfundedAccounts: d.unfundedAccounts }),
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,

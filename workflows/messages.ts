@@ -38,4 +38,6 @@ export const FailureTypes = {
   TaskBusy: 'TaskBusy',
   ContextMismatch: 'ContextMismatch',
   TaskNotCancelable: 'TaskNotCancelable',
+  /** The requester's account cannot cover the task's hold; the task ends rejected before the agent is called. */
+  InsufficientFunds: 'InsufficientFunds',
 } as const;

@@ -15,6 +15,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -26,7 +27,7 @@ import {
 import type { createActivities } from '../activities';
 import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from './messages';
 import { isInterrupted, isTerminal, stateLabel, viewTask } from './task-state';
-import type { ForwardResult, TaskInput, TaskState, WireMessage, WireTask } from './types';
+import type { ForwardResult, TaskInput, TaskState, TrustOutcome, WireMessage, WireTask } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -59,6 +60,14 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   let agentTaskId = carry?.agentTaskId;
   let agentContextId = carry?.agentContextId;
   let costMinor = carry?.costMinor;
+  // The hold is decided once, before the first agent call. A run carried over from before holds existed
+  // (no `funded` in its carry) counts as decided: it never reserved anything.
+  const holdMinor = input.budgetMinor ?? agent.priceMinor;
+  let heldMinor = carry?.heldMinor ?? 0;
+  let funding: 'pending' | 'funded' | { declined: string; availableMinor: number } =
+    carry ? (carry.funded === false ? 'pending' : 'funded') : holdMinor > 0 ? 'pending' : 'funded';
+  // Set when a terminal state has a more specific cause than its A2A state (see TrustOutcome).
+  let trustOutcome: TrustOutcome | undefined;
   let version = carry?.version ?? 0;
   // Bumped once a change is committed to the event log: push deliveries wait on it for something new.
   let logged = version;
@@ -181,6 +190,18 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       task.history = [...(task.history ?? []), own];
       inbox.push(own);
       if (state() !== 'TASK_STATE_SUBMITTED') setStatus('TASK_STATE_WORKING');
+      // The first message is answered only once its hold is decided, so a client without the funds gets an
+      // error instead of a task (the task itself ends rejected, and is settled like any other).
+      await condition(() => funding !== 'pending' || isTerminal(state()));
+      if (typeof funding === 'object') {
+        throw ApplicationFailure.create({
+          type: FailureTypes.InsufficientFunds,
+          message: funding.declined,
+          // Shown with the failed update in Temporal UI.
+          details: [{ requiredMinor: holdMinor, availableMinor: funding.availableMinor, account: `requester:${input.requester}` }],
+          nonRetryable: true,
+        });
+      }
       if (!returnImmediately) await condition(() => turnsDone >= turn || isTerminal(state()));
       return viewTask(task, historyLength);
     },
@@ -241,6 +262,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (inbox.length === 0) {
         const arrived = await condition(() => inbox.length > 0, input.inputTimeoutMs);
         if (!arrived) {
+          trustOutcome = 'expired';
           setStatus(
             'TASK_STATE_FAILED',
             gatewayMessage(`No message arrived within ${humanDuration(input.inputTimeoutMs)} while the task was ${stateLabel(state())}; the task expired`),
@@ -249,6 +271,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         }
       }
       const message = inbox.shift()!;
+      if (funding === 'pending' && !(await reserve())) {
+        turnsDone++;
+        return;
+      }
       setStatus('TASK_STATE_WORKING');
       // Logged before the agent is called, so the turn's snapshot precedes everything the agent streams.
       await record(true);
@@ -266,10 +292,34 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         await stopPushLoops(); // the next run starts them again; each resumes at its cursor
         await continueAsNew<typeof taskWorkflow>({
           ...input,
-          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: [...pushLoops.keys()] },
+          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: [...pushLoops.keys()], funded: true, heldMinor },
         });
       }
     }
+  }
+
+  /**
+   * Reserves the task's hold before the agent is first called. The activity is idempotent (one hold row per
+   * task) and runs to completion even if the task is canceled meanwhile, so a hold can never be committed after
+   * the settlement that should release it. @returns false when the funds are not there: the task is rejected.
+   */
+  async function reserve(): Promise<boolean> {
+    if (!patched('hold-before-forward')) {
+      funding = 'funded';
+      return true;
+    }
+    const r = await CancellationScope.nonCancellable(() =>
+      bookkeeping.holdFunds({ tenant: input.tenant, taskId: task.id, agentId: agent.agentId, requester: input.requester, amountMinor: holdMinor }),
+    );
+    if (r.ok) {
+      heldMinor = holdMinor;
+      funding = 'funded';
+      return true;
+    }
+    funding = { declined: r.reason, availableMinor: r.availableMinor };
+    trustOutcome = 'unfunded';
+    setStatus('TASK_STATE_REJECTED', gatewayMessage(r.reason));
+    return false;
   }
 
   async function forward(message: WireMessage): Promise<ForwardResult | { failure: string }> {
@@ -285,6 +335,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       });
     } catch (err) {
       if (isCancellation(err)) throw err;
+      if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) trustOutcome = 'timeout';
       return { failure: describeFailure(err) };
     }
   }
@@ -324,7 +375,11 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       agentId: agent.agentId,
       requester: input.requester,
       finalState: state(),
-      amountMinor: state() === 'TASK_STATE_COMPLETED' ? (costMinor ?? agent.priceMinor) : 0,
+      // The settlement caps this by the hold it finds in PostgreSQL (heldMinor here is for humans reading history).
+      amountMinor: state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, heldMinor) : 0,
+      outcome: trustOutcome ?? (stateLabel(state()) as TrustOutcome),
+      startedAt: createdAt,
+      endedAt: task.status.timestamp ?? new Date().toISOString(),
     });
   });
   // The task is over; its webhooks still get every event (retried for up to a day).

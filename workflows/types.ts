@@ -31,8 +31,13 @@ export interface TaskInput {
   taskId: string;
   contextId: string;
   agent: AgentTarget;
-  /** Who pays for the task (the tenant's account for now). */
+  /** Who pays for the task (the tenant's account for now): its ledger account is `requester:<requester>`. */
   requester: string;
+  /**
+   * The client's spending cap for the task (the first message's `metadata.budgetMinor`, validated at the front
+   * door to be at least the agent's price). It is held instead of the price; unset: the price is held.
+   */
+  budgetMinor?: number;
   /** How long an input-required/auth-required task waits for the next message before it fails. */
   inputTimeoutMs: number;
   /** First retry delay of a failed webhook delivery (then doubling, up to 10 min, for up to 24 h). Default 1 s. */
@@ -49,6 +54,10 @@ export interface CarriedState {
   costMinor?: number;
   createdAt: string;
   pushConfigIds?: string[];
+  /** The hold was decided (reserved, or not needed) before the first agent call. */
+  funded?: boolean;
+  /** What was reserved for the task (0: nothing). */
+  heldMinor?: number;
 }
 
 /** Argument of the `sendMessage` update: one client message for this task. */
@@ -97,6 +106,27 @@ export interface SettlementRequest {
   agentId: string;
   requester: string;
   finalState: TaskState;
-  /** Price from the registration, or the agent's reported cost. */
+  /** Price from the registration, or the agent's reported cost: charged if completed, capped by the task's hold. */
+  amountMinor: number;
+  /** The terminal outcome for the agent's reputation (finer than finalState). */
+  outcome: TrustOutcome;
+  /** When the task started (its first message) and reached its terminal state: the latency the reputation uses. */
+  startedAt: string;
+  endedAt: string;
+}
+
+/**
+ * How a terminal task ended, for the agent's trust record: the A2A state, except that a failed task is
+ * `timeout` when the agent call timed out and `expired` when the client never answered an input-required task,
+ * and a task refused for lack of funds is `unfunded` (the agent was never called).
+ */
+export type TrustOutcome = 'completed' | 'failed' | 'timeout' | 'expired' | 'canceled' | 'rejected' | 'unfunded';
+
+/** Reserve `amountMinor` on the requester's account for the task, before the agent is called. */
+export interface HoldRequest {
+  tenant: string;
+  taskId: string;
+  agentId: string;
+  requester: string;
   amountMinor: number;
 }

@@ -29,6 +29,12 @@ export const A2A_ERRORS = {
   UnsupportedOperation: { code: -32004, make: (m: string) => new JsonRpcUnsupportedOperationError({ message: m }) },
   InvalidAgentResponse: { code: -32006, make: (m: string) => new JsonRpcInvalidAgentResponseError({ message: m }) },
   VersionNotSupported: { code: -32009, make: (m: string) => new JsonRpcVersionNotSupportedError({ message: m }) },
+  /**
+   * Switchboard's own code, in JSON-RPC's implementation-defined server-error range (-32000…-32099), clear of
+   * the codes A2A assigns (-32001…-32009): the requester's account cannot cover the task's hold. Nothing reached
+   * the agent; the message names the hold, the account and what it has available. Fund it, send a new message.
+   */
+  InsufficientFunds: { code: -32050, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32050, message: m } }) },
 } as const;
 
 export type A2AErrorName = keyof typeof A2A_ERRORS;
@@ -44,4 +50,5 @@ export const WORKFLOW_FAILURE_TO_A2A: Record<string, A2AErrorName> = {
   TaskBusy: 'UnsupportedOperation',
   ContextMismatch: 'InvalidParams', // TCK CORE-MULTI-006, as a2a-js does
   TaskNotCancelable: 'TaskNotCancelable',
+  InsufficientFunds: 'InsufficientFunds',
 };

@@ -98,6 +98,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
    * messageId is claimed first, so the same message sent again finds its task instead of starting another.
    */
   private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>, push?: Record<string, unknown>): Promise<WireTask> {
+    const budgetMinor = this.budgetOf(message);
     const { taskId } = await claimMessage(this.deps.pool, this.tenant, message.messageId, randomUUID());
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
     const contextId = message.contextId || randomUUID();
@@ -108,12 +109,32 @@ export class AgentRequestHandler implements A2ARequestHandler {
         taskId,
         contextId,
         requester: this.tenant,
+        budgetMinor,
         inputTimeoutMs: this.deps.inputTimeoutMs,
         pushRetryInitialMs: this.deps.pushRetryInitialMs,
         agent: { agentId: agent.id, endpoint: agent.endpoint, priceMinor: agent.priceMinor, retry: agent.retry },
       },
       { ...args, message: { ...message, contextId } },
     );
+  }
+
+  /**
+   * The first message's `metadata.budgetMinor`: the most the client will pay for the task, in integer minor
+   * units. It is held instead of the agent's price, so it caps a cost the agent reports; below the price it
+   * could not pay for the task at all, so it is refused (-32602) before anything starts.
+   */
+  private budgetOf(message: WireMessage): number | undefined {
+    const budget = (message.metadata as Record<string, unknown> | undefined)?.budgetMinor;
+    if (budget === undefined) return undefined;
+    const field = 'message.metadata.budgetMinor';
+    if (typeof budget !== 'number' || !Number.isSafeInteger(budget) || budget < 0) {
+      throw a2aError('InvalidParams', `${field} must be a non-negative integer (minor units)`, [{ field, description: 'must be a non-negative integer' }]);
+    }
+    if (budget < this.agent.priceMinor) {
+      const description = `is below the agent's price of ${this.agent.priceMinor}`;
+      throw a2aError('InvalidParams', `${field} ${budget} ${description}; the task could not be paid for`, [{ field, description }]);
+    }
+    return budget;
   }
 
   private sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {

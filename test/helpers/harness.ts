@@ -113,6 +113,11 @@ export interface GatewayOptions {
   pushRetryInitialMs?: number;
   /** SSE settings; pollMs is how often streams poll the log when no notice woke them. */
   streams?: Partial<StreamSettings> & { pollMs?: number };
+  /**
+   * SWITCHBOARD_UNFUNDED_ACCOUNTS. Default here `unlimited`, so tests that are not about money need not fund the
+   * tenant; the economics tests use `enforce` (the production default).
+   */
+  unfundedAccounts?: 'enforce' | 'unlimited';
 }
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
@@ -127,12 +132,13 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
   await hub.start();
+  const unfundedAccounts = opts.unfundedAccounts ?? 'unlimited';
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
 
   // A restarted worker keeps the test's activity wrapper unless given another.
   async function startWorker(wrap = opts.wrapActivities) {
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub });
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub, unfundedAccounts });
     worker = await createWorker({
       connection: env.nativeConnection,
       namespace: env.namespace ?? 'default',
@@ -157,6 +163,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     allowPrivateUrls: opts.allowPrivate ?? true,
     pushRetryInitialMs: opts.pushRetryInitialMs,
     streams: opts.streams,
+    unfundedAccounts,
     pool: db.pool,
     temporal: env.client,
     taskQueue,

@@ -1,0 +1,104 @@
+/** Funding and reading accounts (the HTTP side of the ledger; holds and settlements are activities). */
+import type { Pool } from 'pg';
+import { DEPOSITS_ACCOUNT, type UnfundedPolicy, inTransaction, kindOf, post } from './postings';
+
+export interface AccountView {
+  account: string;
+  kind: string;
+  balanceMinor: number;
+  heldMinor: number;
+  availableMinor: number;
+  /** true while a never-funded requester account runs on credit (SWITCHBOARD_UNFUNDED_ACCOUNTS=unlimited). */
+  unlimited: boolean;
+  updatedAt?: string;
+}
+
+interface AccountRow {
+  account: string;
+  kind: string;
+  balance_minor: string;
+  held_minor: string;
+  unlimited: boolean;
+  updated_at: Date;
+}
+
+const view = (r: AccountRow): AccountView => ({
+  account: r.account,
+  kind: r.kind,
+  balanceMinor: Number(r.balance_minor),
+  heldMinor: Number(r.held_minor),
+  availableMinor: Number(r.balance_minor) - Number(r.held_minor),
+  unlimited: r.unlimited,
+  updatedAt: r.updated_at.toISOString(),
+});
+
+/** An account as it stands; one never used reads as empty (unlimited if the policy says so). */
+export async function getAccount(pool: Pool, tenant: string, account: string, policy: UnfundedPolicy): Promise<AccountView> {
+  const { rows } = await pool.query<AccountRow>('SELECT * FROM accounts WHERE tenant = $1 AND account = $2', [tenant, account]);
+  if (rows[0]) return view(rows[0]);
+  const kind = kindOf(account);
+  return { account, kind, balanceMinor: 0, heldMinor: 0, availableMinor: 0, unlimited: kind === 'requester' && policy === 'unlimited' };
+}
+
+/** The same idempotency key was used before for a different account or amount. */
+export class DepositConflictError extends Error {}
+
+export interface DepositOutcome {
+  /** false when this idempotency key had already been applied: nothing was added this time. */
+  created: boolean;
+  account: AccountView;
+}
+
+/**
+ * Credits a requester account from `external:deposits`, once per idempotency key. The key's row and the
+ * ledger movement commit together, so a retried request (or two racing ones) adds the money once.
+ * @throws DepositConflictError when the key was used for another account or amount.
+ */
+export async function deposit(
+  pool: Pool,
+  tenant: string,
+  account: string,
+  amountMinor: number,
+  idempotencyKey: string,
+  policy: UnfundedPolicy,
+): Promise<DepositOutcome> {
+  const created = await inTransaction(pool, async (client) => {
+    const claimed = await client.query(
+      `INSERT INTO deposits (tenant, idempotency_key, account, amount_minor) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING 1`,
+      [tenant, idempotencyKey, account, amountMinor],
+    );
+    if (claimed.rowCount === 0) {
+      const { rows } = await client.query<{ account: string; amount_minor: string }>(
+        'SELECT account, amount_minor FROM deposits WHERE tenant = $1 AND idempotency_key = $2',
+        [tenant, idempotencyKey],
+      );
+      if (rows[0].account !== account || Number(rows[0].amount_minor) !== amountMinor) {
+        throw new DepositConflictError(
+          `idempotencyKey ${idempotencyKey} was already used for ${rows[0].amount_minor} into ${rows[0].account}; use a new key for a new deposit`,
+        );
+      }
+      return false;
+    }
+    await post(
+      client,
+      {
+        tenant,
+        key: `deposit:${idempotencyKey}`,
+        kind: 'deposit',
+        entries: [
+          { account: DEPOSITS_ACCOUNT, amountMinor: -amountMinor },
+          { account, amountMinor },
+        ],
+      },
+      policy,
+    );
+    // Funded: from the first time its available balance is covered, the account is held to it.
+    await client.query(
+      `UPDATE accounts SET unlimited = false WHERE tenant = $1 AND account = $2 AND unlimited AND balance_minor - held_minor >= 0`,
+      [tenant, account],
+    );
+    return true;
+  });
+  return { created, account: await getAccount(pool, tenant, account, policy) };
+}

@@ -1,0 +1,74 @@
+/**
+ * Accounts and the ledger over HTTP: fund a requester account, read an account and its latest movements,
+ * and reconcile the whole ledger.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Pool } from 'pg';
+import { z } from 'zod';
+import { DepositConflictError, deposit, getAccount } from '../ledger/accounts';
+import type { UnfundedPolicy } from '../ledger/postings';
+import { reconcile } from '../ledger/reconcile';
+
+export interface AccountRoutesDeps {
+  pool: Pool;
+  tenant: string;
+  unfundedAccounts: UnfundedPolicy;
+}
+
+/** Ledger account names: `requester:<id>`, `agent:<agent id>`, `external:deposits`. */
+const AccountName = z
+  .string()
+  .regex(/^(requester|agent|external):[A-Za-z0-9._~-]{1,200}$/, 'must be requester:<id>, agent:<id> or external:<id> (letters, digits, . _ ~ -)');
+
+const DepositBody = z.strictObject({
+  /** Integer minor units (cents); at most 10^12 per deposit. */
+  amountMinor: z.number().int('must be an integer (minor units)').positive('must be positive').max(1e12, 'at most 10^12 per deposit'),
+  /** The same key sent again adds nothing (answers 200 with the account); with another amount or account it is 409. */
+  idempotencyKey: z.string().min(1).max(200),
+});
+
+const LIST_ENTRIES = 20;
+
+export async function accountRoutes(app: FastifyInstance, { pool, tenant, unfundedAccounts }: AccountRoutesDeps): Promise<void> {
+  const accountOf = (raw: string) => AccountName.safeParse(raw);
+
+  app.post<{ Params: { account: string } }>('/accounts/:account/deposits', async (req, reply) => {
+    const account = accountOf(req.params.account);
+    if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
+    if (!account.data.startsWith('requester:')) {
+      return reply.code(400).send({ error: `Only requester accounts can be funded; ${account.data} is paid by settlements` });
+    }
+    const body = DepositBody.safeParse(req.body);
+    if (!body.success) return reply.code(400).send({ error: `Invalid deposit: ${z.prettifyError(body.error)}` });
+    try {
+      const r = await deposit(pool, tenant, account.data, body.data.amountMinor, body.data.idempotencyKey, unfundedAccounts);
+      return reply.code(r.created ? 201 : 200).send({ created: r.created, account: r.account });
+    } catch (err) {
+      if (err instanceof DepositConflictError) return reply.code(409).send({ error: err.message });
+      throw err;
+    }
+  });
+
+  app.get<{ Params: { account: string } }>('/accounts/:account', async (req, reply) => {
+    const account = accountOf(req.params.account);
+    if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
+    const view = await getAccount(pool, tenant, account.data, unfundedAccounts);
+    const { rows } = await pool.query(
+      `SELECT movement_key, kind, task_id, amount_minor, held_minor, created_at FROM ledger_entries
+        WHERE tenant = $1 AND account = $2 ORDER BY id DESC LIMIT ${LIST_ENTRIES}`,
+      [tenant, account.data],
+    );
+    const entries = rows.map((r) => ({
+      movement: r.movement_key,
+      kind: r.kind,
+      ...(r.task_id ? { taskId: r.task_id } : {}),
+      amountMinor: Number(r.amount_minor),
+      heldMinor: Number(r.held_minor),
+      at: r.created_at.toISOString(),
+    }));
+    return { ...view, entries };
+  });
+
+  // The ledger's invariants, with every violation listed; 200 either way (`ok` says which).
+  app.get('/ledger/reconcile', async () => reconcile(pool, tenant));
+}

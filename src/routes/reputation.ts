@@ -1,0 +1,17 @@
+/** GET /agents/:id/reputation: how an agent has done on the tasks it was given (src/trust/reputation.ts). */
+import type { FastifyInstance } from 'fastify';
+import type { Pool } from 'pg';
+import { reputationOf } from '../trust/reputation';
+
+export interface ReputationRoutesDeps {
+  pool: Pool;
+  tenant: string;
+}
+
+export async function reputationRoutes(app: FastifyInstance, { pool, tenant }: ReputationRoutesDeps): Promise<void> {
+  app.get<{ Params: { id: string } }>('/agents/:id/reputation', async (req, reply) => {
+    const reputation = await reputationOf(pool, tenant, req.params.id);
+    if (!reputation) return reply.code(404).send({ error: `No agent ${req.params.id}` });
+    return reputation;
+  });
+}

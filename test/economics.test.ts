@@ -1,0 +1,402 @@
+/**
+ * Exact economics end to end (real Temporal, PostgreSQL and @a2a-js/sdk agents): accounts funded over HTTP, a
+ * hold reserved before the agent is called, the cost captured (capped by the hold) or the hold released, every
+ * movement once under its key, whatever crashes or races, and GET /ledger/reconcile clean afterwards.
+ */
+import { after, before, beforeEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { activityInfo } from '@temporalio/activity';
+import { startEchoAgent, startFailingAgent, startSlowAgent, type TestAgent } from './agents';
+import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+
+const ACCOUNT = 'requester:default';
+const V1 = { 'A2A-Version': '1.0' };
+
+let gw: Gateway;
+const agents: TestAgent[] = [];
+/** Activities whose first attempt for a task throws *after* its database write committed. */
+const crashAfterCommit = new Set<string>();
+/** Chaos: crash the first attempt of these activities at random (seeded), after the commit. */
+let chaos: { rate: number; next: () => number } | undefined;
+const attempts = new Map<string, number>();
+
+function crashMaybe(activity: string, taskId: string): void {
+  const key = `${activity}:${taskId}`;
+  attempts.set(key, (attempts.get(key) ?? 0) + 1);
+  if (activityInfo().attempt !== 1) return;
+  if (crashAfterCommit.has(activity) || (chaos && chaos.next() < chaos.rate)) {
+    throw new Error(`simulated crash after ${activity} committed`);
+  }
+}
+
+before(async () => {
+  gw = await startGateway({
+    unfundedAccounts: 'enforce',
+    wrapActivities: (real) => ({
+      ...real,
+      async holdFunds(req) {
+        const r = await real.holdFunds(req);
+        crashMaybe('holdFunds', req.taskId);
+        return r;
+      },
+      async settleTask(req) {
+        const r = await real.settleTask(req);
+        crashMaybe('settleTask', req.taskId);
+        return r;
+      },
+      async recordTask(rec) {
+        await real.recordTask(rec);
+        if (chaos) crashMaybe('recordTask', `${rec.task.id}:${rec.version}`);
+      },
+    }),
+  });
+});
+after(async () => {
+  await gw?.close();
+  await Promise.all(agents.map((a) => a.close()));
+});
+beforeEach(() => {
+  crashAfterCommit.clear();
+  chaos = undefined;
+});
+
+async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
+  const a = await started;
+  agents.push(a);
+  return a;
+}
+
+async function http(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${gw.url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as any };
+}
+
+const accountOf = async (account = ACCOUNT) => (await http('GET', `/accounts/${account}`)).json;
+async function fund(amountMinor: number) {
+  const r = await http('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor, idempotencyKey: randomUUID() });
+  assert.equal(r.status, 201, JSON.stringify(r.json));
+}
+/** Spends the whole available balance of the requester (a capture to a throwaway agent is not needed: a test deposit sets it). */
+async function resetTo(amountMinor: number) {
+  const { availableMinor, heldMinor } = await accountOf();
+  assert.equal(heldMinor, 0, 'no hold is open between tests');
+  // The ledger never loses money: to start a test from a known balance, move the rest out as a settled task would.
+  if (availableMinor > 0) {
+    const client = await gw.db.pool.connect();
+    try {
+      const { post } = await import('../src/ledger/postings');
+      await client.query('BEGIN');
+      await post(client, { tenant: 'default', key: `deposit:withdraw-${randomUUID()}`, kind: 'deposit', entries: [{ account: ACCOUNT, amountMinor: -availableMinor }, { account: 'external:deposits', amountMinor: availableMinor }] }, 'enforce');
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  }
+  if (amountMinor > 0) await fund(amountMinor);
+}
+
+const message = (text: string, metadata?: Record<string, unknown>) => ({
+  messageId: randomUUID(),
+  role: 'ROLE_USER',
+  parts: [{ text }],
+  ...(metadata ? { metadata } : {}),
+});
+
+async function send(rpcUrl: string, text: string, opts: { metadata?: Record<string, unknown>; returnImmediately?: boolean } = {}) {
+  return rpc(
+    rpcUrl,
+    { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: message(text, opts.metadata), configuration: { returnImmediately: opts.returnImmediately ?? false } } },
+    V1,
+  );
+}
+
+async function settled(taskId: string) {
+  return eventually(async () => {
+    const { rows } = await gw.db.pool.query('SELECT * FROM settlements WHERE task_id = $1', [taskId]);
+    return rows[0];
+  }, 15_000, `the settlement of ${taskId}`);
+}
+
+async function movementsOf(taskId: string) {
+  const { rows } = await gw.db.pool.query('SELECT movement_key, kind, account, amount_minor, held_minor FROM ledger_entries WHERE task_id = $1 ORDER BY id', [taskId]);
+  return rows.map((r) => ({ key: r.movement_key, kind: r.kind, account: r.account, amount: Number(r.amount_minor), held: Number(r.held_minor) }));
+}
+
+async function reconciled() {
+  const r = await http('GET', '/ledger/reconcile');
+  assert.equal(r.status, 200);
+  const broken = r.json.invariants.filter((i: any) => !i.ok);
+  assert.deepEqual(broken, [], 'every invariant holds');
+  assert.equal(r.json.ok, true);
+  return r.json;
+}
+
+describe('accounts API', () => {
+  test('a deposit is applied once per idempotency key; a reused key with other values is 409; bad input is 400', async () => {
+    const before = await accountOf();
+    const idempotencyKey = randomUUID();
+    const first = await http('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor: 500, idempotencyKey });
+    assert.equal(first.status, 201);
+    assert.equal(first.json.created, true);
+    assert.equal(first.json.account.balanceMinor, before.balanceMinor + 500);
+    const again = await http('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor: 500, idempotencyKey });
+    assert.equal(again.status, 200);
+    assert.equal(again.json.created, false);
+    assert.equal(again.json.account.balanceMinor, before.balanceMinor + 500, 'the replay added nothing');
+    // Two racing requests with one new key: one deposit.
+    const raceKey = randomUUID();
+    const raced = await Promise.all([1, 2, 3].map(() => http('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor: 10, idempotencyKey: raceKey })));
+    assert.deepEqual(raced.map((r) => r.status).sort(), [200, 200, 201]);
+    assert.equal((await accountOf()).balanceMinor, before.balanceMinor + 510);
+
+    const conflict = await http('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor: 501, idempotencyKey });
+    assert.equal(conflict.status, 409);
+    assert.match(conflict.json.error, /already used/);
+    for (const [body, pattern] of [
+      [{ amountMinor: 0, idempotencyKey: 'k' }, /positive/],
+      [{ amountMinor: 1.5, idempotencyKey: 'k' }, /integer/],
+      [{ amountMinor: '5', idempotencyKey: 'k' }, /amountMinor/],
+      [{ amountMinor: 5 }, /idempotencyKey/],
+      [{ amountMinor: 5, idempotencyKey: 'k', extra: 1 }, /extra/],
+    ] as const) {
+      const r = await http('POST', `/accounts/${ACCOUNT}/deposits`, body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.match(r.json.error, pattern);
+    }
+    assert.equal((await http('POST', '/accounts/agent:someone/deposits', { amountMinor: 5, idempotencyKey: 'k' })).status, 400);
+    assert.equal((await http('GET', '/accounts/bogus')).status, 400);
+
+    const fresh = await accountOf('requester:nobody');
+    assert.deepEqual([fresh.balanceMinor, fresh.heldMinor, fresh.availableMinor, fresh.unlimited], [0, 0, 0, false]);
+    const read = await accountOf();
+    assert.equal(read.entries[0].kind, 'deposit');
+    await reconciled();
+  });
+});
+
+describe('holds and captures', () => {
+  test('an unfunded requester is refused with -32050 before the agent is called; the task ends rejected and settled at 0', async () => {
+    await resetTo(0);
+    const echo = await agent(startEchoAgent());
+    const { rpc: rpcUrl, id: agentId } = await register(gw, echo.url, { priceMinor: 100 });
+    const res = await send(rpcUrl, 'pay me');
+    assert.equal(res.json.error?.code, -32050, JSON.stringify(res.json));
+    assert.match(res.json.error.message, /Insufficient funds.*hold of 100 on requester:default.*0 available/);
+    assert.equal(echo.calls.length, 0, 'the agent never heard of it');
+    // The 0.3 dialect gets the same code.
+    const legacy = await rpc(rpcUrl, { jsonrpc: '2.0', id: 2, method: 'message/send', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'pay me' }] } } });
+    assert.equal(legacy.json.error?.code, -32050, JSON.stringify(legacy.json));
+    // A stream is refused the same way, as a plain JSON-RPC answer before any event.
+    const stream = await rpc(rpcUrl, { jsonrpc: '2.0', id: 3, method: 'SendStreamingMessage', params: { message: message('stream me') } }, V1);
+    assert.equal(stream.json?.error?.code, -32050, stream.text);
+    assert.equal(echo.calls.length, 0);
+
+    const { rows } = await eventually(async () => {
+      const r = await gw.db.pool.query("SELECT task_id, state FROM tasks WHERE agent_id = $1 AND state = 'TASK_STATE_REJECTED'", [agentId]);
+      return r.rows.length === 3 ? r : undefined;
+    }, 10_000, 'three rejected tasks');
+    for (const { task_id } of rows) {
+      const s = await settled(task_id);
+      assert.equal(Number(s.amount_minor), 0);
+      const { rows: holds } = await gw.db.pool.query('SELECT state FROM holds WHERE task_id = $1', [task_id]);
+      assert.deepEqual(holds.map((h) => h.state), ['declined']);
+    }
+    // A free agent needs no funds.
+    const free = await agent(startEchoAgent());
+    const { rpc: freeUrl } = await register(gw, free.url);
+    assert.equal((await send(freeUrl, 'gratis')).json.result.task.status.state, 'TASK_STATE_COMPLETED');
+    await reconciled();
+  });
+
+  test('completed captures the price; the hold is reserved before the agent runs and released on completion', async () => {
+    await resetTo(1_000);
+    const slow = await agent(startSlowAgent({ ms: 1_000 }));
+    const { rpc: rpcUrl, id: agentId } = await register(gw, slow.url, { priceMinor: 300 });
+    const started = await send(rpcUrl, 'work', { returnImmediately: true });
+    const taskId = started.json.result.task.id;
+    await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent call');
+    const during = await accountOf();
+    assert.deepEqual([during.balanceMinor, during.heldMinor, during.availableMinor], [1_000, 300, 700], 'held while the agent works');
+    const s = await settled(taskId);
+    assert.equal(Number(s.amount_minor), 300);
+    const afterwards = await accountOf();
+    assert.deepEqual([afterwards.balanceMinor, afterwards.heldMinor], [700, 0]);
+    assert.equal((await accountOf(`agent:${agentId}`)).balanceMinor, 300);
+    assert.deepEqual(await movementsOf(taskId), [
+      { key: `hold:${taskId}`, kind: 'hold', account: ACCOUNT, amount: 0, held: 300 },
+      { key: `settle:${taskId}`, kind: 'capture', account: `agent:${agentId}`, amount: 300, held: 0 },
+      { key: `settle:${taskId}`, kind: 'capture', account: ACCOUNT, amount: -300, held: -300 },
+    ]);
+    await reconciled();
+  });
+
+  test('a reported cost is captured and the rest released; a budget caps the cost; a budget below the price is refused', async () => {
+    await resetTo(1_000);
+    const cheap = await agent(startEchoAgent({ cost: 42 }));
+    const { rpc: cheapUrl } = await register(gw, cheap.url, { priceMinor: 100 });
+    const t1 = (await send(cheapUrl, 'cheap')).json.result.task;
+    assert.equal(Number((await settled(t1.id)).amount_minor), 42);
+
+    const greedy = await agent(startEchoAgent({ cost: 5_000 }));
+    const { rpc: greedyUrl, id: greedyId } = await register(gw, greedy.url, { priceMinor: 100 });
+    const t2 = (await send(greedyUrl, 'greedy', { metadata: { budgetMinor: 250 } })).json.result.task;
+    assert.equal(t2.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(Number((await settled(t2.id)).amount_minor), 250, 'capped by the hold (the budget)');
+    const t3 = (await send(greedyUrl, 'greedy again')).json.result.task;
+    assert.equal(Number((await settled(t3.id)).amount_minor), 100, 'without a budget the price is the hold');
+    assert.equal((await accountOf(`agent:${greedyId}`)).balanceMinor, 350);
+
+    const calls = greedy.calls.length;
+    for (const budgetMinor of [99, -1, 1.5, 'lots']) {
+      const r = await send(greedyUrl, 'too little', { metadata: { budgetMinor } });
+      assert.equal(r.json.error?.code, -32602, JSON.stringify(r.json));
+      assert.match(r.json.error.message, /budgetMinor/);
+    }
+    assert.equal(greedy.calls.length, calls, 'refused before anything started');
+    const acct = await accountOf();
+    assert.deepEqual([acct.balanceMinor, acct.heldMinor], [1_000 - 42 - 250 - 100, 0]);
+    await reconciled();
+  });
+
+  test('failed and canceled tasks release their holds', async () => {
+    await resetTo(500);
+    const failing = await agent(startFailingAgent({ mode: 'jsonrpc-error' }));
+    const { rpc: failUrl } = await register(gw, failing.url, { priceMinor: 200 });
+    const failed = (await send(failUrl, 'boom')).json.result.task;
+    assert.equal(failed.status.state, 'TASK_STATE_FAILED');
+    assert.equal(Number((await settled(failed.id)).amount_minor), 0);
+
+    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const { rpc: slowUrl } = await register(gw, slow.url, { priceMinor: 300 });
+    const task = (await send(slowUrl, 'forever', { returnImmediately: true })).json.result.task;
+    await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent call');
+    assert.equal((await accountOf()).heldMinor, 300);
+    const canceled = await rpc(slowUrl, { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id: task.id } }, V1);
+    assert.equal(canceled.json.result.status.state, 'TASK_STATE_CANCELED');
+    const s = await settled(task.id);
+    assert.equal(s.final_state, 'TASK_STATE_CANCELED');
+    assert.equal(Number(s.amount_minor), 0);
+    const { rows } = await gw.db.pool.query('SELECT state, captured_minor FROM holds WHERE task_id = ANY($1) ORDER BY created_at', [[failed.id, task.id]]);
+    assert.deepEqual(rows.map((r) => [r.state, Number(r.captured_minor)]), [['released', 0], ['released', 0]]);
+    const acct = await accountOf();
+    assert.deepEqual([acct.balanceMinor, acct.heldMinor], [500, 0]);
+    await reconciled();
+  });
+
+  test('hold and settlement activities retried after their commit charge once', async () => {
+    await resetTo(1_000);
+    crashAfterCommit.add('holdFunds');
+    crashAfterCommit.add('settleTask');
+    const echo = await agent(startEchoAgent({ cost: 70 }));
+    const { rpc: rpcUrl, id: agentId } = await register(gw, echo.url, { priceMinor: 100 });
+    const task = (await send(rpcUrl, 'once')).json.result.task;
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    await settled(task.id);
+    await eventually(() => (attempts.get(`settleTask:${task.id}`) ?? 0) >= 2 || undefined, 10_000, 'the settlement retry');
+    assert.ok((attempts.get(`holdFunds:${task.id}`) ?? 0) >= 2, 'the hold was retried too');
+    assert.equal(echo.calls.length, 1);
+    assert.deepEqual(
+      (await movementsOf(task.id)).map((m) => [m.key.split(':')[0], m.account, m.amount, m.held]),
+      [
+        ['hold', ACCOUNT, 0, 100],
+        ['settle', `agent:${agentId}`, 70, 0],
+        ['settle', ACCOUNT, -70, -100],
+      ],
+    );
+    const acct = await accountOf();
+    assert.deepEqual([acct.balanceMinor, acct.heldMinor], [930, 0]);
+    const { rows } = await gw.db.pool.query('SELECT count(*)::int AS n FROM trust_events WHERE task_id = $1', [task.id]);
+    assert.equal(rows[0].n, 1);
+    await reconciled();
+  });
+
+  test('concurrent tasks on a small balance: it never goes negative and the overflow is refused before reaching the agent', async () => {
+    await resetTo(500);
+    const slow = await agent(startSlowAgent({ ms: 1_500 }));
+    const { rpc: rpcUrl, id: agentId } = await register(gw, slow.url, { priceMinor: 100 });
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => send(rpcUrl, `job ${i}`)));
+    const completed = results.filter((r) => r.json.result?.task?.status?.state === 'TASK_STATE_COMPLETED');
+    const refused = results.filter((r) => r.json.error?.code === -32050);
+    assert.equal(completed.length, 5, JSON.stringify(results.map((r) => r.json.error?.message ?? r.json.result?.task?.status?.state)));
+    assert.equal(refused.length, 7);
+    assert.equal(slow.calls.length, 5, 'only the funded tasks reached the agent');
+    const acct = await accountOf();
+    assert.deepEqual([acct.balanceMinor, acct.heldMinor], [0, 0]);
+    assert.equal((await accountOf(`agent:${agentId}`)).balanceMinor, 500);
+    await eventually(async () => {
+      const { rows } = await gw.db.pool.query('SELECT count(*)::int AS n FROM settlements WHERE agent_id = $1', [agentId]);
+      return rows[0].n === 12 || undefined;
+    }, 15_000, 'all twelve settled');
+    await reconciled();
+  });
+});
+
+describe('reconcile', () => {
+  test('clean after a chaos run: completed, failed and canceled tasks with crashes after commit everywhere', async () => {
+    await resetTo(3_000);
+    let seed = 42;
+    chaos = { rate: 0.4, next: () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31) };
+    const echo = await agent(startEchoAgent({ cost: 30 }));
+    const failing = await agent(startFailingAgent({ mode: 'jsonrpc-error' }));
+    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const [e, f, s] = await Promise.all([
+      register(gw, echo.url, { priceMinor: 50 }),
+      register(gw, failing.url, { priceMinor: 80 }),
+      register(gw, slow.url, { priceMinor: 120 }),
+    ]);
+    const sends = [
+      ...Array.from({ length: 10 }, (_, i) => send(e.rpc, `ok ${i}`)),
+      ...Array.from({ length: 5 }, (_, i) => send(f.rpc, `bad ${i}`)),
+      ...Array.from({ length: 5 }, (_, i) => send(s.rpc, `stuck ${i}`, { returnImmediately: true })),
+    ];
+    const results = await Promise.all(sends);
+    for (const r of results) assert.ok(r.json.result?.task, JSON.stringify(r.json));
+    await eventually(() => slow.calls.length >= 5 || undefined, 15_000, 'the slow agent calls');
+    const cancels = await Promise.all(
+      results.slice(15).map((r) => rpc(s.rpc, { jsonrpc: '2.0', id: 9, method: 'CancelTask', params: { id: r.json.result.task.id } }, V1)),
+    );
+    for (const c of cancels) assert.equal(c.json.result?.status?.state, 'TASK_STATE_CANCELED', JSON.stringify(c.json));
+    const ids = results.map((r) => r.json.result.task.id);
+    await eventually(async () => {
+      const { rows } = await gw.db.pool.query('SELECT count(*)::int AS n FROM settlements WHERE task_id = ANY($1)', [ids]);
+      return rows[0].n === ids.length || undefined;
+    }, 30_000, 'every chaos task settled');
+    chaos = undefined;
+    const crashed = [...attempts.entries()].filter(([k, n]) => n > 1 && ids.some((id) => k.includes(id)));
+    assert.ok(crashed.length >= 5, `crashes were injected (${crashed.length})`);
+
+    const report = await reconciled();
+    assert.deepEqual(report.settling, []);
+    assert.equal(report.totals.openHolds, 0);
+    // Conservation: this run moved exactly 10 × 30 from the requester to the echo agent.
+    const acct = await accountOf();
+    assert.deepEqual([acct.balanceMinor, acct.heldMinor], [3_000 - 300, 0]);
+    assert.equal((await accountOf(`agent:${e.id}`)).balanceMinor, 300);
+    assert.equal((await accountOf(`agent:${f.id}`)).balanceMinor, 0);
+    assert.equal((await accountOf(`agent:${s.id}`)).balanceMinor, 0);
+    assert.equal(report.totals.balanceSumMinor, 0, 'money is neither created nor destroyed');
+  });
+
+  test('a broken ledger is reported with the rows that break it', async () => {
+    const other = await startGateway({ unfundedAccounts: 'enforce', temporal: { env: gw.env, taskQueue: `${gw.taskQueue}-x` }, worker: false });
+    try {
+      const pool = other.db.pool;
+      await pool.query(`INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at)
+                        VALUES ('default', 'lost', 'c', 'a', 'TASK_STATE_COMPLETED', now() - interval '1 hour', 1, '{}', now() - interval '1 hour')`);
+      await pool.query(`INSERT INTO accounts (tenant, account, kind, balance_minor) VALUES ('default', 'agent:forged', 'agent', 99)`);
+      const r = (await fetch(`${other.url}/ledger/reconcile`).then((res) => res.json())) as any;
+      assert.equal(r.ok, false);
+      const byName = Object.fromEntries(r.invariants.map((i: any) => [i.name, i]));
+      assert.deepEqual(byName.terminalTaskSettledOnce.violations, [{ taskId: 'lost', state: 'TASK_STATE_COMPLETED', settlements: 0, settledAs: null }]);
+      assert.equal(byName.balanceIsSumOfEntries.violations[0].account, 'agent:forged');
+      assert.equal(byName.movementsBalance.ok, true);
+    } finally {
+      await other.close();
+    }
+  });
+});
