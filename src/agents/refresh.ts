@@ -238,7 +238,6 @@ export type RefreshResult =
     };
 
 interface StoredAgent {
-  name: string;
   card_url: string;
   card: AgentCardJson;
   endpoint_url: string;
@@ -264,7 +263,7 @@ export const PROBES_KEPT = 100;
 export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: string): Promise<RefreshResult> {
   const policy = { ...DEFAULT_REFRESH_POLICY, ...deps.policy };
   const { rows } = await deps.pool.query<StoredAgent>(
-    `SELECT name, card_url, card, endpoint_url, protocol_version, streaming, card_etag, card_no_store, card_fresh_until, signature
+    `SELECT card_url, card, endpoint_url, protocol_version, streaming, card_etag, card_no_store, card_fresh_until, signature
        FROM agents WHERE tenant = $1 AND id = $2`,
     [tenant, agentId],
   );
@@ -274,13 +273,13 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
   const now = new Date();
   let card: CardOutcome = { outcome: 'fresh' };
   // What to write about the card: undefined = leave the stored columns alone.
-  let adopt: { parsed: ParsedCard; signature: SignatureCheck } | undefined;
+  let adopt: { parsed: ParsedCard } | undefined;
   let cacheUpdate: { etag: string | null; noStore: boolean; freshUntil: Date | null; signature?: SignatureCheck } | undefined;
 
   const checkSignature = (c: AgentCardJson) =>
     checkCardSignatures(c, stored.card_url, { fetch: deps.fetch, trustedJkuOrigins: policy.trustedJkuOrigins, timeoutMs: policy.requestTimeoutMs });
-  const lostVerification = (now?: SignatureCheck) =>
-    stored.signature.status === 'verified' && now && now.status !== 'verified' ? `the card's signature no longer verifies: ${now.reason ?? now.status}` : undefined;
+  const lostVerification = (check?: SignatureCheck) =>
+    stored.signature.status === 'verified' && check && check.status !== 'verified' ? `the card's signature no longer verifies: ${check.reason ?? check.status}` : undefined;
 
   const due = stored.card_no_store || !stored.card_fresh_until || stored.card_fresh_until <= now;
   if (due) {
@@ -310,7 +309,7 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
         } else {
           card = { outcome: 'changed', latencyMs: fetched.latencyMs };
           cacheUpdate = { ...cache, signature };
-          adopt = { parsed, signature };
+          adopt = { parsed };
         }
       } catch (err) {
         if (!(err instanceof CardError)) throw err;
