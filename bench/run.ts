@@ -1,10 +1,12 @@
 /**
  * `npm run bench`: blocking SendMessage latency and throughput, directly against an @a2a-js/sdk echo agent and
- * through Switchboard (Temporal + PostgreSQL), at concurrency 1 and 32. Prints a table, writes
+ * through Switchboard (Temporal + PostgreSQL), at concurrency 1 and 32; then streaming (bench/streaming.ts): time
+ * to first event, events/s of a long stream, and its replay from the log. Prints tables, writes
  * .data/bench-latest.json, and reports (never enforces) the provisional targets.
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
- * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), TEMPORAL_CLI, DATABASE_URL.
+ * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks` or
+ * `streaming`: run only that part), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -14,6 +16,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { type Client, ClientFactory } from '@a2a-js/sdk/client';
+import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -23,6 +26,10 @@ const WARMUP = int('BENCH_WARMUP', 20);
 const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
+const ONLY = process.env.BENCH_ONLY ?? '';
+if (!['', 'tasks', 'streaming'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks or streaming`);
+const RUN_TASKS = ONLY !== 'streaming';
+const RUN_STREAMING = ONLY !== 'tasks';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -118,31 +125,35 @@ async function main() {
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
   const [gw, echo, echoBlocking] = await Promise.all([startGateway(), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
+  let streaming: StreamingReport | undefined;
   try {
-    const factory = new ClientFactory();
-    const viaGateway = async (url: string) => factory.createFromUrl(`${(await register(gw, url)).base}/.well-known/agent-card.json`, '');
-    const direct = await factory.createFromUrl(echo.url);
-    const gateway = await viaGateway(echo.url);
-    const gatewayBlocking = await viaGateway(echoBlocking.url);
+    if (RUN_TASKS) {
+      const factory = new ClientFactory();
+      const viaGateway = async (url: string) => factory.createFromUrl(`${(await register(gw, url)).base}/.well-known/agent-card.json`, '');
+      const direct = await factory.createFromUrl(echo.url);
+      const gateway = await viaGateway(echo.url);
+      const gatewayBlocking = await viaGateway(echoBlocking.url);
 
-    results.push(await measure('direct', direct, 1, N1));
-    results.push(await measure('gateway', gateway, 1, N1));
-    // The forwarding activity calls a non-streaming agent with blocking sendMessage, a streaming one with sendMessageStream.
-    results.push(await measure('gateway, non-streaming agent', gatewayBlocking, 1, N1));
-    results.push(await measure('direct', direct, 32, N32));
-    results.push(await measure('gateway', gateway, 32, N32));
+      results.push(await measure('direct', direct, 1, N1));
+      results.push(await measure('gateway', gateway, 1, N1));
+      // The forwarding activity calls a non-streaming agent with blocking sendMessage, a streaming one with sendMessageStream.
+      results.push(await measure('gateway, non-streaming agent', gatewayBlocking, 1, N1));
+      results.push(await measure('direct', direct, 32, N32));
+      results.push(await measure('gateway', gateway, 32, N32));
+    }
+    if (RUN_STREAMING) streaming = await benchStreaming(gw, deadline);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
   }
-  report(results);
+  report(results, streaming);
 }
 
-function report(results: Result[]) {
-  const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c)!;
-  const addedP50 = find('gateway', 1).p50 - find('direct', 1).p50;
-  const ratio = find('gateway', 32).tps / find('direct', 32).tps;
-  const gatewayTps = find('gateway', 32).tps;
+function report(results: Result[], streaming: StreamingReport | undefined) {
+  const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c);
+  const addedP50 = (find('gateway', 1)?.p50 ?? NaN) - (find('direct', 1)?.p50 ?? NaN);
+  const ratio = (find('gateway', 32)?.tps ?? NaN) / (find('direct', 32)?.tps ?? NaN);
+  const gatewayTps = find('gateway', 32)?.tps ?? NaN;
   const machine = { node: process.version, cpus: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown', loadAvgBefore: loadBefore };
 
   const cols = ['scenario', 'concurrency', 'n', 'errors', 'p50 ms', 'p99 ms', 'tasks/s', 'node CPU ms/task'];
@@ -159,24 +170,52 @@ function report(results: Result[]) {
   const widths = cols.map((c, i) => Math.max(c.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log(`\nSwitchboard bench — node ${machine.node}, ${machine.cpus} CPUs (${machine.model}), load average before the run ${loadBefore.toFixed(1)}\n`);
-  console.log(line(cols));
-  console.log(line(widths.map((w) => '-'.repeat(w))));
-  for (const r of rows) console.log(line(r));
-  console.log(`\nadded p50 latency at c=1 (gateway − direct): ${addedP50.toFixed(1)} ms`);
-  console.log(`throughput ratio at c=32 (gateway / direct): ${ratio.toFixed(3)}`);
+  if (results.length) {
+    console.log(line(cols));
+    console.log(line(widths.map((w) => '-'.repeat(w))));
+    for (const r of rows) console.log(line(r));
+    console.log(`\nadded p50 latency at c=1 (gateway − direct): ${addedP50.toFixed(1)} ms`);
+    console.log(`throughput ratio at c=32 (gateway / direct): ${ratio.toFixed(3)}`);
+  }
+  if (streaming) printStreaming(streaming);
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
   console.log('\nprovisional targets:');
-  console.log(`  added p50 ≤ ${TARGET_ADDED_P50_MS} ms at c=1:        ${addedP50.toFixed(1)} ms — ${met(addedP50 <= TARGET_ADDED_P50_MS)}`);
-  console.log(`  ≥ ${TARGET_GATEWAY_TPS} durable tasks/s at c=32:    ${gatewayTps.toFixed(1)} — ${met(gatewayTps >= TARGET_GATEWAY_TPS)}`);
+  if (results.length) {
+    console.log(`  added p50 ≤ ${TARGET_ADDED_P50_MS} ms at c=1:        ${addedP50.toFixed(1)} ms — ${met(addedP50 <= TARGET_ADDED_P50_MS)}`);
+    console.log(`  ≥ ${TARGET_GATEWAY_TPS} durable tasks/s at c=32:    ${gatewayTps.toFixed(1)} — ${met(gatewayTps >= TARGET_GATEWAY_TPS)}`);
+  }
+  if (streaming) {
+    const t = streaming.targets;
+    console.log(`  added stream TTFE p50 ≤ ${t.addedTtfeP50Ms.target} ms:    ${t.addedTtfeP50Ms.value.toFixed(1)} ms — ${met(t.addedTtfeP50Ms.met)}`);
+    console.log(`  stream events/s ≥ ${t.streamThroughputRatio.target * 100} % of direct: ${(t.streamThroughputRatio.value * 100).toFixed(1)} % — ${met(t.streamThroughputRatio.met)}`);
+  }
   console.log(`\n(run took ${((Date.now() - started) / 1000).toFixed(0)} s)`);
 
   const out = path.join(ROOT, '.data/bench-latest.json');
   mkdirSync(path.dirname(out), { recursive: true });
   const targets = {
-    addedP50Ms: { target: TARGET_ADDED_P50_MS, met: addedP50 <= TARGET_ADDED_P50_MS },
-    gatewayTasksPerSec: { target: TARGET_GATEWAY_TPS, met: gatewayTps >= TARGET_GATEWAY_TPS },
+    ...(results.length
+      ? {
+          addedP50Ms: { target: TARGET_ADDED_P50_MS, met: addedP50 <= TARGET_ADDED_P50_MS },
+          gatewayTasksPerSec: { target: TARGET_GATEWAY_TPS, met: gatewayTps >= TARGET_GATEWAY_TPS },
+        }
+      : {}),
+    ...(streaming
+      ? {
+          streamAddedTtfeP50Ms: { target: streaming.targets.addedTtfeP50Ms.target, met: streaming.targets.addedTtfeP50Ms.met },
+          streamThroughputRatio: { target: streaming.targets.streamThroughputRatio.target, met: streaming.targets.streamThroughputRatio.met },
+        }
+      : {}),
   };
-  const json = { at: new Date().toISOString(), machine, warmup: WARMUP, results, addedP50Ms: addedP50, throughputRatio: ratio, targets };
+  const json = {
+    at: new Date().toISOString(),
+    machine,
+    warmup: WARMUP,
+    results,
+    ...(results.length ? { addedP50Ms: addedP50, throughputRatio: ratio } : {}),
+    ...(streaming ? { streaming } : {}),
+    targets,
+  };
   writeFileSync(out, JSON.stringify(json, null, 2) + '\n');
   console.log(`results: ${path.relative(process.cwd(), out)}`);
 }
