@@ -336,6 +336,34 @@ describe('holds and captures', () => {
   });
 });
 
+describe('SWITCHBOARD_UNFUNDED_ACCOUNTS=unlimited', () => {
+  test('a never-funded account runs on credit until a deposit covers it; from then on it is enforced', async () => {
+    const open = await startGateway({ unfundedAccounts: 'unlimited', temporal: { env: gw.env, taskQueue: `${gw.taskQueue}-credit` } });
+    try {
+      const call = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${open.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+        return (await res.json()) as any;
+      };
+      assert.equal((await call('GET', `/accounts/${ACCOUNT}`)).unlimited, true);
+      const echo = await agent(startEchoAgent());
+      const { rpc: rpcUrl } = await register(open, echo.url, { priceMinor: 100 });
+      assert.equal((await send(rpcUrl, 'on credit')).json.result.task.status.state, 'TASK_STATE_COMPLETED');
+      await eventually(async () => ((await call('GET', `/accounts/${ACCOUNT}`)).balanceMinor === -100 ? true : undefined), 10_000, 'the charge');
+      const partly = await call('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor: 50, idempotencyKey: randomUUID() });
+      assert.deepEqual([partly.account.balanceMinor, partly.account.unlimited], [-50, true], 'still in debt: still on credit');
+      const covered = await call('POST', `/accounts/${ACCOUNT}/deposits`, { amountMinor: 120, idempotencyKey: randomUUID() });
+      assert.deepEqual([covered.account.balanceMinor, covered.account.unlimited], [70, false], 'funded: enforced from now on');
+      const refused = await send(rpcUrl, 'more than I have');
+      assert.equal(refused.json.error?.code, -32050);
+      assert.equal(echo.calls.length, 1);
+      const report = (await call('GET', '/ledger/reconcile')) as any;
+      await eventually(async () => ((await call('GET', '/ledger/reconcile')).ok ? true : undefined), 10_000, `a clean ledger: ${JSON.stringify(report.invariants.filter((i: any) => !i.ok))}`);
+    } finally {
+      await open.close();
+    }
+  });
+});
+
 describe('reconcile', () => {
   test('clean after a chaos run: completed, failed and canceled tasks with crashes after commit everywhere', async () => {
     await resetTo(3_000);
