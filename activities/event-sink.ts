@@ -47,7 +47,8 @@ export class EventSink {
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, MAX_BATCH);
-        const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch);
+        // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.
+        const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch, { freshKeys: true });
         this.hub.publish(this.tenant, this.taskId, stored);
       }
     } catch (err) {

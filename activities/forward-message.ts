@@ -67,11 +67,15 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
     });
     if (args.endpoint.streaming) {
       const acc = new StreamAccumulator();
+      // Not awaited in the loop: the signal's round trip must not hold up the first chunk.
+      let announced: Promise<unknown> | undefined;
       for await (const event of client.sendMessageStream(request, options)) {
         acc.add(event);
         await relay.event(event);
-        if (acc.task) await announce(acc.task);
+        if (acc.task) announced ??= announce(acc.task).then(() => undefined, (err: unknown) => err);
       }
+      const signalFailure = await announced;
+      if (signalFailure) throw signalFailure;
       task = acc.task;
       if (!task) {
         await sink.flush();
