@@ -16,6 +16,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { type Client, ClientFactory } from '@a2a-js/sdk/client';
+import { runSearchBench, type SearchBenchResult } from './search';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -27,9 +28,10 @@ const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
 const ONLY = process.env.BENCH_ONLY ?? '';
-if (!['', 'tasks', 'streaming'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks or streaming`);
-const RUN_TASKS = ONLY !== 'streaming';
-const RUN_STREAMING = ONLY !== 'tasks';
+if (!['', 'tasks', 'streaming', 'search'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming or search`);
+const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
+const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
+const RUN_SEARCH = ONLY === '' || ONLY === 'search';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -146,10 +148,21 @@ async function main() {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
   }
-  report(results, streaming);
+  // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
+  const search = RUN_SEARCH ? await runSearchBench() : undefined;
+  report(results, streaming, search);
 }
 
-function report(results: Result[], streaming: StreamingReport | undefined) {
+function printSearch(r: SearchBenchResult) {
+  console.log(`
+registry search over ${r.agents} agents (${r.runsPerQuery} runs per query), ms`);
+  console.log(`${'query'.padEnd(28)}  matches  db p50  db p99  GET /agents p50  p99`);
+  for (const q of r.queries) {
+    console.log(`${q.query.slice(0, 28).padEnd(28)}  ${String(q.matches).padStart(7)}  ${q.dbP50Ms.toFixed(2).padStart(6)}  ${q.dbP99Ms.toFixed(2).padStart(6)}  ${q.httpP50Ms.toFixed(2).padStart(15)}  ${q.httpP99Ms.toFixed(2).padStart(5)}`);
+  }
+}
+
+function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult) {
   const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c);
   const addedP50 = (find('gateway', 1)?.p50 ?? NaN) - (find('direct', 1)?.p50 ?? NaN);
   const ratio = (find('gateway', 32)?.tps ?? NaN) / (find('direct', 32)?.tps ?? NaN);
@@ -178,6 +191,7 @@ function report(results: Result[], streaming: StreamingReport | undefined) {
     console.log(`throughput ratio at c=32 (gateway / direct): ${ratio.toFixed(3)}`);
   }
   if (streaming) printStreaming(streaming);
+  if (search) printSearch(search);
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
   console.log('\nprovisional targets:');
   if (results.length) {
@@ -214,6 +228,7 @@ function report(results: Result[], streaming: StreamingReport | undefined) {
     results,
     ...(results.length ? { addedP50Ms: addedP50, throughputRatio: ratio } : {}),
     ...(streaming ? { streaming } : {}),
+    ...(search ? { search } : {}),
     targets,
   };
   writeFileSync(out, JSON.stringify(json, null, 2) + '\n');

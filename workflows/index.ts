@@ -1,2 +1,3 @@
 // The worker's workflowsPath entry: workflow functions only.
 export { taskWorkflow } from './task-workflow';
+export { agentRefreshWorkflow } from './registry-workflow';
