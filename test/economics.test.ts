@@ -317,7 +317,8 @@ describe('holds and captures', () => {
 
   test('concurrent tasks on a small balance: it never goes negative and the overflow is refused before reaching the agent', async () => {
     await resetTo(500);
-    const slow = await agent(startSlowAgent({ ms: 1_500 }));
+    // Long enough that every hold is decided while the first five still hold their funds, even on a loaded box.
+    const slow = await agent(startSlowAgent({ ms: 4_000 }));
     const { rpc: rpcUrl, id: agentId } = await register(gw, slow.url, { priceMinor: 100 });
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => send(rpcUrl, `job ${i}`)));
     const completed = results.filter((r) => r.json.result?.task?.status?.state === 'TASK_STATE_COMPLETED');
