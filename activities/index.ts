@@ -2,12 +2,14 @@
  * The activities of the task workflow, bound to their dependencies. Workflows import this module's *type* only.
  */
 import type { Pool } from 'pg';
+import type { RefreshPolicy } from '../src/agents/refresh';
 import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
 import { holdFunds, recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
+import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
 
 export interface ActivityDeps {
@@ -16,14 +18,17 @@ export interface ActivityDeps {
   fetch: typeof fetch;
   /** Tells this process's streams about events as soon as they are committed (other processes hear NOTIFY). */
   hub?: EventHub;
+  /** Agent-refresh policy (thresholds, timeouts, trusted jku origins); the registry in app.ts gets the same. */
+  registryPolicy?: Partial<RefreshPolicy>;
   /** The `iss` of push-delivery JWTs: the gateway's public URL when it has one. */
   issuer?: string;
   /** How never-funded requester accounts behave (SWITCHBOARD_UNFUNDED_ACCOUNTS); default enforce. */
   unfundedAccounts?: UnfundedPolicy;
 }
 
-export function createActivities({ pool, fetch, hub = new EventHub(), issuer, unfundedAccounts = 'enforce' }: ActivityDeps) {
+export function createActivities({ pool, fetch, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy }: ActivityDeps) {
   return {
+    ...createRegistryActivities({ pool, fetch, policy: registryPolicy }),
     forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch, pool, hub }, args),
     cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(fetch, args),
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),

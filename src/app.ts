@@ -7,6 +7,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import type { StreamLimits } from './a2a/request-handler';
+import type { RefreshPolicy } from './agents/refresh';
+import { RefreshScheduler } from './agents/refresh-schedules';
 import { AgentRegistry } from './agents/registry';
 import type { EventHub } from './events/hub';
 import { PushStore } from './push/store';
@@ -31,6 +33,8 @@ export interface AppDeps {
   inputTimeoutMs: number;
   publicUrl?: string;
   bodyLimit?: number;
+  /** Per-agent refresh schedules (card refresh + liveness). Unset: agents are checked at registration and by POST /agents/:id/refresh only. */
+  agentRefresh?: { intervalMs?: number; policy?: Partial<RefreshPolicy> };
   /** The process's event hub (shared with the worker's activities). */
   hub: EventHub;
   /** Webhook URLs on private/loopback addresses are accepted only when true (SWITCHBOARD_ALLOW_PRIVATE_URLS). */
@@ -64,7 +68,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     onConstructorPoisoning: 'error',
   });
   const tenant = DEFAULT_TENANT;
-  const registry = new AgentRegistry(deps.pool, deps.outbound);
+  const scheduler = deps.agentRefresh && new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs });
+  const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy });
   const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log });
 
   app.get('/healthz', async () => ({ ok: true }));

@@ -44,6 +44,14 @@ const EnvSchema = z.object({
    * funded; `unlimited` lets it run on credit until its first deposit covers what it owes.
    */
   SWITCHBOARD_UNFUNDED_ACCOUNTS: z.enum(['enforce', 'unlimited'], { error: 'must be enforce or unlimited' }).default('enforce'),
+  /** How often each registered agent's card is refreshed and its endpoint probed (ms). Default 5 min. */
+  SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS: z.coerce.number().int().min(1000).default(300_000),
+  /** Comma-separated origins whose JWKS an agent card's `jku` may name, besides the card's own origin. */
+  SWITCHBOARD_TRUSTED_JKU_ORIGINS: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
+    .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

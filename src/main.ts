@@ -13,6 +13,7 @@ import { buildApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
+import { RefreshScheduler } from './agents/refresh-schedules';
 import { EventHub } from './events/hub';
 import { createOutbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
@@ -87,7 +88,9 @@ async function main(): Promise<void> {
     stops.push(() => outbound.close());
     const nativeConnection = await NativeConnection.connect({ address: temporalAddress });
     stops.push(() => nativeConnection.close());
+    const agentRefresh = { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS } };
     const worker = await createWorker({
+      registryPolicy: agentRefresh.policy,
       connection: nativeConnection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -102,12 +105,19 @@ async function main(): Promise<void> {
       worker.shutdown();
       await workerDone;
     });
+    // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
+    // background, so a large registry does not delay listening.
+    void new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs })
+      .reconcile(pool)
+      .then((r) => (r.created || r.deleted) && log.info(r, 'agent refresh schedules reconciled'))
+      .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
     workerDone.catch((err) => {
       log.fatal({ err }, 'worker stopped');
       void shutdown(1);
     });
 
     const app = await buildApp({
+      agentRefresh,
       pool,
       temporal: client,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
