@@ -5,8 +5,8 @@
  * .data/bench-latest.json, and reports (never enforces) the provisional targets.
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
- * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks` or
- * `streaming`: run only that part), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
+ * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
+ * `search` or `routing`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -16,6 +16,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { type Client, ClientFactory } from '@a2a-js/sdk/client';
+import { benchRouting, printRouting, type RoutingReport } from './routing';
 import { runSearchBench, type SearchBenchResult } from './search';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 
@@ -28,10 +29,11 @@ const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
 const ONLY = process.env.BENCH_ONLY ?? '';
-if (!['', 'tasks', 'streaming', 'search'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming or search`);
+if (!['', 'tasks', 'streaming', 'search', 'routing'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming, search or routing`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
 const RUN_SEARCH = ONLY === '' || ONLY === 'search';
+const RUN_ROUTING = ONLY === '' || ONLY === 'routing';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -128,6 +130,7 @@ async function main() {
   const [gw, echo, echoBlocking] = await Promise.all([startGateway(), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
   let streaming: StreamingReport | undefined;
+  let routing: RoutingReport | undefined;
   try {
     if (RUN_TASKS) {
       const factory = new ClientFactory();
@@ -144,13 +147,15 @@ async function main() {
       results.push(await measure('gateway', gateway, 32, N32));
     }
     if (RUN_STREAMING) streaming = await benchStreaming(gw, deadline);
+    // The front door (POST /a2a) against the agent's own endpoint (bench/routing.ts).
+    if (RUN_ROUTING) routing = await benchRouting(gw, echoBlocking.url, deadline);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
   }
   // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
-  report(results, streaming, search);
+  report(results, streaming, search, routing);
 }
 
 function printSearch(r: SearchBenchResult) {
@@ -162,7 +167,7 @@ registry search over ${r.agents} agents (${r.runsPerQuery} runs per query), ms`)
   }
 }
 
-function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult) {
+function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport) {
   const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c);
   const addedP50 = (find('gateway', 1)?.p50 ?? NaN) - (find('direct', 1)?.p50 ?? NaN);
   const ratio = (find('gateway', 32)?.tps ?? NaN) / (find('direct', 32)?.tps ?? NaN);
@@ -192,6 +197,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
   }
   if (streaming) printStreaming(streaming);
   if (search) printSearch(search);
+  if (routing) printRouting(routing);
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
   console.log('\nprovisional targets:');
   if (results.length) {
@@ -229,6 +235,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     ...(results.length ? { addedP50Ms: addedP50, throughputRatio: ratio } : {}),
     ...(streaming ? { streaming } : {}),
     ...(search ? { search } : {}),
+    ...(routing ? { routing } : {}),
     targets,
   };
   writeFileSync(out, JSON.stringify(json, null, 2) + '\n');

@@ -17,6 +17,7 @@ import type { Outbound } from './http/outbound';
 import type { UnfundedPolicy } from './ledger/postings';
 import { accountRoutes } from './routes/accounts';
 import { agentRoutes } from './routes/agents';
+import { frontDoorRoutes } from './routes/front-door';
 import { jsonRpcRoutes } from './routes/json-rpc';
 import { reputationRoutes } from './routes/reputation';
 import type { SseOptions } from './routes/sse';
@@ -76,6 +77,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(jwksRoutes, { pool: deps.pool });
   await app.register(agentRoutes, { registry, tenant, publicUrl: deps.publicUrl });
   await app.register(reputationRoutes, { pool: deps.pool, tenant });
+  await app.register(frontDoorRoutes, { registry, pool: deps.pool, tenant, publicUrl: deps.publicUrl });
   await app.register(accountRoutes, { pool: deps.pool, tenant, unfundedAccounts: deps.unfundedAccounts ?? 'enforce' });
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
   await app.register(jsonRpcRoutes, {

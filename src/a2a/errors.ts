@@ -35,6 +35,12 @@ export const A2A_ERRORS = {
    * the agent; the message names the hold, the account and what it has available. Fund it, send a new message.
    */
   InsufficientFunds: { code: -32050, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32050, message: m } }) },
+  /**
+   * Switchboard's own code (the same range as InsufficientFunds): the routing front door (POST /a2a) found no
+   * agent for a new task's message: the agent named in `metadata.agentId` is not registered or is down, no live
+   * agent has the skill in `metadata.skillId`, or no healthy agent matches the text. Nothing was started.
+   */
+  Unroutable: { code: -32051, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32051, message: m } }) },
 } as const;
 
 export type A2AErrorName = keyof typeof A2A_ERRORS;

@@ -1,5 +1,7 @@
 /**
- * The JSON-RPC front door of one agent on Switchboard (`POST /agents/:id/a2a`).
+ * Switchboard's JSON-RPC endpoints: one per agent (`POST /agents/:id/a2a`) and the routing front door
+ * (`POST /a2a`, also `/api/v1/a2a`; see front-door.ts). Both are answered by one function, answerRpc, given
+ * a resolver that says which handler serves a valid call.
  *
  * Everything a client can get wrong is answered here, before any work starts, with a JSON-RPC error
  * (HTTP 200, §9.5): unparseable JSON (-32700), a bad envelope (-32600), an unknown method (-32601), bad
@@ -18,9 +20,10 @@ import { AgentRequestHandler, type HandlerDeps, type StreamCursor, StreamLimitEr
 import * as S from '../a2a/schemas';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/store';
+import { FRONT_DOOR_PATHS, FrontDoor } from './front-door';
 import { type SseOptions, writeSse } from './sse';
 
-type Dialect = '1.0' | '0.3';
+export type Dialect = '1.0' | '0.3';
 /** A method's params schema, or the A2A error that answers it while the feature is not offered. */
 type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
 
@@ -83,96 +86,141 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
   });
 
-  app.post('/agents/:id/a2a', async (req: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
-    const rawBody = typeof req.body === 'string' ? req.body : '';
-    let body: unknown;
+  // The per-agent endpoint serves the agent in its path; the routing front door (POST /a2a, also at
+  // /api/v1/a2a) picks an agent for each new task and serves existing tasks of any agent of the tenant.
+  app.post('/agents/:id/a2a', (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
+    answerRpc(req, reply, deps, async ({ base }) => {
+      const agent = await deps.registry.get(deps.tenant, req.params.id);
+      if (!agent) {
+        return { refuse: { httpStatus: 404, code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` } };
+      }
+      const rpcUrl = `${base}/agents/${agent.id}/a2a`;
+      return { handler: (cursor, dialect) => new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps, cursor, dialect) };
+    }),
+  );
+  const frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool, tenant: deps.tenant });
+  for (const path of FRONT_DOOR_PATHS) {
+    app.post(path, (req, reply) => answerRpc(req, reply, deps, (call) => frontDoor.resolve(call, deps)));
+  }
+}
+
+/** What serves a valid call: a handler (built once the stream, if any, is set up), or a refusal as a bare envelope. */
+export type RpcTarget =
+  | { handler: (cursor: StreamCursor | undefined, dialect: Dialect) => AgentRequestHandler; decorate?: (result: unknown) => unknown }
+  | { refuse: { httpStatus?: number; code: number; message: string } };
+
+/** A valid call as a resolver sees it: `lastEventId` is the parsed Last-Event-ID of a streaming call. */
+export interface RpcCall {
+  method: string;
+  params: unknown;
+  dialect: Dialect;
+  base: string;
+  lastEventId?: number;
+}
+
+/**
+ * Picks the target of a valid call. May throw an A2A error (a2aError), answered in the caller's dialect.
+ */
+export type RpcResolver = (call: RpcCall) => Promise<RpcTarget>;
+
+/**
+ * Answers one JSON-RPC request: envelope, dialect, version and params checks first (nothing starts on a bad
+ * request), then the target the resolver picks, through the SDK transport handler of the caller's dialect.
+ */
+async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpcRouteDeps, resolve: RpcResolver): Promise<unknown> {
+  const rawBody = typeof req.body === 'string' ? req.body : '';
+  let body: unknown;
+  try {
+    body = JSON.parse(rawBody);
+  } catch (err) {
+    return envelope(null, { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` });
+  }
+  const parsed = S.EnvelopeSchema.safeParse(body);
+  if (!parsed.success) {
+    return envelope(idOf(body), { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid JSON-RPC request: ${z.prettifyError(parsed.error)}` });
+  }
+  const rpc = parsed.data;
+  const id = rpc.id ?? null;
+  const dialect = dialectOf(rpc.method);
+  if (!dialect) return envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` });
+  const fail = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
+
+  const version = requestedVersion(req);
+  if (version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(version)) {
+    return fail(a2aError('VersionNotSupported', `A2A-Version ${version} is not supported; this gateway speaks 1.0 and 0.3`));
+  }
+  const spec = METHODS[dialect][rpc.method];
+  if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));
+  const params = (spec as z.ZodType).safeParse(rpc.params);
+  if (!params.success) {
+    const violations = params.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
+    return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${z.prettifyError(params.error)}`, violations));
+  }
+
+  const streaming = STREAMING_METHODS.has(rpc.method);
+  const lastEventId = streaming ? lastEventIdOf(req) : undefined;
+  let target: RpcTarget;
+  try {
+    target = await resolve({ method: rpc.method, params: rpc.params, dialect, base: baseUrlOf(req, deps.publicUrl), lastEventId: lastEventId ?? undefined });
+  } catch (err) {
+    return fail(err);
+  }
+  if ('refuse' in target) {
+    if (target.refuse.httpStatus) reply.code(target.refuse.httpStatus);
+    return envelope(id, { code: target.refuse.code, message: target.refuse.message });
+  }
+  if (PUSH_METHODS.has(rpc.method)) {
     try {
-      body = JSON.parse(rawBody);
+      return { jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, rpc.params, { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: deps.tenant }) };
     } catch (err) {
-      return envelope(null, { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` });
+      return fail(err);
     }
-    const parsed = S.EnvelopeSchema.safeParse(body);
-    if (!parsed.success) {
-      return envelope(idOf(body), { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid JSON-RPC request: ${z.prettifyError(parsed.error)}` });
+  }
+  let cursor: StreamCursor | undefined;
+  if (streaming) {
+    if (lastEventId === null) {
+      return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
     }
-    const rpc = parsed.data;
-    const id = rpc.id ?? null;
-    const dialect = dialectOf(rpc.method);
-    if (!dialect) return envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` });
-    const fail = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
-
-    const version = requestedVersion(req);
-    if (version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(version)) {
-      return fail(a2aError('VersionNotSupported', `A2A-Version ${version} is not supported; this gateway speaks 1.0 and 0.3`));
+    if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
+      reply.code(429).header('retry-after', '5');
+      return envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` });
     }
-    const spec = METHODS[dialect][rpc.method];
-    if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));
-    const params = (spec as z.ZodType).safeParse(rpc.params);
-    if (!params.success) {
-      const violations = params.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
-      return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${z.prettifyError(params.error)}`, violations));
-    }
-
-    const agent = await deps.registry.get(deps.tenant, req.params.id);
-    if (!agent) {
-      reply.code(404);
-      return envelope(id, { code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` });
-    }
-    if (PUSH_METHODS.has(rpc.method)) {
-      try {
-        return { jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, rpc.params, { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: deps.tenant }) };
-      } catch (err) {
-        return fail(err);
-      }
-    }
-    const rpcUrl = `${baseUrlOf(req, deps.publicUrl)}/agents/${agent.id}/a2a`;
-    const streaming = STREAMING_METHODS.has(rpc.method);
-    let cursor: StreamCursor | undefined;
-    if (streaming) {
-      const lastEventId = lastEventIdOf(req);
-      if (lastEventId === null) {
-        return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
-      }
-      if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
-        reply.code(429).header('retry-after', '5');
-        return envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` });
-      }
-      const aborter = new AbortController();
-      reply.raw.on('close', () => aborter.abort());
-      cursor = { lastEventId, signal: aborter.signal, seq: 0, closing: false };
-    }
-    const handler = new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps, cursor, dialect);
-    const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
-    // Client credentials stay here: the context carries headers for the SDK, nothing forwards them to agents.
-    const context = defaultServerCallContextBuilder({
-      extensions: undefined,
-      user: new UnauthenticatedUser(),
-      headers: req.headers,
-      requestedVersion: dialect,
-      tenant: deps.tenant,
-    });
-    const answer = await transport.handle({ ...rpc, id, params: rpc.params }, context);
-    if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
-      // Errors before the first event (unknown task, a terminal task, a cap) are plain JSON-RPC answers.
-      const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
-      let first: IteratorResult<RpcEvent>;
-      try {
-        first = await events.next();
-      } catch (err) {
-        if (err instanceof StreamLimitError) {
-          reply.code(429).header('retry-after', '5');
-          return envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message });
-        }
-        return fail(err);
-      }
-      if (first.done) return fail(a2aError('Internal', 'the stream ended before its first event'));
-      await writeSse(reply, cursor, first.value, events, { ...deps.sse, legacy: dialect === '0.3', onError: fail });
-      return reply;
-    }
-    const result = answer as { error?: { code: number } };
-    if (result.error?.code === A2A_ERRORS.Internal.code) req.log.warn({ method: rpc.method, error: result.error }, 'internal error answered');
-    return result;
+    const aborter = new AbortController();
+    reply.raw.on('close', () => aborter.abort());
+    cursor = { lastEventId, signal: aborter.signal, seq: 0, closing: false };
+  }
+  const handler = target.handler(cursor, dialect);
+  const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
+  // Client credentials stay here: the context carries headers for the SDK, nothing forwards them to agents.
+  const context = defaultServerCallContextBuilder({
+    extensions: undefined,
+    user: new UnauthenticatedUser(),
+    headers: req.headers,
+    requestedVersion: dialect,
+    tenant: deps.tenant,
   });
+  const answer = await transport.handle({ ...rpc, id, params: rpc.params }, context);
+  if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
+    // Errors before the first event (unknown task, a terminal task, a cap) are plain JSON-RPC answers.
+    const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
+    let first: IteratorResult<RpcEvent>;
+    try {
+      first = await events.next();
+    } catch (err) {
+      if (err instanceof StreamLimitError) {
+        reply.code(429).header('retry-after', '5');
+        return envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message });
+      }
+      return fail(err);
+    }
+    if (first.done) return fail(a2aError('Internal', 'the stream ended before its first event'));
+    await writeSse(reply, cursor, first.value, events, { ...deps.sse, legacy: dialect === '0.3', onError: fail });
+    return reply;
+  }
+  const result = answer as { error?: { code: number }; result?: unknown };
+  if (result.error?.code === A2A_ERRORS.Internal.code) req.log.warn({ method: rpc.method, error: result.error }, 'internal error answered');
+  if (target.decorate && result.result !== undefined) return { ...result, result: target.decorate(result.result) };
+  return result;
 }
 
 type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };

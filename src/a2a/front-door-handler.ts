@@ -1,0 +1,58 @@
+/**
+ * The A2A request handler behind the routing front door (POST /a2a). It is the per-agent handler with the
+ * routed agent, when the call starts a task; every other call (a task's follow-up message, GetTask, CancelTask,
+ * SubscribeToTask, a stream reconnect) works on an existing task and never reads the agent. ListTasks lists
+ * every task of the tenant, and the card is Switchboard's own.
+ */
+import { AgentCard, ListTasksRequest, type ListTasksResponse, type Message, type StreamResponse, Task } from '@a2a-js/sdk';
+import type { Agent } from '../agents/registry';
+import { listTasks } from '../db/task-store';
+import { a2aError } from './errors';
+import { AgentRequestHandler, type HandlerDeps, type StreamCursor } from './request-handler';
+import type { ListTasksQuery } from './schemas';
+import type { PushDialect } from '../push/store';
+
+/**
+ * Stands in for an agent on calls that have none. The base class reads its agent only to start a task (which
+ * this class refuses without a routed agent), for its card and for ListTasks (both overridden here).
+ */
+const NO_AGENT = { id: '', name: 'Switchboard', card: { name: 'Switchboard' }, priceMinor: 0 } as Agent;
+
+export class FrontDoorHandler extends AgentRequestHandler {
+  constructor(
+    private readonly routed: Agent | undefined,
+    private readonly front: { tenant: string; card: () => Promise<Record<string, unknown>> },
+    rpcUrl: string,
+    private readonly handlerDeps: HandlerDeps,
+    private readonly cursor?: StreamCursor,
+    dialect: PushDialect = '1.0',
+  ) {
+    super(routed ?? NO_AGENT, front.tenant, rpcUrl, handlerDeps, cursor, dialect);
+  }
+
+  override async getAgentCard(): Promise<AgentCard> {
+    return AgentCard.fromJSON(await this.front.card());
+  }
+
+  // The rest of the arguments (the call context) go to the base class as they came.
+  override async sendMessage(...args: Parameters<AgentRequestHandler['sendMessage']>): Promise<Message | Task> {
+    if (!this.routed && !args[0].message?.taskId) throw a2aError('Internal', 'a new task reached the front door without a routed agent');
+    return super.sendMessage(...args);
+  }
+
+  override async *sendMessageStream(...args: Parameters<AgentRequestHandler['sendMessageStream']>): AsyncGenerator<StreamResponse, void, undefined> {
+    // Without an agent the call must be a follow-up or a reconnect of a known message (the route checked it).
+    if (!this.routed && !args[0].message?.taskId && this.cursor?.lastEventId === undefined) {
+      throw a2aError('Internal', 'a new task reached the front door without a routed agent');
+    }
+    yield* super.sendMessageStream(...args);
+  }
+
+  /** Every task of the tenant, whichever agent runs it. */
+  override async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
+    const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
+    if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status; // the proto default means no filter
+    const page = await listTasks(this.handlerDeps.pool, this.front.tenant, undefined, q as ListTasksQuery);
+    return { ...page, tasks: page.tasks.map((t) => Task.fromJSON(t)) };
+  }
+}

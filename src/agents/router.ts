@@ -1,0 +1,128 @@
+/**
+ * Routing for the front door (POST /a2a): which registered agent a new task's first message goes to, and why.
+ * The message may name an agent (`metadata.agentId`) or a skill (`metadata.skillId`); otherwise its text is
+ * matched against the registry's full-text search among healthy agents. Ties go to the better reputation.
+ */
+import type { Pool } from 'pg';
+import { a2aError } from '../a2a/errors';
+import { reputationOf } from '../trust/reputation';
+import type { Agent, AgentRegistry, RankedAgent } from './registry';
+
+export type RouteReason = 'metadata.agentId' | 'metadata.skillId' | 'search';
+
+/** A routing decision, as stored in `task_routes` and shown in the SendMessage answer. */
+export interface RoutingDecision {
+  agentId: string;
+  /** The skill named in the metadata, or the chosen agent's skill that shares most words with the text. */
+  skillId: string | null;
+  reason: RouteReason;
+  /** ts_rank of the winning match (search only). */
+  rank: number | null;
+  /** The full-text query that was run (search only). */
+  query: string | null;
+  /** Agents that matched as well as the winner and lost on reputation (search and skillId only). */
+  tiedWith: string[];
+}
+
+/** The parts of a first message routing reads (1.0 and 0.3 parts both carry `text`). */
+export interface RoutableMessage {
+  parts?: { text?: unknown }[];
+  metadata?: Record<string, unknown> | null;
+}
+
+// A long message would make a long OR query; its first words are enough to pick an agent.
+const MAX_QUERY_WORDS = 32;
+// Candidates read per decision: enough for ties to be found, few enough that reputations are cheap to read.
+const CANDIDATES = 10;
+
+export class Router {
+  constructor(
+    private readonly registry: AgentRegistry,
+    private readonly pool: Pool,
+  ) {}
+
+  /**
+   * Picks the agent for a new task.
+   * @throws InvalidParams for metadata.agentId/skillId that are not strings; Unroutable (-32051) when no
+   *   agent can take the message. Nothing is started either way.
+   */
+  async route(tenant: string, message: RoutableMessage): Promise<{ agent: Agent; decision: RoutingDecision }> {
+    const agentId = stringField(message, 'agentId');
+    const skillId = stringField(message, 'skillId');
+    if (agentId !== undefined) {
+      const agent = await this.registry.get(tenant, agentId);
+      if (!agent) throw a2aError('Unroutable', `No agent ${agentId} is registered on this gateway (message.metadata.agentId)`);
+      if (agent.status === 'down') throw a2aError('Unroutable', `Agent ${agentId} is down (${agent.statusReason}); nothing was started`);
+      if (skillId !== undefined && !skillIds(agent).includes(skillId)) {
+        throw a2aError('Unroutable', `Agent ${agentId} has no skill ${skillId} (message.metadata.skillId)`);
+      }
+      return { agent, decision: { agentId, skillId: skillId ?? null, reason: 'metadata.agentId', rank: null, query: null, tiedWith: [] } };
+    }
+    if (skillId !== undefined) {
+      // Healthy agents first; a degraded one (a slow or failed probe) still beats no agent; a down one never.
+      for (const status of ['healthy', 'degraded'] as const) {
+        const { agents } = await this.registry.search(tenant, { skills: [skillId], statuses: [status], pageSize: CANDIDATES });
+        if (agents.length === 0) continue;
+        const [best, ...tied] = await this.byReputation(tenant, agents);
+        return { agent: best!, decision: { agentId: best!.id, skillId, reason: 'metadata.skillId', rank: null, query: null, tiedWith: tied.map((a) => a.id) } };
+      }
+      throw a2aError('Unroutable', `No healthy or degraded agent has the skill ${skillId} (message.metadata.skillId); nothing was started`);
+    }
+    const words = wordsOf(message);
+    if (words.length === 0) {
+      throw a2aError('Unroutable', 'The message has no text to route by: name an agent (metadata.agentId) or a skill (metadata.skillId), or send text');
+    }
+    // websearch syntax ANDs bare words; a request matches an agent on any of its words, ranked by ts_rank.
+    const query = words.join(' or ');
+    const { agents } = await this.registry.search(tenant, { q: query, statuses: ['healthy'], pageSize: CANDIDATES });
+    if (agents.length === 0) throw a2aError('Unroutable', 'No healthy agent matches the message text; name an agent (metadata.agentId) or a skill (metadata.skillId)');
+    const top = agents[0]!.rank ?? 0;
+    // ts_rank is a real (float4): equal scores can differ in the last bits once cast, so compare with a tolerance.
+    const tied = agents.filter((a) => Math.abs((a.rank ?? 0) - top) <= 1e-6 * Math.max(1, top));
+    const [best, ...rest] = await this.byReputation(tenant, tied);
+    return {
+      agent: best!,
+      decision: { agentId: best!.id, skillId: bestSkill(best!, words), reason: 'search', rank: top, query, tiedWith: rest.map((a) => a.id) },
+    };
+  }
+
+  /** Best success rate first; an agent without a record after every agent with one; then the search order. */
+  private async byReputation(tenant: string, agents: RankedAgent[]): Promise<RankedAgent[]> {
+    if (agents.length < 2) return agents;
+    const rates = await Promise.all(agents.map(async (a) => (await reputationOf(this.pool, tenant, a.id))?.successRate ?? -1));
+    return agents.map((a, i) => ({ a, rate: rates[i]!, i })).sort((x, y) => y.rate - x.rate || x.i - y.i).map((x) => x.a);
+  }
+}
+
+function stringField(message: RoutableMessage, key: 'agentId' | 'skillId'): string | undefined {
+  const v = message.metadata?.[key];
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string') {
+    const field = `message.metadata.${key}`;
+    throw a2aError('InvalidParams', `${field} must be a string`, [{ field, description: 'must be a string' }]);
+  }
+  return v;
+}
+
+function wordsOf(message: RoutableMessage): string[] {
+  const text = (message.parts ?? []).map((p) => (typeof p.text === 'string' ? p.text : '')).join(' ');
+  // `or` is websearch syntax: as a word of the message it would join nothing.
+  return (text.match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.toLowerCase() !== 'or').slice(0, MAX_QUERY_WORDS);
+}
+
+function skillIds(agent: Agent): string[] {
+  return ((agent.card.skills ?? []) as { id?: unknown }[]).map((s) => s.id).filter((id): id is string => typeof id === 'string');
+}
+
+/** The agent's skill sharing most (lower-cased) words with the message; null when none shares any. */
+function bestSkill(agent: Agent, words: string[]): string | null {
+  const wanted = new Set(words.map((w) => w.toLowerCase()));
+  let best: { id: string; score: number } | null = null;
+  for (const s of (agent.card.skills ?? []) as Record<string, unknown>[]) {
+    if (typeof s.id !== 'string') continue;
+    const text = [s.name, s.description, ...((s.tags as unknown[]) ?? []), ...((s.examples as unknown[]) ?? [])].filter((x) => typeof x === 'string').join(' ');
+    const score = new Set((text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => wanted.has(w))).size;
+    if (score > 0 && (!best || score > best.score)) best = { id: s.id, score };
+  }
+  return best?.id ?? null;
+}

@@ -1,0 +1,33 @@
+/** The front door's routing decisions (migration 006), one per task it started. */
+import type { Pool } from 'pg';
+import type { RouteReason, RoutingDecision } from '../agents/router';
+
+export interface StoredRoute extends Omit<RoutingDecision, 'tiedWith'> {
+  taskId: string;
+  requester: string;
+  routedAt: string;
+}
+
+/**
+ * Records the decision for a task unless one is recorded already (a resent first message, or a concurrent
+ * send of the same message): the first decision stands, and is returned either way.
+ */
+export async function recordRoute(pool: Pool, tenant: string, taskId: string, requester: string, d: RoutingDecision): Promise<StoredRoute> {
+  await pool.query(
+    `INSERT INTO task_routes (tenant, task_id, requester, agent_id, skill_id, reason, rank, query)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, task_id) DO NOTHING`,
+    [tenant, taskId, requester, d.agentId, d.skillId, d.reason, d.rank, d.query],
+  );
+  return (await routeOf(pool, tenant, taskId))!;
+}
+
+export async function routeOf(pool: Pool, tenant: string, taskId: string): Promise<StoredRoute | undefined> {
+  const { rows } = await pool.query<{
+    task_id: string; requester: string; agent_id: string; skill_id: string | null; reason: RouteReason; rank: number | null; query: string | null; created_at: Date;
+  }>('SELECT task_id, requester, agent_id, skill_id, reason, rank, query, created_at FROM task_routes WHERE tenant = $1 AND task_id = $2', [tenant, taskId]);
+  const r = rows[0];
+  return r && {
+    taskId: r.task_id, requester: r.requester, agentId: r.agent_id, skillId: r.skill_id, reason: r.reason, rank: r.rank, query: r.query,
+    routedAt: r.created_at.toISOString(),
+  };
+}
