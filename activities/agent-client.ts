@@ -11,9 +11,13 @@ export interface HttpTrace {
   lastStatus?: number;
 }
 
-export async function agentClient(endpoint: AgentEndpoint, fetchImpl: typeof fetch, trace: HttpTrace = {}): Promise<Client> {
+export { PARENT_TASK_HEADER } from '../workflows/messages';
+
+export async function agentClient(endpoint: AgentEndpoint, fetchImpl: typeof fetch, trace: HttpTrace = {}, headers: Record<string, string> = {}): Promise<Client> {
   const tracingFetch: typeof fetch = async (input, init) => {
-    const res = await fetchImpl(input, init);
+    const merged = new Headers(init?.headers);
+    for (const [k, v] of Object.entries(headers)) merged.set(k, v);
+    const res = await fetchImpl(input, { ...init, headers: merged });
     trace.lastStatus = res.status;
     return res;
   };

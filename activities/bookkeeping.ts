@@ -31,13 +31,13 @@ export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Pr
 async function upsertProjection(client: PoolClient, rec: TaskRecord): Promise<void> {
   const { task } = rec;
   await client.query(
-    `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
      ON CONFLICT (tenant, task_id) DO UPDATE
        SET state = EXCLUDED.state, status_timestamp = EXCLUDED.status_timestamp, version = EXCLUDED.version,
            task = EXCLUDED.task, updated_at = now()
        WHERE tasks.version < EXCLUDED.version`,
-    [rec.tenant, task.id, task.contextId, rec.agentId, task.status.state, task.status.timestamp ?? rec.createdAt, rec.version, task, rec.createdAt],
+    [rec.tenant, task.id, task.contextId, rec.agentId, task.status.state, task.status.timestamp ?? rec.createdAt, rec.version, task, rec.createdAt, rec.parentTaskId ?? null, rec.depth ?? 0],
   );
 }
 

@@ -15,7 +15,7 @@ import { seqRangeOf, type WireArtifactUpdate, type WireStatusUpdate } from '../s
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import type { AgentEndpoint, ForwardResult, TaskState, WireArtifact, WireMessage, WirePart, WireTask } from '../workflows/types';
-import { agentClient, type HttpTrace } from './agent-client';
+import { PARENT_TASK_HEADER, agentClient, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
 
 export interface ForwardArgs {
@@ -50,10 +50,12 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   heartbeat();
   try {
     if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt);
-    const client = await agentClient(args.endpoint, deps.fetch, trace);
+    // How the agent calls back: a task it starts through Switchboard with this id becomes this task's child.
+    const client = await agentClient(args.endpoint, deps.fetch, trace, { [PARENT_TASK_HEADER]: args.gatewayTaskId });
+    const switchboard = { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId };
     const request = SendMessageRequest.fromJSON({
       // The agent knows its task by its own ids, never by the gateway's.
-      message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId },
+      message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId, metadata: { ...args.message.metadata, switchboard } },
       configuration: { returnImmediately: false },
     });
     const options = { signal: ctx.cancellationSignal };

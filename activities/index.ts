@@ -11,6 +11,7 @@ import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
+import { cancelChildTask, type CancelChildArgs } from './jobs';
 
 export interface ActivityDeps {
   pool: Pool;
@@ -31,6 +32,7 @@ export function createActivities({ pool, fetch, hub = new EventHub(), issuer, un
     ...createRegistryActivities({ pool, fetch, policy: registryPolicy }),
     forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch, pool, hub }, args),
     cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(fetch, args),
+    cancelChildTask: (args: CancelChildArgs) => cancelChildTask(args),
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
     holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),
     settleTask: (req: SettlementRequest) => settleTask(pool, unfundedAccounts, req),

@@ -24,6 +24,7 @@ import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
 
 export const DEFAULT_TENANT = 'default';
+export const DEFAULT_MAX_HOPS = 5;
 
 export interface AppDeps {
   pool: Pool;
@@ -40,6 +41,8 @@ export interface AppDeps {
   hub: EventHub;
   /** Webhook URLs on private/loopback addresses are accepted only when true (SWITCHBOARD_ALLOW_PRIVATE_URLS). */
   allowPrivateUrls?: boolean;
+  /** Multi-agent jobs: how many hops below its root task a task may be (default 5). */
+  maxHops?: number;
   /** First retry delay of a failed webhook delivery (ms, default 1 s; then doubling up to 10 min, for a day). */
   pushRetryInitialMs?: number;
   streams?: Partial<StreamSettings>;
@@ -90,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     push: new PushStore(deps.pool, { allowPrivate: deps.allowPrivateUrls ?? false }),
     inputTimeoutMs: deps.inputTimeoutMs,
     pushRetryInitialMs: deps.pushRetryInitialMs,
+    maxHops: deps.maxHops ?? DEFAULT_MAX_HOPS,
     streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
     sse: { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs },
   });

@@ -52,6 +52,8 @@ const EnvSchema = z.object({
     .default('')
     .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
     .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
+  /** Multi-agent jobs: how many hops below its root task a task started by an agent may be. */
+  SWITCHBOARD_MAX_HOPS: z.coerce.number().int().min(0).max(100).default(5),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -127,6 +127,7 @@ async function main(): Promise<void> {
       publicUrl: config.SWITCHBOARD_PUBLIC_URL,
       hub,
       allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
+      maxHops: config.SWITCHBOARD_MAX_HOPS,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       streams: {
         heartbeatMs: config.SWITCHBOARD_SSE_HEARTBEAT_MS,

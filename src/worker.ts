@@ -42,5 +42,8 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     // After a worker dies, Temporal waits this long on its sticky queue before giving the task to another
     // worker (default 10 s): a resuming client would wait that long for its first answer.
     stickyQueueScheduleToStartTimeout: '3s',
+    // A cancel reaches a running agent call with its next heartbeat to the server; by default those are
+    // throttled to 80 % of the heartbeat timeout (8 s). Every 2 s keeps a cancel prompt at modest cost.
+    maxHeartbeatThrottleInterval: '2s',
   });
 }

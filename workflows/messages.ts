@@ -4,7 +4,13 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import type { AgentTaskRef, SendMessageArgs, WireTask } from './types';
+import type { AgentTaskRef, ChildTask, SendMessageArgs, WireTask } from './types';
+
+/** Multi-agent jobs: the header that tells an agent which Switchboard task it is working for. */
+export const PARENT_TASK_HEADER = 'x-switchboard-parent-task';
+
+/** Workflow id of a task: scoped by tenant, so one tenant can never address another's task. */
+export const workflowIdOf = (tenant: string, taskId: string) => `a2a:${tenant}:${taskId}`;
 
 /** Delivers one client message; its updateId is the A2A messageId, so a retried message is applied once. */
 export const sendMessageUpdate = defineUpdate<WireTask, [SendMessageArgs]>('sendMessage');
@@ -17,6 +23,8 @@ export const cancelUpdate = defineUpdate<WireTask, []>('cancel');
 export const agentTaskSignal = defineSignal<[AgentTaskRef]>('agentTask');
 /** A push-notification config was created for the task: deliver its events to it (see deliverPushLoop). */
 export const pushConfigSignal = defineSignal<[string]>('pushConfigAdded');
+/** Multi-agent jobs: a child task was started for this task (by the gateway), or has ended (by the child). */
+export const childTaskSignal = defineSignal<[ChildTask]>('childTask');
 /** The current task; `historyLength` as in A2A GetTask (§3.2.4). */
 export const getTaskQuery = defineQuery<WireTask, [number?]>('getTask');
 

@@ -15,6 +15,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  getExternalWorkflowHandle,
   patched,
   proxyActivities,
   proxyLocalActivities,
@@ -25,9 +26,9 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from './messages';
+import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { isInterrupted, isTerminal, stateLabel, viewTask } from './task-state';
-import type { ForwardResult, TaskInput, TaskState, TrustOutcome, WireMessage, WireTask } from './types';
+import type { ChildTask, ForwardResult, TaskInput, TaskState, TrustOutcome, WireMessage, WireTask } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -101,8 +102,50 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     const m = task.status.message;
     const lines = [`**${stateLabel(state())}**${m ? ` — ${textOf(m)}` : ''}`];
     for (const [id, p] of pushStatus) lines.push(`push \`${id}\`: delivered through event ${p.cursor}${p.note ? ` — ${p.note}` : ''}`);
+    if (input.parentTaskId) lines.push(`parent task: ${workflowLink(input.parentTaskId)} (hop ${input.depth ?? 1})`);
+    for (const c of children) lines.push(`child task: ${workflowLink(c.taskId)} → agent \`${c.agentId}\`${c.state ? ` — ${stateLabel(c.state)}` : ''}`);
     setCurrentDetails(lines.join('\n\n'));
   }
+
+  /** A link Temporal UI renders to another task's workflow. */
+  function workflowLink(taskId: string): string {
+    const id = workflowIdOf(input.tenant, taskId);
+    return `[${id}](/namespaces/${workflowInfo().namespace}/workflows/${encodeURIComponent(id)})`;
+  }
+
+  // ---- multi-agent jobs: the tasks this task's agent started through Switchboard ----
+  const children: ChildTask[] = carry?.children ?? [];
+  const childrenCost = () => children.reduce((sum, c) => sum + (c.totalCostMinor ?? 0), 0);
+  /** GetTask shows the job: parent, hop count, children and their costs. */
+  function showJob(ownCostMinor?: number): void {
+    if (!input.parentTaskId && children.length === 0) return;
+    const job: Record<string, unknown> = { depth: input.depth ?? 0, children };
+    if (input.parentTaskId) job.parentTaskId = input.parentTaskId;
+    if (ownCostMinor !== undefined) job.cost = { ownMinor: ownCostMinor, childrenMinor: childrenCost(), totalMinor: ownCostMinor + childrenCost() };
+    task.metadata = { ...task.metadata, switchboard: { ...(task.metadata?.switchboard as object), job } };
+  }
+  /**
+   * A canceled job cancels its open children (each of them cancels its own), started as soon as the cancel
+   * arrives rather than after the agent call has wound down. @returns how many were open.
+   */
+  let childrenCanceled: Promise<number> | undefined;
+  function cancelChildren(): Promise<number> {
+    childrenCanceled ??= CancellationScope.nonCancellable(async () => {
+      const open = children.filter((c) => !c.state);
+      if (open.length === 0 || !patched('multi-agent-jobs')) return 0;
+      await Promise.all(open.map((c) => agentControl.cancelChildTask({ tenant: input.tenant, taskId: c.taskId }).catch(() => undefined)));
+      return open.length;
+    });
+    return childrenCanceled;
+  }
+  setHandler(childTaskSignal, (c) => {
+    const i = children.findIndex((x) => x.taskId === c.taskId);
+    if (i < 0) children.push(c);
+    else children[i] = { ...children[i], ...c };
+    showJob();
+    showDetails();
+  });
+  showJob();
 
   function gatewayMessage(text: string): WireMessage {
     return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: task.id, contextId: task.contextId, parts: [{ text }] };
@@ -118,7 +161,16 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       ? { task: viewTask(task) }
       : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
     return bookkeeping
-      .recordTask({ tenant: input.tenant, agentId: agent.agentId, task, version: v, createdAt, event: { key: `v${v}`, event } })
+      .recordTask({
+        tenant: input.tenant,
+        agentId: agent.agentId,
+        task,
+        version: v,
+        createdAt,
+        parentTaskId: input.parentTaskId,
+        depth: input.depth,
+        event: { key: `v${v}`, event },
+      })
       .then(() => {
         logged = Math.max(logged, v);
       });
@@ -240,6 +292,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     async () => {
       if (!isTerminal(state())) {
         main.cancel();
+        void cancelChildren();
         await condition(() => isTerminal(state()));
       }
       return viewTask(task);
@@ -292,7 +345,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         await stopPushLoops(); // the next run starts them again; each resumes at its cursor
         await continueAsNew<typeof taskWorkflow>({
           ...input,
-          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: [...pushLoops.keys()], funded: true, heldMinor },
+          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: [...pushLoops.keys()], funded: true, heldMinor, children },
         });
       }
     }
@@ -356,6 +409,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     // Cleanup must finish even though this scope was canceled.
     await CancellationScope.nonCancellable(async () => {
       let note = 'Canceled by the client';
+      const canceledChildren = await cancelChildren();
+      if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
       if (agentTaskId) {
         try {
           await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId });
@@ -367,6 +422,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     });
   }
 
+  const ownCostMinor = state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, heldMinor) : 0;
+  // A child answers its caller at the end of its turn and reports its cost a moment later, when it settles.
+  if (children.length) await condition(() => children.every((c) => c.state), '30 seconds');
+  showJob(ownCostMinor);
   await CancellationScope.nonCancellable(async () => {
     await record();
     await bookkeeping.settleTask({
@@ -376,12 +435,19 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       requester: input.requester,
       finalState: state(),
       // The settlement caps this by the hold it finds in PostgreSQL (heldMinor here is for humans reading history).
-      amountMinor: state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, heldMinor) : 0,
+      amountMinor: ownCostMinor,
       outcome: trustOutcome ?? (stateLabel(state()) as TrustOutcome),
       startedAt: createdAt,
       endedAt: task.status.timestamp ?? new Date().toISOString(),
     });
   });
+  // A child reports its end, with its whole cost, to its parent (which may have ended already).
+  if (input.parentTaskId && patched('multi-agent-jobs')) {
+    const report: ChildTask = { taskId: task.id, agentId: agent.agentId, state: state(), totalCostMinor: ownCostMinor + childrenCost() };
+    await getExternalWorkflowHandle(workflowIdOf(input.tenant, input.parentTaskId))
+      .signal(childTaskSignal, report)
+      .catch(() => undefined);
+  }
   // The task is over; its webhooks still get every event (retried for up to a day).
   await Promise.all(pushLoops.values());
   await condition(allHandlersFinished);

@@ -42,12 +42,16 @@ export interface TaskInput {
   inputTimeoutMs: number;
   /** First retry delay of a failed webhook delivery (then doubling, up to 10 min, for up to 24 h). Default 1 s. */
   pushRetryInitialMs?: number;
+  /** Multi-agent jobs: the task whose agent started this one through Switchboard, and this task's hop count. */
+  parentTaskId?: string;
+  depth?: number;
   /** State carried across continue-as-new. */
   carry?: CarriedState;
 }
 
 export interface CarriedState {
   task: WireTask;
+  children?: ChildTask[];
   agentTaskId?: string;
   agentContextId?: string;
   version: number;
@@ -68,6 +72,15 @@ export interface SendMessageArgs {
   historyLength?: number;
   /** Push-notification configs given inline with the message (already stored). */
   pushConfigIds?: string[];
+}
+
+/** A task an agent started through Switchboard while working on this one. */
+export interface ChildTask {
+  taskId: string;
+  agentId: string;
+  /** Set when the child has ended: its state and its cost including its own children's. */
+  state?: TaskState;
+  totalCostMinor?: number;
 }
 
 /** The agent's own ids for the conversation behind a gateway task. */
@@ -96,6 +109,8 @@ export interface TaskRecord {
   task: WireTask;
   version: number;
   createdAt: string;
+  parentTaskId?: string;
+  depth?: number;
   /** The event this change puts in the task's event log (its key makes a retried write a no-op). */
   event?: NewEvent;
 }

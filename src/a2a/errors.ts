@@ -36,6 +36,11 @@ export const A2A_ERRORS = {
    */
   InsufficientFunds: { code: -32050, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32050, message: m } }) },
   /**
+   * Switchboard's own code: a multi-agent job went deeper than SWITCHBOARD_MAX_HOPS (agents calling each other
+   * through Switchboard in a loop, most likely); or the parent task named in the call does not exist.
+   */
+  HopLimit: { code: -32052, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32052, message: m } }) },
+  /**
    * Switchboard's own code (the same range as InsufficientFunds): the routing front door (POST /a2a) found no
    * agent for a new task's message: the agent named in `metadata.agentId` is not registered or is down, no live
    * agent has the skill in `metadata.skillId`, or no healthy agent matches the text. Nothing was started.

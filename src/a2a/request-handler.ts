@@ -16,17 +16,18 @@ import {
   type SubscribeToTaskRequest,
   Task,
 } from '@a2a-js/sdk';
-import type { A2ARequestHandler } from '@a2a-js/sdk/server';
+import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { Pool } from 'pg';
 import { gatewayCard } from '../agents/cards';
 import type { Agent } from '../agents/registry';
-import { claimMessage, listTasks, taskOfMessage } from '../db/task-store';
+import { claimMessage, findTask, listTasks, taskOfMessage } from '../db/task-store';
 import { closesStream, headSeq, readEvents, snapshotAt } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
 import type { PushDialect, PushStore } from '../push/store';
 import type { TaskGateway } from '../temporal/task-gateway';
 import { storeInlinePushConfig } from './push-methods';
+import { PARENT_TASK_HEADER } from '../../workflows/messages';
 import { isInterrupted, isTerminal, stateLabel } from '../../workflows/task-state';
 import type { SendMessageArgs, WireMessage, WireTask } from '../../workflows/types';
 import { a2aError } from './errors';
@@ -38,6 +39,8 @@ export interface HandlerDeps {
   hub: EventHub;
   push: PushStore;
   inputTimeoutMs: number;
+  /** Multi-agent jobs: how deep a chain of tasks started by agents may go (SWITCHBOARD_MAX_HOPS). */
+  maxHops: number;
   /** First retry delay of a failed webhook delivery (ms). */
   pushRetryInitialMs?: number;
   streamLimits: StreamLimits;
@@ -84,23 +87,26 @@ export class AgentRequestHandler implements A2ARequestHandler {
     throw a2aError('UnsupportedOperation', 'Switchboard does not serve extended agent cards');
   }
 
-  async sendMessage(params: SendMessageRequest): Promise<Message | Task> {
+  async sendMessage(params: SendMessageRequest, context?: ServerCallContext): Promise<Message | Task> {
     const { message, args, push } = this.sendArgs(params);
     if (message.taskId) {
       const pushConfigIds = await this.inlinePush(message.taskId, push);
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
-    return toTask(await this.startTask(message, args, push));
+    return toTask(await this.startTask(message, args, push, context));
   }
 
   /**
    * §3.1: task ids are the server's; a contextId the client gave is kept, otherwise one is minted. The
    * messageId is claimed first, so the same message sent again finds its task instead of starting another.
    */
-  private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>, push?: Record<string, unknown>): Promise<WireTask> {
+  private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>, push?: Record<string, unknown>, context?: ServerCallContext): Promise<WireTask> {
     const budgetMinor = this.budgetOf(message);
+    const parent = await this.parentOf(message, context);
     const { taskId } = await claimMessage(this.deps.pool, this.tenant, message.messageId, randomUUID());
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
+    // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
+    if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
     const contextId = message.contextId || randomUUID();
     const { agent } = this;
     return this.deps.gateway.start(
@@ -109,6 +115,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
         taskId,
         contextId,
         requester: this.tenant,
+        ...(parent ? { parentTaskId: parent.taskId, depth: parent.depth } : {}),
         budgetMinor,
         inputTimeoutMs: this.deps.inputTimeoutMs,
         pushRetryInitialMs: this.deps.pushRetryInitialMs,
@@ -149,6 +156,29 @@ export class AgentRequestHandler implements A2ARequestHandler {
     };
   }
 
+  /**
+   * Multi-agent jobs: a task started by an agent on behalf of a Switchboard task names that task in the
+   * `X-Switchboard-Parent-Task` header or `metadata.switchboard.parentTaskId` (Switchboard sends both when it
+   * forwards). The parent must exist; the new task is one hop deeper, and past the hop limit it is refused.
+   */
+  private async parentOf(message: WireMessage, context?: ServerCallContext): Promise<{ taskId: string; depth: number } | undefined> {
+    const headers = context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined;
+    const header = headers?.[PARENT_TASK_HEADER];
+    const fromMeta = (message.metadata?.switchboard as { parentTaskId?: unknown } | undefined)?.parentTaskId;
+    const parentTaskId = (Array.isArray(header) ? header[0] : header) || (typeof fromMeta === 'string' ? fromMeta : undefined);
+    if (!parentTaskId) return undefined;
+    const parent = await findTask(this.deps.pool, this.tenant, parentTaskId);
+    if (!parent) throw a2aError('HopLimit', `The parent task ${parentTaskId} (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) does not exist`);
+    const depth = parent.depth + 1;
+    if (depth > this.deps.maxHops) {
+      throw a2aError(
+        'HopLimit',
+        `Hop limit reached: this task would be ${depth} hops below its root task (parent ${parentTaskId}; the limit is ${this.deps.maxHops}, SWITCHBOARD_MAX_HOPS). Agents calling each other in a loop?`,
+      );
+    }
+    return { taskId: parentTaskId, depth };
+  }
+
   /** An inline push config (SendMessage configuration) is stored for the task before the message goes in. */
   private async inlinePush(taskId: string, push: Record<string, unknown> | undefined): Promise<string[] | undefined> {
     if (!push?.url) return undefined;
@@ -176,7 +206,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
    * (a reconnect of a stream whose task is known) the message is not sent again: the stream replays the
    * events after that id, then follows the live tail.
    */
-  async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
+  async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
     const { message, args, push } = this.sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
@@ -194,7 +224,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.follow(message.taskId, after);
       return;
     }
-    const task = await this.startTask(message, { ...args, returnImmediately: true }, push);
+    const task = await this.startTask(message, { ...args, returnImmediately: true }, push, context);
     yield* this.follow(task.id, 0);
   }
 

@@ -7,14 +7,18 @@ import { viewTask } from '../../workflows/task-state';
 export interface StoredTask {
   task: WireTask;
   agentId: string;
+  /** Multi-agent jobs: hops from the root task, and the task this one was started for. */
+  depth: number;
+  parentTaskId?: string;
 }
 
 export async function findTask(pool: Pool, tenant: string, taskId: string): Promise<StoredTask | undefined> {
-  const { rows } = await pool.query<{ task: WireTask; agent_id: string }>(
-    'SELECT task, agent_id FROM tasks WHERE tenant = $1 AND task_id = $2',
+  const { rows } = await pool.query<{ task: WireTask; agent_id: string; depth: number; parent_task_id: string | null }>(
+    'SELECT task, agent_id, depth, parent_task_id FROM tasks WHERE tenant = $1 AND task_id = $2',
     [tenant, taskId],
   );
-  return rows[0] && { task: rows[0].task, agentId: rows[0].agent_id };
+  const r = rows[0];
+  return r && { task: r.task, agentId: r.agent_id, depth: r.depth, parentTaskId: r.parent_task_id ?? undefined };
 }
 
 export interface TaskPage {

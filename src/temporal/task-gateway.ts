@@ -14,7 +14,7 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
 import { findTask } from '../db/task-store';
-import { FailureTypes, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
+import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
 import { isInterrupted, isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
 import { headSeq, readEvents } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
@@ -30,8 +30,7 @@ export interface TaskGatewayOptions {
 /** How long a follow-up waits for a workflow that is redoing the step that made it wait for input. */
 const BUSY_RETRY_MS = 30_000;
 
-/** Workflow id of a task: scoped by tenant, so one tenant can never address another's task. */
-export const workflowIdOf = (tenant: string, taskId: string) => `a2a:${tenant}:${taskId}`;
+export { workflowIdOf };
 
 export class TaskGateway {
   constructor(private readonly o: TaskGatewayOptions) {}
@@ -141,6 +140,16 @@ export class TaskGateway {
       throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(state)})`);
     }
     return task;
+  }
+
+  /** Multi-agent jobs: tells the parent task's workflow that a child task was started for it. */
+  async linkChild(tenant: string, parentTaskId: string, child: { taskId: string; agentId: string }): Promise<void> {
+    try {
+      await this.o.client.workflow.getHandle(workflowIdOf(tenant, parentTaskId)).signal(childTaskSignal, child);
+    } catch (err) {
+      // A parent that has already ended keeps no list; the child's projection row still names it.
+      if (!(err instanceof WorkflowNotFoundError)) this.o.log.warn({ err, parentTaskId }, 'could not link a child task to its parent');
+    }
   }
 
   /** Tells the task's workflow to deliver its events to a new push-notification config. */

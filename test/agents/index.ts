@@ -9,3 +9,4 @@ export { startSlowAgent } from './slow';
 export { startFailingAgent } from './failing';
 export { startLegacyAgent } from './legacy';
 export { startChunkyAgent, chunkText, chunkedText } from './chunky';
+export { startDelegatorAgent } from './delegator';

@@ -111,6 +111,7 @@ export interface GatewayOptions {
   /** Start a worker (default true); a gateway without one only serves HTTP, like a second front-door process. */
   worker?: boolean;
   pushRetryInitialMs?: number;
+  maxHops?: number;
   /** SSE settings; pollMs is how often streams poll the log when no notice woke them. */
   streams?: Partial<StreamSettings> & { pollMs?: number };
   /**
@@ -162,6 +163,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     hub,
     allowPrivateUrls: opts.allowPrivate ?? true,
     pushRetryInitialMs: opts.pushRetryInitialMs,
+    maxHops: opts.maxHops,
     streams: opts.streams,
     unfundedAccounts,
     pool: db.pool,
