@@ -292,16 +292,20 @@ export class AgentRequestHandler implements A2ARequestHandler {
     return this.stream;
   }
 
+  // The push-config methods never reach this class: the route answers them (src/a2a/push-methods.ts), because
+  // the SDK's handlers would drop deliveryStatus from the answer. These only satisfy the interface.
   async createTaskPushNotificationConfig(): Promise<never> {
-    throw a2aError('PushNotificationNotSupported', 'push notifications are not supported by this gateway yet');
+    throw notHere();
   }
   async getTaskPushNotificationConfig(): Promise<never> {
-    throw a2aError('PushNotificationNotSupported', 'push notifications are not supported by this gateway yet');
+    throw notHere();
   }
   async listTaskPushNotificationConfigs(): Promise<never> {
-    throw a2aError('PushNotificationNotSupported', 'push notifications are not supported by this gateway yet');
+    throw notHere();
   }
   async deleteTaskPushNotificationConfig(): Promise<never> {
-    throw a2aError('PushNotificationNotSupported', 'push notifications are not supported by this gateway yet');
+    throw notHere();
   }
 }
+
+const notHere = () => a2aError('Internal', 'push-config methods are answered by the JSON-RPC route, not the request handler');
