@@ -134,7 +134,7 @@ describe('routing a new task', () => {
   test('SendStreamingMessage is routed too, and a reconnect with Last-Event-ID replays the same task', async () => {
     const m = message('airline flights to Porto');
     const read = await sse(`${gw.url}/a2a`, { method: 'SendStreamingMessage', params: { message: m } });
-    assert.equal(read.events[0]?.data.result.task.status.state, 'TASK_STATE_WORKING', JSON.stringify(read.json ?? read.events[0]));
+    assert.equal(read.events[0]?.data.result.task.status.state, 'TASK_STATE_SUBMITTED', JSON.stringify(read.json ?? read.events[0]));
     const taskId = read.events[0]!.data.result.task.id;
     assert.equal(read.events.at(-1)!.data.result.statusUpdate?.status.state, 'TASK_STATE_COMPLETED');
     assert.equal((await routeOf(taskId)).agentId, ids.flights);

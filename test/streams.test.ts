@@ -56,7 +56,8 @@ describe('SendStreamingMessage', () => {
       events.push(StreamResponse.toJSON(e) as any);
     }
     assert.ok(events[0].task, 'the stream starts with the task');
-    assert.equal(events[0].task.status.state, 'TASK_STATE_WORKING');
+    assert.equal(events[0].task.status.state, 'TASK_STATE_SUBMITTED');
+    assert.equal(events[1].statusUpdate?.status.state, 'TASK_STATE_WORKING');
     const chunks = events.filter((e) => e.artifactUpdate);
     assert.equal(chunks.length, 1000);
     assert.equal(chunks.map((e) => e.artifactUpdate.artifact.parts[0].text).join(''), chunkedText(1000));
@@ -67,7 +68,7 @@ describe('SendStreamingMessage', () => {
         [true, true],
       ],
     );
-    const progress = events.filter((e) => e.statusUpdate?.status.state === 'TASK_STATE_WORKING').map((e) => e.statusUpdate.status.message?.parts[0].text);
+    const progress = events.filter((e) => e.statusUpdate?.status.state === 'TASK_STATE_WORKING' && e.statusUpdate.status.message).map((e) => e.statusUpdate.status.message.parts[0].text);
     assert.deepEqual(progress, ['250 of 1000', '500 of 1000', '750 of 1000', '1000 of 1000']);
     const last = events[events.length - 1];
     assert.equal(last.statusUpdate?.status.state, 'TASK_STATE_COMPLETED', 'the stream closes at the terminal state');
@@ -147,7 +148,7 @@ describe('SendStreamingMessage', () => {
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('plain') } });
     assert.deepEqual(
       read.events.map((e) => Object.keys(e.data.result)[0]),
-      ['task', 'artifactUpdate', 'statusUpdate'],
+      ['task', 'statusUpdate', 'artifactUpdate', 'statusUpdate'],
     );
     assert.equal(assembledText(read.events), 'echo: plain');
     assert.equal(stateOf(read.events.at(-1)!), 'TASK_STATE_COMPLETED');
@@ -315,8 +316,8 @@ describe('stream limits', () => {
       const refused = await sse(url, { method: 'SendStreamingMessage', params: { message: userMessage('another') } });
       assert.equal(refused.status, 429);
       assert.match(refused.json.error.message, /1 open streams \(SWITCHBOARD_MAX_STREAMS\)/);
-      assert.equal(chunky.calls.length, 1, 'the refused message started nothing');
       assert.equal(stateOf((await first).events.at(-1)!), 'TASK_STATE_COMPLETED');
+      assert.equal(chunky.calls.length, 1, 'the refused message started nothing');
     } finally {
       await small.close();
     }

@@ -329,8 +329,9 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         return;
       }
       setStatus('TASK_STATE_WORKING');
-      // Logged before the agent is called, so the turn's snapshot precedes everything the agent streams.
-      await record(true);
+      // Logged before the agent is called, so it precedes everything the agent streams: a snapshot for a
+      // follow-up turn; for the first, a status update (the gateway logged the submitted task as event 1).
+      await record(version > 0);
       const outcome = await forward(message);
       if ('failure' in outcome) {
         setStatus('TASK_STATE_FAILED', gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));

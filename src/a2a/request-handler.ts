@@ -21,7 +21,7 @@ import type { Pool } from 'pg';
 import { gatewayCard } from '../agents/cards';
 import type { Agent } from '../agents/registry';
 import { claimMessage, findTask, listTasks, taskOfMessage } from '../db/task-store';
-import { closesStream, headSeq, readEvents, snapshotAt } from '../events/event-log';
+import { appendEvents, closesStream, headSeq, readEvents, snapshotAt } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
 import type { PushDialect, PushStore } from '../push/store';
@@ -29,7 +29,7 @@ import type { TaskGateway } from '../temporal/task-gateway';
 import { storeInlinePushConfig } from './push-methods';
 import { PARENT_TASK_HEADER } from '../../workflows/messages';
 import { isInterrupted, isTerminal, stateLabel } from '../../workflows/task-state';
-import type { SendMessageArgs, WireMessage, WireTask } from '../../workflows/types';
+import type { SendMessageArgs, TaskInput, WireMessage, WireTask } from '../../workflows/types';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 
@@ -101,6 +101,21 @@ export class AgentRequestHandler implements A2ARequestHandler {
    * messageId is claimed first, so the same message sent again finds its task instead of starting another.
    */
   private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>, push?: Record<string, unknown>, context?: ServerCallContext): Promise<WireTask> {
+    const prepared = await this.prepareTask(message, args, push, context);
+    return this.deps.gateway.start(prepared.input, prepared.args);
+  }
+
+  /**
+   * Everything a new task needs before its workflow starts: the budget and parent checks, the task id (the
+   * messageId claim), inline push configs, the link to a parent, and the task's first event, `submitted`, in
+   * its log (so a stream can show it before Temporal has started anything).
+   */
+  private async prepareTask(
+    message: WireMessage,
+    args: Omit<SendMessageArgs, 'message'>,
+    push?: Record<string, unknown>,
+    context?: ServerCallContext,
+  ): Promise<{ input: TaskInput; args: SendMessageArgs }> {
     const budgetMinor = this.budgetOf(message);
     const parent = await this.parentOf(message, context);
     const { taskId } = await claimMessage(this.deps.pool, this.tenant, message.messageId, randomUUID());
@@ -108,9 +123,18 @@ export class AgentRequestHandler implements A2ARequestHandler {
     // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
     if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
     const contextId = message.contextId || randomUUID();
+    const submitted: WireTask = {
+      id: taskId,
+      contextId,
+      status: { state: 'TASK_STATE_SUBMITTED', timestamp: new Date().toISOString() },
+      history: [{ ...message, taskId, contextId }],
+      artifacts: [],
+    };
+    // Key v0: the workflow's own changes are v1, v2…; a resent message logs nothing new.
+    this.deps.hub.publish(this.tenant, taskId, await appendEvents(this.deps.pool, this.tenant, taskId, [{ key: 'v0', event: { task: submitted } }]));
     const { agent } = this;
-    return this.deps.gateway.start(
-      {
+    return {
+      input: {
         tenant: this.tenant,
         taskId,
         contextId,
@@ -121,9 +145,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
         pushRetryInitialMs: this.deps.pushRetryInitialMs,
         agent: { agentId: agent.id, endpoint: agent.endpoint, priceMinor: agent.priceMinor, retry: agent.retry },
       },
-      { ...args, message: { ...message, contextId } },
-    );
+      args: { ...args, message: { ...message, contextId } },
+    };
   }
+
 
   /**
    * The first message's `metadata.budgetMinor`: the most the client will pay for the task, in integer minor
@@ -224,8 +249,27 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.follow(message.taskId, after);
       return;
     }
-    const task = await this.startTask(message, { ...args, returnImmediately: true }, push, context);
-    yield* this.follow(task.id, 0);
+    const prepared = await this.prepareTask(message, { ...args, returnImmediately: true }, push, context);
+    const { taskId } = prepared.input;
+    if ((prepared.input.budgetMinor ?? prepared.input.agent.priceMinor) > 0) {
+      // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
+      await this.deps.gateway.start(prepared.input, prepared.args);
+      yield* this.follow(taskId, 0);
+      return;
+    }
+    // A free task has nothing left to refuse: its first event streams while Temporal starts the workflow.
+    const starting = new AbortController();
+    let failure: unknown;
+    const started = this.deps.gateway.start(prepared.input, prepared.args).then(
+      () => undefined,
+      (err: unknown) => {
+        failure = err;
+        starting.abort();
+      },
+    );
+    yield* this.follow(taskId, 0, starting.signal);
+    await started;
+    if (failure) throw failure;
   }
 
   /**
@@ -262,7 +306,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   /** Streams the task's logged events after `afterSeq` until one ends the stream (terminal or interrupted). */
-  private async *follow(taskId: string, afterSeq: number): AsyncGenerator<StreamResponse, void, undefined> {
+  private async *follow(taskId: string, afterSeq: number, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
     this.checkStreamCap(taskId);
     const { pool } = this.deps;
@@ -272,7 +316,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       const [last] = head > 0 ? await readEvents(pool, this.tenant, taskId, head - 1, 1) : [];
       if (last && closesStream(last.event)) return;
     }
-    for await (const e of followEvents({ pool, hub: this.deps.hub, tenant: this.tenant, taskId, afterSeq, signal: stream.signal })) {
+    for await (const e of followEvents({ pool, hub: this.deps.hub, tenant: this.tenant, taskId, afterSeq, signal: stop ? AbortSignal.any([stream.signal, stop]) : stream.signal })) {
       stream.seq = e.seq;
       stream.closing = closesStream(e.event);
       yield StreamResponse.fromJSON(e.event);
