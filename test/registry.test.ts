@@ -120,6 +120,7 @@ before(async () => {
     '/v01.json': { body: JSON.stringify({ ...card03(url, 'Ancient'), protocolVersion: '0.1.0' }) },
     '/bad-url.json': { body: JSON.stringify(card10(url, 'Bad URL', { supportedInterfaces: [{ url: 'file:///etc/passwd', protocolBinding: 'JSONRPC', protocolVersion: '1.0' }] })) },
     '/gone.json': { body: JSON.stringify({ error: 'gone' }), status: 410 },
+    '/nul.json': { body: JSON.stringify(card10(url, 'Nul', { description: 'a \u0000 inside' })) },
   }));
 });
 
@@ -311,6 +312,7 @@ describe('registration errors', () => {
     await refused(gw, { url: `${cards.url}/empty-interfaces.json` }, 422, /supportedInterfaces/);
     await refused(gw, { url: `${cards.url}/v01.json` }, 422, /0\.1\.0/);
     await refused(gw, { url: `${cards.url}/bad-url.json` }, 422, /file:/);
+    await refused(gw, { url: `${cards.url}/nul.json` }, 422, /NUL character/, /description/);
   });
 
   it('a card with only a gRPC interface: 422 (1.0 and 0.3 shapes)', async () => {

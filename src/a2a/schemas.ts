@@ -170,3 +170,19 @@ export const RegisterAgentBody = z.object({
     .optional(),
 });
 export type RegisterAgent = z.infer<typeof RegisterAgentBody>;
+
+/**
+ * The path of the first string (or object key) in `value` holding U+0000, or undefined when there is none.
+ * PostgreSQL cannot store U+0000 in text or jsonb, so input holding it is refused at the edge.
+ */
+export function pathOfNul(value: unknown, path = ''): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const at = path ? `${path}.${key}` : key;
+    if (key.includes('\u0000')) return at;
+    const found = pathOfNul(child, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}

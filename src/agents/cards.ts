@@ -3,6 +3,7 @@
  * calls, and writing the card Switchboard publishes for it (every interface pointing at the gateway).
  */
 import { z } from 'zod';
+import { pathOfNul } from '../a2a/schemas';
 import type { AgentEndpoint } from '../../workflows/types';
 
 const Skill = z.looseObject({
@@ -56,6 +57,9 @@ export class CardError extends Error {}
  */
 export function parseAgentCard(raw: unknown, cardUrl: string): ParsedCard {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new CardError('the agent card is not a JSON object');
+  // PostgreSQL cannot store U+0000 in jsonb; such a card would fail at the insert instead of here.
+  const nul = pathOfNul(raw);
+  if (nul !== undefined) throw new CardError(`the agent card contains a NUL character (U+0000) at ${nul || 'its root'}`);
   const candidates: { url: string; version: '1.0' | '0.3' }[] = [];
   let base: z.infer<typeof CardV1> | z.infer<typeof CardV03>;
   if ('supportedInterfaces' in raw) {

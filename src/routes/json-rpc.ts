@@ -156,7 +156,7 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
     const violations = params.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
     return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${z.prettifyError(params.error)}`, violations));
   }
-  const nul = pathOfNul(rpc.params);
+  const nul = S.pathOfNul(rpc.params);
   if (nul !== undefined) {
     // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
     return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
@@ -229,19 +229,6 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
 }
 
 type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
-
-/** The path of the first string (or object key) in `value` holding U+0000, or undefined when there is none. */
-function pathOfNul(value: unknown, path = ''): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
-  if (value === null || typeof value !== 'object') return undefined;
-  for (const [key, child] of Object.entries(value)) {
-    const at = path ? `${path}.${key}` : key;
-    if (key.includes('\u0000')) return at;
-    const found = pathOfNul(child, at);
-    if (found !== undefined) return found;
-  }
-  return undefined;
-}
 
 /** The Last-Event-ID header: undefined when absent, null when it is not a log position. */
 function lastEventIdOf(req: FastifyRequest): number | undefined | null {
