@@ -1,25 +1,12 @@
 /** The Temporal worker: the only module that imports both workflows/ (by path) and activities/. */
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import type { Pool } from 'pg';
-import { createActivities } from '../activities';
-import type { RefreshPolicy } from './agents/refresh';
-import type { EventHub } from './events/hub';
-import type { UnfundedPolicy } from './ledger/postings';
+import { type ActivityDeps, createActivities } from '../activities';
 
-export interface WorkerDeps {
+/** What the worker needs: its Temporal connection and queue, plus everything the activities depend on. */
+export interface WorkerDeps extends ActivityDeps {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
-  pool: Pool;
-  fetch: typeof fetch;
-  /** The process's event hub, shared with the HTTP app so local streams hear events without a database poll. */
-  hub?: EventHub;
-  /** Agent-refresh policy for the registry activities. */
-  registryPolicy?: Partial<RefreshPolicy>;
-  /** The `iss` of push-delivery JWTs. */
-  issuer?: string;
-  /** SWITCHBOARD_UNFUNDED_ACCOUNTS: whether never-funded requester accounts may run on credit. */
-  unfundedAccounts?: UnfundedPolicy;
   /** Pre-built bundle (tests bundle once per process); default: bundle workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
@@ -34,7 +21,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     namespace: d.namespace,
     taskQueue: d.taskQueue,
     ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: d.activities ?? createActivities({ pool: d.pool, fetch: d.fetch, hub: d.hub, issuer: d.issuer, registryPolicy: d.registryPolicy, unfundedAccounts: d.unfundedAccounts }),
+    activities: d.activities ?? createActivities(d),
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,

@@ -15,7 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { chunkedText, startAskingAgent, startChunkyAgent, type TestAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent } from './agents';
 import { createTestDb, DATABASE_URL, startTemporal, type TestDb } from './helpers/harness';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
@@ -25,7 +25,7 @@ let db: TestDb;
 /** The environment of every Switchboard process in this file: the same port, database schema and task queue. */
 let sbEnv: Record<string, string>;
 let sb: SwitchboardProcess | undefined;
-const agents: TestAgent[] = [];
+const agents = new AgentPool();
 
 before(async () => {
   [env, db] = await Promise.all([startTemporal(), createTestDb()]);
@@ -45,7 +45,7 @@ before(async () => {
 
 after(async () => {
   await sb?.kill();
-  await Promise.all(agents.map((a) => a.close()));
+  await agents.closeAll();
   await db?.drop();
   await env?.teardown();
 });
@@ -58,11 +58,6 @@ async function crashAndRestart(): Promise<void> {
   sb = await startSwitchboard(sbEnv);
 }
 
-async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
-  const a = await started;
-  agents.push(a);
-  return a;
-}
 
 async function register(agentUrl: string, extra: Record<string, unknown> = {}): Promise<string> {
   const res = await fetch(`${sb!.url}/agents`, {
@@ -103,7 +98,7 @@ describe('Switchboard killed with SIGKILL and restarted', () => {
       // 400 chunks 10 ms apart: the agent is still streaming when the client has 50 events. The heartbeat
       // timeout (min(attemptTimeoutMs, 10 s)) is how soon Temporal gives up on the dead worker's attempt;
       // attemptTimeoutMs is also each attempt's whole time, so it leaves room for the 4 s stream on a loaded box.
-      const chunky = await agent(startChunkyAgent({ chunks: CHUNKS, delayMs: 10 }));
+      const chunky = await agents.add(startChunkyAgent({ chunks: CHUNKS, delayMs: 10 }));
       const rpc = await register(chunky.url, { retry: { attemptTimeoutMs: 8000, initialIntervalMs: 200, maxAttempts: 5 } });
       const message = userMessage('go');
 
@@ -168,7 +163,7 @@ describe('Switchboard killed with SIGKILL and restarted', () => {
 
   test('idle in input-required: the follow-up through the new process completes the same task', () =>
     withOutput(async () => {
-      const asker = await agent(startAskingAgent());
+      const asker = await agents.add(startAskingAgent());
       const rpc = await register(asker.url);
       const first = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
       assert.ok(first.ended);

@@ -7,14 +7,14 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { activityInfo } from '@temporalio/activity';
-import { startEchoAgent, startFailingAgent, startSlowAgent, type TestAgent } from './agents';
+import { AgentPool, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 
 const ACCOUNT = 'requester:default';
 const V1 = { 'A2A-Version': '1.0' };
 
 let gw: Gateway;
-const agents: TestAgent[] = [];
+const agents = new AgentPool();
 /** Activities whose first attempt for a task throws *after* its database write committed. */
 const crashAfterCommit = new Set<string>();
 /** Chaos: crash the first attempt of these activities at random (seeded), after the commit. */
@@ -54,18 +54,13 @@ before(async () => {
 });
 after(async () => {
   await gw?.close();
-  await Promise.all(agents.map((a) => a.close()));
+  await agents.closeAll();
 });
 beforeEach(() => {
   crashAfterCommit.clear();
   chaos = undefined;
 });
 
-async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
-  const a = await started;
-  agents.push(a);
-  return a;
-}
 
 async function http(method: string, path: string, body?: unknown) {
   const res = await fetch(`${gw.url}${path}`, {
@@ -182,7 +177,7 @@ describe('accounts API', () => {
 describe('holds and captures', () => {
   test('an unfunded requester is refused with -32050 before the agent is called; the task ends rejected and settled at 0', async () => {
     await resetTo(0);
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { rpc: rpcUrl, id: agentId } = await register(gw, echo.url, { priceMinor: 100 });
     const res = await send(rpcUrl, 'pay me');
     assert.equal(res.json.error?.code, -32050, JSON.stringify(res.json));
@@ -207,7 +202,7 @@ describe('holds and captures', () => {
       assert.deepEqual(holds.map((h) => h.state), ['declined']);
     }
     // A free agent needs no funds.
-    const free = await agent(startEchoAgent());
+    const free = await agents.add(startEchoAgent());
     const { rpc: freeUrl } = await register(gw, free.url);
     assert.equal((await send(freeUrl, 'gratis')).json.result.task.status.state, 'TASK_STATE_COMPLETED');
     await reconciled();
@@ -215,7 +210,7 @@ describe('holds and captures', () => {
 
   test('completed captures the price; the hold is reserved before the agent runs and released on completion', async () => {
     await resetTo(1_000);
-    const slow = await agent(startSlowAgent({ ms: 1_000 }));
+    const slow = await agents.add(startSlowAgent({ ms: 1_000 }));
     const { rpc: rpcUrl, id: agentId } = await register(gw, slow.url, { priceMinor: 300 });
     const started = await send(rpcUrl, 'work', { returnImmediately: true });
     const taskId = started.json.result.task.id;
@@ -237,12 +232,12 @@ describe('holds and captures', () => {
 
   test('a reported cost is captured and the rest released; a budget caps the cost; a budget below the price is refused', async () => {
     await resetTo(1_000);
-    const cheap = await agent(startEchoAgent({ cost: 42 }));
+    const cheap = await agents.add(startEchoAgent({ cost: 42 }));
     const { rpc: cheapUrl } = await register(gw, cheap.url, { priceMinor: 100 });
     const t1 = (await send(cheapUrl, 'cheap')).json.result.task;
     assert.equal(Number((await settled(t1.id)).amount_minor), 42);
 
-    const greedy = await agent(startEchoAgent({ cost: 5_000 }));
+    const greedy = await agents.add(startEchoAgent({ cost: 5_000 }));
     const { rpc: greedyUrl, id: greedyId } = await register(gw, greedy.url, { priceMinor: 100 });
     const t2 = (await send(greedyUrl, 'greedy', { metadata: { budgetMinor: 250 } })).json.result.task;
     assert.equal(t2.status.state, 'TASK_STATE_COMPLETED');
@@ -265,13 +260,13 @@ describe('holds and captures', () => {
 
   test('failed and canceled tasks release their holds', async () => {
     await resetTo(500);
-    const failing = await agent(startFailingAgent({ mode: 'jsonrpc-error' }));
+    const failing = await agents.add(startFailingAgent({ mode: 'jsonrpc-error' }));
     const { rpc: failUrl } = await register(gw, failing.url, { priceMinor: 200 });
     const failed = (await send(failUrl, 'boom')).json.result.task;
     assert.equal(failed.status.state, 'TASK_STATE_FAILED');
     assert.equal(Number((await settled(failed.id)).amount_minor), 0);
 
-    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const { rpc: slowUrl } = await register(gw, slow.url, { priceMinor: 300 });
     const task = (await send(slowUrl, 'forever', { returnImmediately: true })).json.result.task;
     await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent call');
@@ -292,7 +287,7 @@ describe('holds and captures', () => {
     await resetTo(1_000);
     crashAfterCommit.add('holdFunds');
     crashAfterCommit.add('settleTask');
-    const echo = await agent(startEchoAgent({ cost: 70 }));
+    const echo = await agents.add(startEchoAgent({ cost: 70 }));
     const { rpc: rpcUrl, id: agentId } = await register(gw, echo.url, { priceMinor: 100 });
     const task = (await send(rpcUrl, 'once')).json.result.task;
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
@@ -318,7 +313,7 @@ describe('holds and captures', () => {
   test('concurrent tasks on a small balance: it never goes negative and the overflow is refused before reaching the agent', async () => {
     await resetTo(500);
     // Long enough that every hold is decided while the first five still hold their funds, even on a loaded box.
-    const slow = await agent(startSlowAgent({ ms: 4_000 }));
+    const slow = await agents.add(startSlowAgent({ ms: 4_000 }));
     const { rpc: rpcUrl, id: agentId } = await register(gw, slow.url, { priceMinor: 100 });
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => send(rpcUrl, `job ${i}`)));
     const completed = results.filter((r) => r.json.result?.task?.status?.state === 'TASK_STATE_COMPLETED');
@@ -346,7 +341,7 @@ describe('SWITCHBOARD_UNFUNDED_ACCOUNTS=unlimited', () => {
         return (await res.json()) as any;
       };
       assert.equal((await call('GET', `/accounts/${ACCOUNT}`)).unlimited, true);
-      const echo = await agent(startEchoAgent());
+      const echo = await agents.add(startEchoAgent());
       const { rpc: rpcUrl } = await register(open, echo.url, { priceMinor: 100 });
       assert.equal((await send(rpcUrl, 'on credit')).json.result.task.status.state, 'TASK_STATE_COMPLETED');
       await eventually(async () => ((await call('GET', `/accounts/${ACCOUNT}`)).balanceMinor === -100 ? true : undefined), 10_000, 'the charge');
@@ -370,9 +365,9 @@ describe('reconcile', () => {
     await resetTo(3_000);
     let seed = 42;
     chaos = { rate: 0.4, next: () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31) };
-    const echo = await agent(startEchoAgent({ cost: 30 }));
-    const failing = await agent(startFailingAgent({ mode: 'jsonrpc-error' }));
-    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const echo = await agents.add(startEchoAgent({ cost: 30 }));
+    const failing = await agents.add(startFailingAgent({ mode: 'jsonrpc-error' }));
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const [e, f, s] = await Promise.all([
       register(gw, echo.url, { priceMinor: 50 }),
       register(gw, failing.url, { priceMinor: 80 }),

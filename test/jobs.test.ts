@@ -7,11 +7,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { startDelegatorAgent, startEchoAgent, startSlowAgent, type TestAgent } from './agents';
+import { AgentPool, startDelegatorAgent, startEchoAgent, startSlowAgent, type TestAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 
 let gw: Gateway;
-const agents: TestAgent[] = [];
+const agents = new AgentPool();
 const V1 = { 'A2A-Version': '1.0' };
 
 before(async () => {
@@ -19,14 +19,9 @@ before(async () => {
 });
 after(async () => {
   await gw?.close();
-  await Promise.all(agents.map((a) => a.close()));
+  await agents.closeAll();
 });
 
-async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
-  const a = await started;
-  agents.push(a);
-  return a;
-}
 
 const send = (url: string, text: string, configuration: Record<string, unknown> = {}) =>
   rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] }, configuration } }, V1);
@@ -35,8 +30,8 @@ const getTask = async (url: string, id: string) => (await rpc(url, { jsonrpc: '2
 /** Registers a chain top → middle → leaf, where top and middle delegate through Switchboard. */
 async function chain(leaf: TestAgent, prices: [number, number, number] = [0, 0, 0]) {
   const ids: Record<string, string> = {};
-  const top = await agent(startDelegatorAgent({ name: 'Top', gateway: () => ({ url: gw.url, agentId: ids.middle }) }));
-  const middle = await agent(startDelegatorAgent({ name: 'Middle', gateway: () => ({ url: gw.url, agentId: ids.leaf }) }));
+  const top = await agents.add(startDelegatorAgent({ name: 'Top', gateway: () => ({ url: gw.url, agentId: ids.middle }) }));
+  const middle = await agents.add(startDelegatorAgent({ name: 'Middle', gateway: () => ({ url: gw.url, agentId: ids.leaf }) }));
   ids.top = (await register(gw, top.url, { priceMinor: prices[0] })).id;
   ids.middle = (await register(gw, middle.url, { priceMinor: prices[1] })).id;
   ids.leaf = (await register(gw, leaf.url, { priceMinor: prices[2] })).id;
@@ -45,7 +40,7 @@ async function chain(leaf: TestAgent, prices: [number, number, number] = [0, 0, 
 
 describe('multi-agent jobs', () => {
   test('a three-level job: children linked, GetTask shows them, the cost rolls up to the top', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { ids, topRpc } = await chain(echo, [1, 10, 100]);
     const res = await send(topRpc, 'hello');
     const top = res.json.result.task;
@@ -73,7 +68,7 @@ describe('multi-agent jobs', () => {
   });
 
   test('canceling the top of a three-level job cancels every level, down to the working agent', async () => {
-    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const { ids, topRpc } = await chain(slow);
     const started = await send(topRpc, 'work', { returnImmediately: true });
     const topId = started.json.result.task.id;
@@ -95,8 +90,8 @@ describe('multi-agent jobs', () => {
 
   test('agents calling each other in a loop stop at the hop limit with a clear error', async () => {
     const ids: Record<string, string> = {};
-    const ping = await agent(startDelegatorAgent({ name: 'Ping', gateway: () => ({ url: gw.url, agentId: ids.pong }) }));
-    const pong = await agent(startDelegatorAgent({ name: 'Pong', gateway: () => ({ url: gw.url, agentId: ids.ping }) }));
+    const ping = await agents.add(startDelegatorAgent({ name: 'Ping', gateway: () => ({ url: gw.url, agentId: ids.pong }) }));
+    const pong = await agents.add(startDelegatorAgent({ name: 'Pong', gateway: () => ({ url: gw.url, agentId: ids.ping }) }));
     ids.ping = (await register(gw, ping.url)).id;
     ids.pong = (await register(gw, pong.url)).id;
     const res = await send(`${gw.url}/agents/${ids.ping}/a2a`, 'loop');

@@ -5,12 +5,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { startAskingAgent, startFailingAgent, startSlowAgent, type TestAgent } from './agents';
+import { AgentPool, startAskingAgent, startFailingAgent, startSlowAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 
 const V1 = { 'A2A-Version': '1.0' };
 let gw: Gateway;
-const agents: TestAgent[] = [];
+const agents = new AgentPool();
 
 before(async () => {
   // Production's default: an unfunded tenant cannot pay; and a short input timeout so a task can expire.
@@ -18,14 +18,9 @@ before(async () => {
 });
 after(async () => {
   await gw?.close();
-  await Promise.all(agents.map((a) => a.close()));
+  await agents.closeAll();
 });
 
-async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
-  const a = await started;
-  agents.push(a);
-  return a;
-}
 
 const send = (rpcUrl: string, text: string, returnImmediately = false) =>
   rpc(
@@ -56,32 +51,32 @@ function percentile(sorted: number[], p: number): number {
 
 test('reputation counts each outcome once and computes latency percentiles from the task projection', async () => {
   // A: fails twice (a JSON-RPC error, not retried), then completes three times.
-  const flaky = await agent(startFailingAgent({ mode: 'jsonrpc-error', failTimes: 2 }));
+  const flaky = await agents.add(startFailingAgent({ mode: 'jsonrpc-error', failTimes: 2 }));
   const a = await register(gw, flaky.url, { retry: { maxAttempts: 1 } });
   for (let i = 0; i < 5; i++) await send(a.rpc, `a${i}`);
 
   // B: three completions of about 400 ms, and one task canceled while the agent works.
-  const slow = await agent(startSlowAgent({ ms: 400 }));
+  const slow = await agents.add(startSlowAgent({ ms: 400 }));
   const b = await register(gw, slow.url);
   await Promise.all([send(b.rpc, 'b0'), send(b.rpc, 'b1'), send(b.rpc, 'b2')]);
-  const slower = await agent(startSlowAgent({ ms: 60_000 }));
+  const slower = await agents.add(startSlowAgent({ ms: 60_000 }));
   const b2 = await register(gw, slower.url);
   const doomed = (await send(b2.rpc, 'stuck', true)).json.result.task;
   await eventually(() => slower.calls.length > 0 || undefined, 10_000, 'the call');
   await rpc(b2.rpc, { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id: doomed.id } }, V1);
 
   // C: an agent that never answers: one timeout.
-  const hang = await agent(startFailingAgent({ mode: 'hang' }));
+  const hang = await agents.add(startFailingAgent({ mode: 'hang' }));
   const c = await register(gw, hang.url, { retry: { maxAttempts: 1, attemptTimeoutMs: 1_000 } });
   assert.equal((await send(c.rpc, 'anyone?')).json.result.task.status.state, 'TASK_STATE_FAILED');
 
   // D: the client never answers the agent's question: expired, not the agent's fault.
-  const asking = await agent(startAskingAgent());
+  const asking = await agents.add(startAskingAgent());
   const d = await register(gw, asking.url);
   assert.equal((await send(d.rpc, 'greet me')).json.result.task.status.state, 'TASK_STATE_INPUT_REQUIRED');
 
   // E: a paid agent and no funds: refused before the call.
-  const priced = await agent(startSlowAgent({ ms: 10 }));
+  const priced = await agents.add(startSlowAgent({ ms: 10 }));
   const e = await register(gw, priced.url, { priceMinor: 10 });
   assert.equal((await send(e.rpc, 'pay?')).json.error?.code, -32050);
 

@@ -10,27 +10,22 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { SendMessageRequest, StreamResponse } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, type TestAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
 let gw: Gateway;
-const agents: TestAgent[] = [];
+const agents = new AgentPool();
 
 before(async () => {
   gw = await startGateway({ streams: { heartbeatMs: 200, maxPerTask: 3, maxBufferBytes: 64 * 1024, drainTimeoutMs: 500 } });
 });
 after(async () => {
   await gw?.close();
-  await Promise.all(agents.map((a) => a.close()));
+  await agents.closeAll();
 });
 
-async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
-  const a = await started;
-  agents.push(a);
-  return a;
-}
 
 const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });
 const legacyMessage = (text: string, extra: Record<string, unknown> = {}) => ({ kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text }], ...extra });
@@ -48,7 +43,7 @@ function assertConsecutiveIds(events: SseEvent[], from: number) {
 
 describe('SendStreamingMessage', () => {
   test('relays every chunk of a 1,000-chunk stream in order, through an SDK client', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 1000, progressEvery: 250 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 1000, progressEvery: 250 }));
     const { base } = await register(gw, chunky.url);
     const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
     const events: any[] = [];
@@ -82,7 +77,7 @@ describe('SendStreamingMessage', () => {
   });
 
   test('SSE ids are consecutive log positions; the raw stream ends with the terminal event', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 50 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 50 }));
     const { rpc } = await register(gw, chunky.url);
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     assert.equal(read.status, 200);
@@ -93,7 +88,7 @@ describe('SendStreamingMessage', () => {
   });
 
   test('a 0.3 client: the SDK compat client streams, and the wire has kind objects with final: true last', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 20 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 20 }));
     const { base, rpc } = await register(gw, chunky.url);
     const legacyCompat = { enabled: true };
     const factory = new ClientFactory(
@@ -123,7 +118,7 @@ describe('SendStreamingMessage', () => {
   });
 
   test('a follow-up to an input-required task streams too; each stream ends at its turn', async () => {
-    const asker = await agent(startAskingAgent());
+    const asker = await agents.add(startAskingAgent());
     const { rpc } = await register(gw, asker.url);
     const first = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
     assert.ok(first.ended);
@@ -143,7 +138,7 @@ describe('SendStreamingMessage', () => {
   });
 
   test('a non-streaming agent: the task still streams its state changes and final artifacts', async () => {
-    const echo = await agent(startEchoAgent({ streaming: false }));
+    const echo = await agents.add(startEchoAgent({ streaming: false }));
     const { rpc } = await register(gw, echo.url);
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('plain') } });
     assert.deepEqual(
@@ -157,7 +152,7 @@ describe('SendStreamingMessage', () => {
 
 describe('resubscribe and Last-Event-ID', () => {
   test('a client that drops after N events and reconnects with Last-Event-ID gets exactly the rest', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 300, delayMs: 2 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 300, delayMs: 2 }));
     const { rpc } = await register(gw, chunky.url);
     const message = userMessage('go');
     const part1 = await sse(rpc, { method: 'SendStreamingMessage', params: { message }, stopAfter: 40 });
@@ -187,7 +182,7 @@ describe('resubscribe and Last-Event-ID', () => {
   });
 
   test('SubscribeToTask starts with the current task, then live events; several streams see the same events', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 200, delayMs: 5 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 200, delayMs: 5 }));
     const { rpc } = await register(gw, chunky.url);
     let taskId: string | undefined;
     let ready!: () => void;
@@ -226,7 +221,7 @@ describe('resubscribe and Last-Event-ID', () => {
   });
 
   test('a retried agent call voids the failed attempt\'s partial output with an event', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 100, dropFirstAttemptAfter: 30 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 100, dropFirstAttemptAfter: 30 }));
     const { rpc } = await register(gw, chunky.url, { retry: { initialIntervalMs: 100 } });
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     assert.equal(stateOf(read.events.at(-1)!), 'TASK_STATE_COMPLETED');
@@ -247,7 +242,7 @@ describe('many processes, long streams', () => {
     // from the first process's NOTIFY.
     const other = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, streams: { pollMs: 60_000 } });
     try {
-      const chunky = await agent(startChunkyAgent({ chunks: 150, delayMs: 10 }));
+      const chunky = await agents.add(startChunkyAgent({ chunks: 150, delayMs: 10 }));
       const { id } = await register(gw, chunky.url);
       const part1 = await sse(`${gw.url}/agents/${id}/a2a`, { method: 'SendStreamingMessage', params: { message: userMessage('go') }, stopAfter: 15 });
       const taskId = taskIdOf(part1.events[0]);
@@ -264,7 +259,7 @@ describe('many processes, long streams', () => {
   });
 
   test('10,000 chunks: every one streamed, once, in order; the workflow history stays small', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 10_000 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 10_000 }));
     const { rpc } = await register(gw, chunky.url);
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     assert.equal(read.events.filter((e) => e.data.result.artifactUpdate).length, 10_000);
@@ -280,14 +275,14 @@ describe('many processes, long streams', () => {
 
 describe('stream limits', () => {
   test('idle streams get heartbeat comments', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 3, delayMs: 400 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 3, delayMs: 400 }));
     const { rpc } = await register(gw, chunky.url);
     const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     assert.ok(read.comments.includes('keep-alive'), `comments: ${JSON.stringify(read.comments)}`);
   });
 
   test('a task takes at most maxPerTask streams; the next one gets HTTP 429 with a JSON-RPC error', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 40, delayMs: 50 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 40, delayMs: 50 }));
     const { rpc } = await register(gw, chunky.url);
     let taskId: string | undefined;
     let ready!: () => void;
@@ -306,7 +301,7 @@ describe('stream limits', () => {
   test('a process takes at most maxTotal streams; the next one gets HTTP 429', async () => {
     const small = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, streams: { maxTotal: 1 } });
     try {
-      const chunky = await agent(startChunkyAgent({ chunks: 30, delayMs: 50 }));
+      const chunky = await agents.add(startChunkyAgent({ chunks: 30, delayMs: 50 }));
       const { id } = await register(gw, chunky.url);
       const url = `${small.url}/agents/${id}/a2a`;
       let ready!: () => void;
@@ -324,7 +319,7 @@ describe('stream limits', () => {
   });
 
   test('a reader that stops reading is cut off past the buffer cap, told the position it reached', async () => {
-    const chunky = await agent(startChunkyAgent({ chunks: 3000, pad: 2000 }));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 3000, pad: 2000 }));
     const { rpc: rpcUrl } = await register(gw, chunky.url);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     const text = await new Promise<string>((resolve, reject) => {

@@ -8,12 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { type Client, ClientFactory } from '@a2a-js/sdk/client';
 import { activityInfo } from '@temporalio/activity';
-import { startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent, type TestAgent } from './agents';
+import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
 let gw: Gateway;
-const agents: TestAgent[] = [];
+const agents = new AgentPool();
 /** While true, the first attempt of each settlement fails *after* committing: a crash at the worst moment. */
 let crashAfterSettling = false;
 /** settleTask attempts per task id. */
@@ -36,14 +36,9 @@ before(async () => {
 });
 after(async () => {
   await gw?.close();
-  await Promise.all(agents.map((a) => a.close()));
+  await agents.closeAll();
 });
 
-async function agent<T extends TestAgent>(started: Promise<T>): Promise<T> {
-  const a = await started;
-  agents.push(a);
-  return a;
-}
 
 async function clientFor(agentUrl: string, extra: Record<string, unknown> = {}): Promise<{ client: Client; id: string; rpcUrl: string }> {
   const { id, base, rpc: rpcUrl } = await register(gw, agentUrl, extra);
@@ -73,7 +68,7 @@ async function settlementsOf(taskId: string) {
 
 describe('blocking and non-blocking SendMessage', () => {
   test('a blocking send answers with the completed task, which GetTask, the projection and the ledger agree on', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { client, id: agentId } = await clientFor(echo.url, { priceMinor: 250 });
     const task = await send(client, 'hello');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
@@ -98,7 +93,7 @@ describe('blocking and non-blocking SendMessage', () => {
   });
 
   test('a client contextId is kept, and historyLength trims the history', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { client } = await clientFor(echo.url);
     const contextId = randomUUID();
     const task = await send(client, 'ctx', { extra: { contextId }, configuration: { historyLength: 0 } });
@@ -109,7 +104,7 @@ describe('blocking and non-blocking SendMessage', () => {
   });
 
   test('returnImmediately answers at once with a working task that later completes', async () => {
-    const slow = await agent(startSlowAgent({ ms: 1_500 }));
+    const slow = await agents.add(startSlowAgent({ ms: 1_500 }));
     const { client } = await clientFor(slow.url);
     const started = Date.now();
     const task = await send(client, 'take your time', { configuration: { returnImmediately: true } });
@@ -123,7 +118,7 @@ describe('blocking and non-blocking SendMessage', () => {
   });
 
   test('the agent reports its own cost in metadata, and that is what is settled', async () => {
-    const echo = await agent(startEchoAgent({ cost: 42 }));
+    const echo = await agents.add(startEchoAgent({ cost: 42 }));
     const { client } = await clientFor(echo.url, { priceMinor: 1000 });
     const task = await send(client, 'bill me');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
@@ -133,7 +128,7 @@ describe('blocking and non-blocking SendMessage', () => {
 
 describe('input-required', () => {
   test('the same task continues at the agent with the next message; a retried follow-up is applied once', async () => {
-    const asking = await agent(startAskingAgent());
+    const asking = await agents.add(startAskingAgent());
     const { client } = await clientFor(asking.url);
     const first = await send(client, 'greet me');
     assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
@@ -163,7 +158,7 @@ describe('input-required', () => {
   });
 
   test('a paused task survives a worker restart and resumes', async () => {
-    const asking = await agent(startAskingAgent());
+    const asking = await agents.add(startAskingAgent());
     const { client } = await clientFor(asking.url);
     const first = await send(client, 'greet me later');
     assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
@@ -178,7 +173,7 @@ describe('input-required', () => {
     // A tiny history budget makes Temporal suggest continue-as-new after the first turn.
     const small = await startGateway({ temporalArgs: ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=10'] });
     try {
-      const asking = await agent(startAskingAgent());
+      const asking = await agents.add(startAskingAgent());
       const { base } = await register(small, asking.url);
       const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
       const first = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi') }))) as Task) as any;
@@ -202,7 +197,7 @@ describe('input-required', () => {
   test('an input-required task that waits too long expires with a message saying why', async () => {
     const other = await startGateway({ inputTimeoutMs: 1_500 });
     try {
-      const asking = await agent(startAskingAgent());
+      const asking = await agents.add(startAskingAgent());
       const { base } = await register(other, asking.url);
       const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
       const first = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi') }))) as Task) as any;
@@ -220,7 +215,7 @@ describe('input-required', () => {
 
 describe('cancel', () => {
   test('CancelTask stops the agent call, cancels at the agent, ends canceled; a second cancel returns the task', async () => {
-    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const { client } = await clientFor(slow.url);
     const task = await send(client, 'forever', { configuration: { returnImmediately: true } });
     await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent to be called');
@@ -237,7 +232,7 @@ describe('cancel', () => {
   });
 
   test('a blocking sender waiting on a canceled task gets the canceled task', async () => {
-    const slow = await agent(startSlowAgent({ ms: 60_000 }));
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const { client } = await clientFor(slow.url);
     const contextId = randomUUID();
     const pending = send(client, 'block', { extra: { contextId } });
@@ -252,7 +247,7 @@ describe('cancel', () => {
   });
 
   test('canceling a paused task needs no agent call in flight and still tells the agent', async () => {
-    const asking = await agent(startAskingAgent());
+    const asking = await agents.add(startAskingAgent());
     const { client } = await clientFor(asking.url);
     const first = await send(client, 'greet me');
     const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: first.id, metadata: undefined })) as any;
@@ -261,7 +256,7 @@ describe('cancel', () => {
   });
 
   test('cancel racing with completion ends in exactly one terminal state', async () => {
-    const slow = await agent(startSlowAgent({ ms: 300 }));
+    const slow = await agents.add(startSlowAgent({ ms: 300 }));
     const { client, rpcUrl } = await clientFor(slow.url);
     const outcomes = await Promise.all(
       Array.from({ length: 6 }, async (_, i) => {
@@ -294,7 +289,7 @@ describe('failures and retries', () => {
   const fastRetry = { retry: { maxAttempts: 3, initialIntervalMs: 100, backoffCoefficient: 2, attemptTimeoutMs: 5_000 } };
 
   test('an agent that keeps answering 5xx is retried with the same messageId, then the task fails saying why', async () => {
-    const failing = await agent(startFailingAgent({ mode: 'http500' }));
+    const failing = await agents.add(startFailingAgent({ mode: 'http500' }));
     const { client } = await clientFor(failing.url, fastRetry);
     const task = await send(client, 'doomed');
     assert.equal(task.status.state, 'TASK_STATE_FAILED');
@@ -305,7 +300,7 @@ describe('failures and retries', () => {
   });
 
   test('a transient failure is retried and the task completes', async () => {
-    const failing = await agent(startFailingAgent({ mode: 'http500', failTimes: 2 }));
+    const failing = await agents.add(startFailingAgent({ mode: 'http500', failTimes: 2 }));
     const { client } = await clientFor(failing.url, fastRetry);
     const task = await send(client, 'eventually');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
@@ -314,7 +309,7 @@ describe('failures and retries', () => {
 
   for (const mode of ['jsonrpc-error', 'invalid-response'] as const) {
     test(`an answer that cannot succeed on retry (${mode}) fails the task at once`, async () => {
-      const failing = await agent(startFailingAgent({ mode }));
+      const failing = await agents.add(startFailingAgent({ mode }));
       const { client } = await clientFor(failing.url, fastRetry);
       const task = await send(client, 'no');
       assert.equal(task.status.state, 'TASK_STATE_FAILED');
@@ -324,7 +319,7 @@ describe('failures and retries', () => {
   }
 
   test('an agent that hangs times out per attempt and the task fails', async () => {
-    const failing = await agent(startFailingAgent({ mode: 'hang' }));
+    const failing = await agents.add(startFailingAgent({ mode: 'hang' }));
     const { client } = await clientFor(failing.url, { retry: { maxAttempts: 2, initialIntervalMs: 100, attemptTimeoutMs: 1_000 } });
     const task = await send(client, 'anyone?');
     assert.equal(task.status.state, 'TASK_STATE_FAILED');
@@ -333,7 +328,7 @@ describe('failures and retries', () => {
   });
 
   test('a settlement retried after it committed is written exactly once', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { client } = await clientFor(echo.url, { priceMinor: 7 });
     crashAfterSettling = true;
     try {
@@ -353,7 +348,7 @@ describe('failures and retries', () => {
 
 describe('GetTask, ListTasks and Temporal UI', () => {
   test('GetTask answers from the projection once Temporal no longer has the workflow', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { client } = await clientFor(echo.url);
     const task = await send(client, 'remember me');
     await eventually(async () => ((await settlementsOf(task.id)).length ? true : undefined), 10_000, 'settlement');
@@ -378,7 +373,7 @@ describe('GetTask, ListTasks and Temporal UI', () => {
   });
 
   test('ListTasks pages newest-first through one context and filters by status', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { client } = await clientFor(echo.url);
     const contextId = randomUUID();
     const ids: string[] = [];
@@ -414,7 +409,7 @@ describe('GetTask, ListTasks and Temporal UI', () => {
   });
 
   test('operators find a task in Temporal by state, agent, context and tenant', async () => {
-    const echo = await agent(startEchoAgent());
+    const echo = await agents.add(startEchoAgent());
     const { client, id: agentId } = await clientFor(echo.url);
     const contextId = randomUUID();
     const task = await send(client, 'find me', { extra: { contextId } });

@@ -21,7 +21,7 @@ import type { Pool } from 'pg';
 import { gatewayCard } from '../agents/cards';
 import type { Agent } from '../agents/registry';
 import { claimMessage, findTask, listTasks, taskOfMessage } from '../db/task-store';
-import { appendEvents, closesStream, headSeq, readEvents, snapshotAt } from '../events/event-log';
+import { appendEvents, closesStream, headSeq, lastEvent, snapshotAt } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
 import type { PushDialect, PushStore } from '../push/store';
@@ -290,13 +290,12 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (isTerminal(snapshot.status.state)) {
       throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(snapshot.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
     }
-    const current = snapshot;
-    this.checkStreamCap(current.id);
+    this.checkStreamCap(taskId);
     stream.seq = head;
     stream.closing = isInterrupted(snapshot.status.state);
     yield StreamResponse.fromJSON({ task: snapshot });
     if (stream.closing) return;
-    yield* this.follow(current.id, head);
+    yield* this.follow(taskId, head);
   }
 
   /** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
@@ -311,11 +310,8 @@ export class AgentRequestHandler implements A2ARequestHandler {
     this.checkStreamCap(taskId);
     const { pool } = this.deps;
     // A reconnect after the stream's last event: if that event closed the stream, nothing more is coming.
-    const head = await headSeq(pool, this.tenant, taskId);
-    if (afterSeq >= head) {
-      const [last] = head > 0 ? await readEvents(pool, this.tenant, taskId, head - 1, 1) : [];
-      if (last && closesStream(last.event)) return;
-    }
+    const last = await lastEvent(pool, this.tenant, taskId);
+    if (last && afterSeq >= last.seq && closesStream(last.event)) return;
     for await (const e of followEvents({ pool, hub: this.deps.hub, tenant: this.tenant, taskId, afterSeq, signal: stop ? AbortSignal.any([stream.signal, stop]) : stream.signal })) {
       stream.seq = e.seq;
       stream.closing = closesStream(e.event);

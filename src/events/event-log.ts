@@ -5,7 +5,8 @@
  * knows its last seq can always get exactly the rest.
  */
 import type { Pool, PoolClient } from 'pg';
-import type { TaskState, WireArtifact, WireMessage, WireTask } from '../../workflows/types';
+import { isInterrupted, isTerminal } from '../../workflows/task-state';
+import type { WireArtifact, WireTask } from '../../workflows/types';
 
 export interface WireStatusUpdate {
   taskId: string;
@@ -49,18 +50,11 @@ export interface EventNotice {
 export const kindOf = (e: StreamEvent): 'task' | 'statusUpdate' | 'artifactUpdate' =>
   'task' in e ? 'task' : 'statusUpdate' in e ? 'statusUpdate' : 'artifactUpdate';
 
-const CLOSING_STATES = new Set<TaskState>([
-  'TASK_STATE_COMPLETED',
-  'TASK_STATE_FAILED',
-  'TASK_STATE_CANCELED',
-  'TASK_STATE_REJECTED',
-  'TASK_STATE_INPUT_REQUIRED',
-  'TASK_STATE_AUTH_REQUIRED',
-]);
-
 /** A status event in a terminal or interrupted state ends a stream (1.0 closes it; 0.3 marks it `final`). */
 export function closesStream(e: StreamEvent): boolean {
-  return 'statusUpdate' in e && CLOSING_STATES.has(e.statusUpdate.status.state);
+  if (!('statusUpdate' in e)) return false;
+  const { state } = e.statusUpdate.status;
+  return isTerminal(state) || isInterrupted(state);
 }
 
 /**
@@ -142,6 +136,15 @@ export async function headSeq(pool: Pool, tenant: string, taskId: string): Promi
   return rows.length ? Number(rows[0].last_seq) : 0;
 }
 
+/** The task's newest event (undefined when it has none). */
+export async function lastEvent(pool: Pool, tenant: string, taskId: string): Promise<LoggedEvent | undefined> {
+  const { rows } = await pool.query<{ seq: string; event: StreamEvent }>(
+    'SELECT seq, event FROM task_events WHERE tenant = $1 AND task_id = $2 ORDER BY seq DESC LIMIT 1',
+    [tenant, taskId],
+  );
+  return rows[0] && { seq: Number(rows[0].seq), event: rows[0].event };
+}
+
 /** The first and last seq of events whose key starts with `prefix` (e.g. one attempt of the forwarding activity). */
 export async function seqRangeOf(pool: Pool, tenant: string, taskId: string, prefix: string): Promise<{ from: number; to: number } | undefined> {
   const { rows } = await pool.query<{ from: string | null; to: string | null }>(
@@ -190,4 +193,3 @@ export function applyEvent(task: WireTask | undefined, e: StreamEvent): WireTask
   return { ...task, artifacts };
 }
 
-export type { WireMessage };

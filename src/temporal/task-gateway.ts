@@ -16,7 +16,7 @@ import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
 import { findTask } from '../db/task-store';
 import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
 import { isInterrupted, isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
-import { headSeq, readEvents } from '../events/event-log';
+import { lastEvent } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
 import type { SendMessageArgs, TaskInput, WireTask } from '../../workflows/types';
 
@@ -101,9 +101,7 @@ export class TaskGateway {
   }
 
   private async logSaysWaiting(tenant: string, taskId: string): Promise<boolean> {
-    const head = await headSeq(this.o.pool, tenant, taskId);
-    if (head === 0) return false;
-    const [last] = await readEvents(this.o.pool, tenant, taskId, head - 1, 1);
+    const last = await lastEvent(this.o.pool, tenant, taskId);
     return !!last && 'statusUpdate' in last.event && isInterrupted(last.event.statusUpdate.status.state);
   }
 

@@ -73,3 +73,19 @@ export async function startAgentServer(
       })),
   };
 }
+
+/** The agents a test file starts, closed together when it ends. */
+export class AgentPool {
+  private readonly started: TestAgent[] = [];
+
+  /** Awaits a starting agent and keeps it for closeAll(). */
+  async add<T extends TestAgent>(starting: Promise<T>): Promise<T> {
+    const a = await starting;
+    this.started.push(a);
+    return a;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all(this.started.map((a) => a.close()));
+  }
+}

@@ -1,6 +1,6 @@
 // Real A2A agents (built on @a2a-js/sdk) for Switchboard's integration tests and benchmark.
 export type { RecordedCall, TestAgent } from './harness';
-export { RPC_PATH } from './harness';
+export { AgentPool, RPC_PATH } from './harness';
 export type { AgentOptions } from './v1';
 export type { FailureMode } from './failing';
 export { startEchoAgent } from './echo';
