@@ -155,7 +155,11 @@ export async function runSearchBench(opts: { databaseUrl?: string; agents?: numb
     await insertAgents(pool, nAgents);
     const insertSeconds = round((performance.now() - t0) / 1000);
     const registry = new AgentRegistry(pool, outbound);
-    await app.register(agentRoutes, { registry, tenant: TENANT });
+    // The registry's routes alone, without the app's authentication: every request acts as the tenant's operator.
+    app.addHook('onRequest', async (req) => {
+      req.caller = { keyId: 'test', role: 'operator', tenant: TENANT, via: 'key' };
+    });
+    await app.register(agentRoutes, { registry });
     await app.ready();
 
     // The queries a client of a marketplace would send; the deep page follows real tokens.

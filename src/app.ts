@@ -2,6 +2,7 @@
  * buildApp wires Switchboard's HTTP surface from its dependencies and never listens: tests and the server
  * (src/main.ts) get the same app.
  */
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
@@ -22,8 +23,14 @@ import { jsonRpcRoutes } from './routes/json-rpc';
 import { reputationRoutes } from './routes/reputation';
 import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
+import { access } from './auth/caller';
+import { KeyStore } from './auth/keys';
+import { type BearerJwtVerifier, DEFAULT_TENANT, installAuth } from './auth/plugin';
+import { DEFAULT_QUOTAS, type Quotas, TenantQuotas } from './auth/quotas';
+import { auditRoutes } from './routes/audit';
+import { tenantRoutes } from './routes/tenants';
 
-export const DEFAULT_TENANT = 'default';
+export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = 5;
 
 export interface AppDeps {
@@ -48,6 +55,17 @@ export interface AppDeps {
   streams?: Partial<StreamSettings>;
   /** SWITCHBOARD_UNFUNDED_ACCOUNTS (default enforce): how a never-funded requester account reads. */
   unfundedAccounts?: UnfundedPolicy;
+  /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
+  auth: AppAuth;
+}
+
+export interface AppAuth {
+  keys: KeyStore;
+  jwt?: BearerJwtVerifier;
+  /** Process-wide quota defaults (SWITCHBOARD_QUOTA_*, SWITCHBOARD_RATE_LIMIT_*); a tenant's own settings win. */
+  quotaDefaults?: Partial<Quotas>;
+  /** REDIS_URL: rate-limit counters shared by every process. */
+  redisUrl?: string;
 }
 
 export interface StreamSettings extends SseOptions, StreamLimits {}
@@ -70,22 +88,28 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     keepAliveTimeout: 72_000,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
+    // Request ids name requests in the audit trail and logs across processes: random, not a per-process counter.
+    genReqId: () => randomUUID(),
   });
-  const tenant = DEFAULT_TENANT;
+  const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
+  // First: every route registered after this declares who may call it, and is checked before its handler runs.
+  await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
   const scheduler = deps.agentRefresh && new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs });
   const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy });
   const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log });
 
-  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/healthz', { config: access.public }, async () => ({ ok: true }));
   await app.register(jwksRoutes, { pool: deps.pool });
-  await app.register(agentRoutes, { registry, tenant, publicUrl: deps.publicUrl });
-  await app.register(reputationRoutes, { pool: deps.pool, tenant });
-  await app.register(frontDoorRoutes, { registry, pool: deps.pool, tenant, publicUrl: deps.publicUrl });
-  await app.register(accountRoutes, { pool: deps.pool, tenant, unfundedAccounts: deps.unfundedAccounts ?? 'enforce' });
+  await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
+  await app.register(auditRoutes, { pool: deps.pool });
+  await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl });
+  await app.register(reputationRoutes, { pool: deps.pool });
+  await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl });
+  await app.register(accountRoutes, { pool: deps.pool, unfundedAccounts: deps.unfundedAccounts ?? 'enforce' });
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
   await app.register(jsonRpcRoutes, {
     registry,
-    tenant,
+    quotas,
     publicUrl: deps.publicUrl,
     gateway,
     pool: deps.pool,

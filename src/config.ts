@@ -54,6 +54,30 @@ const EnvSchema = z.object({
     .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
   /** Multi-agent jobs: how many hops below its root task a task started by an agent may be. */
   SWITCHBOARD_MAX_HOPS: z.coerce.number().int().min(0).max(100).default(5),
+  /**
+   * An admin API key (any string of 32+ characters; `sb_…` from POST /tenants/:id/keys works too). Unset: the
+   * embedded start makes one on first run, prints it once and keeps it in SWITCHBOARD_DATA_DIR/admin-key (0600).
+   */
+  SWITCHBOARD_ADMIN_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** Accept bearer JWTs verified against this JWKS (claims: src/auth/jwt.ts), beside API keys. */
+  SWITCHBOARD_JWT_JWKS_URL: optionalUrl(/^https?$/),
+  SWITCHBOARD_JWT_ISSUER: z.string().min(1).optional(),
+  SWITCHBOARD_JWT_AUDIENCE: z.string().min(1).optional(),
+  /** Rate-limit counters in Redis (shared by every Switchboard process); unset: in memory, per process. */
+  REDIS_URL: optionalUrl(/^rediss?$/),
+  /**
+   * Seals agents' outbound credentials at rest: `<keyId>:<base64 of 32 bytes>[,…]`, the first encrypts, all
+   * decrypt. Unset: the embedded start makes one in SWITCHBOARD_DATA_DIR/secrets-key (0600).
+   */
+  SWITCHBOARD_SECRETS_KEY: z.string().min(1).optional(),
+  /** Encrypt every Temporal payload (same format as SWITCHBOARD_SECRETS_KEY); POST /codec/decode serves Temporal UI. */
+  SWITCHBOARD_PAYLOAD_KEY: z.string().min(1).optional(),
+  /** Quota defaults for tenants that set none of their own (PATCH /tenants/:id). */
+  SWITCHBOARD_QUOTA_OPEN_TASKS: z.coerce.number().int().min(0).default(10_000),
+  SWITCHBOARD_QUOTA_TASKS_PER_DAY: z.coerce.number().int().min(0).default(1_000_000),
+  SWITCHBOARD_QUOTA_STREAMS_PER_KEY: z.coerce.number().int().min(0).default(1_000),
+  SWITCHBOARD_RATE_LIMIT_TENANT_RPS: z.coerce.number().int().min(1).default(2_000),
+  SWITCHBOARD_RATE_LIMIT_KEY_RPS: z.coerce.number().int().min(1).default(1_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

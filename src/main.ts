@@ -4,6 +4,7 @@
  * (PGlite over the wire protocol, so the same `pg` code runs). Then migrations, the worker and the HTTP server.
  * Ctrl-C stops everything in reverse order.
  */
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
@@ -18,6 +19,7 @@ import { EventHub } from './events/hub';
 import { createOutbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
 import { createWorker } from './worker';
+import { KeyStore } from './auth/keys';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 
 async function main(): Promise<void> {
@@ -116,7 +118,20 @@ async function main(): Promise<void> {
       void shutdown(1);
     });
 
+    const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
+    const adminKey = config.SWITCHBOARD_ADMIN_KEY ? undefined : await ensureAdminKey(keys, dataDir);
     const app = await buildApp({
+      auth: {
+        keys,
+        redisUrl: config.REDIS_URL,
+        quotaDefaults: {
+          openTasks: config.SWITCHBOARD_QUOTA_OPEN_TASKS,
+          newTasksPerDay: config.SWITCHBOARD_QUOTA_TASKS_PER_DAY,
+          streamsPerKey: config.SWITCHBOARD_QUOTA_STREAMS_PER_KEY,
+          requestsPerSecond: config.SWITCHBOARD_RATE_LIMIT_TENANT_RPS,
+          requestsPerSecondPerKey: config.SWITCHBOARD_RATE_LIMIT_KEY_RPS,
+        },
+      },
       agentRefresh,
       pool,
       temporal: client,
@@ -141,7 +156,9 @@ async function main(): Promise<void> {
     const url = await app.listen({ host: config.HOST, port: config.PORT });
     const lines = [
       `Switchboard is running at ${url}`,
-      `  register an agent:  curl -X POST ${url}/agents -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
+      ...(adminKey?.created ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
+      ...(adminKey && !adminKey.created ? [`  admin key:          ${adminKey.file}`] : []),
+      `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer $(cat ${adminKey?.file ?? '<admin key file>'})" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
       `  Temporal:           ${temporalAddress} (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
       ...(uiUrl ? [`  Temporal UI:        ${uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows`] : []),
       `  PostgreSQL:         ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'pglite')})`}`,
@@ -152,6 +169,23 @@ async function main(): Promise<void> {
     log.fatal({ err }, 'Switchboard failed to start');
     await shutdown(1);
   }
+}
+
+/**
+ * The embedded start's admin key: when the database has no admin key, one is made (only its hash is stored),
+ * written to `<data dir>/admin-key` (0600) for the local user, and printed once. Later starts point at the file.
+ */
+async function ensureAdminKey(keys: KeyStore, dataDir: string): Promise<{ key?: string; file: string; created: boolean } | undefined> {
+  const file = join(dataDir, 'admin-key');
+  if (await keys.hasAdminKey()) {
+    const kept = await readFile(file, 'utf8').catch(() => undefined);
+    return kept ? { file, created: false } : undefined;
+  }
+  const { key } = await keys.create({ tenant: null, role: 'admin', name: 'embedded start' });
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(file, `${key}\n`, { mode: 0o600 });
+  await chmod(file, 0o600); // writeFile's mode applies only to a new file
+  return { key, file, created: true };
 }
 
 void main();

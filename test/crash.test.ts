@@ -16,7 +16,8 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent } from './agents';
-import { createTestDb, DATABASE_URL, startTemporal, type TestDb } from './helpers/harness';
+import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, rememberKeys, startTemporal, type TestDb } from './helpers/harness';
+import { KeyStore } from '../src/auth/keys';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 
@@ -38,9 +39,13 @@ before(async () => {
     HOST: '127.0.0.1',
     PORT: String(await freePort()),
     SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
+    SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
     LOG_LEVEL: 'warn',
   };
   sb = await startSwitchboard(sbEnv);
+  // The clients of this file use a client key of tenant default; every restart keeps the URL (and the key).
+  const client = (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'crash test' })).key;
+  rememberKeys(sb.url, { admin: TEST_ADMIN_KEY, operator: TEST_ADMIN_KEY, client });
 });
 
 after(async () => {
@@ -62,7 +67,7 @@ async function crashAndRestart(): Promise<void> {
 async function register(agentUrl: string, extra: Record<string, unknown> = {}): Promise<string> {
   const res = await fetch(`${sb!.url}/agents`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` },
     body: JSON.stringify({ url: agentUrl, ...extra }),
   });
   const body = (await res.json()) as { id: string };

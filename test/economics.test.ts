@@ -63,11 +63,12 @@ beforeEach(() => {
 
 
 async function http(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${gw.url}${path}`, {
+  // As the admin: deposits are an admin's; the tests read accounts and the ledger as one too.
+  const res = await gw.fetch(`${gw.url}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  }, 'admin');
   return { status: res.status, json: (await res.json()) as any };
 }
 
@@ -337,7 +338,7 @@ describe('SWITCHBOARD_UNFUNDED_ACCOUNTS=unlimited', () => {
     const open = await startGateway({ unfundedAccounts: 'unlimited', temporal: { env: gw.env, taskQueue: `${gw.taskQueue}-credit` } });
     try {
       const call = async (method: string, path: string, body?: unknown) => {
-        const res = await fetch(`${open.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+        const res = await open.fetch(`${open.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined }, 'admin');
         return (await res.json()) as any;
       };
       assert.equal((await call('GET', `/accounts/${ACCOUNT}`)).unlimited, true);
@@ -413,7 +414,7 @@ describe('reconcile', () => {
       await pool.query(`INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at)
                         VALUES ('default', 'lost', 'c', 'a', 'TASK_STATE_COMPLETED', now() - interval '1 hour', 1, '{}', now() - interval '1 hour')`);
       await pool.query(`INSERT INTO accounts (tenant, account, kind, balance_minor) VALUES ('default', 'agent:forged', 'agent', 99)`);
-      const r = (await fetch(`${other.url}/ledger/reconcile`).then((res) => res.json())) as any;
+      const r = (await other.fetch(`${other.url}/ledger/reconcile`, {}, 'operator').then((res) => res.json())) as any;
       assert.equal(r.ok, false);
       const byName = Object.fromEntries(r.invariants.map((i: any) => [i.name, i]));
       assert.deepEqual(byName.terminalTaskSettledOnce.violations, [{ taskId: 'lost', state: 'TASK_STATE_COMPLETED', settlements: 0, settledAs: null }]);

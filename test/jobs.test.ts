@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AgentPool, startDelegatorAgent, startEchoAgent, startSlowAgent, type TestAgent } from './agents';
-import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, agentKey, eventually, register, rpc, startGateway } from './helpers/harness';
 
 let gw: Gateway;
 const agents = new AgentPool();
@@ -30,11 +30,14 @@ const getTask = async (url: string, id: string) => (await rpc(url, { jsonrpc: '2
 /** Registers a chain top → middle → leaf, where top and middle delegate through Switchboard. */
 async function chain(leaf: TestAgent, prices: [number, number, number] = [0, 0, 0]) {
   const ids: Record<string, string> = {};
-  const top = await agents.add(startDelegatorAgent({ name: 'Top', gateway: () => ({ url: gw.url, agentId: ids.middle }) }));
-  const middle = await agents.add(startDelegatorAgent({ name: 'Middle', gateway: () => ({ url: gw.url, agentId: ids.leaf }) }));
+  const keys: Record<string, string> = {};
+  const top = await agents.add(startDelegatorAgent({ name: 'Top', gateway: () => ({ url: gw.url, agentId: ids.middle, key: keys.top }) }));
+  const middle = await agents.add(startDelegatorAgent({ name: 'Middle', gateway: () => ({ url: gw.url, agentId: ids.leaf, key: keys.middle }) }));
   ids.top = (await register(gw, top.url, { priceMinor: prices[0] })).id;
   ids.middle = (await register(gw, middle.url, { priceMinor: prices[1] })).id;
   ids.leaf = (await register(gw, leaf.url, { priceMinor: prices[2] })).id;
+  keys.top = await agentKey(gw, ids.top);
+  keys.middle = await agentKey(gw, ids.middle);
   return { ids, topRpc: `${gw.url}/agents/${ids.top}/a2a` };
 }
 
@@ -90,10 +93,13 @@ describe('multi-agent jobs', () => {
 
   test('agents calling each other in a loop stop at the hop limit with a clear error', async () => {
     const ids: Record<string, string> = {};
-    const ping = await agents.add(startDelegatorAgent({ name: 'Ping', gateway: () => ({ url: gw.url, agentId: ids.pong }) }));
-    const pong = await agents.add(startDelegatorAgent({ name: 'Pong', gateway: () => ({ url: gw.url, agentId: ids.ping }) }));
+    const keys: Record<string, string> = {};
+    const ping = await agents.add(startDelegatorAgent({ name: 'Ping', gateway: () => ({ url: gw.url, agentId: ids.pong, key: keys.ping }) }));
+    const pong = await agents.add(startDelegatorAgent({ name: 'Pong', gateway: () => ({ url: gw.url, agentId: ids.ping, key: keys.pong }) }));
     ids.ping = (await register(gw, ping.url)).id;
     ids.pong = (await register(gw, pong.url)).id;
+    keys.ping = await agentKey(gw, ids.ping);
+    keys.pong = await agentKey(gw, ids.pong);
     const res = await send(`${gw.url}/agents/${ids.ping}/a2a`, 'loop');
     const task = res.json.result.task;
     assert.equal(task.status.state, 'TASK_STATE_FAILED');
@@ -103,10 +109,23 @@ describe('multi-agent jobs', () => {
     assert.match(JSON.stringify(task.status.message), /Hop limit reached/);
 
     // A parent that does not exist is refused the same way.
-    const orphan = await rpc(`${gw.url}/agents/${ids.ping}/a2a`, {
-      jsonrpc: '2.0', id: 4, method: 'SendMessage',
-      params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'x' }], metadata: { switchboard: { parentTaskId: randomUUID() } } } },
-    }, V1);
+    const withParent = (parentTaskId: string, key: string) =>
+      rpc(`${gw.url}/agents/${ids.ping}/a2a`, {
+        jsonrpc: '2.0', id: 4, method: 'SendMessage',
+        params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'x' }], metadata: { switchboard: { parentTaskId } } } },
+      }, { ...V1, authorization: `Bearer ${key}` });
+    const orphan = await withParent(randomUUID(), keys.pong);
     assert.equal(orphan.json.error?.code, -32052, JSON.stringify(orphan.json));
+    assert.match(orphan.json.error.message, /does not exist/);
+    // Linking is explicit: only an agent key names a parent, and only one of its own agent's tasks.
+    const started = async () => (await gw.db.pool.query('SELECT count(*)::int AS n FROM message_tasks WHERE agent_id = $1', [ids.ping])).rows[0].n;
+    const before = await started();
+    const byClient = await withParent(task.id, gw.keys.client);
+    assert.equal(byClient.json.error?.code, -32052);
+    assert.match(byClient.json.error.message, /only be named with an agent key/);
+    const notItsOwn = await withParent(task.id, keys.pong);
+    assert.equal(notItsOwn.json.error?.code, -32052);
+    assert.match(notItsOwn.json.error.message, /not run by this key's agent/);
+    assert.equal(await started(), before, 'no refused call started a task');
   });
 });

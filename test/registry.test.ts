@@ -10,7 +10,8 @@ import { SendMessageRequest, Task, TaskState, type Message } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { isLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
 import { RPC_PATH, startEchoAgent, startLegacyAgent, type TestAgent } from './agents';
-import { type Gateway, rpc, startGateway } from './helpers/harness';
+import { type Gateway, authFetch, keysFor, rpc, startGateway } from './helpers/harness';
+import { GATEWAY_SECURITY } from '../src/agents/cards';
 
 // ---- a tiny card server: serves fixed documents at fixed paths and records every request ----
 
@@ -134,15 +135,16 @@ after(async () => {
 async function post(g: Gateway, body: unknown) {
   const res = await fetch(`${g.url}/agents`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${g.keys.operator}` },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined, text };
 }
 
+/** GET as the operator of the gateway at `url`. */
 async function get(url: string) {
-  const res = await fetch(url);
+  const res = await fetch(url, { headers: { authorization: `Bearer ${keysFor(url)?.operator}` } });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
@@ -177,7 +179,7 @@ const artifactText = (t: Task) => t.artifacts.flatMap((a) => a.parts.map((p) => 
 describe('POST /agents', () => {
   it('registers the echo agent by base URL: 201 with id, name, its card and a 1.0 endpoint', async () => {
     const a = await registered(gw, { url: echo.url });
-    assert.match(a.id, /^echo-[0-9a-f]{6}$/);
+    assert.match(a.id, /^echo-[0-9a-f]{12}$/);
     assert.equal(a.name, 'Echo');
     assert.equal(a.url, echo.url);
     assert.equal(a.cardUrl, `${echo.url}/.well-known/agent-card.json`);
@@ -224,7 +226,7 @@ describe('POST /agents', () => {
   it('takes name, priceMinor and retry from the body', async () => {
     const a = await registered(gw, { url: echo.url, name: 'My Echo!', priceMinor: 250, retry: { maxAttempts: 5 } });
     assert.equal(a.name, 'My Echo!');
-    assert.match(a.id, /^my-echo-[0-9a-f]{6}$/);
+    assert.match(a.id, /^my-echo-[0-9a-f]{12}$/);
     assert.equal(a.priceMinor, 250);
     assert.equal(a.retry.maxAttempts, 5);
     assert.equal(typeof a.retry.initialIntervalMs, 'number', 'unset retry fields keep their defaults');
@@ -249,14 +251,14 @@ describe('GET and DELETE /agents', () => {
     assert.equal(one.status, 200);
     assert.deepEqual(one.body, a);
 
-    const del = await fetch(`${gw.url}/agents/${a.id}`, { method: 'DELETE' });
+    const del = await gw.fetch(`${gw.url}/agents/${a.id}`, { method: 'DELETE' }, 'operator');
     assert.equal(del.status, 204);
     assert.equal(await del.text(), '');
 
     const gone = await get(`${gw.url}/agents/${a.id}`);
     assert.equal(gone.status, 404);
     assert.match(gone.body.error, new RegExp(a.id));
-    assert.equal((await fetch(`${gw.url}/agents/${a.id}`, { method: 'DELETE' })).status, 404, 'a second DELETE is 404');
+    assert.equal((await gw.fetch(`${gw.url}/agents/${a.id}`, { method: 'DELETE' }, 'operator')).status, 404, 'a second DELETE is 404');
     assert.equal((await get(`${gw.url}/agents/${a.id}/.well-known/agent-card.json`)).status, 404);
     const call = await rpc(`${gw.url}/agents/${a.id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } }, { 'A2A-Version': '1.0' });
     assert.equal(call.status, 404);
@@ -383,7 +385,10 @@ describe('the card the gateway publishes', () => {
     const signed = await registered(gw, { url: `${cards.url}/signed.json` });
     assert.equal(signed.card.signatures.length, 1, 'the stored card is the agent card, signatures included');
     const { body: card } = await get(`${gw.url}/agents/${signed.id}/.well-known/agent-card.json`);
-    for (const field of ['signatures', 'securitySchemes', 'securityRequirements']) assert.ok(!(field in card), `${field} must not be published`);
+    assert.ok(!('signatures' in card), 'signatures must not be published');
+    // The agent's own security is Switchboard's business, not the client's: the card names Switchboard's schemes only.
+    assert.deepEqual(card.securitySchemes, GATEWAY_SECURITY.securitySchemes);
+    assert.deepEqual(card.securityRequirements, GATEWAY_SECURITY.securityRequirements);
     assert.equal(card.capabilities.streaming, true);
     assert.equal(card.capabilities.pushNotifications, true);
     assert.equal(card.capabilities.extendedAgentCard, false);
@@ -421,7 +426,7 @@ describe('a 0.3 client (@a2a-js/sdk legacyCompat) through the gateway', () => {
     const recordingFetch: typeof fetch = async (input, init) => {
       const body = typeof init?.body === 'string' ? JSON.parse(init.body) : undefined;
       sent.push({ url: String(input instanceof Request ? input.url : input), method: body?.method, body });
-      return fetch(input, init);
+      return authFetch(gw.keys.client)(input, init);
     };
     const legacyCompat = { enabled: true };
     const factory = new ClientFactory(

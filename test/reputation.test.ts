@@ -30,7 +30,7 @@ const send = (rpcUrl: string, text: string, returnImmediately = false) =>
   );
 
 async function reputation(agentId: string) {
-  const res = await fetch(`${gw.url}/agents/${agentId}/reputation`);
+  const res = await gw.fetch(`${gw.url}/agents/${agentId}/reputation`);
   return { status: res.status, json: (await res.json()) as any };
 }
 

@@ -8,10 +8,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import { ClientFactory } from '@a2a-js/sdk/client';
 import { startAskingAgent, type TestAgent } from './agents';
 import { startMutableAgent } from './agents/mutable';
-import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
 
 let gw: Gateway;
@@ -46,14 +45,17 @@ after(async () => {
 const message = (text: string, metadata?: Record<string, unknown>) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(metadata && { metadata }) });
 const send = (text: string, metadata?: Record<string, unknown>, path = '/a2a') =>
   rpc(`${gw.url}${path}`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: message(text, metadata) } });
-const routeOf = async (taskId: string) => (await fetch(`${gw.url}/tasks/${taskId}/route`)).json() as Promise<any>;
+const routeOf = async (taskId: string) => (await gw.fetch(`${gw.url}/tasks/${taskId}/route`)).json() as Promise<any>;
 const taskCount = async () => Number((await gw.db.pool.query('SELECT count(*) AS n FROM message_tasks')).rows[0].n);
 const callsTo = (key: string) => called[key]!.calls.filter((c) => c.method === 'SendMessage' || c.method === 'message/send').length;
 
 describe('the front door card', () => {
   test('is served at agent-card.json and agent.json, and an SDK client made from it runs a task end to end', async () => {
     for (const file of ['agent-card.json', 'agent.json']) {
-      const res = await fetch(`${gw.url}/.well-known/${file}`);
+      // Anyone may read the card; only a caller with a key sees its tenant's skills in it.
+      const anonymous = (await (await fetch(`${gw.url}/.well-known/${file}`)).json()) as any;
+      assert.deepEqual(anonymous.skills, [], 'no tenant, no skills');
+      const res = await gw.fetch(`${gw.url}/.well-known/${file}`);
       assert.equal(res.status, 200);
       const card = (await res.json()) as any;
       assert.equal(card.name, 'Switchboard');
@@ -67,7 +69,7 @@ describe('the front door card', () => {
       const skillIds = card.skills.map((s: { id: string }) => s.id).sort();
       assert.deepEqual(skillIds, ['book-flight', 'convert-currency', 'weather-forecast', 'weather-report'], 'the skills of the registered agents');
     }
-    const client = await new ClientFactory().createFromUrl(`${gw.url}/.well-known/agent-card.json`, '');
+    const client = await clientFactory(gw.keys.client).createFromUrl(`${gw.url}/.well-known/agent-card.json`, '');
     const before = callsTo('currency');
     const answer = await client.sendMessage(SendMessageRequest.fromJSON({ message: message('convert 100 euros to yen at today’s exchange rate') }));
     const task = Task.toJSON(answer as Task) as any;
@@ -176,8 +178,8 @@ describe('agents that cannot take the task', () => {
   test('a down agent is skipped by text routing and refused by name; its skill goes to another agent', async () => {
     const weather = called.weather as Awaited<ReturnType<typeof startMutableAgent>>;
     weather.state.rpcStatus = 503;
-    for (let i = 0; i < 3; i++) await fetch(`${gw.url}/agents/${ids.weather}/refresh`, { method: 'POST' });
-    const status = ((await (await fetch(`${gw.url}/agents/${ids.weather}`)).json()) as { status: string }).status;
+    for (let i = 0; i < 3; i++) await gw.fetch(`${gw.url}/agents/${ids.weather}/refresh`, { method: 'POST' }, 'operator');
+    const status = ((await (await gw.fetch(`${gw.url}/agents/${ids.weather}`)).json()) as { status: string }).status;
     assert.equal(status, 'down');
 
     const { json } = await send('what is the weather forecast for Oslo');

@@ -78,7 +78,7 @@ describe('-32700 parse error', () => {
   });
 
   it('non-JSON content type with garbage', async () => {
-    const res = await fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'text/plain', ...V1 }, body: 'garbage }{ not json' });
+    const res = await gw.fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'text/plain', ...V1 }, body: 'garbage }{ not json' });
     assert.equal(res.status, 200);
     const body = (await res.json()) as any;
     assert.equal(body.jsonrpc, '2.0');
@@ -87,7 +87,7 @@ describe('-32700 parse error', () => {
   });
 
   it('form-encoded garbage', async () => {
-    const res = await fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'a=1&b=2' });
+    const res = await gw.fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'a=1&b=2' });
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as any).error.code, -32700);
   });
@@ -314,7 +314,7 @@ describe('-32004 unsupported operation', () => {
   ] as const) {
     it(`${method} (not offered): a JSON error, not a stream`, async () => {
       const callsBefore = echo.calls.length;
-      const res = await fetch(echoRpc, {
+      const res = await gw.fetch(echoRpc, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json', ...headers },
         body: JSON.stringify({ jsonrpc: '2.0', id: 44, method, params }),
@@ -568,7 +568,7 @@ describe('malformed-input sweep (fast-check)', () => {
     const seen = { errors: 0, results: 0, codes: new Map<number, number>() };
     await fc.assert(
       fc.asyncProperty(request, async ({ raw, headers }) => {
-        const res = await fetch(echoRpc, { method: 'POST', headers, body: raw, signal: AbortSignal.timeout(5_000) });
+        const res = await gw.fetch(echoRpc, { method: 'POST', headers, body: raw, signal: AbortSignal.timeout(5_000) });
         const body = await res.text();
         assert.ok(res.status < 500, `HTTP ${res.status}: ${body}`);
         // A valid streaming call answers SSE: every event is itself a JSON-RPC response; check the last one.

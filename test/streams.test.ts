@@ -11,7 +11,7 @@ import http from 'node:http';
 import { SendMessageRequest, StreamResponse } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
-import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
@@ -45,7 +45,7 @@ describe('SendStreamingMessage', () => {
   test('relays every chunk of a 1,000-chunk stream in order, through an SDK client', async () => {
     const chunky = await agents.add(startChunkyAgent({ chunks: 1000, progressEvery: 250 }));
     const { base } = await register(gw, chunky.url);
-    const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+    const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
     const events: any[] = [];
     for await (const e of client.sendMessageStream(SendMessageRequest.fromJSON({ message: userMessage('go') }))) {
       events.push(StreamResponse.toJSON(e) as any);
@@ -93,7 +93,7 @@ describe('SendStreamingMessage', () => {
     const legacyCompat = { enabled: true };
     const factory = new ClientFactory(
       ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-        transports: [new JsonRpcTransportFactory({ legacyCompat })],
+        transports: [new JsonRpcTransportFactory({ legacyCompat, fetchImpl: authFetch(gw.keys.client) })],
         cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
       }),
     );
@@ -323,7 +323,8 @@ describe('stream limits', () => {
     const { rpc: rpcUrl } = await register(gw, chunky.url);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: userMessage('go') } });
     const text = await new Promise<string>((resolve, reject) => {
-      const req = http.request(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' } }, (res) => {
+      const headers = { 'content-type': 'application/json', 'a2a-version': '1.0', authorization: `Bearer ${gw.keys.client}` };
+      const req = http.request(rpcUrl, { method: 'POST', headers }, (res) => {
         res.pause(); // a reader that has stopped reading...
         setTimeout(() => {
           let all = '';

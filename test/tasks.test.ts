@@ -6,10 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import { type Client, ClientFactory } from '@a2a-js/sdk/client';
+import type { Client } from '@a2a-js/sdk/client';
 import { activityInfo } from '@temporalio/activity';
 import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
-import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
 let gw: Gateway;
@@ -42,7 +42,7 @@ after(async () => {
 
 async function clientFor(agentUrl: string, extra: Record<string, unknown> = {}): Promise<{ client: Client; id: string; rpcUrl: string }> {
   const { id, base, rpc: rpcUrl } = await register(gw, agentUrl, extra);
-  const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+  const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
   return { client, id, rpcUrl };
 }
 
@@ -175,7 +175,7 @@ describe('input-required', () => {
     try {
       const asking = await agents.add(startAskingAgent());
       const { base } = await register(small, asking.url);
-      const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+      const client = await clientFactory(small.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
       const first = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi') }))) as Task) as any;
       assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
       const workflowId = workflowIdOf('default', first.id);
@@ -199,7 +199,7 @@ describe('input-required', () => {
     try {
       const asking = await agents.add(startAskingAgent());
       const { base } = await register(other, asking.url);
-      const client = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+      const client = await clientFactory(other.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
       const first = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi') }))) as Task) as any;
       assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
       const expired = await eventually(async () => {
@@ -349,14 +349,16 @@ describe('failures and retries', () => {
 describe('GetTask, ListTasks and Temporal UI', () => {
   test('GetTask answers from the projection once Temporal no longer has the workflow', async () => {
     const echo = await agents.add(startEchoAgent());
-    const { client } = await clientFor(echo.url);
+    const { client, id } = await clientFor(echo.url);
     const task = await send(client, 'remember me');
     await eventually(async () => ((await settlementsOf(task.id)).length ? true : undefined), 10_000, 'settlement');
     // A gateway on the same database but a brand-new Temporal server: as after the retention period.
     const later = await startGateway({ db: gw.db });
     try {
-      const { base, rpc: rpcUrl } = await register(later, echo.url);
-      const laterClient = await new ClientFactory().createFromUrl(`${base}/.well-known/agent-card.json`, '');
+      // The same agent (the registry is in the database), at the new gateway's address.
+      const base = `${later.url}/agents/${id}`;
+      const rpcUrl = `${base}/a2a`;
+      const laterClient = await clientFactory(later.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
       const got = Task.toJSON(await laterClient.getTask({ tenant: '', id: task.id })) as any;
       assert.equal(got.status.state, 'TASK_STATE_COMPLETED');
       assert.equal(textOf(got.artifacts[0].parts), 'echo: remember me');

@@ -46,6 +46,11 @@ export const A2A_ERRORS = {
    * agent has the skill in `metadata.skillId`, or no healthy agent matches the text. Nothing was started.
    */
   Unroutable: { code: -32051, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32051, message: m } }) },
+  /**
+   * Switchboard's own code (the same range): a new task would pass one of the tenant's quotas (open tasks, new
+   * tasks per day; src/auth/quotas.ts). The message names the quota and its value. Nothing was started.
+   */
+  QuotaExceeded: { code: -32053, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32053, message: m } }) },
 } as const;
 
 export type A2AErrorName = keyof typeof A2A_ERRORS;

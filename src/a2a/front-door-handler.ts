@@ -11,6 +11,7 @@ import { a2aError } from './errors';
 import { AgentRequestHandler, type HandlerDeps, type StreamCursor } from './request-handler';
 import type { ListTasksQuery } from './schemas';
 import type { PushDialect } from '../push/store';
+import type { Caller } from '../auth/caller';
 
 /**
  * Stands in for an agent on calls that have none. The base class reads its agent only to start a task (which
@@ -21,13 +22,13 @@ const NO_AGENT = { id: '', name: 'Switchboard', card: { name: 'Switchboard' }, p
 export class FrontDoorHandler extends AgentRequestHandler {
   constructor(
     private readonly routed: Agent | undefined,
-    private readonly front: { tenant: string; card: () => Promise<Record<string, unknown>> },
+    private readonly front: { caller: Caller; card: () => Promise<Record<string, unknown>> },
     rpcUrl: string,
     private readonly handlerDeps: HandlerDeps,
     private readonly cursor?: StreamCursor,
     dialect: PushDialect = '1.0',
   ) {
-    super(routed ?? NO_AGENT, front.tenant, rpcUrl, handlerDeps, cursor, dialect);
+    super(routed ?? NO_AGENT, front.caller, rpcUrl, handlerDeps, cursor, dialect);
   }
 
   override async getAgentCard(): Promise<AgentCard> {
@@ -52,7 +53,7 @@ export class FrontDoorHandler extends AgentRequestHandler {
   override async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
     const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
     if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status; // the proto default means no filter
-    const page = await listTasks(this.handlerDeps.pool, this.front.tenant, undefined, q as ListTasksQuery);
+    const page = await listTasks(this.handlerDeps.pool, this.front.caller.tenant, undefined, q as ListTasksQuery);
     return { ...page, tasks: page.tasks.map((t) => Task.fromJSON(t)) };
   }
 }

@@ -9,16 +9,24 @@ import { type PushDialect, type PushStore, parsePushRequest, renderConfig, rende
 import type { TaskGateway } from '../temporal/task-gateway';
 import { isTerminal, stateLabel } from '../../workflows/task-state';
 import { a2aError } from './errors';
+import { agentOfTask } from '../db/task-store';
 
 export interface PushMethodDeps {
   pool: Pool;
   store: PushStore;
   gateway: TaskGateway;
   tenant: string;
+  /** At a per-agent endpoint: only this agent's tasks are reachable (another's answers as unknown). */
+  agentId?: string;
 }
 
 export async function answerPushMethod(method: string, params: unknown, d: PushMethodDeps): Promise<unknown> {
   const { dialect, request } = parsePushRequest(method, params);
+  const taskId = request.op === 'create' ? request.config.taskId : request.taskId;
+  if (d.agentId !== undefined) {
+    const agentId = await agentOfTask(d.pool, d.tenant, taskId);
+    if (agentId !== undefined && agentId !== d.agentId) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+  }
   switch (request.op) {
     case 'create': {
       const { taskId } = request.config;

@@ -20,7 +20,9 @@ import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { Pool } from 'pg';
 import { gatewayCard } from '../agents/cards';
 import type { Agent } from '../agents/registry';
-import { claimMessage, findTask, listTasks, taskOfMessage } from '../db/task-store';
+import { agentOfTask, findTask, listTasks, taskOfMessage } from '../db/task-store';
+import type { Caller } from '../auth/caller';
+import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
 import { appendEvents, closesStream, headSeq, lastEvent, snapshotAt } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
@@ -44,6 +46,8 @@ export interface HandlerDeps {
   /** First retry delay of a failed webhook delivery (ms). */
   pushRetryInitialMs?: number;
   streamLimits: StreamLimits;
+  /** The tenants' quotas: a new task is claimed only within them. */
+  quotas: TenantQuotas;
 }
 
 export interface StreamLimits {
@@ -70,14 +74,33 @@ export class StreamLimitError extends Error {}
 const toTask = (t: WireTask) => Task.fromJSON(t);
 
 export class AgentRequestHandler implements A2ARequestHandler {
+  private readonly tenant: string;
+
+  /**
+   * @param agent the agent of the endpoint; the front door's stand-in (id '') serves every agent's tasks.
+   * @param caller who is calling (src/auth/plugin.ts authenticated them); the handler acts in their tenant.
+   */
   constructor(
     private readonly agent: Agent,
-    private readonly tenant: string,
+    private readonly caller: Caller,
     private readonly rpcUrl: string,
     private readonly deps: HandlerDeps,
     private readonly stream?: StreamCursor,
     private readonly dialect: PushDialect = '1.0',
-  ) {}
+  ) {
+    this.tenant = caller.tenant;
+  }
+
+  /**
+   * A per-agent endpoint answers only for its own agent's tasks: another agent's task of the tenant answers
+   * exactly as an unknown one does (-32001, the same message), so the endpoint is no oracle either.
+   * @throws TaskNotFound
+   */
+  private async ownTask(taskId: string): Promise<void> {
+    if (this.agent.id === '') return;
+    const agentId = await agentOfTask(this.deps.pool, this.tenant, taskId);
+    if (agentId !== undefined && agentId !== this.agent.id) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+  }
 
   async getAgentCard(): Promise<AgentCard> {
     return AgentCard.fromJSON(gatewayCard(this.agent.card, this.rpcUrl));
@@ -90,6 +113,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   async sendMessage(params: SendMessageRequest, context?: ServerCallContext): Promise<Message | Task> {
     const { message, args, push } = this.sendArgs(params);
     if (message.taskId) {
+      await this.ownTask(message.taskId);
       const pushConfigIds = await this.inlinePush(message.taskId, push);
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
@@ -118,7 +142,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
   ): Promise<{ input: TaskInput; args: SendMessageArgs }> {
     const budgetMinor = this.budgetOf(message);
     const parent = await this.parentOf(message, context);
-    const { taskId } = await claimMessage(this.deps.pool, this.tenant, message.messageId, randomUUID());
+    const quotas = await this.deps.quotas.of(this.tenant);
+    if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
+    const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, randomUUID(), quotas, this.agent.id);
+    if (resent) await this.ownTask(taskId);
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
     // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
     if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
@@ -184,7 +211,9 @@ export class AgentRequestHandler implements A2ARequestHandler {
   /**
    * Multi-agent jobs: a task started by an agent on behalf of a Switchboard task names that task in the
    * `X-Switchboard-Parent-Task` header or `metadata.switchboard.parentTaskId` (Switchboard sends both when it
-   * forwards). The parent must exist; the new task is one hop deeper, and past the hop limit it is refused.
+   * forwards). Only an agent key may name one, and only a task its own agent runs: the link is the agent's
+   * explicit claim, not something a client can attach to another team's job. The new task is one hop deeper,
+   * and past the hop limit it is refused.
    */
   private async parentOf(message: WireMessage, context?: ServerCallContext): Promise<{ taskId: string; depth: number } | undefined> {
     const headers = context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined;
@@ -192,7 +221,16 @@ export class AgentRequestHandler implements A2ARequestHandler {
     const fromMeta = (message.metadata?.switchboard as { parentTaskId?: unknown } | undefined)?.parentTaskId;
     const parentTaskId = (Array.isArray(header) ? header[0] : header) || (typeof fromMeta === 'string' ? fromMeta : undefined);
     if (!parentTaskId) return undefined;
+    if (this.caller.role !== 'agent') {
+      throw a2aError(
+        'HopLimit',
+        `A parent task (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) may only be named with an agent key (role agent); this key's role is ${this.caller.role}`,
+      );
+    }
     const parent = await findTask(this.deps.pool, this.tenant, parentTaskId);
+    if (parent && parent.agentId !== this.caller.agentId) {
+      throw a2aError('HopLimit', `The parent task ${parentTaskId} is not run by this key's agent (${this.caller.agentId}); an agent starts child tasks only for its own tasks`);
+    }
     if (!parent) throw a2aError('HopLimit', `The parent task ${parentTaskId} (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) does not exist`);
     const depth = parent.depth + 1;
     if (depth > this.deps.maxHops) {
@@ -211,10 +249,12 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
+    await this.ownTask(params.id);
     return toTask(await this.deps.gateway.get(this.tenant, params.id, params.historyLength));
   }
 
   async cancelTask(params: CancelTaskRequest): Promise<Task> {
+    await this.ownTask(params.id);
     return toTask(await this.deps.gateway.cancel(this.tenant, params.id));
   }
 
@@ -235,6 +275,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     const stream = this.requireStream();
     const { message, args, push } = this.sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
+    if (known) await this.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
       await this.requireTask(known);
       yield* this.follow(known, stream.lastEventId);
@@ -279,6 +320,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
     const taskId = params.id;
+    await this.ownTask(taskId);
     if (stream.lastEventId !== undefined) {
       await this.requireTask(taskId);
       yield* this.follow(taskId, stream.lastEventId);

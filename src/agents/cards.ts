@@ -108,6 +108,32 @@ const AGENT_SPECIFIC = [
 ];
 
 /**
+ * How clients authenticate to Switchboard, in both card dialects at once: each scheme object carries the 1.0
+ * oneof member (`httpAuthSecurityScheme`, `apiKeySecurityScheme`) and the 0.3/OpenAPI fields (`type`, `scheme`,
+ * `in`, `name`); each reader takes its own and ignores the other. Either scheme alone is enough.
+ */
+export const GATEWAY_SECURITY = {
+  securitySchemes: {
+    bearer: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'Switchboard API key (sb_…) or JWT',
+      httpAuthSecurityScheme: { scheme: 'Bearer', bearerFormat: 'Switchboard API key (sb_…) or JWT' },
+    },
+    apiKey: {
+      type: 'apiKey',
+      in: 'header',
+      name: 'X-API-Key',
+      apiKeySecurityScheme: { location: 'header', name: 'X-API-Key' },
+    },
+  },
+  /** 1.0: any one of these requirements satisfies the card. */
+  securityRequirements: [{ schemes: { bearer: { list: [] } } }, { schemes: { apiKey: { list: [] } } }],
+  /** 0.3 (OpenAPI): the same alternatives. */
+  security: [{ bearer: [] }, { apiKey: [] }],
+} as const;
+
+/**
  * The card Switchboard publishes for a registered agent. It is readable by 1.0 clients (supportedInterfaces
  * for 1.0 and 0.3, first preferred) and by 0.3 clients (`url`, `protocolVersion`, `preferredTransport`), and it
  * advertises only what the gateway itself implements. The agent's signatures are dropped: the card changed.
@@ -131,5 +157,6 @@ export function gatewayCard(agentCard: AgentCardJson, rpcUrl: string): Record<st
     url: rpcUrl,
     preferredTransport: 'JSONRPC',
     protocolVersion: '0.3.0',
+    ...GATEWAY_SECURITY,
   };
 }

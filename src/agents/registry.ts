@@ -136,7 +136,8 @@ export class AgentRegistry {
     const reason = this.opts.scheduler ? 'registered: the card was read; the first probe of the endpoint is under way' : 'registered: the card was read; the endpoint has not been probed';
 
     const name = body.name ?? parsed.name;
-    const id = `${slug(name)}-${randomBytes(3).toString('hex')}`;
+    // Random enough to be unique across tenants (ids are global for the public cards) and not worth guessing.
+    const id = `${slug(name)}-${randomBytes(6).toString('hex')}`;
     const retry = { ...DEFAULT_RETRY, ...body.retry };
     const { rows } = await this.pool.query<AgentRow>(
       `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry,
@@ -161,6 +162,12 @@ export class AgentRegistry {
 
   async get(tenant: string, id: string): Promise<Agent | undefined> {
     const { rows } = await this.pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 AND id = $2`, [tenant, id]);
+    return rows[0] && toAgent(rows[0]);
+  }
+
+  /** An agent by id alone, whatever its tenant: for its public card only (ids are unique across tenants). */
+  async getPublic(id: string): Promise<Agent | undefined> {
+    const { rows } = await this.pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE id = $1`, [id]);
     return rows[0] && toAgent(rows[0]);
   }
 

@@ -94,16 +94,30 @@ function decodeCursor(token: string): Cursor {
  * The task a client's first message belongs to: `candidate` when the messageId is new, else the task an
  * earlier send of the same message started (a resend after a lost answer, or a stream reconnect).
  */
-export async function claimMessage(pool: Pool, tenant: string, messageId: string, candidate: string): Promise<{ taskId: string; resent: boolean }> {
+export async function claimMessage(pool: Pool, tenant: string, messageId: string, candidate: string, agentId?: string): Promise<{ taskId: string; resent: boolean }> {
   const { rows } = await pool.query<{ task_id: string }>(
     `WITH ins AS (
-       INSERT INTO message_tasks (tenant, message_id, task_id) VALUES ($1, $2, $3)
+       INSERT INTO message_tasks (tenant, message_id, task_id, agent_id) VALUES ($1, $2, $3, $4)
        ON CONFLICT (tenant, message_id) DO NOTHING RETURNING task_id)
      SELECT task_id FROM ins UNION ALL SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2`,
-    [tenant, messageId, candidate],
+    [tenant, messageId, candidate, agentId ?? null],
   );
   const taskId = rows[0].task_id;
   return { taskId, resent: taskId !== candidate };
+}
+
+/**
+ * The agent a task of the tenant runs on: the projection's, else the one its first message was claimed for
+ * (before the workflow has recorded anything). Undefined for a task this tenant does not have.
+ */
+export async function agentOfTask(pool: Pool, tenant: string, taskId: string): Promise<string | undefined> {
+  const { rows } = await pool.query<{ agent_id: string | null }>(
+    `SELECT agent_id FROM tasks WHERE tenant = $1 AND task_id = $2
+     UNION ALL SELECT agent_id FROM message_tasks WHERE tenant = $1 AND task_id = $2 AND agent_id IS NOT NULL
+     LIMIT 1`,
+    [tenant, taskId],
+  );
+  return rows[0]?.agent_id ?? undefined;
 }
 
 /** The task an earlier first message started, if any (no claim is made). */

@@ -8,10 +8,10 @@ import { z } from 'zod';
 import { DepositConflictError, deposit, getAccount } from '../ledger/accounts';
 import type { UnfundedPolicy } from '../ledger/postings';
 import { reconcile } from '../ledger/reconcile';
+import { type Caller, access, callerOf } from '../auth/caller';
 
 export interface AccountRoutesDeps {
   pool: Pool;
-  tenant: string;
   unfundedAccounts: UnfundedPolicy;
 }
 
@@ -29,10 +29,21 @@ const DepositBody = z.strictObject({
 
 const LIST_ENTRIES = 20;
 
-export async function accountRoutes(app: FastifyInstance, { pool, tenant, unfundedAccounts }: AccountRoutesDeps): Promise<void> {
+/**
+ * Whose account a caller may read: admins and operators any of the tenant's; a client the tenant's requester
+ * account (the one its tasks are charged to); an agent key its own agent's account.
+ */
+function mayRead(caller: Caller, account: string): boolean {
+  if (caller.role === 'admin' || caller.role === 'operator') return true;
+  if (caller.role === 'client') return account === `requester:${caller.tenant}`;
+  return account === `agent:${caller.agentId}`;
+}
+
+export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccounts }: AccountRoutesDeps): Promise<void> {
   const accountOf = (raw: string) => AccountName.safeParse(raw);
 
-  app.post<{ Params: { account: string } }>('/accounts/:account/deposits', async (req, reply) => {
+  app.post<{ Params: { account: string } }>('/accounts/:account/deposits', { config: { ...access.admin, audit: 'account.deposit' } }, async (req, reply) => {
+    const { tenant } = callerOf(req);
     const account = accountOf(req.params.account);
     if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
     if (!account.data.startsWith('requester:')) {
@@ -49,9 +60,15 @@ export async function accountRoutes(app: FastifyInstance, { pool, tenant, unfund
     }
   });
 
-  app.get<{ Params: { account: string } }>('/accounts/:account', async (req, reply) => {
+  app.get<{ Params: { account: string } }>('/accounts/:account', { config: access.member }, async (req, reply) => {
+    const caller = callerOf(req);
+    const { tenant } = caller;
     const account = accountOf(req.params.account);
     if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
+    if (!mayRead(caller, account.data)) {
+      const own = caller.role === 'client' ? `requester:${caller.tenant}` : `agent:${caller.agentId}`;
+      return reply.code(403).send({ error: `A ${caller.role} key reads only its own account (${own}); ${account.data} needs the role admin or operator`, requiredRoles: ['admin', 'operator'] });
+    }
     const view = await getAccount(pool, tenant, account.data, unfundedAccounts);
     const { rows } = await pool.query(
       `SELECT movement_key, kind, task_id, amount_minor, held_minor, created_at FROM ledger_entries
@@ -70,5 +87,5 @@ export async function accountRoutes(app: FastifyInstance, { pool, tenant, unfund
   });
 
   // The ledger's invariants, with every violation listed; 200 either way (`ok` says which).
-  app.get('/ledger/reconcile', async () => reconcile(pool, tenant));
+  app.get('/ledger/reconcile', { config: access.operator }, async (req) => reconcile(pool, callerOf(req).tenant));
 }

@@ -1,15 +1,15 @@
 /** The registry's HTTP API and the agent cards Switchboard publishes for each registered agent. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { RegisterAgentBody } from '../a2a/schemas';
 import { gatewayCard } from '../agents/cards';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
+import { access, callerOf } from '../auth/caller';
 import { baseUrlOf } from './json-rpc';
 
 export interface AgentRoutesDeps {
   registry: AgentRegistry;
-  tenant: string;
   publicUrl?: string;
 }
 
@@ -32,7 +32,8 @@ const ListAgentsQuery = z.strictObject({
   pageToken: z.string().min(1).max(2000).optional(),
 });
 
-export async function agentRoutes(app: FastifyInstance, { registry, tenant, publicUrl }: AgentRoutesDeps): Promise<void> {
+export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }: AgentRoutesDeps): Promise<void> {
+  const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
   const view = (a: RankedAgent, base: string) => ({
     id: a.id,
     name: a.name,
@@ -54,11 +55,12 @@ export async function agentRoutes(app: FastifyInstance, { registry, tenant, publ
   });
   const notFound = (id: string) => ({ error: `No agent ${id}` });
 
-  app.post('/agents', async (req, reply) => {
+  app.post('/agents', { config: { ...access.operator, audit: 'agent.register' } }, async (req, reply) => {
     const body = RegisterAgentBody.safeParse(req.body);
     if (!body.success) return reply.code(400).send({ error: `Invalid registration: ${z.prettifyError(body.error)}` });
     try {
-      const agent = await registry.register(tenant, body.data);
+      const agent = await registry.register(tenantOf(req), body.data);
+      req.auditTarget = agent.id;
       return reply.code(201).send(view(agent, baseUrlOf(req, publicUrl)));
     } catch (err) {
       if (err instanceof RegistrationError) return reply.code(422).send({ error: err.message });
@@ -67,12 +69,12 @@ export async function agentRoutes(app: FastifyInstance, { registry, tenant, publ
   });
 
   // List, or search with `q`; filters `tag`, `skill`, `status`; keyset pages (`pageSize`, `pageToken`).
-  app.get('/agents', async (req, reply) => {
+  app.get('/agents', { config: access.member }, async (req, reply) => {
     const query = ListAgentsQuery.safeParse(req.query);
     if (!query.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(query.error)}` });
     const { q, tag, skill, status, pageSize, pageToken } = query.data;
     try {
-      const page = await registry.search(tenant, { q, tags: tag, skills: skill, statuses: status, pageSize, pageToken });
+      const page = await registry.search(tenantOf(req), { q, tags: tag, skills: skill, statuses: status, pageSize, pageToken });
       const base = baseUrlOf(req, publicUrl);
       return { agents: page.agents.map((a) => view(a, base)), nextPageToken: page.nextPageToken };
     } catch (err) {
@@ -81,34 +83,35 @@ export async function agentRoutes(app: FastifyInstance, { registry, tenant, publ
     }
   });
 
-  app.get<{ Params: { id: string } }>('/agents/:id', async (req, reply) => {
-    const agent = await registry.get(tenant, req.params.id);
+  app.get<{ Params: { id: string } }>('/agents/:id', { config: access.member }, async (req, reply) => {
+    const agent = await registry.get(tenantOf(req), req.params.id);
     if (!agent) return reply.code(404).send(notFound(req.params.id));
     return view(agent, baseUrlOf(req, publicUrl));
   });
 
   // The recent liveness probes (latency and outcome), newest first.
-  app.get<{ Params: { id: string } }>('/agents/:id/probes', async (req, reply) => {
-    if (!(await registry.get(tenant, req.params.id))) return reply.code(404).send(notFound(req.params.id));
-    return { probes: await registry.probes(tenant, req.params.id) };
+  app.get<{ Params: { id: string } }>('/agents/:id/probes', { config: access.member }, async (req, reply) => {
+    if (!(await registry.get(tenantOf(req), req.params.id))) return reply.code(404).send(notFound(req.params.id));
+    return { probes: await registry.probes(tenantOf(req), req.params.id) };
   });
 
   // Refresh the card and probe the agent now, answering with the result (the schedule keeps its own pace).
-  app.post<{ Params: { id: string } }>('/agents/:id/refresh', async (req, reply) => {
-    const agent = await registry.refreshNow(tenant, req.params.id);
+  app.post<{ Params: { id: string } }>('/agents/:id/refresh', { config: { ...access.operator, audit: 'agent.refresh' } }, async (req, reply) => {
+    const agent = await registry.refreshNow(tenantOf(req), req.params.id);
     if (!agent) return reply.code(404).send(notFound(req.params.id));
     return view(agent, baseUrlOf(req, publicUrl));
   });
 
-  app.delete<{ Params: { id: string } }>('/agents/:id', async (req, reply) => {
-    if (!(await registry.remove(tenant, req.params.id))) return reply.code(404).send(notFound(req.params.id));
+  app.delete<{ Params: { id: string } }>('/agents/:id', { config: { ...access.operator, audit: 'agent.delete' } }, async (req, reply) => {
+    if (!(await registry.remove(tenantOf(req), req.params.id))) return reply.code(404).send(notFound(req.params.id));
     return reply.code(204).send();
   });
 
-  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json: both get the same card.
+  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json: both get the same card. A card is a
+  // discovery document, readable without a key (agent ids are unique across tenants); calling needs one.
   for (const file of ['agent-card.json', 'agent.json']) {
-    app.get<{ Params: { id: string } }>(`/agents/:id/.well-known/${file}`, async (req, reply) => {
-      const agent = await registry.get(tenant, req.params.id);
+    app.get<{ Params: { id: string } }>(`/agents/:id/.well-known/${file}`, { config: access.public }, async (req, reply) => {
+      const agent = await registry.getPublic(req.params.id);
       if (!agent) return reply.code(404).send(notFound(req.params.id));
       const base = baseUrlOf(req, publicUrl);
       return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, `${base}/agents/${agent.id}/a2a`));

@@ -12,7 +12,10 @@ import { gatewayCard } from '../agents/cards';
 import type { Agent, AgentRegistry } from '../agents/registry';
 import { type RoutableMessage, Router } from '../agents/router';
 import { type StoredRoute, recordRoute, routeOf } from '../db/task-routes';
-import { claimMessage, findTask, taskOfMessage } from '../db/task-store';
+import { findTask, taskOfMessage } from '../db/task-store';
+import { access, callerOf } from '../auth/caller';
+import { claimWithinQuota } from '../auth/quotas';
+import { a2aError } from '../a2a/errors';
 import { randomUUID } from 'node:crypto';
 import type { JsonRpcRouteDeps, RpcCall, RpcTarget } from './json-rpc';
 import { baseUrlOf } from './json-rpc';
@@ -25,7 +28,6 @@ const CARD_SKILLS = 50;
 export interface FrontDoorDeps {
   registry: AgentRegistry;
   pool: Pool;
-  tenant: string;
 }
 
 export class FrontDoor {
@@ -42,11 +44,13 @@ export class FrontDoor {
    * @throws Unroutable (-32051) or InvalidParams when a first message cannot be routed; nothing is started.
    */
   async resolve(call: RpcCall, deps: JsonRpcRouteDeps): Promise<RpcTarget> {
-    const { tenant, pool } = this.d;
+    const { pool } = this.d;
+    const { caller } = call;
+    const { tenant } = caller;
     const rpcUrl = `${call.base}/a2a`;
     const card = () => switchboardCard(this.d.registry, tenant, rpcUrl);
     const target = (agent: Agent | undefined, route?: StoredRoute): RpcTarget => ({
-      handler: (cursor, dialect) => new FrontDoorHandler(agent, { tenant, card }, rpcUrl, deps, cursor, dialect),
+      handler: (cursor, dialect) => new FrontDoorHandler(agent, { caller, card }, rpcUrl, deps, cursor, dialect),
       decorate: route && ((result) => withRouting(result, route)),
     });
     const message = (call.params as { message?: RoutableMessage & { messageId: string; taskId?: string } } | undefined)?.message;
@@ -63,7 +67,9 @@ export class FrontDoor {
       // Claimed but never started (it was refused before its workflow began): route it now.
     }
     const { agent, decision } = await this.router.route(tenant, message);
-    const { taskId } = await claimMessage(pool, tenant, message.messageId, randomUUID());
+    const quotas = await deps.quotas.of(tenant);
+    if (!quotas) throw a2aError('Internal', `tenant ${tenant} does not exist`);
+    const { taskId } = await claimWithinQuota(pool, tenant, message.messageId, randomUUID(), quotas, agent.id);
     const stored = await recordRoute(pool, tenant, taskId, tenant, decision);
     // A concurrent send of the same message recorded its decision first: that one stands.
     const executing = stored.agentId === agent.id ? agent : await this.d.registry.get(tenant, stored.agentId);
@@ -92,8 +98,8 @@ function withRouting(result: unknown, route: StoredRoute & { tiedWith?: string[]
  * Switchboard's own card: the gateway card shape (1.0 and 0.3 interfaces at `rpcUrl`), with a summary of the
  * skills of the agents routing can use now (healthy and degraded, first CARD_SKILLS distinct skill ids).
  */
-export async function switchboardCard(registry: AgentRegistry, tenant: string, rpcUrl: string): Promise<Record<string, unknown>> {
-  const { agents } = await registry.search(tenant, { statuses: ['healthy', 'degraded'], pageSize: 100 });
+export async function switchboardCard(registry: AgentRegistry, tenant: string | undefined, rpcUrl: string): Promise<Record<string, unknown>> {
+  const { agents } = tenant ? await registry.search(tenant, { statuses: ['healthy', 'degraded'], pageSize: 100 }) : { agents: [] };
   const skills = new Map<string, Record<string, unknown>>();
   for (const a of agents) {
     for (const s of (a.card.skills ?? []) as Record<string, unknown>[]) {
@@ -117,19 +123,22 @@ export async function switchboardCard(registry: AgentRegistry, tenant: string, r
 }
 
 export async function frontDoorRoutes(app: FastifyInstance, deps: FrontDoorDeps & { publicUrl?: string }): Promise<void> {
+  // Public, like every card; the skills it lists are those of the caller's tenant, so only a caller with a key
+  // sees any (and a shared cache must not serve one tenant's card to another: `Vary`, private).
   for (const file of ['agent-card.json', 'agent.json']) {
-    app.get(`/.well-known/${file}`, async (req, reply) => {
-      const card = await switchboardCard(deps.registry, deps.tenant, `${baseUrlOf(req, deps.publicUrl)}/a2a`);
-      return reply.header('cache-control', 'max-age=60').send(card);
+    app.get(`/.well-known/${file}`, { config: access.public }, async (req, reply) => {
+      const card = await switchboardCard(deps.registry, req.caller?.tenant, `${baseUrlOf(req, deps.publicUrl)}/a2a`);
+      return reply.header('cache-control', req.caller ? 'private, max-age=60' : 'max-age=60').header('vary', 'authorization, x-api-key').send(card);
     });
   }
 
   // Who asked, who executes, which skill, and why: the front door's decision, or the agent asked directly.
-  app.get<{ Params: { id: string } }>('/tasks/:id/route', async (req, reply) => {
-    const route = await routeOf(deps.pool, deps.tenant, req.params.id);
+  app.get<{ Params: { id: string } }>('/tasks/:id/route', { config: access.member }, async (req, reply) => {
+    const { tenant } = callerOf(req);
+    const route = await routeOf(deps.pool, tenant, req.params.id);
     if (route) return { ...route, requestedVia: 'router' };
-    const task = await findTask(deps.pool, deps.tenant, req.params.id);
+    const task = await findTask(deps.pool, tenant, req.params.id);
     if (!task) return reply.code(404).send({ error: `No task ${req.params.id} is known (tasks appear once their workflow has recorded them)` });
-    return { taskId: req.params.id, requestedVia: 'agent', requester: deps.tenant, agentId: task.agentId, skillId: null, reason: null };
+    return { taskId: req.params.id, requestedVia: 'agent', requester: tenant, agentId: task.agentId, skillId: null, reason: null };
   });
 }

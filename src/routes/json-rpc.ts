@@ -21,6 +21,8 @@ import * as S from '../a2a/schemas';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/store';
 import { FRONT_DOOR_PATHS, FrontDoor } from './front-door';
+import { type Caller, access, callerOf, rpcMethodRoles } from '../auth/caller';
+import { quotaError } from '../auth/quotas';
 import { type SseOptions, writeSse } from './sse';
 
 export type Dialect = '1.0' | '0.3';
@@ -57,6 +59,9 @@ const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
   },
 };
 
+/** Every JSON-RPC method the A2A endpoints answer (both dialects), for the role × method test. */
+export const RPC_METHODS: readonly string[] = [...Object.keys(METHODS['1.0']), ...Object.keys(METHODS['0.3'])];
+
 const PUSH_METHODS = new Set([...Object.keys(PUSH_METHOD_PARAMS['1.0']), ...Object.keys(PUSH_METHOD_PARAMS['0.3'])]);
 const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
 
@@ -69,9 +74,28 @@ function dialectOf(method: string): Dialect | undefined {
 
 export interface JsonRpcRouteDeps extends HandlerDeps {
   registry: AgentRegistry;
-  tenant: string;
   publicUrl?: string;
   sse: SseOptions;
+}
+
+/** Open streams per key in this process, for the streamsPerKey quota. */
+class KeyStreams {
+  private readonly open = new Map<string, number>();
+
+  /** @returns a release function, or undefined when the key already holds `max` streams. */
+  acquire(keyId: string, max: number): (() => void) | undefined {
+    const n = this.open.get(keyId) ?? 0;
+    if (n >= max) return undefined;
+    this.open.set(keyId, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.open.get(keyId) ?? 1) - 1;
+      if (left <= 0) this.open.delete(keyId);
+      else this.open.set(keyId, left);
+    };
+  }
 }
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
@@ -88,25 +112,31 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
 
   // The per-agent endpoint serves the agent in its path; the routing front door (POST /a2a, also at
   // /api/v1/a2a) picks an agent for each new task and serves existing tasks of any agent of the tenant.
-  app.post('/agents/:id/a2a', (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
-    answerRpc(req, reply, deps, async ({ base }) => {
-      const agent = await deps.registry.get(deps.tenant, req.params.id);
+  const streams = new KeyStreams();
+  app.post('/agents/:id/a2a', { config: access.rpc }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
+    answerRpc(req, reply, deps, streams, async ({ base, caller }) => {
+      const agent = await deps.registry.get(caller.tenant, req.params.id);
       if (!agent) {
         return { refuse: { httpStatus: 404, code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` } };
       }
       const rpcUrl = `${base}/agents/${agent.id}/a2a`;
-      return { handler: (cursor, dialect) => new AgentRequestHandler(agent, deps.tenant, rpcUrl, deps, cursor, dialect) };
+      return { agentId: agent.id, handler: (cursor, dialect) => new AgentRequestHandler(agent, caller, rpcUrl, deps, cursor, dialect) };
     }),
   );
-  const frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool, tenant: deps.tenant });
+  const frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool });
   for (const path of FRONT_DOOR_PATHS) {
-    app.post(path, (req, reply) => answerRpc(req, reply, deps, (call) => frontDoor.resolve(call, deps)));
+    app.post(path, { config: access.rpc }, (req, reply) => answerRpc(req, reply, deps, streams, (call) => frontDoor.resolve(call, deps)));
   }
 }
 
 /** What serves a valid call: a handler (built once the stream, if any, is set up), or a refusal as a bare envelope. */
 export type RpcTarget =
-  | { handler: (cursor: StreamCursor | undefined, dialect: Dialect) => AgentRequestHandler; decorate?: (result: unknown) => unknown }
+  | {
+      handler: (cursor: StreamCursor | undefined, dialect: Dialect) => AgentRequestHandler;
+      decorate?: (result: unknown) => unknown;
+      /** The agent of a per-agent endpoint: its push-config methods reach only that agent's tasks. */
+      agentId?: string;
+    }
   | { refuse: { httpStatus?: number; code: number; message: string } };
 
 /** A valid call as a resolver sees it: `lastEventId` is the parsed Last-Event-ID of a streaming call. */
@@ -116,6 +146,7 @@ export interface RpcCall {
   dialect: Dialect;
   base: string;
   lastEventId?: number;
+  caller: Caller;
 }
 
 /**
@@ -127,7 +158,8 @@ export type RpcResolver = (call: RpcCall) => Promise<RpcTarget>;
  * Answers one JSON-RPC request: envelope, dialect, version and params checks first (nothing starts on a bad
  * request), then the target the resolver picks, through the SDK transport handler of the caller's dialect.
  */
-async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpcRouteDeps, resolve: RpcResolver): Promise<unknown> {
+async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpcRouteDeps, streams: KeyStreams, resolve: RpcResolver): Promise<unknown> {
+  const caller = callerOf(req);
   const rawBody = typeof req.body === 'string' ? req.body : '';
   let body: unknown;
   try {
@@ -143,6 +175,11 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
   const id = rpc.id ?? null;
   const dialect = dialectOf(rpc.method);
   if (!dialect) return envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` });
+  const roles = rpcMethodRoles(rpc.method);
+  if (!roles.includes(caller.role)) {
+    // Authorization is HTTP's, as for every route; the body still says which roles the method needs.
+    return reply.code(403).send({ error: `${rpc.method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, requiredRoles: roles });
+  }
   const fail = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
 
   const version = requestedVersion(req);
@@ -166,7 +203,7 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
   const lastEventId = streaming ? lastEventIdOf(req) : undefined;
   let target: RpcTarget;
   try {
-    target = await resolve({ method: rpc.method, params: rpc.params, dialect, base: baseUrlOf(req, deps.publicUrl), lastEventId: lastEventId ?? undefined });
+    target = await resolve({ method: rpc.method, params: rpc.params, dialect, base: baseUrlOf(req, deps.publicUrl), lastEventId: lastEventId ?? undefined, caller });
   } catch (err) {
     return fail(err);
   }
@@ -176,7 +213,8 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
   }
   if (PUSH_METHODS.has(rpc.method)) {
     try {
-      return { jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, rpc.params, { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: deps.tenant }) };
+      const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: caller.tenant, agentId: target.agentId };
+      return { jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, rpc.params, pushDeps) };
     } catch (err) {
       return fail(err);
     }
@@ -190,8 +228,17 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
       reply.code(429).header('retry-after', '5');
       return envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` });
     }
+    const max = (await deps.quotas.of(caller.tenant))?.streamsPerKey ?? 0;
+    const release = streams.acquire(caller.keyId, max);
+    if (!release) {
+      reply.code(429).header('retry-after', '5');
+      return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'));
+    }
     const aborter = new AbortController();
-    reply.raw.on('close', () => aborter.abort());
+    reply.raw.on('close', () => {
+      release();
+      aborter.abort();
+    });
     cursor = { lastEventId, signal: aborter.signal, seq: 0, closing: false };
   }
   const handler = target.handler(cursor, dialect);
@@ -202,7 +249,7 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
     user: new UnauthenticatedUser(),
     headers: req.headers,
     requestedVersion: dialect,
-    tenant: deps.tenant,
+    tenant: caller.tenant,
   });
   const answer = await transport.handle({ ...rpc, id, params: rpc.params }, context);
   if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {

@@ -5,13 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { jwks } from '../push/signing';
+import { access } from '../auth/caller';
 
 export interface JwksRouteDeps {
   pool: Pool;
 }
 
 export async function jwksRoutes(app: FastifyInstance, { pool }: JwksRouteDeps): Promise<void> {
-  app.get('/.well-known/jwks.json', async (_req, reply) => {
+  app.get('/.well-known/jwks.json', { config: access.public }, async (_req, reply) => {
     // Receivers may cache it: a retired key stays in the set, and a receiver meeting an unknown kid should refetch.
     return reply.header('cache-control', 'public, max-age=300').type('application/json').send(await jwks(pool));
   });

@@ -10,7 +10,8 @@ import { BaseExecutor, startV1Agent, statusEvent, taskEvent, textOf, type AgentO
 
 export interface DelegatorOptions extends AgentOptions {
   /** Switchboard's base URL and the id there of the agent to delegate to (known once both are registered). */
-  gateway: () => { url: string; agentId: string };
+  /** Where to delegate: the gateway, the agent to call there, and this agent's own agent key (role agent). */
+  gateway: () => { url: string; agentId: string; key: string };
   name?: string;
 }
 
@@ -23,9 +24,10 @@ class DelegatingExecutor extends BaseExecutor {
   async run(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
     bus.publish(taskEvent(ctx, TaskState.TASK_STATE_WORKING));
     const parentTaskId = (ctx.userMessage.metadata as { switchboard?: { parentTaskId?: string } } | undefined)?.switchboard?.parentTaskId ?? '';
-    const { url, agentId } = this.o.gateway();
+    const { url, agentId, key } = this.o.gateway();
     const withParent: typeof fetch = (input, init) => {
       const headers = new Headers(init?.headers);
+      headers.set('authorization', `Bearer ${key}`);
       if (parentTaskId) headers.set('x-switchboard-parent-task', parentTaskId);
       return fetch(input, { ...init, headers });
     };

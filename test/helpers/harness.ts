@@ -17,6 +17,50 @@ import { createOutbound, type Outbound } from '../../src/http/outbound';
 import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
 import { createActivities } from '../../activities';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
+import { KeyStore } from '../../src/auth/keys';
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+
+/** SWITCHBOARD_ADMIN_KEY of every test gateway. */
+export const TEST_ADMIN_KEY = 'test-admin-key-0123456789abcdef0123456789';
+
+/** The keys a test gateway hands out for tenant `default`: an admin's, an operator's and a client's. */
+export interface TestKeys {
+  admin: string;
+  operator: string;
+  client: string;
+}
+
+/** Keys per gateway URL, so rpc() and register() authenticate as the gateway they talk to expects. */
+const keysByUrl = new Map<string, TestKeys>();
+/** Tells rpc(), register() and sse() which keys the Switchboard at `url` (e.g. a child process) accepts. */
+export function rememberKeys(url: string, keys: TestKeys): void {
+  keysByUrl.set(url, keys);
+}
+
+export function keysFor(url: string): TestKeys | undefined {
+  for (const [base, keys] of keysByUrl) if (url.startsWith(base)) return keys;
+  return undefined;
+}
+
+/** A fetch that sends `key` as a bearer token (for @a2a-js/sdk clients and plain calls). */
+export function authFetch(key: string): typeof fetch {
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    if (!headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+/** An @a2a-js/sdk client factory whose card fetches and calls carry `key`. */
+export function clientFactory(key: string, opts: { legacyCompat?: boolean } = {}): ClientFactory {
+  const fetchImpl = authFetch(key);
+  return new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl, ...(opts.legacyCompat ? { legacyCompat: { enabled: true } } : {}) })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+    }),
+  );
+}
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 /** Bundling takes a second or two: once per test process. */
@@ -91,6 +135,10 @@ export interface Gateway {
   outbound: Outbound;
   hub: EventHub;
   taskQueue: string;
+  /** Keys for tenant `default` (admin, operator, client); rpc() and register() use them by default. */
+  keys: TestKeys;
+  /** fetch as the tenant's client (or as `role`). */
+  fetch(url: string, init?: RequestInit, role?: keyof TestKeys): Promise<Response>;
   /** Starts a worker (one runs after startGateway); `wrap` replaces activities, for fault injection. */
   startWorker(wrap?: (real: Activities) => Activities): Promise<void>;
   stopWorker(): Promise<void>;
@@ -119,6 +167,10 @@ export interface GatewayOptions {
    * tenant; the economics tests use `enforce` (the production default).
    */
   unfundedAccounts?: 'enforce' | 'unlimited';
+  /** Quota defaults (a tenant's own settings still win). */
+  quotas?: Partial<import('../../src/auth/quotas').Quotas>;
+  /** REDIS_URL for the rate-limit store. */
+  redisUrl?: string;
 }
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
@@ -159,7 +211,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   }
 
   if (opts.worker ?? true) await startWorker(opts.wrapActivities);
+  const keyStore = new KeyStore(db.pool, { envAdminKey: TEST_ADMIN_KEY });
   const app = await buildApp({
+    auth: { keys: keyStore, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl },
     hub,
     allowPrivateUrls: opts.allowPrivate ?? true,
     pushRetryInitialMs: opts.pushRetryInitialMs,
@@ -174,9 +228,17 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  const keys: TestKeys = {
+    admin: TEST_ADMIN_KEY,
+    operator: (await keyStore.create({ tenant: 'default', role: 'operator', name: 'test operator' })).key,
+    client: (await keyStore.create({ tenant: 'default', role: 'client', name: 'test client' })).key,
+  };
+  keysByUrl.set(url, keys);
   return {
     url,
     app,
+    keys,
+    fetch: (target, init, role = 'client') => authFetch(keys[role])(target, init),
     env,
     db,
     outbound,
@@ -185,6 +247,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     startWorker,
     stopWorker,
     async close() {
+      keysByUrl.delete(url);
       await app.close();
       await stopWorker();
       await hub.close();
@@ -199,7 +262,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
 export async function register(gw: Gateway, agentUrl: string, extra: Record<string, unknown> = {}) {
   const res = await fetch(`${gw.url}/agents`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.keys.operator}` },
     body: JSON.stringify({ url: agentUrl, ...extra }),
   });
   const body = (await res.json()) as { id: string; error?: string };
@@ -207,11 +270,28 @@ export async function register(gw: Gateway, agentUrl: string, extra: Record<stri
   return { id: body.id, base: `${gw.url}/agents/${body.id}`, rpc: `${gw.url}/agents/${body.id}/a2a` };
 }
 
-/** A raw JSON-RPC call, for the error cases the SDK clients would refuse to send. */
+/** Makes an agent key (role agent) for a registered agent, through the admin API: the agent's own credential. */
+export async function agentKey(gw: Gateway, agentId: string): Promise<string> {
+  const res = await fetch(`${gw.url}/tenants/default/keys`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.keys.admin}` },
+    body: JSON.stringify({ role: 'agent', agentId, name: `agent ${agentId}` }),
+  });
+  const body = (await res.json()) as { key: string };
+  if (res.status !== 201) throw new Error(`agent key refused: ${res.status} ${JSON.stringify(body)}`);
+  return body.key;
+}
+
+/**
+ * A raw JSON-RPC call, for the error cases the SDK clients would refuse to send. It carries the client key of
+ * the test gateway at `url` unless `headers` bring credentials of their own.
+ */
 export async function rpc(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const own = Object.keys(headers).some((h) => /^(authorization|x-api-key)$/i.test(h));
+  const key = own ? undefined : keysFor(url)?.client;
   const res = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
+    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();

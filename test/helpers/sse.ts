@@ -3,6 +3,7 @@
  * comments, where a stream ended) is what the streaming tests check.
  */
 import { randomUUID } from 'node:crypto';
+import { keysFor } from './harness';
 
 export interface SseEvent {
   id?: number;
@@ -32,6 +33,13 @@ export interface SseCall {
   signal?: AbortSignal;
 }
 
+/** The test gateway's client key for `url`, unless the call brings credentials of its own. */
+function authHeaders(url: string, headers: Record<string, string> = {}): Record<string, string> {
+  if (Object.keys(headers).some((h) => /^(authorization|x-api-key)$/i.test(h))) return {};
+  const key = keysFor(url)?.client;
+  return key ? { authorization: `Bearer ${key}` } : {};
+}
+
 export async function sse(url: string, call: SseCall): Promise<SseRead> {
   const aborter = new AbortController();
   call.signal?.addEventListener('abort', () => aborter.abort());
@@ -42,6 +50,7 @@ export async function sse(url: string, call: SseCall): Promise<SseRead> {
       accept: 'text/event-stream',
       ...(call.method.includes('/') ? {} : { 'A2A-Version': '1.0' }),
       ...(call.lastEventId !== undefined ? { 'Last-Event-ID': String(call.lastEventId) } : {}),
+      ...authHeaders(url, call.headers),
       ...call.headers,
     },
     body: JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method: call.method, params: call.params }),

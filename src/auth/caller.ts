@@ -1,0 +1,71 @@
+/**
+ * Who is calling, and what each route lets them do. Every route declares its access in its Fastify config
+ * (`{ config: access.operator }`); src/auth/plugin.ts refuses to start a server with a route that declares none.
+ *
+ * Roles (issue 14):
+ * - `admin`: tenants, keys, deposits, and everything else, in any tenant (X-Switchboard-Tenant picks one;
+ *   default `default`);
+ * - `operator`: its tenant's agents, accounts (read), ledger, reconcile, audit, and reading its tasks;
+ * - `client`: send/get/list/cancel/subscribe/push-config for its tenant's tasks, its own account (read);
+ * - `agent`: a key bound to one registered agent. It calls like a client, and it is the only caller whose
+ *   new tasks may name a parent task (multi-agent jobs): an agent starting work for a task it is running.
+ */
+export const ROLES = ['admin', 'operator', 'client', 'agent'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Caller {
+  /** The key's id (`key_…`), `env-admin` for SWITCHBOARD_ADMIN_KEY, or `jwt:<iss>:<sub>`. Never a secret. */
+  keyId: string;
+  role: Role;
+  /** The tenant this request acts in: the key's own, or for an admin the one X-Switchboard-Tenant names. */
+  tenant: string;
+  /** For role `agent`: the registered agent the key speaks for. */
+  agentId?: string;
+  via: 'key' | 'env' | 'jwt';
+}
+
+/**
+ * What a route needs: `public` (no credentials; a route that can use them, like Switchboard's own card, still
+ * gets `req.caller` when valid ones are sent), or the roles allowed.
+ */
+export type Access = { public: true } | { roles: readonly Role[] };
+
+/** The access policies routes use; one name each, so the role × route matrix reads like the issue's list. */
+export const access = {
+  public: { auth: { public: true } },
+  admin: { auth: { roles: ['admin'] } },
+  /** Registry and ledger administration of a tenant. */
+  operator: { auth: { roles: ['admin', 'operator'] } },
+  /** Reading a tenant's agents, routes and accounts: everyone with a key of the tenant. */
+  member: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
+  /** The A2A endpoints: method-level rules (rpcMethodRoles) apply on top. */
+  rpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
+} as const satisfies Record<string, { auth: Access }>;
+
+/** JSON-RPC methods an operator may call: reads only (operators inspect tasks; clients and agents run them). */
+const READ_METHODS = new Set(['GetTask', 'ListTasks', 'tasks/get', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard']);
+
+/** The roles that may call a JSON-RPC method on an A2A endpoint. */
+export function rpcMethodRoles(method: string): readonly Role[] {
+  return READ_METHODS.has(method) ? ROLES : ['admin', 'client', 'agent'];
+}
+
+/** Thrown where a caller is required but absent: a route declared public reached code that needs one. */
+export class NoCallerError extends Error {}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: Access;
+    /** Set on mutating routes whose admin/operator calls are written to the audit log, e.g. `agent.register`. */
+    audit?: string;
+  }
+  interface FastifyRequest {
+    caller?: Caller;
+  }
+}
+
+/** The caller of a route that is not public. @throws NoCallerError when the route let the request in without one. */
+export function callerOf(req: { caller?: Caller }): Caller {
+  if (!req.caller) throw new NoCallerError('this route needs an authenticated caller');
+  return req.caller;
+}

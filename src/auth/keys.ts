@@ -1,0 +1,220 @@
+/**
+ * API keys and tenants in PostgreSQL. A key is `sb_` + 32 random bytes (base64url); only its SHA-256 is stored
+ * (a fast hash is enough for a secret of that entropy) and the key itself is shown once, when it is made.
+ *
+ * Verified keys are cached for a short TTL so that authentication costs no query on the hot path; a revocation
+ * in this process drops the entry at once, and other processes see it within the TTL (a few seconds).
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { Caller, Role } from './caller';
+
+export const KEY_PREFIX = 'sb_';
+/** The id SWITCHBOARD_ADMIN_KEY is known by in logs and the audit trail. */
+export const ENV_ADMIN_KEY_ID = 'env-admin';
+
+export interface KeyView {
+  id: string;
+  tenant: string | null;
+  role: Role;
+  agentId?: string;
+  name: string;
+  expiresAt?: string;
+  revokedAt?: string;
+  createdAt: string;
+  lastUsedAt?: string;
+}
+
+export interface TenantView {
+  id: string;
+  name: string;
+  quotas: Record<string, number>;
+  createdAt: string;
+}
+
+/** A key as authentication sees it: the caller it makes, less the tenant an admin may pick per request. */
+export interface KeyIdentity {
+  keyId: string;
+  role: Role;
+  /** null for an admin key. */
+  tenant: string | null;
+  agentId?: string;
+  via: Caller['via'];
+}
+
+export function generateKey(): string {
+  return KEY_PREFIX + randomBytes(32).toString('base64url');
+}
+
+export function hashKey(key: string): Buffer {
+  return createHash('sha256').update(key, 'utf8').digest();
+}
+
+/** A syntactically valid key: the prefix and 43 base64url characters (32 bytes). */
+export function looksLikeKey(token: string): boolean {
+  return /^sb_[A-Za-z0-9_-]{43}$/.test(token);
+}
+
+export class KeyConflictError extends Error {}
+export class UnknownTenantError extends Error {}
+
+interface CacheEntry {
+  identity: KeyIdentity | undefined;
+  until: number;
+}
+
+export interface KeyStoreOptions {
+  /** SWITCHBOARD_ADMIN_KEY: accepted as an admin key without a row (its hash is kept in memory only). */
+  envAdminKey?: string;
+  /** How long a verified (or refused) key is remembered (ms). Default 2 s: a revocation elsewhere takes effect within it. */
+  cacheTtlMs?: number;
+}
+
+export class KeyStore {
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly envAdminHash?: Buffer;
+  private readonly ttl: number;
+  private readonly lastTouched = new Map<string, number>();
+
+  constructor(
+    private readonly pool: Pool,
+    opts: KeyStoreOptions = {},
+  ) {
+    this.envAdminHash = opts.envAdminKey ? hashKey(opts.envAdminKey) : undefined;
+    this.ttl = opts.cacheTtlMs ?? 2_000;
+  }
+
+  /**
+   * The identity a presented key stands for, or undefined when it is unknown, revoked or expired. Any string may
+   * be SWITCHBOARD_ADMIN_KEY; stored keys have the `sb_` shape.
+   * The comparison with the stored hash is constant-time.
+   */
+  async authenticate(key: string): Promise<KeyIdentity | undefined> {
+    const hash = hashKey(key);
+    if (this.envAdminHash && timingSafeEqual(hash, this.envAdminHash)) {
+      return { keyId: ENV_ADMIN_KEY_ID, role: 'admin', tenant: null, via: 'env' };
+    }
+    // Only a key of Switchboard's own shape can be in the table: anything else costs no query.
+    if (!looksLikeKey(key)) return undefined;
+    const cacheKey = hash.toString('base64');
+    const now = Date.now();
+    const hit = this.cache.get(cacheKey);
+    if (hit && hit.until > now) return hit.identity;
+    const { rows } = await this.pool.query<{ id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }>(
+      `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
+        WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+      [hash],
+    );
+    const row = rows[0];
+    const identity =
+      row && row.key_hash.length === hash.length && timingSafeEqual(row.key_hash, hash)
+        ? { keyId: row.id, role: row.role, tenant: row.tenant, ...(row.agent_id ? { agentId: row.agent_id } : {}), via: 'key' as const }
+        : undefined;
+    if (this.cache.size > 10_000) this.cache.clear(); // bounded: a flood of made-up keys cannot grow it
+    this.cache.set(cacheKey, { identity, until: now + this.ttl });
+    if (identity) this.touch(identity.keyId, now);
+    return identity;
+  }
+
+  /** last_used_at, at most once a minute per key, off the request path. */
+  private touch(keyId: string, now: number): void {
+    if ((this.lastTouched.get(keyId) ?? 0) > now - 60_000) return;
+    this.lastTouched.set(keyId, now);
+    this.pool.query('UPDATE api_keys SET last_used_at = now() WHERE id = $1', [keyId]).catch(() => undefined);
+  }
+
+  /**
+   * Makes a key; the returned `key` is the only copy of the secret.
+   * @throws UnknownTenantError when the tenant does not exist; KeyConflictError for an agent key whose agent is not the tenant's.
+   */
+  async create(opts: { tenant: string | null; role: Role; agentId?: string; name: string; expiresAt?: Date }): Promise<{ id: string; key: string; view: KeyView }> {
+    if (opts.tenant !== null && !(await this.tenantExists(opts.tenant))) throw new UnknownTenantError(`No tenant ${opts.tenant}`);
+    if (opts.role === 'agent') {
+      const { rowCount } = await this.pool.query('SELECT 1 FROM agents WHERE tenant = $1 AND id = $2', [opts.tenant, opts.agentId]);
+      if (!rowCount) throw new KeyConflictError(`No agent ${opts.agentId} is registered in tenant ${opts.tenant}`);
+    }
+    const key = generateKey();
+    const id = `key_${randomBytes(9).toString('base64url')}`;
+    const { rows } = await this.pool.query(
+      `INSERT INTO api_keys (id, tenant, role, agent_id, name, key_hash, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
+      [id, opts.tenant, opts.role, opts.role === 'agent' ? opts.agentId : null, opts.name, hashKey(key), opts.expiresAt ?? null],
+    );
+    return { id, key, view: keyView(rows[0]) };
+  }
+
+  async list(tenant: string): Promise<KeyView[]> {
+    const { rows } = await this.pool.query('SELECT * FROM api_keys WHERE tenant = $1 ORDER BY created_at, id', [tenant]);
+    return rows.map(keyView);
+  }
+
+  /** Revokes a key of the tenant at once (this process forgets it now; others within the cache TTL). @returns false when there is no such key. */
+  async revoke(tenant: string, keyId: string): Promise<boolean> {
+    const { rows } = await this.pool.query<{ key_hash: Buffer }>(
+      'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant = $1 AND id = $2 RETURNING key_hash',
+      [tenant, keyId],
+    );
+    if (!rows[0]) return false;
+    this.cache.delete(rows[0].key_hash.toString('base64'));
+    return true;
+  }
+
+  /** Whether any usable admin key is stored (the embedded start makes one when there is none). */
+  async hasAdminKey(): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      `SELECT 1 FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) LIMIT 1`,
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  async tenantExists(id: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query('SELECT 1 FROM tenants WHERE id = $1', [id]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** @throws KeyConflictError when the id is taken. */
+  async createTenant(id: string, name: string, quotas: Record<string, number> = {}): Promise<TenantView> {
+    const { rows } = await this.pool.query(
+      'INSERT INTO tenants (id, name, quotas) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING *',
+      [id, name, JSON.stringify(quotas)],
+    );
+    if (!rows[0]) throw new KeyConflictError(`Tenant ${id} already exists`);
+    return tenantView(rows[0]);
+  }
+
+  async updateTenantQuotas(id: string, quotas: Record<string, number | null>): Promise<TenantView | undefined> {
+    // null removes a quota (back to the process default).
+    const { rows } = await this.pool.query(
+      `UPDATE tenants SET quotas = jsonb_strip_nulls(quotas || $2::jsonb) WHERE id = $1 RETURNING *`,
+      [id, JSON.stringify(quotas)],
+    );
+    return rows[0] ? tenantView(rows[0]) : undefined;
+  }
+
+  async getTenant(id: string): Promise<TenantView | undefined> {
+    const { rows } = await this.pool.query('SELECT * FROM tenants WHERE id = $1', [id]);
+    return rows[0] ? tenantView(rows[0]) : undefined;
+  }
+
+  async listTenants(): Promise<TenantView[]> {
+    const { rows } = await this.pool.query('SELECT * FROM tenants ORDER BY id');
+    return rows.map(tenantView);
+  }
+}
+
+function keyView(r: Record<string, any>): KeyView {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    role: r.role,
+    ...(r.agent_id ? { agentId: r.agent_id } : {}),
+    name: r.name,
+    ...(r.expires_at ? { expiresAt: r.expires_at.toISOString() } : {}),
+    ...(r.revoked_at ? { revokedAt: r.revoked_at.toISOString() } : {}),
+    createdAt: r.created_at.toISOString(),
+    ...(r.last_used_at ? { lastUsedAt: r.last_used_at.toISOString() } : {}),
+  };
+}
+
+function tenantView(r: Record<string, any>): TenantView {
+  return { id: r.id, name: r.name, quotas: r.quotas, createdAt: r.created_at.toISOString() };
+}

@@ -1,0 +1,115 @@
+/**
+ * Per-tenant quotas: how fast a tenant's keys may call (requests/s, per tenant and per key), how many of its
+ * tasks may be open at once, how many new tasks it may start a day, and how many streams one key may hold open.
+ * Each tenant row may set its own (`tenants.quotas`); unset ones come from the process defaults
+ * (SWITCHBOARD_QUOTA_*, SWITCHBOARD_RATE_LIMIT_*).
+ *
+ * A new task over quota is refused before its message is claimed, so nothing starts and the same message can
+ * be sent again once the quota allows; the check and the claim share one transaction under a per-tenant
+ * advisory lock, so concurrent sends cannot slip past the limit together.
+ */
+import type { Pool } from 'pg';
+import { z } from 'zod';
+import { a2aError } from '../a2a/errors';
+import { inTransaction } from '../ledger/postings';
+
+export const QuotasSchema = z.strictObject({
+  requestsPerSecond: z.number().int().min(1).max(1_000_000),
+  requestsPerSecondPerKey: z.number().int().min(1).max(1_000_000),
+  openTasks: z.number().int().min(0).max(100_000_000),
+  newTasksPerDay: z.number().int().min(0).max(1_000_000_000),
+  streamsPerKey: z.number().int().min(0).max(1_000_000),
+});
+export type Quotas = z.infer<typeof QuotasSchema>;
+export type QuotaName = keyof Quotas;
+
+/** A tenant's own settings as an admin sends them: any subset; null removes one (back to the default). */
+export const QuotaPatchSchema = z.strictObject(
+  Object.fromEntries(Object.entries(QuotasSchema.shape).map(([k, v]) => [k, v.nullable().optional()])) as {
+    [K in QuotaName]: z.ZodOptional<z.ZodNullable<(typeof QuotasSchema.shape)[K]>>;
+  },
+);
+
+export const DEFAULT_QUOTAS: Quotas = {
+  requestsPerSecond: 2_000,
+  requestsPerSecondPerKey: 1_000,
+  openTasks: 10_000,
+  newTasksPerDay: 1_000_000,
+  streamsPerKey: 1_000,
+};
+
+/** The tenants' effective quotas, read through a short cache (an admin's change applies within `ttlMs`). */
+export class TenantQuotas {
+  private readonly cache = new Map<string, { quotas: Quotas; exists: boolean; until: number }>();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly defaults: Quotas = DEFAULT_QUOTAS,
+    private readonly ttlMs = 2_000,
+  ) {}
+
+  /** The tenant's quotas, or undefined when there is no such tenant. */
+  async of(tenant: string): Promise<Quotas | undefined> {
+    const now = Date.now();
+    const hit = this.cache.get(tenant);
+    if (hit && hit.until > now) return hit.exists ? hit.quotas : undefined;
+    const { rows } = await this.pool.query<{ quotas: Partial<Quotas> }>('SELECT quotas FROM tenants WHERE id = $1', [tenant]);
+    const quotas = { ...this.defaults, ...(rows[0]?.quotas ?? {}) };
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(tenant, { quotas, exists: rows.length > 0, until: now + this.ttlMs });
+    return rows.length ? quotas : undefined;
+  }
+
+  forget(tenant: string): void {
+    this.cache.delete(tenant);
+  }
+}
+
+export function quotaError(name: QuotaName, value: number, detail: string): Error {
+  return a2aError('QuotaExceeded', `Quota ${name} (${value}) reached: ${detail}. Nothing was started; send the same message again once the quota allows.`);
+}
+
+const TERMINAL_STATES = ['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'];
+/** A claim the projection has not recorded within this long never started (its workflow did not run). */
+const UNRECORDED_WINDOW = '5 minutes';
+
+/**
+ * Claims a first message's task id (as task-store's claimMessage does) after checking the tenant's open-task
+ * and daily quotas, all in one transaction. The same message sent again finds its task and counts nothing.
+ * A task counts as open from its claim until the projection records it terminal.
+ * @throws the QuotaExceeded A2A error; nothing is claimed then.
+ */
+export async function claimWithinQuota(
+  pool: Pool,
+  tenant: string,
+  messageId: string,
+  candidate: string,
+  quotas: Quotas,
+  agentId?: string,
+): Promise<{ taskId: string; resent: boolean }> {
+  return inTransaction(pool, async (client) => {
+    // Serialises the new tasks of one tenant for the length of the check and claim (not of the task).
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`new-task:${tenant}`]);
+    const known = await client.query<{ task_id: string }>('SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2', [tenant, messageId]);
+    if (known.rows[0]) return { taskId: known.rows[0].task_id, resent: true };
+    const { rows } = await client.query<{ today: number | null; open: string }>(
+      `SELECT
+         (SELECT count FROM tenant_daily_tasks WHERE tenant = $1 AND day = (now() AT TIME ZONE 'UTC')::date) AS today,
+         (SELECT count(*) FROM tasks WHERE tenant = $1 AND state <> ALL ($2::text[]))
+         + (SELECT count(*) FROM message_tasks m WHERE m.tenant = $1 AND m.created_at > now() - interval '${UNRECORDED_WINDOW}'
+              AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.tenant = m.tenant AND t.task_id = m.task_id)) AS open`,
+      [tenant, TERMINAL_STATES],
+    );
+    const today = rows[0].today ?? 0;
+    const open = Number(rows[0].open);
+    if (today >= quotas.newTasksPerDay) throw quotaError('newTasksPerDay', quotas.newTasksPerDay, `this tenant has started ${today} tasks today (UTC)`);
+    if (open >= quotas.openTasks) throw quotaError('openTasks', quotas.openTasks, `this tenant has ${open} open tasks`);
+    await client.query('INSERT INTO message_tasks (tenant, message_id, task_id, agent_id) VALUES ($1, $2, $3, $4)', [tenant, messageId, candidate, agentId ?? null]);
+    await client.query(
+      `INSERT INTO tenant_daily_tasks (tenant, day, count) VALUES ($1, (now() AT TIME ZONE 'UTC')::date, 1)
+       ON CONFLICT (tenant, day) DO UPDATE SET count = tenant_daily_tasks.count + 1`,
+      [tenant],
+    );
+    return { taskId: candidate, resent: false };
+  });
+}

@@ -1,0 +1,92 @@
+/**
+ * Tenants and their API keys (admin only): make a tenant, set its quotas, hand its teams keys, revoke them.
+ * A key's secret is in the answer to its creation and nowhere else, ever.
+ */
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { ROLES, access } from '../auth/caller';
+import { KeyConflictError, type KeyStore, UnknownTenantError } from '../auth/keys';
+import { QuotaPatchSchema, type TenantQuotas } from '../auth/quotas';
+
+export interface TenantRoutesDeps {
+  keys: KeyStore;
+  quotas: TenantQuotas;
+}
+
+const TenantId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'must be 1-63 letters, digits, . _ - (starting with a letter or digit)');
+
+const CreateTenantBody = z.strictObject({
+  id: TenantId,
+  name: z.string().min(1).max(200),
+  quotas: QuotaPatchSchema.optional(),
+});
+
+const CreateKeyBody = z
+  .strictObject({
+    role: z.enum(ROLES),
+    /** Required for role agent: the registered agent (of this tenant) the key speaks for. */
+    agentId: z.string().min(1).max(200).optional(),
+    name: z.string().min(1).max(200),
+    expiresAt: z.iso.datetime({ offset: true }).optional(),
+  })
+  .refine((b) => (b.role === 'agent') === (b.agentId !== undefined), { message: 'agentId is required for role agent, and only for it', path: ['agentId'] })
+  .refine((b) => b.expiresAt === undefined || Date.parse(b.expiresAt) > Date.now(), { message: 'expiresAt must be in the future', path: ['expiresAt'] });
+
+export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: TenantRoutesDeps): Promise<void> {
+  app.post('/tenants', { config: { ...access.admin, audit: 'tenant.create' } }, async (req, reply) => {
+    const body = CreateTenantBody.safeParse(req.body);
+    if (!body.success) return reply.code(400).send({ error: `Invalid tenant: ${z.prettifyError(body.error)}` });
+    req.auditTarget = body.data.id;
+    try {
+      const clean = Object.fromEntries(Object.entries(body.data.quotas ?? {}).filter(([, v]) => v !== null && v !== undefined)) as Record<string, number>;
+      return reply.code(201).send(await keys.createTenant(body.data.id, body.data.name, clean));
+    } catch (err) {
+      if (err instanceof KeyConflictError) return reply.code(409).send({ error: err.message });
+      throw err;
+    }
+  });
+
+  app.get('/tenants', { config: access.admin }, async () => ({ tenants: await keys.listTenants() }));
+
+  app.get<{ Params: { id: string } }>('/tenants/:id', { config: access.admin }, async (req, reply) => {
+    const tenant = await keys.getTenant(req.params.id);
+    if (!tenant) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
+    return { ...tenant, effectiveQuotas: await quotas.of(tenant.id) };
+  });
+
+  // Quotas: any subset; null puts one back to the process default. Applies within a couple of seconds everywhere.
+  app.patch<{ Params: { id: string } }>('/tenants/:id', { config: { ...access.admin, audit: 'tenant.quotas' } }, async (req, reply) => {
+    const body = z.strictObject({ quotas: QuotaPatchSchema }).safeParse(req.body);
+    if (!body.success) return reply.code(400).send({ error: `Invalid change: ${z.prettifyError(body.error)}` });
+    const tenant = await keys.updateTenantQuotas(req.params.id, body.data.quotas as Record<string, number | null>);
+    if (!tenant) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
+    quotas.forget(tenant.id);
+    return { ...tenant, effectiveQuotas: await quotas.of(tenant.id) };
+  });
+
+  app.post<{ Params: { id: string } }>('/tenants/:id/keys', { config: { ...access.admin, audit: 'key.create' } }, async (req, reply) => {
+    const body = CreateKeyBody.safeParse(req.body);
+    if (!body.success) return reply.code(400).send({ error: `Invalid key: ${z.prettifyError(body.error)}` });
+    const { role, agentId, name, expiresAt } = body.data;
+    try {
+      const created = await keys.create({ tenant: req.params.id, role, agentId, name, expiresAt: expiresAt ? new Date(expiresAt) : undefined });
+      req.auditTarget = `${req.params.id}/${created.id}`;
+      // The only time the secret leaves Switchboard.
+      return reply.code(201).header('cache-control', 'no-store').send({ ...created.view, key: created.key });
+    } catch (err) {
+      if (err instanceof UnknownTenantError) return reply.code(404).send({ error: err.message });
+      if (err instanceof KeyConflictError) return reply.code(422).send({ error: err.message });
+      throw err;
+    }
+  });
+
+  app.get<{ Params: { id: string } }>('/tenants/:id/keys', { config: access.admin }, async (req, reply) => {
+    if (!(await keys.tenantExists(req.params.id))) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
+    return { keys: await keys.list(req.params.id) };
+  });
+
+  app.delete<{ Params: { id: string; keyId: string } }>('/tenants/:id/keys/:keyId', { config: { ...access.admin, audit: 'key.revoke' } }, async (req, reply) => {
+    if (!(await keys.revoke(req.params.id, req.params.keyId))) return reply.code(404).send({ error: `No key ${req.params.keyId} in tenant ${req.params.id}` });
+    return reply.code(204).send();
+  });
+}
