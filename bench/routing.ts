@@ -38,7 +38,7 @@ export async function benchRouting(gw: Gateway, agentUrl: string, deadline: numb
   const call = async (path: string, text: string, metadata?: Record<string, unknown>) => {
     const res = await fetch(`${gw.url}${path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.keys.client}` },
       body: JSON.stringify({
         jsonrpc: '2.0', id: 1, method: 'SendMessage',
         params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(metadata && { metadata }) } },

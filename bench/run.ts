@@ -6,7 +6,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
- * `search` or `routing`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing` or `auth`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -19,6 +19,7 @@ import { type Client, ClientFactory } from '@a2a-js/sdk/client';
 import { benchRouting, printRouting, type RoutingReport } from './routing';
 import { runSearchBench, type SearchBenchResult } from './search';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
+import { type AuthReport, benchAuth, printAuth } from './auth';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -29,11 +30,12 @@ const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
 const ONLY = process.env.BENCH_ONLY ?? '';
-if (!['', 'tasks', 'streaming', 'search', 'routing'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming, search or routing`);
+if (!['', 'tasks', 'streaming', 'search', 'routing', 'auth'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming, search, routing or auth`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
 const RUN_SEARCH = ONLY === '' || ONLY === 'search';
 const RUN_ROUTING = ONLY === '' || ONLY === 'routing';
+const RUN_AUTH = ONLY === '' || ONLY === 'auth';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -123,7 +125,7 @@ async function measure(scenario: string, client: Client, concurrency: number, n:
 
 async function main() {
   // Imported here so the env above is in place first.
-  const { startGateway, register } = await import('../test/helpers/harness');
+  const { startGateway, register, clientFactory } = await import('../test/helpers/harness');
   const { startEchoAgent } = await import('../test/agents');
 
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
@@ -131,10 +133,12 @@ async function main() {
   const results: Result[] = [];
   let streaming: StreamingReport | undefined;
   let routing: RoutingReport | undefined;
+  let auth: AuthReport | undefined;
   try {
     if (RUN_TASKS) {
       const factory = new ClientFactory();
-      const viaGateway = async (url: string) => factory.createFromUrl(`${(await register(gw, url)).base}/.well-known/agent-card.json`, '');
+      // Through the gateway as its tenant's client, with a key, as every caller must.
+      const viaGateway = async (url: string) => clientFactory(gw.keys.client).createFromUrl(`${(await register(gw, url)).base}/.well-known/agent-card.json`, '');
       const direct = await factory.createFromUrl(echo.url);
       const gateway = await viaGateway(echo.url);
       const gatewayBlocking = await viaGateway(echoBlocking.url);
@@ -149,6 +153,7 @@ async function main() {
     if (RUN_STREAMING) streaming = await benchStreaming(gw, deadline);
     // The front door (POST /a2a) against the agent's own endpoint (bench/routing.ts).
     if (RUN_ROUTING) routing = await benchRouting(gw, echoBlocking.url, deadline);
+    if (RUN_AUTH) auth = await benchAuth(gw, echoBlocking.url, deadline);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
@@ -156,6 +161,7 @@ async function main() {
   // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
   report(results, streaming, search, routing);
+  if (auth) printAuth(auth);
 }
 
 function printSearch(r: SearchBenchResult) {

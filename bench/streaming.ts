@@ -121,6 +121,9 @@ async function sdkStream(client: Client): Promise<StreamRun> {
  * A lean SSE reader: fetch, split on blank lines, JSON.parse each `data:` (as any real client must), keep
  * nothing but counts. Throws on a JSON-RPC error event or an answer that is not a stream.
  */
+/** The client key of the test gateway at `url` (undefined for an agent called directly); set by benchStreaming. */
+let gatewayKey: (url: string) => string | undefined = () => undefined;
+
 async function rawStream(url: string, method: string, params: unknown, lastEventId?: number): Promise<StreamRun> {
   const t0 = performance.now();
   const run: StreamRun = { ttfe: NaN, ttfc: NaN, total: NaN, lastAt: NaN, events: 0, chunks: 0 };
@@ -130,6 +133,7 @@ async function rawStream(url: string, method: string, params: unknown, lastEvent
       'content-type': 'application/json',
       accept: 'text/event-stream',
       'A2A-Version': '1.0',
+      ...(gatewayKey(url) ? { authorization: `Bearer ${gatewayKey(url)}` } : {}),
       ...(lastEventId !== undefined ? { 'Last-Event-ID': String(lastEventId) } : {}),
     },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
@@ -257,18 +261,20 @@ async function throughput(
 
 /** Runs the streaming scenarios against `gw` with its own chunky agents; `deadline` (epoch ms) cuts the latency loops short. */
 export async function benchStreaming(gw: Gateway, deadline: number, log: (s: string) => void = console.error): Promise<StreamingReport> {
-  const { register } = await import('../test/helpers/harness');
+  const { register, clientFactory, keysFor } = await import('../test/helpers/harness');
+  gatewayKey = (url) => keysFor(url)?.client;
   const { startChunkyAgent } = await import('../test/agents');
   const [small, long] = await Promise.all([startChunkyAgent({ chunks: STREAM_SMALL_CHUNKS }), startChunkyAgent({ chunks: STREAM_CHUNKS })]);
   try {
     const factory = new ClientFactory();
+    const viaGateway = clientFactory(gw.keys.client);
     const [smallReg, longReg] = await Promise.all([register(gw, small.url), register(gw, long.url)]);
     const card = (base: string) => `${base}/.well-known/agent-card.json`;
     const [smallDirect, smallGateway, longDirect, longGateway] = await Promise.all([
       factory.createFromUrl(small.url),
-      factory.createFromUrl(card(smallReg.base), ''),
+      viaGateway.createFromUrl(card(smallReg.base), ''),
       factory.createFromUrl(long.url),
-      factory.createFromUrl(card(longReg.base), ''),
+      viaGateway.createFromUrl(card(longReg.base), ''),
     ]);
     const send = (rpc: string) => () => rawStream(rpc, 'SendStreamingMessage', { message: userMessage() });
 
