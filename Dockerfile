@@ -9,6 +9,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 COPY . .
+# The admin key and the credential-sealing key made on first start live here (a volume in docker-compose.yml).
+RUN mkdir -p /app/.data && chown node:node /app/.data
 USER node
 EXPOSE 8080
 CMD ["npm", "start"]

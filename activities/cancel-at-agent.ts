@@ -7,6 +7,9 @@ import { classify } from './forward-message';
 export interface CancelAtAgentArgs {
   endpoint: AgentEndpoint;
   agentTaskId: string;
+  /** Whose credential the cancel presents (optional: workflows started before credentials existed pass neither). */
+  tenant?: string;
+  agentId?: string;
 }
 
 /**

@@ -25,6 +25,8 @@ export interface ForwardArgs {
   agentTaskId?: string;
   agentContextId?: string;
   tenant: string;
+  /** The agent called: its outbound credential is looked up by (tenant, agentId) in the activity, never passed in. */
+  agentId?: string;
   gatewayTaskId: string;
   gatewayContextId: string;
 }

@@ -3,6 +3,7 @@
  */
 import type { Pool } from 'pg';
 import type { RefreshPolicy } from '../src/agents/refresh';
+import { type AgentCredentials, authorizedFetch } from '../src/agents/agent-credentials';
 import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
@@ -25,13 +26,18 @@ export interface ActivityDeps {
   issuer?: string;
   /** How never-funded requester accounts behave (SWITCHBOARD_UNFUNDED_ACCOUNTS); default enforce. */
   unfundedAccounts?: UnfundedPolicy;
+  /** The agents' outbound credentials: looked up by the activities that call agents, never passed through Temporal. */
+  credentials?: AgentCredentials;
 }
 
-export function createActivities({ pool, fetch, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy }: ActivityDeps) {
+export function createActivities({ pool, fetch, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials }: ActivityDeps) {
+  // The fetch for one agent: Switchboard's guarded fetch, presenting that agent's credential (if it has one).
+  const agentFetch = (tenant: string, agentId: string | undefined) =>
+    credentials && agentId ? authorizedFetch(fetch, () => credentials.headersFor(tenant, agentId)) : fetch;
   return {
-    ...createRegistryActivities({ pool, fetch, policy: registryPolicy }),
-    forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch, pool, hub }, args),
-    cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(fetch, args),
+    ...createRegistryActivities({ pool, fetch, policy: registryPolicy, credentials }),
+    forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch: agentFetch(args.tenant, args.agentId), pool, hub }, args),
+    cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(agentFetch(args.tenant ?? '', args.agentId), args),
     cancelChildTask: (args: CancelChildArgs) => cancelChildTask(args),
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
     holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),

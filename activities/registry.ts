@@ -4,6 +4,7 @@
  */
 import type { Pool } from 'pg';
 import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/agents/refresh';
+import type { AgentCredentials } from '../src/agents/agent-credentials';
 import type { AgentRefreshArgs } from '../workflows/registry-workflow';
 
 export interface RegistryActivityDeps {
@@ -12,11 +13,13 @@ export interface RegistryActivityDeps {
   fetch: typeof fetch;
   /** Overrides of DEFAULT_REFRESH_POLICY (thresholds, timeouts, trusted jku origins). */
   policy?: Partial<RefreshPolicy>;
+  /** The agents' outbound credentials (looked up here, never passed through Temporal). */
+  credentials?: AgentCredentials;
 }
 
-export function createRegistryActivities({ pool, fetch, policy }: RegistryActivityDeps) {
+export function createRegistryActivities({ pool, fetch, policy, credentials }: RegistryActivityDeps) {
   return {
-    refreshAgent: (args: AgentRefreshArgs): Promise<RefreshResult> => refreshAgent({ pool, fetch, policy }, args.tenant, args.agentId),
+    refreshAgent: (args: AgentRefreshArgs): Promise<RefreshResult> => refreshAgent({ pool, fetch, policy, credentials }, args.tenant, args.agentId),
   };
 }
 

@@ -29,6 +29,9 @@ import { type BearerJwtVerifier, DEFAULT_TENANT, installAuth } from './auth/plug
 import { DEFAULT_QUOTAS, type Quotas, TenantQuotas } from './auth/quotas';
 import { auditRoutes } from './routes/audit';
 import { tenantRoutes } from './routes/tenants';
+import { codecRoutes } from './routes/codec';
+import type { AgentCredentials } from './agents/agent-credentials';
+import type { PayloadCodec } from '@temporalio/common';
 
 export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = 5;
@@ -55,6 +58,8 @@ export interface AppDeps {
   streams?: Partial<StreamSettings>;
   /** SWITCHBOARD_UNFUNDED_ACCOUNTS (default enforce): how a never-funded requester account reads. */
   unfundedAccounts?: UnfundedPolicy;
+  /** Where agents' outbound credentials are sealed (registration stores them, refresh presents them). */
+  credentials?: AgentCredentials;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
   auth: AppAuth;
 }
@@ -66,6 +71,9 @@ export interface AppAuth {
   quotaDefaults?: Partial<Quotas>;
   /** REDIS_URL: rate-limit counters shared by every process. */
   redisUrl?: string;
+  /** SWITCHBOARD_PAYLOAD_KEY's codec, served to Temporal UI at /codec/decode; and the origins that UI runs at. */
+  payloadCodec?: PayloadCodec;
+  codecCorsOrigins?: readonly string[];
 }
 
 export interface StreamSettings extends SseOptions, StreamLimits {}
@@ -95,13 +103,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // First: every route registered after this declares who may call it, and is checked before its handler runs.
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
   const scheduler = deps.agentRefresh && new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs });
-  const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy });
+  const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials });
   const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log });
 
   app.get('/healthz', { config: access.public }, async () => ({ ok: true }));
   await app.register(jwksRoutes, { pool: deps.pool });
   await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
   await app.register(auditRoutes, { pool: deps.pool });
+  await app.register(codecRoutes, { codec: deps.auth.payloadCodec, corsOrigins: deps.auth.codecCorsOrigins ?? [] });
   await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl });
   await app.register(reputationRoutes, { pool: deps.pool });
   await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl });

@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { Pool } from 'pg';
-import pino from 'pino';
+import { createLogger } from './log';
 import { buildApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { migrate } from './db/migrate';
@@ -20,6 +20,9 @@ import { createOutbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
 import { createWorker } from './worker';
 import { KeyStore } from './auth/keys';
+import { JwtVerifier } from './auth/jwt-verifier';
+import { AgentCredentials, SecretBox } from './agents/agent-credentials';
+import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 
 async function main(): Promise<void> {
@@ -33,7 +36,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const log = pino({ level: config.LOG_LEVEL });
+  const log = createLogger(config.LOG_LEVEL);
   // The SDK's own logger is chatty at INFO (bundler stats); keep it to warnings unless debugging.
   Runtime.install({ logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'INFO' : 'WARN') });
   const stops: (() => Promise<unknown>)[] = [];
@@ -78,7 +81,13 @@ async function main(): Promise<void> {
     const connection = await Connection.connect({ address: temporalAddress });
     stops.push(() => connection.close());
     await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE, SEARCH_ATTRIBUTES);
-    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    // SWITCHBOARD_PAYLOAD_KEY: the client and the worker both read and write payloads through the codec.
+    const payloadCodec = config.SWITCHBOARD_PAYLOAD_KEY ? new EncryptionCodec(parseKeyRing(config.SWITCHBOARD_PAYLOAD_KEY)) : undefined;
+    const client = new Client({
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}),
+    });
 
     // Other Switchboard processes on the same database announce their events by NOTIFY. Embedded PGlite is
     // one process (and does not pass NOTIFY between connections), so it needs no listener.
@@ -88,6 +97,8 @@ async function main(): Promise<void> {
 
     const outbound = createOutbound({ allowPrivate: config.SWITCHBOARD_ALLOW_PRIVATE_URLS });
     stops.push(() => outbound.close());
+    const secretsKey = config.SWITCHBOARD_SECRETS_KEY ?? (await keyFile(join(dataDir, 'secrets-key'), generateKeySpec));
+    const credentials = new AgentCredentials({ pool, box: new SecretBox(parseKeyRing(secretsKey, 'SWITCHBOARD_SECRETS_KEY')), fetch: outbound.fetch });
     const nativeConnection = await NativeConnection.connect({ address: temporalAddress });
     stops.push(() => nativeConnection.close());
     const agentRefresh = { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS } };
@@ -101,6 +112,8 @@ async function main(): Promise<void> {
       hub,
       issuer: config.SWITCHBOARD_PUBLIC_URL,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
+      credentials,
+      payloadCodec,
     });
     const workerDone = worker.run();
     stops.push(async () => {
@@ -123,6 +136,11 @@ async function main(): Promise<void> {
     const app = await buildApp({
       auth: {
         keys,
+        jwt: config.SWITCHBOARD_JWT_JWKS_URL
+          ? new JwtVerifier({ jwksUrl: config.SWITCHBOARD_JWT_JWKS_URL, issuer: config.SWITCHBOARD_JWT_ISSUER, audience: config.SWITCHBOARD_JWT_AUDIENCE, fetch: outbound.fetch })
+          : undefined,
+        payloadCodec,
+        codecCorsOrigins: [`http://127.0.0.1:${config.TEMPORAL_UI_PORT}`, `http://localhost:${config.TEMPORAL_UI_PORT}`],
         redisUrl: config.REDIS_URL,
         quotaDefaults: {
           openTasks: config.SWITCHBOARD_QUOTA_OPEN_TASKS,
@@ -133,6 +151,7 @@ async function main(): Promise<void> {
         },
       },
       agentRefresh,
+      credentials,
       pool,
       temporal: client,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -169,6 +188,17 @@ async function main(): Promise<void> {
     log.fatal({ err }, 'Switchboard failed to start');
     await shutdown(1);
   }
+}
+
+/** A secret kept in a 0600 file of the data dir: read when it exists, else made by `make` and written. */
+async function keyFile(file: string, make: () => string): Promise<string> {
+  const kept = (await readFile(file, 'utf8').catch(() => '')).trim();
+  if (kept) return kept;
+  const made = make();
+  await mkdir(join(file, '..'), { recursive: true });
+  await writeFile(file, `${made}\n`, { mode: 0o600 });
+  await chmod(file, 0o600);
+  return made;
 }
 
 /**

@@ -1,4 +1,5 @@
 /** The Temporal worker: the only module that imports both workflows/ (by path) and activities/. */
+import type { PayloadCodec } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { type ActivityDeps, createActivities } from '../activities';
 
@@ -11,6 +12,8 @@ export interface WorkerDeps extends ActivityDeps {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
   activities?: ReturnType<typeof createActivities>;
+  /** SWITCHBOARD_PAYLOAD_KEY's codec: the worker reads and writes every payload through it, like the client. */
+  payloadCodec?: PayloadCodec;
 }
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
@@ -22,6 +25,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     taskQueue: d.taskQueue,
     ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: d.activities ?? createActivities(d),
+    ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,

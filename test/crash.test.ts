@@ -14,9 +14,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent } from './agents';
-import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, rememberKeys, startTemporal, type TestDb } from './helpers/harness';
+import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, rememberKeys, startTemporal, type TestDb } from './helpers/harness';
 import { KeyStore } from '../src/auth/keys';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
@@ -188,4 +191,34 @@ describe('Switchboard killed with SIGKILL and restarted', () => {
       assert.equal(assembledText(second.events), 'Hello, Ada!');
       assert.equal(asker.calls.filter((c) => c.method === 'SendStreamingMessage').length, 2, 'each message reached the agent once');
     }));
+});
+
+describe('the first start of a Switchboard without SWITCHBOARD_ADMIN_KEY', () => {
+  test('makes an admin key, prints it once, keeps it in the data dir (0600), and later starts only point at it', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'sb-admin-'));
+    const { SWITCHBOARD_ADMIN_KEY: _none, ...withoutKey } = sbEnv;
+    const env = { ...withoutKey, SWITCHBOARD_DATA_DIR: dataDir, PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: `${sbEnv.TEMPORAL_TASK_QUEUE}-first` };
+    let proc = await startSwitchboard(env);
+    try {
+      const printed = await eventually(() => /admin key \(shown once[^:]*\): (sb_[A-Za-z0-9_-]{43})/.exec(proc.output())?.[1], 15_000, 'the printed key');
+      const file = join(dataDir, 'admin-key');
+      assert.equal((await readFile(file, 'utf8')).trim(), printed);
+      assert.equal((await stat(file)).mode & 0o777, 0o600);
+      assert.equal((await stat(join(dataDir, 'secrets-key'))).mode & 0o777, 0o600, 'the credential-sealing key too');
+      const asAdmin = await fetch(`${proc.url}/tenants`, { headers: { authorization: `Bearer ${printed}` } });
+      assert.equal(asAdmin.status, 200);
+      const stored = await db.pool.query("SELECT key_hash FROM api_keys WHERE role = 'admin'");
+      assert.equal(stored.rowCount, 1);
+      assert.equal(JSON.stringify(stored.rows).includes(printed), false, 'only its hash is stored');
+
+      await proc.kill();
+      proc = await startSwitchboard(env);
+      await eventually(() => /admin key: +\S*admin-key/.test(proc.output()) || undefined, 15_000, 'the second start naming the file');
+      assert.equal(proc.output().includes(printed), false, 'not printed again');
+      assert.equal((await fetch(`${proc.url}/tenants`, { headers: { authorization: `Bearer ${printed}` } })).status, 200);
+    } finally {
+      await proc.kill();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
 });

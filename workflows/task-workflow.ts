@@ -384,6 +384,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         agentTaskId,
         agentContextId,
         tenant: input.tenant,
+        agentId: agent.agentId,
         gatewayTaskId: task.id,
         gatewayContextId: task.contextId,
       });
@@ -414,7 +415,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
       if (agentTaskId) {
         try {
-          await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId });
+          await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant: input.tenant, agentId: agent.agentId });
         } catch (cancelErr) {
           note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
         }

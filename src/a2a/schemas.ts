@@ -7,6 +7,7 @@
  * Workflow code imports only the *types* from this file.
  */
 import { z } from 'zod';
+import { AgentCredentialSpec } from '../agents/agent-credentials';
 
 export const TASK_STATES = [
   'TASK_STATE_SUBMITTED',
@@ -157,6 +158,8 @@ export type Envelope = z.infer<typeof EnvelopeSchema>;
 /** Registration body of `POST /agents`. */
 export const RegisterAgentBody = z.object({
   url: z.url({ protocol: /^https?$/ }),
+  /** What Switchboard presents when it calls the agent (bearer, apiKey or oauth2 client credentials); never shown again. */
+  credentials: AgentCredentialSpec.optional(),
   name: z.string().min(1).max(200).optional(),
   priceMinor: z.number().int().min(0).max(1e12).optional(),
   retry: z

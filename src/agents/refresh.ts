@@ -9,6 +9,7 @@ import type { Pool } from 'pg';
 import type { AgentEndpoint } from '../../workflows/types';
 import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from './cards';
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';
+import { type AgentCredentials, authorizedFetch } from './agent-credentials';
 
 export type AgentStatus = 'healthy' | 'degraded' | 'down';
 export const AGENT_STATUSES: readonly AgentStatus[] = ['healthy', 'degraded', 'down'];
@@ -221,6 +222,8 @@ export interface RefreshDeps {
   pool: Pool;
   fetch: typeof fetch;
   policy?: Partial<RefreshPolicy>;
+  /** The agents' outbound credentials: the card request and the probe present them (key sets are fetched without). */
+  credentials?: AgentCredentials;
 }
 
 export type RefreshResult =
@@ -271,6 +274,8 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
   if (!stored) return { agentId, gone: true };
 
   const now = new Date();
+  const { credentials } = deps;
+  const agentFetch = credentials ? authorizedFetch(deps.fetch, () => credentials.headersFor(tenant, agentId)) : deps.fetch;
   let card: CardOutcome = { outcome: 'fresh' };
   // What to write about the card: undefined = leave the stored columns alone.
   let adopt: { parsed: ParsedCard } | undefined;
@@ -284,7 +289,7 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
   const due = stored.card_no_store || !stored.card_fresh_until || stored.card_fresh_until <= now;
   if (due) {
     // no-store forbids keeping a validator, so the request is unconditional (RFC 9111 §5.2.2.5).
-    const fetched = await fetchCard(deps.fetch, stored.card_url, { etag: stored.card_no_store ? undefined : stored.card_etag ?? undefined, timeoutMs: policy.requestTimeoutMs });
+    const fetched = await fetchCard(agentFetch, stored.card_url, { etag: stored.card_no_store ? undefined : stored.card_etag ?? undefined, timeoutMs: policy.requestTimeoutMs });
     if (fetched.outcome === 'failed') {
       card = { outcome: 'failed', latencyMs: fetched.latencyMs, error: fetched.error };
     } else if (fetched.outcome === 'not-modified') {
@@ -320,7 +325,7 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
 
   // Probe the endpoint the agent will be called at from now on: the new card's when it changed.
   const endpoint = adopt?.parsed.endpoint ?? { url: stored.endpoint_url, protocolVersion: stored.protocol_version, streaming: stored.streaming };
-  const probed = await probeEndpoint(deps.fetch, endpoint, policy.requestTimeoutMs);
+  const probed = await probeEndpoint(agentFetch, endpoint, policy.requestTimeoutMs);
   const probe: ProbeRecord = { at: now.toISOString(), ok: probed.ok, latencyMs: probed.latencyMs, endpoint: probed, card };
 
   const client = await deps.pool.connect();

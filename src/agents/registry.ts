@@ -21,6 +21,7 @@ import {
 } from './refresh';
 import type { RefreshScheduler } from './refresh-schedules';
 import { checkCardSignatures, type SignatureCheck } from './signatures';
+import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
 
 export const DEFAULT_RETRY: AgentRetryPolicy = { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 30_000 };
 
@@ -87,6 +88,8 @@ export interface RegistryOptions {
   scheduler?: RefreshScheduler;
   /** Thresholds, timeouts and trusted key origins; the refresh activity must get the same. */
   policy?: Partial<RefreshPolicy>;
+  /** Where agents' outbound credentials are sealed; without it a registration that brings one is refused. */
+  credentials?: AgentCredentials;
 }
 
 const CARD_PATHS = ['/.well-known/agent-card.json', '/.well-known/agent.json'];
@@ -119,7 +122,16 @@ export class AgentRegistry {
    * @throws RegistrationError when no valid card can be fetched from the URL.
    */
   async register(tenant: string, body: RegisterAgent): Promise<Agent> {
-    const fetched = await this.fetchFirstCard(body.url);
+    const { credentials } = this.opts;
+    if (body.credentials && !credentials) throw new RegistrationError('this Switchboard stores no agent credentials (SWITCHBOARD_SECRETS_KEY is unset)');
+    let headers: Record<string, string> = {};
+    try {
+      if (body.credentials && credentials) headers = await credentials.headersOf(body.credentials);
+    } catch (err) {
+      if (err instanceof CredentialError) throw new RegistrationError(err.message);
+      throw err;
+    }
+    const fetched = await this.fetchFirstCard(body.url, headers);
     let parsed;
     try {
       parsed = parseAgentCard(fetched.raw, fetched.cardUrl);
@@ -148,6 +160,14 @@ export class AgentRegistry {
         body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil,
       ],
     );
+    if (body.credentials && credentials) {
+      try {
+        await credentials.put(tenant, id, body.credentials);
+      } catch (err) {
+        await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
+        throw err;
+      }
+    }
     if (this.opts.scheduler) {
       try {
         await this.opts.scheduler.create(tenant, id);
@@ -243,7 +263,7 @@ export class AgentRegistry {
    * @returns the agent as it is afterwards, or undefined when there is no such agent.
    */
   async refreshNow(tenant: string, id: string): Promise<Agent | undefined> {
-    const result = await refreshAgent({ pool: this.pool, fetch: this.outbound.fetch, policy: this.policy }, tenant, id);
+    const result = await refreshAgent({ pool: this.pool, fetch: this.outbound.fetch, policy: this.policy, credentials: this.opts.credentials }, tenant, id);
     return result.gone ? undefined : this.get(tenant, id);
   }
 
@@ -259,14 +279,43 @@ export class AgentRegistry {
   }
 
   /** A card URL is used as given; a base URL is tried at both well-known paths (0.3+ first, then 0.1/0.2). */
-  private async fetchFirstCard(url: string) {
+  /**
+   * Replaces the agent's outbound credential (undefined drops it).
+   * @returns false when the tenant has no such agent. @throws RegistrationError when no credential store is configured.
+   */
+  async setCredentials(tenant: string, id: string, spec: AgentCredentialSpec | undefined): Promise<boolean> {
+    if (!(await this.get(tenant, id))) return false;
+    const { credentials } = this.opts;
+    if (!credentials) {
+      if (spec) throw new RegistrationError('this Switchboard stores no agent credentials (SWITCHBOARD_SECRETS_KEY is unset)');
+      return true;
+    }
+    if (spec) await credentials.put(tenant, id, spec);
+    else await credentials.remove(tenant, id);
+    return true;
+  }
+
+  /**
+   * What an API may say about agents' outbound credentials: the kind (`bearer`, `apiKey`, `oauth2`) of each agent
+   * that has one, read without opening anything.
+   */
+  async credentialKinds(tenant: string, ids: string[]): Promise<Map<string, string>> {
+    const { rows } = await this.pool.query<{ agent_id: string; kind: string }>(
+      'SELECT agent_id, kind FROM agent_credentials WHERE tenant = $1 AND agent_id = ANY($2)',
+      [tenant, ids],
+    );
+    return new Map(rows.map((r) => [r.agent_id, r.kind]));
+  }
+
+  private async fetchFirstCard(url: string, headers: Record<string, string> = {}) {
     const given = new URL(url);
     const urls = given.pathname.endsWith('.json')
       ? [given.toString()]
       : CARD_PATHS.map((p) => new URL(given.pathname.replace(/\/+$/, '') + p, given).toString());
     const problems: string[] = [];
     for (const cardUrl of urls) {
-      const res = await fetchCard(this.outbound.fetch, cardUrl, { timeoutMs: this.policy.requestTimeoutMs });
+      const fetchImpl = Object.keys(headers).length ? authorizedFetch(this.outbound.fetch, async () => headers) : this.outbound.fetch;
+      const res = await fetchCard(fetchImpl, cardUrl, { timeoutMs: this.policy.requestTimeoutMs });
       if (res.outcome === 'fetched') return { ...res, cardUrl };
       problems.push(res.outcome === 'failed' ? res.error : `${cardUrl}: HTTP 304`);
     }

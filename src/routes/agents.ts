@@ -2,6 +2,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { RegisterAgentBody } from '../a2a/schemas';
+import { AgentCredentialSpec } from '../agents/agent-credentials';
 import { gatewayCard } from '../agents/cards';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
@@ -34,6 +35,11 @@ const ListAgentsQuery = z.strictObject({
 
 export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }: AgentRoutesDeps): Promise<void> {
   const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
+  /** Agent views with the kind of outbound credential each has (`{type}` or null), never the secret. */
+  const views = async (agents: RankedAgent[], tenant: string, base: string) => {
+    const kinds = await registry.credentialKinds(tenant, agents.map((a) => a.id));
+    return agents.map((a) => ({ ...view(a, base), credentials: kinds.has(a.id) ? { type: kinds.get(a.id) } : null }));
+  };
   const view = (a: RankedAgent, base: string) => ({
     id: a.id,
     name: a.name,
@@ -61,7 +67,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     try {
       const agent = await registry.register(tenantOf(req), body.data);
       req.auditTarget = agent.id;
-      return reply.code(201).send(view(agent, baseUrlOf(req, publicUrl)));
+      return reply.code(201).send((await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0]);
     } catch (err) {
       if (err instanceof RegistrationError) return reply.code(422).send({ error: err.message });
       throw err;
@@ -76,7 +82,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     try {
       const page = await registry.search(tenantOf(req), { q, tags: tag, skills: skill, statuses: status, pageSize, pageToken });
       const base = baseUrlOf(req, publicUrl);
-      return { agents: page.agents.map((a) => view(a, base)), nextPageToken: page.nextPageToken };
+      return { agents: await views(page.agents, tenantOf(req), base), nextPageToken: page.nextPageToken };
     } catch (err) {
       if (err instanceof QueryError) return reply.code(400).send({ error: `Invalid query: ${err.message}` });
       throw err;
@@ -86,7 +92,24 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
   app.get<{ Params: { id: string } }>('/agents/:id', { config: access.member }, async (req, reply) => {
     const agent = await registry.get(tenantOf(req), req.params.id);
     if (!agent) return reply.code(404).send(notFound(req.params.id));
-    return view(agent, baseUrlOf(req, publicUrl));
+    return (await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0];
+  });
+
+  // Replace (rotate) or drop the credential Switchboard presents to the agent.
+  app.put<{ Params: { id: string } }>('/agents/:id/credentials', { config: { ...access.operator, audit: 'agent.credentials.set' } }, async (req, reply) => {
+    const spec = AgentCredentialSpec.safeParse(req.body);
+    if (!spec.success) return reply.code(400).send({ error: `Invalid credentials: ${z.prettifyError(spec.error)}` });
+    try {
+      if (!(await registry.setCredentials(tenantOf(req), req.params.id, spec.data))) return reply.code(404).send(notFound(req.params.id));
+    } catch (err) {
+      if (err instanceof RegistrationError) return reply.code(422).send({ error: err.message });
+      throw err;
+    }
+    return reply.code(204).send();
+  });
+  app.delete<{ Params: { id: string } }>('/agents/:id/credentials', { config: { ...access.operator, audit: 'agent.credentials.delete' } }, async (req, reply) => {
+    if (!(await registry.setCredentials(tenantOf(req), req.params.id, undefined))) return reply.code(404).send(notFound(req.params.id));
+    return reply.code(204).send();
   });
 
   // The recent liveness probes (latency and outcome), newest first.
@@ -99,7 +122,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
   app.post<{ Params: { id: string } }>('/agents/:id/refresh', { config: { ...access.operator, audit: 'agent.refresh' } }, async (req, reply) => {
     const agent = await registry.refreshNow(tenantOf(req), req.params.id);
     if (!agent) return reply.code(404).send(notFound(req.params.id));
-    return view(agent, baseUrlOf(req, publicUrl));
+    return (await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0];
   });
 
   app.delete<{ Params: { id: string } }>('/agents/:id', { config: { ...access.operator, audit: 'agent.delete' } }, async (req, reply) => {

@@ -4,7 +4,7 @@ import { TaskState } from '@a2a-js/sdk';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
 import { BaseExecutor, startV1Agent, taskEvent, textOf, type AgentOptions } from './v1';
 
-class SlowExecutor extends BaseExecutor {
+export class SlowExecutor extends BaseExecutor {
   private readonly wakers = new Map<string, () => void>();
   constructor(private readonly ms: number, cost?: number) {
     super(cost);

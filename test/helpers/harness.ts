@@ -8,7 +8,6 @@ import { bundleWorkflowCode, Runtime, DefaultLogger, type Worker, type WorkflowB
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { Pool } from 'pg';
-import pino from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
@@ -18,6 +17,10 @@ import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
 import { createActivities } from '../../activities';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
 import { KeyStore } from '../../src/auth/keys';
+import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
+import { EncryptionCodec, parseKeyRing } from '../../src/temporal/encryption-codec';
+import { createLogger } from '../../src/log';
+import { Client } from '@temporalio/client';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 
 /** SWITCHBOARD_ADMIN_KEY of every test gateway. */
@@ -171,7 +174,16 @@ export interface GatewayOptions {
   quotas?: Partial<import('../../src/auth/quotas').Quotas>;
   /** REDIS_URL for the rate-limit store. */
   redisUrl?: string;
+  /** SWITCHBOARD_PAYLOAD_KEY: the client and the worker encrypt every Temporal payload. */
+  payloadKey?: string;
+  /** Bearer JWTs accepted beside keys (SWITCHBOARD_JWT_JWKS_URL). */
+  jwt?: import('../../src/auth/plugin').BearerJwtVerifier;
+  /** Where the gateway logs (at LOG_LEVEL, default silent), e.g. to search the log for secrets. */
+  logTo?: { level: string; stream: import('pino').DestinationStream };
 }
+
+/** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
+export const TEST_SECRETS_KEY = `test:${Buffer.alloc(32, 7).toString('base64')}`;
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
   const [env, db, workflowBundleCode] = await Promise.all([
@@ -179,8 +191,13 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     opts.db ?? createTestDb(),
     workflowBundle(),
   ]);
-  const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
+  const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
+  const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch });
+  const payloadCodec = opts.payloadKey ? new EncryptionCodec(parseKeyRing(opts.payloadKey)) : undefined;
+  const temporal = payloadCodec
+    ? new Client({ connection: env.connection, namespace: env.namespace ?? 'default', dataConverter: { payloadCodecs: [payloadCodec] } })
+    : env.client;
   const taskQueue = opts.temporal?.taskQueue ?? `switchboard-${randomBytes(3).toString('hex')}`;
   // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
@@ -191,8 +208,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
 
   // A restarted worker keeps the test's activity wrapper unless given another.
   async function startWorker(wrap = opts.wrapActivities) {
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub, unfundedAccounts });
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub, unfundedAccounts, credentials });
     worker = await createWorker({
+      payloadCodec,
       connection: env.nativeConnection,
       namespace: env.namespace ?? 'default',
       taskQueue,
@@ -213,7 +231,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   if (opts.worker ?? true) await startWorker(opts.wrapActivities);
   const keyStore = new KeyStore(db.pool, { envAdminKey: TEST_ADMIN_KEY });
   const app = await buildApp({
-    auth: { keys: keyStore, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl },
+    auth: { keys: keyStore, jwt: opts.jwt, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl, payloadCodec, codecCorsOrigins: ['http://ui.test'] },
+    credentials,
     hub,
     allowPrivateUrls: opts.allowPrivate ?? true,
     pushRetryInitialMs: opts.pushRetryInitialMs,
@@ -221,7 +240,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     streams: opts.streams,
     unfundedAccounts,
     pool: db.pool,
-    temporal: env.client,
+    temporal,
     taskQueue,
     outbound,
     log,

@@ -1,0 +1,49 @@
+/**
+ * A Temporal "codec server" for Temporal UI and `temporal` CLI users (SWITCHBOARD_PAYLOAD_KEY): `POST /codec/decode`
+ * (and `/codec/encode`) apply Switchboard's payload codec, so an operator reads tasks in the UI while the Temporal
+ * database holds only ciphertext. Operators and admins only: decoding shows message text. The browser calls it from
+ * Temporal UI's origin, so those origins get CORS answers (the preflight needs no credentials).
+ */
+import type { PayloadCodec } from '@temporalio/common';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { access } from '../auth/caller';
+import { CodecRequestError, applyCodecToJson } from '../temporal/encryption-codec';
+
+export interface CodecRouteDeps {
+  /** Unset (no SWITCHBOARD_PAYLOAD_KEY): payloads are plain and pass through unchanged. */
+  codec?: PayloadCodec;
+  /** Origins allowed to call from a browser (Temporal UI's), e.g. http://127.0.0.1:8233. */
+  corsOrigins: readonly string[];
+}
+
+const PLAIN: PayloadCodec = { encode: async (p) => p, decode: async (p) => p };
+
+export async function codecRoutes(app: FastifyInstance, { codec = PLAIN, corsOrigins }: CodecRouteDeps): Promise<void> {
+  const cors = (req: FastifyRequest, reply: FastifyReply) => {
+    const origin = req.headers.origin;
+    if (origin && corsOrigins.includes(origin)) {
+      reply
+        .header('access-control-allow-origin', origin)
+        .header('access-control-allow-credentials', 'true')
+        .header('access-control-allow-headers', 'authorization, content-type, x-api-key, x-namespace')
+        .header('access-control-allow-methods', 'POST, OPTIONS')
+        .header('vary', 'origin');
+    }
+  };
+  for (const op of ['decode', 'encode'] as const) {
+    app.options(`/codec/${op}`, { config: access.public }, async (req, reply) => {
+      cors(req, reply);
+      return reply.code(204).send();
+    });
+    app.post(`/codec/${op}`, { config: access.operator }, async (req, reply) => {
+      cors(req, reply);
+      try {
+        return await applyCodecToJson(codec, op, req.body);
+      } catch (err) {
+        if (err instanceof CodecRequestError) return reply.code(400).send({ error: err.message });
+        // A payload that does not decrypt (another key, tampered): the operator's problem to see, not a 500.
+        return reply.code(422).send({ error: (err as Error).message });
+      }
+    });
+  }
+}
