@@ -13,6 +13,7 @@ import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
+import { endOrphanedTasks } from './orphans';
 
 export interface ActivityDeps {
   pool: Pool;
@@ -43,5 +44,9 @@ export function createActivities({ pool, fetch, hub = new EventHub(), issuer, un
     holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),
     settleTask: (req: SettlementRequest) => settleTask(pool, unfundedAccounts, req),
     deliverPush: (args: DeliverPushArgs) => deliverPush({ pool, fetch, hub, issuer }, args),
+    endOrphanedTasks: () => endOrphanedTasks({ pool, hub, unfundedAccounts }),
   };
 }
+
+/** The orphan sweep's activity, as its workflow proxies it. */
+export type OrphanActivities = Pick<ReturnType<typeof createActivities>, 'endOrphanedTasks'>;

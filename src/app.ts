@@ -23,7 +23,6 @@ import { jsonRpcRoutes } from './routes/json-rpc';
 import { reputationRoutes } from './routes/reputation';
 import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
-import { access } from './auth/caller';
 import { KeyStore } from './auth/keys';
 import { type BearerJwtVerifier, DEFAULT_TENANT, installAuth } from './auth/plugin';
 import { DEFAULT_QUOTAS, type Quotas, TenantQuotas } from './auth/quotas';
@@ -31,6 +30,9 @@ import { auditRoutes } from './routes/audit';
 import { tenantRoutes } from './routes/tenants';
 import { codecRoutes } from './routes/codec';
 import type { AgentCredentials } from './agents/agent-credentials';
+import { DependencyUnavailable, Health } from './health';
+import { healthRoutes } from './routes/health';
+import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
 
 export { DEFAULT_TENANT };
@@ -60,6 +62,10 @@ export interface AppDeps {
   unfundedAccounts?: UnfundedPolicy;
   /** Where agents' outbound credentials are sealed (registration stores them, refresh presents them). */
   credentials?: AgentCredentials;
+  /** Which dependencies are up (default: one probing deps.pool and deps.temporal's connection). */
+  health?: Health;
+  /** Whether this process's worker is polling, for /readyz; unset when the process runs none. */
+  workerRunning?: () => boolean;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
   auth: AppAuth;
 }
@@ -104,9 +110,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
   const scheduler = deps.agentRefresh && new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs });
   const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials });
-  const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log });
+  const health = deps.health ?? new Health({ pool: deps.pool, temporal: deps.temporal.connection, log: deps.log });
+  const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log, health });
 
-  app.get('/healthz', { config: access.public }, async () => ({ ok: true }));
+  health.start();
+  app.addHook('onClose', async () => health.stop());
+  // A dependency's outage is a 503 naming it, with Retry-After: never a 500, never a hang.
+  app.setErrorHandler((err, req, reply) => {
+    const dep = health.report(err);
+    if (dep) {
+      const e = err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);
+      return reply.code(503).header('retry-after', String(e.retryAfterS)).send({ error: e.message, dependency: dep });
+    }
+    if ((err as { statusCode?: number }).statusCode && (err as { statusCode: number }).statusCode < 500) return reply.send(err);
+    req.log.error({ err }, 'request failed');
+    return reply.code(500).send({ error: 'Internal error' });
+  });
+  await app.register(healthRoutes, { health, pool: deps.pool, workerRunning: deps.workerRunning });
   await app.register(jwksRoutes, { pool: deps.pool });
   await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
   await app.register(auditRoutes, { pool: deps.pool });
@@ -114,11 +134,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl });
   await app.register(reputationRoutes, { pool: deps.pool });
   await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl });
-  await app.register(accountRoutes, { pool: deps.pool, unfundedAccounts: deps.unfundedAccounts ?? 'enforce' });
+  await app.register(accountRoutes, {
+    pool: deps.pool,
+    unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
+    closedOpenTasks: (tenant) => closedOpenTaskIds(deps.temporal, deps.taskQueue, tenant),
+  });
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
   await app.register(jsonRpcRoutes, {
     registry,
     quotas,
+    health,
     publicUrl: deps.publicUrl,
     gateway,
     pool: deps.pool,

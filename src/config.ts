@@ -52,6 +52,8 @@ const EnvSchema = z.object({
     .default('')
     .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
     .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
+  /** How often tasks whose workflow closed without a terminal state (e.g. terminated in Temporal UI) are ended (ms). */
+  SWITCHBOARD_ORPHAN_SWEEP_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Multi-agent jobs: how many hops below its root task a task started by an agent may be. */
   SWITCHBOARD_MAX_HOPS: z.coerce.number().int().min(0).max(100).default(5),
   /**

@@ -8,7 +8,7 @@ import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { Pool } from 'pg';
+import { createPool } from './db/pool';
 import { createLogger } from './log';
 import { buildApp } from './app';
 import { ConfigError, loadConfig } from './config';
@@ -18,7 +18,8 @@ import { RefreshScheduler } from './agents/refresh-schedules';
 import { EventHub } from './events/hub';
 import { createOutbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
-import { createWorker } from './worker';
+import { createWorker, superviseWorker } from './worker';
+import { ensureOrphanSweep } from './temporal/orphan-sweep';
 import { KeyStore } from './auth/keys';
 import { JwtVerifier } from './auth/jwt-verifier';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
@@ -73,7 +74,7 @@ async function main(): Promise<void> {
       uiUrl = server.uiUrl;
     }
 
-    const pool = new Pool({ connectionString: databaseUrl, max: 10 });
+    const pool = createPool({ connectionString: databaseUrl, max: 10 }, log);
     stops.push(() => pool.end());
     const applied = await migrate(pool);
     if (applied.length) log.info({ applied }, 'database migrations applied');
@@ -102,7 +103,7 @@ async function main(): Promise<void> {
     const nativeConnection = await NativeConnection.connect({ address: temporalAddress });
     stops.push(() => nativeConnection.close());
     const agentRefresh = { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS } };
-    const worker = await createWorker({
+    const workerOptions = {
       registryPolicy: agentRefresh.policy,
       connection: nativeConnection,
       namespace: config.TEMPORAL_NAMESPACE,
@@ -114,22 +115,25 @@ async function main(): Promise<void> {
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       credentials,
       payloadCodec,
-    });
-    const workerDone = worker.run();
-    stops.push(async () => {
-      worker.shutdown();
-      await workerDone;
-    });
+    };
+    // Fails fast at start-up (a wrong address should say so), then restarts after any later failure.
+    const first = await createWorker(workerOptions);
+    let handedOver = false;
+    const worker = superviseWorker(async () => {
+      if (!handedOver) {
+        handedOver = true;
+        return first;
+      }
+      return createWorker(workerOptions);
+    }, log);
+    stops.push(() => worker.stop());
+    await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS);
     // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
     // background, so a large registry does not delay listening.
     void new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs })
       .reconcile(pool)
       .then((r) => (r.created || r.deleted) && log.info(r, 'agent refresh schedules reconciled'))
       .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
-    workerDone.catch((err) => {
-      log.fatal({ err }, 'worker stopped');
-      void shutdown(1);
-    });
 
     const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
     const adminKey = config.SWITCHBOARD_ADMIN_KEY ? undefined : await ensureAdminKey(keys, dataDir);
@@ -152,6 +156,7 @@ async function main(): Promise<void> {
       },
       agentRefresh,
       credentials,
+      workerRunning: () => worker.running(),
       pool,
       temporal: client,
       taskQueue: config.TEMPORAL_TASK_QUEUE,

@@ -38,3 +38,51 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     maxHeartbeatThrottleInterval: '2s',
   });
 }
+
+export interface SupervisedWorker {
+  /** Whether a worker is polling right now (for /readyz). */
+  running(): boolean;
+  /** Drains the current worker and stops restarting it. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a worker and, when it fails (Temporal unreachable for longer than the SDK retries, a fatal poll error),
+ * makes a new one after a backoff (1 s doubling to 30 s), for as long as the process runs: a dependency's
+ * outage must not end the process. Each failure is logged.
+ */
+export function superviseWorker(create: () => Promise<Worker>, log: { warn(o: object, m: string): void; error(o: object, m: string): void }): SupervisedWorker {
+  let current: Worker | undefined;
+  let stopping = false;
+  let wake: (() => void) | undefined;
+  const loop = (async () => {
+    for (let failures = 0; !stopping; ) {
+      const started = Date.now();
+      try {
+        current = await create();
+        if (stopping) break;
+        await current.run();
+        if (stopping) break;
+        log.warn({}, 'the Temporal worker stopped; starting a new one');
+      } catch (err) {
+        if (stopping) break;
+        log.error({ err }, 'the Temporal worker failed; starting a new one after a pause');
+      }
+      current = undefined;
+      failures = Date.now() - started > 60_000 ? 1 : failures + 1;
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, Math.min(30_000, 1000 * 2 ** (failures - 1)));
+        wake = () => (clearTimeout(timer), r());
+      });
+    }
+  })();
+  return {
+    running: () => current?.getState() === 'RUNNING',
+    async stop() {
+      stopping = true;
+      wake?.();
+      if (current && current.getState() === 'RUNNING') current.shutdown();
+      await loop;
+    },
+  };
+}

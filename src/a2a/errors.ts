@@ -50,6 +50,12 @@ export const A2A_ERRORS = {
    * Switchboard's own code (the same range): a new task would pass one of the tenant's quotas (open tasks, new
    * tasks per day; src/auth/quotas.ts). The message names the quota and its value. Nothing was started.
    */
+  /**
+   * Switchboard's own code: a dependency (PostgreSQL or Temporal) is down, so the call was refused before it did
+   * anything; the message names the dependency. Sent with HTTP 503 and Retry-After: retry the same call (the same
+   * messageId) later and it is answered as if the outage never happened.
+   */
+  Unavailable: { code: -32054, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32054, message: m } }) },
   QuotaExceeded: { code: -32053, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32053, message: m } }) },
 } as const;
 

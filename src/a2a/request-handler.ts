@@ -23,6 +23,7 @@ import type { Agent } from '../agents/registry';
 import { agentOfTask, findTask, listTasks, taskOfMessage } from '../db/task-store';
 import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
+import { outageOf } from '../health';
 import { appendEvents, closesStream, headSeq, lastEvent, snapshotAt } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
@@ -98,7 +99,14 @@ export class AgentRequestHandler implements A2ARequestHandler {
    */
   private async ownTask(taskId: string): Promise<void> {
     if (this.agent.id === '') return;
-    const agentId = await agentOfTask(this.deps.pool, this.tenant, taskId);
+    let agentId: string | undefined;
+    try {
+      agentId = await agentOfTask(this.deps.pool, this.tenant, taskId);
+    } catch (err) {
+      // PostgreSQL is away: the workflow's search attributes know the agent too (reads keep working).
+      if (!outageOf(err)) throw err;
+      agentId = await this.deps.gateway.agentOf(this.tenant, taskId);
+    }
     if (agentId !== undefined && agentId !== this.agent.id) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
   }
 

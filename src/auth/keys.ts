@@ -8,6 +8,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Caller, Role } from './caller';
+import { DependencyUnavailable, outageOf } from '../health';
 
 export const KEY_PREFIX = 'sb_';
 /** The id SWITCHBOARD_ADMIN_KEY is known by in logs and the audit trail. */
@@ -100,11 +101,20 @@ export class KeyStore {
     const now = Date.now();
     const hit = this.cache.get(cacheKey);
     if (hit && hit.until > now) return hit.identity;
-    const { rows } = await this.pool.query<{ id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }>(
-      `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
-        WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-      [hash],
-    );
+    let rows: { id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }[];
+    try {
+      ({ rows } = await this.pool.query(
+        `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
+          WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+        [hash],
+      ));
+    } catch (err) {
+      // PostgreSQL is away: a key verified before keeps working (a revocation made meanwhile waits for the
+      // database, which holds it); an unknown one cannot be checked, which is the caller's 503, not a 401.
+      if (!outageOf(err)) throw err;
+      if (hit) return hit.identity;
+      throw new DependencyUnavailable('postgresql', 'API keys cannot be checked');
+    }
     const row = rows[0];
     const identity =
       row && row.key_hash.length === hash.length && timingSafeEqual(row.key_hash, hash)

@@ -18,6 +18,7 @@ import { type Access, type Caller, ROLES, type Role } from './caller';
 import { writeAudit } from './audit';
 import { type KeyIdentity, type KeyStore, looksLikeKey } from './keys';
 import type { TenantQuotas } from './quotas';
+import { DependencyUnavailable } from '../health';
 
 export const TENANT_HEADER = 'x-switchboard-tenant';
 export const DEFAULT_TENANT = 'default';
@@ -185,6 +186,9 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
     try {
       await authenticate(req, policy);
     } catch (err) {
+      if (err instanceof DependencyUnavailable) {
+        return reply.code(503).header('retry-after', String(err.retryAfterS)).send({ error: err.message, dependency: err.dependency });
+      }
       if (!(err instanceof AuthFailure)) throw err;
       if (err.status === 401) reply.header('www-authenticate', `${REALM}${presented(req) ? ', error="invalid_token"' : ''}`);
       if (err.status === 503) reply.header('retry-after', '5');

@@ -12,6 +12,7 @@ import type { Pool } from 'pg';
 import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import { inTransaction } from '../ledger/postings';
+import { DependencyUnavailable, outageOf } from '../health';
 
 export const QuotasSchema = z.strictObject({
   requestsPerSecond: z.number().int().min(1).max(1_000_000),
@@ -53,7 +54,14 @@ export class TenantQuotas {
     const now = Date.now();
     const hit = this.cache.get(tenant);
     if (hit && hit.until > now) return hit.exists ? hit.quotas : undefined;
-    const { rows } = await this.pool.query<{ quotas: Partial<Quotas> }>('SELECT quotas FROM tenants WHERE id = $1', [tenant]);
+    let rows: { quotas: Partial<Quotas> }[];
+    try {
+      ({ rows } = await this.pool.query<{ quotas: Partial<Quotas> }>('SELECT quotas FROM tenants WHERE id = $1', [tenant]));
+    } catch (err) {
+      // While PostgreSQL is away, what was last read stands (reads that need no database keep working).
+      if (hit && outageOf(err)) return hit.exists ? hit.quotas : undefined;
+      throw outageOf(err) ? new DependencyUnavailable('postgresql', 'tenant quotas cannot be read') : err;
+    }
     const quotas = { ...this.defaults, ...(rows[0]?.quotas ?? {}) };
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(tenant, { quotas, exists: rows.length > 0, until: now + this.ttlMs });

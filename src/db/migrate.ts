@@ -6,6 +6,19 @@ const MIGRATIONS_DIR = join(__dirname, 'migrations');
 // Any constant works; it only has to be the same for every Switchboard process sharing the database.
 const MIGRATION_LOCK = 0x5b_0a_4d;
 
+/** The numbered SQL files this database has not applied yet (all of them on a database without the table). */
+export async function pendingMigrations(pool: Pool): Promise<string[]> {
+  const files = (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d+_.+\.sql$/.test(f)).sort();
+  const { rows } = await pool.query<{ version: number }>(
+    "SELECT version FROM schema_migrations WHERE to_regclass('schema_migrations') IS NOT NULL",
+  ).catch((err: { code?: string }) => {
+    if (err.code === '42P01') return { rows: [] as { version: number }[] }; // no table: nothing applied
+    throw err;
+  });
+  const done = new Set(rows.map((r) => r.version));
+  return files.filter((f) => !done.has(Number.parseInt(f, 10)));
+}
+
 /**
  * Applies the numbered SQL files in src/db/migrations that this database has not seen, each in its own
  * transaction. An advisory lock serialises concurrent starts of several Switchboard processes.

@@ -13,6 +13,8 @@ import { type Caller, access, callerOf } from '../auth/caller';
 export interface AccountRoutesDeps {
   pool: Pool;
   unfundedAccounts: UnfundedPolicy;
+  /** The tenant's tasks whose workflow closed without a terminal state, not yet swept (Temporal's visibility). */
+  closedOpenTasks?: (tenant: string) => Promise<string[]>;
 }
 
 /** Ledger account names: `requester:<id>`, `agent:<agent id>`, `external:deposits`. */
@@ -39,7 +41,7 @@ function mayRead(caller: Caller, account: string): boolean {
   return account === `agent:${caller.agentId}`;
 }
 
-export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccounts }: AccountRoutesDeps): Promise<void> {
+export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccounts, closedOpenTasks }: AccountRoutesDeps): Promise<void> {
   const accountOf = (raw: string) => AccountName.safeParse(raw);
 
   app.post<{ Params: { account: string } }>('/accounts/:account/deposits', { config: { ...access.admin, audit: 'account.deposit' } }, async (req, reply) => {
@@ -87,5 +89,25 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
   });
 
   // The ledger's invariants, with every violation listed; 200 either way (`ok` says which).
-  app.get('/ledger/reconcile', { config: access.operator }, async (req) => reconcile(pool, callerOf(req).tenant));
+  app.get('/ledger/reconcile', { config: access.operator }, async (req) => {
+    const { tenant } = callerOf(req);
+    const report = await reconcile(pool, tenant);
+    if (!closedOpenTasks) return report;
+    // A task whose workflow is gone but whose state is not terminal holds its hold and refuses follow-ups until the
+    // orphan sweep ends it: a violation until then.
+    const candidates = await closedOpenTasks(tenant);
+    const { rows } = await pool.query<{ task_id: string; state: string }>(
+      `SELECT task_id, state FROM tasks WHERE tenant = $1 AND task_id = ANY($2)
+          AND state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')`,
+      [tenant, candidates],
+    );
+    const invariant = {
+      name: 'everyOpenTaskHasALiveWorkflow',
+      description: 'no task is left non-terminal after its workflow closed (terminated, timed out, failed); the orphan sweep ends such tasks',
+      ok: rows.length === 0,
+      checked: candidates.length,
+      violations: rows.map((r) => ({ taskId: r.task_id, state: r.state })),
+    };
+    return { ...report, ok: report.ok && invariant.ok, invariants: [...report.invariants, invariant] };
+  });
 }

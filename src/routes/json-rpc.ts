@@ -23,6 +23,8 @@ import { PUSH_METHOD_PARAMS } from '../push/store';
 import { FRONT_DOOR_PATHS, FrontDoor } from './front-door';
 import { type Caller, access, callerOf, rpcMethodRoles } from '../auth/caller';
 import { quotaError } from '../auth/quotas';
+import { DependencyUnavailable, type Health, outageOf } from '../health';
+import type { Agent } from '../agents/registry';
 import { type SseOptions, writeSse } from './sse';
 
 export type Dialect = '1.0' | '0.3';
@@ -76,6 +78,65 @@ export interface JsonRpcRouteDeps extends HandlerDeps {
   registry: AgentRegistry;
   publicUrl?: string;
   sse: SseOptions;
+  health: Health;
+}
+
+/** Methods that change something: refused at once (503) while PostgreSQL or Temporal is down, before any work. */
+const WRITE_METHODS = new Set([
+  'SendMessage', 'SendStreamingMessage', 'CancelTask', 'CreateTaskPushNotificationConfig', 'DeleteTaskPushNotificationConfig',
+  'message/send', 'message/stream', 'tasks/cancel', 'tasks/pushNotificationConfig/set', 'tasks/pushNotificationConfig/delete',
+]);
+
+/**
+ * The request handler with every outage error turned into the A2A error for it (-32054, naming the dependency),
+ * which the SDK renders in the caller's dialect and the route sends with HTTP 503.
+ */
+function mappingOutages<T extends object>(handler: T, health: Health): T {
+  const map = (err: unknown) => {
+    const dep = health.report(err);
+    return dep ? a2aError('Unavailable', (err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep)).message) : err;
+  };
+  return new Proxy(handler, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        const out = value.apply(target, args);
+        if (out && typeof out.then === 'function') return out.catch((err: unknown) => Promise.reject(map(err)));
+        if (out && typeof out[Symbol.asyncIterator] === 'function') {
+          return (async function* () {
+            try {
+              yield* out;
+            } catch (err) {
+              throw map(err);
+            }
+          })();
+        }
+        return out;
+      };
+    },
+  });
+}
+
+/** Agents as last read, per tenant and id: while PostgreSQL is away, an agent's endpoint still serves reads. */
+class KnownAgents {
+  private readonly known = new Map<string, Agent>();
+
+  async get(registry: AgentRegistry, tenant: string, id: string): Promise<Agent | undefined> {
+    const key = `${tenant}/${id}`;
+    try {
+      const agent = await registry.get(tenant, id);
+      if (agent) {
+        if (this.known.size > 10_000) this.known.clear();
+        this.known.set(key, agent);
+      } else this.known.delete(key);
+      return agent;
+    } catch (err) {
+      const stale = outageOf(err) ? this.known.get(key) : undefined;
+      if (stale) return stale;
+      throw err;
+    }
+  }
 }
 
 /** Open streams per key in this process, for the streamsPerKey quota. */
@@ -106,6 +167,11 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return reply.code(413).send(envelope(null, { code: -32600, message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` }));
     }
+    const dep = deps.health.report(err);
+    if (dep) {
+      const e = err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);
+      return reply.code(503).header('retry-after', String(e.retryAfterS)).send(envelope(null, { code: A2A_ERRORS.Unavailable.code, message: e.message }));
+    }
     req.log.error({ err }, 'JSON-RPC request failed');
     return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
   });
@@ -113,9 +179,10 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   // The per-agent endpoint serves the agent in its path; the routing front door (POST /a2a, also at
   // /api/v1/a2a) picks an agent for each new task and serves existing tasks of any agent of the tenant.
   const streams = new KeyStreams();
+  const agents = new KnownAgents();
   app.post('/agents/:id/a2a', { config: access.rpc }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
     answerRpc(req, reply, deps, streams, async ({ base, caller }) => {
-      const agent = await deps.registry.get(caller.tenant, req.params.id);
+      const agent = await agents.get(deps.registry, caller.tenant, req.params.id);
       if (!agent) {
         return { refuse: { httpStatus: 404, code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${req.params.id} is registered on this gateway` } };
       }
@@ -201,10 +268,24 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
 
   const streaming = STREAMING_METHODS.has(rpc.method);
   const lastEventId = streaming ? lastEventIdOf(req) : undefined;
+  const unavailable = (err: DependencyUnavailable) => {
+    reply.code(503).header('retry-after', String(err.retryAfterS));
+    return fail(a2aError('Unavailable', err.message));
+  };
+  // A change needs both: refuse it now rather than half-start it or hang (a read may still answer from one).
+  if (WRITE_METHODS.has(rpc.method) && lastEventId === undefined) {
+    try {
+      deps.health.require('postgresql', 'temporal');
+    } catch (err) {
+      return unavailable(err as DependencyUnavailable);
+    }
+  }
   let target: RpcTarget;
   try {
     target = await resolve({ method: rpc.method, params: rpc.params, dialect, base: baseUrlOf(req, deps.publicUrl), lastEventId: lastEventId ?? undefined, caller });
   } catch (err) {
+    const dep = deps.health.report(err);
+    if (dep) return unavailable(err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep));
     return fail(err);
   }
   if ('refuse' in target) {
@@ -216,6 +297,8 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
       const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: caller.tenant, agentId: target.agentId };
       return { jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, rpc.params, pushDeps) };
     } catch (err) {
+      const dep = deps.health.report(err);
+      if (dep) return unavailable(err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep));
       return fail(err);
     }
   }
@@ -241,7 +324,7 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
     });
     cursor = { lastEventId, signal: aborter.signal, seq: 0, closing: false };
   }
-  const handler = target.handler(cursor, dialect);
+  const handler = mappingOutages(target.handler(cursor, dialect), deps.health);
   const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
   // Client credentials stay here: the context carries headers for the SDK, nothing forwards them to agents.
   const context = defaultServerCallContextBuilder({
@@ -263,6 +346,7 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
         reply.code(429).header('retry-after', '5');
         return envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message });
       }
+      if ((err as { envelopeCode?: number }).envelopeCode === A2A_ERRORS.Unavailable.code) reply.code(503).header('retry-after', '5');
       return fail(err);
     }
     if (first.done) return fail(a2aError('Internal', 'the stream ended before its first event'));
@@ -270,6 +354,7 @@ async function answerRpc(req: FastifyRequest, reply: FastifyReply, deps: JsonRpc
     return reply;
   }
   const result = answer as { error?: { code: number }; result?: unknown };
+  if (result.error?.code === A2A_ERRORS.Unavailable.code) reply.code(503).header('retry-after', '5');
   if (result.error?.code === A2A_ERRORS.Internal.code) req.log.warn({ method: rpc.method, error: result.error }, 'internal error answered');
   if (target.decorate && result.result !== undefined) return { ...result, result: target.decorate(result.result) };
   return result;

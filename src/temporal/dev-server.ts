@@ -12,6 +12,8 @@ export interface DevServer {
   address: string;
   uiUrl: string;
   stop(): Promise<void>;
+  /** SIGKILL, as a crash (fault drills): no shutdown at all. Resolves once the process is gone. */
+  kill(): Promise<void>;
 }
 
 export interface DevServerOptions {
@@ -145,7 +147,14 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   }
   const uiUrl = `http://${host}:${uiPort}`;
   opts.log(`Temporal dev server ready at ${address}, UI ${uiUrl}`);
-  return { address, uiUrl, stop };
+  const kill = async () => {
+    process.removeListener('exit', killOnExit);
+    if (exitStatus !== undefined) return;
+    stopping = true;
+    child.kill('SIGKILL');
+    await exited;
+  };
+  return { address, uiUrl, stop, kill };
 }
 
 async function waitForFrontend(

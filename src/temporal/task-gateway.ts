@@ -5,6 +5,8 @@
 import {
   type Client,
   WithStartWorkflowOperation,
+  QueryRejectedError,
+  WorkflowClient,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
@@ -19,13 +21,19 @@ import { isInterrupted, isTerminal, stateLabel, viewTask } from '../../workflows
 import { lastEvent } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
 import type { SendMessageArgs, TaskInput, WireTask } from '../../workflows/types';
+import type { Health } from '../health';
 
 export interface TaskGatewayOptions {
   client: Client;
   taskQueue: string;
   pool: Pool;
   log: Logger;
+  /** While Temporal is known to be down, GetTask answers from the projection without trying it. */
+  health?: Health;
 }
+
+/** A query is a read: past this it is answered from the projection instead (a down server, a busy worker). */
+const QUERY_DEADLINE_MS = 3_000;
 
 /** How long a follow-up waits for a workflow that is redoing the step that made it wait for input. */
 const BUSY_RETRY_MS = 30_000;
@@ -33,7 +41,20 @@ const BUSY_RETRY_MS = 30_000;
 export { workflowIdOf };
 
 export class TaskGateway {
-  constructor(private readonly o: TaskGatewayOptions) {}
+  /**
+   * Queries only open workflows: a closed one's state is the projection's, which outlives it and which the orphan
+   * sweep may have ended after the workflow was terminated (a replayed query would still say input-required).
+   */
+  private readonly queries: WorkflowClient;
+
+  constructor(private readonly o: TaskGatewayOptions) {
+    this.queries = new WorkflowClient({
+      connection: o.client.connection,
+      namespace: o.client.options.namespace,
+      dataConverter: o.client.options.dataConverter,
+      queryRejectCondition: 'NOT_OPEN',
+    });
+  }
 
   /**
    * Starts the task's workflow and delivers its first message in one call (update-with-start).
@@ -105,12 +126,19 @@ export class TaskGateway {
     return !!last && 'statusUpdate' in last.event && isInterrupted(last.event.statusUpdate.status.state);
   }
 
-  /** GetTask: a workflow query while Temporal has the workflow, else the PostgreSQL projection. */
+  /**
+   * GetTask: a workflow query while Temporal has the workflow, else the PostgreSQL projection. While Temporal is
+   * down, or when the query takes longer than a few seconds, the projection answers (it trails the workflow by
+   * at most the state change being written).
+   */
   async get(tenant: string, taskId: string, historyLength?: number): Promise<WireTask> {
-    try {
-      return await this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId)).query(getTaskQuery, historyLength);
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) this.o.log.warn({ err, taskId }, 'task query failed; answering from the projection');
+    if (this.o.health?.isUp('temporal') !== false) {
+      try {
+        const handle = this.queries.getHandle(workflowIdOf(tenant, taskId));
+        return await this.o.client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(getTaskQuery, historyLength));
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError || err instanceof QueryRejectedError)) this.o.log.warn({ err, taskId }, 'task query failed; answering from the projection');
+      }
     }
     const stored = await findTask(this.o.pool, tenant, taskId);
     if (!stored) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
@@ -138,6 +166,18 @@ export class TaskGateway {
       throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(state)})`);
     }
     return task;
+  }
+
+  /** The agent a task runs on, from its workflow's search attributes (when PostgreSQL cannot say). */
+  async agentOf(tenant: string, taskId: string): Promise<string | undefined> {
+    try {
+      const handle = this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId));
+      const described = await this.o.client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.describe());
+      return described.typedSearchAttributes.get(SA_AGENT);
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return undefined;
+      throw err;
+    }
   }
 
   /** Multi-agent jobs: tells the parent task's workflow that a child task was started for it. */

@@ -4,7 +4,7 @@
  * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire.
  */
 import { randomBytes } from 'node:crypto';
-import { bundleWorkflowCode, Runtime, DefaultLogger, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { Pool } from 'pg';
@@ -13,13 +13,14 @@ import { buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { createWorker, superviseWorker, type SupervisedWorker, WORKFLOWS_PATH } from '../../src/worker';
 import { createActivities } from '../../activities';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
 import { KeyStore } from '../../src/auth/keys';
 import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
 import { EncryptionCodec, parseKeyRing } from '../../src/temporal/encryption-codec';
 import { createLogger } from '../../src/log';
+import { createPool } from '../../src/db/pool';
 import { Client } from '@temporalio/client';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 
@@ -116,7 +117,7 @@ export async function createTestDb(): Promise<TestDb> {
   const admin = new Pool({ connectionString: url, max: 1 });
   await admin.query(`CREATE SCHEMA ${schema}`);
   await admin.end();
-  const pool = new Pool({ connectionString: url, max: 20, options: `-c search_path=${schema}` });
+  const pool = createPool({ connectionString: url, max: 20, options: `-c search_path=${schema}` });
   await migrate(pool);
   return {
     pool,
@@ -203,28 +204,30 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
   await hub.start();
   const unfundedAccounts = opts.unfundedAccounts ?? 'unlimited';
-  let worker: Worker | undefined;
-  let running: Promise<void> | undefined;
+  let worker: SupervisedWorker | undefined;
 
-  // A restarted worker keeps the test's activity wrapper unless given another.
+  // A restarted worker keeps the test's activity wrapper unless given another. Supervised as in production: a
+  // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
     const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub, unfundedAccounts, credentials });
-    worker = await createWorker({
-      payloadCodec,
-      connection: env.nativeConnection,
-      namespace: env.namespace ?? 'default',
-      taskQueue,
-      pool: db.pool,
-      fetch: outbound.fetch,
-      workflowBundle: workflowBundleCode,
-      activities: wrap ? wrap(real) : real,
-    });
-    running = worker.run();
+    const make = () =>
+      createWorker({
+        payloadCodec,
+        connection: env.nativeConnection,
+        namespace: env.namespace ?? 'default',
+        taskQueue,
+        pool: db.pool,
+        fetch: outbound.fetch,
+        workflowBundle: workflowBundleCode,
+        activities: wrap ? wrap(real) : real,
+      });
+    const first = await make();
+    let handedOver = false;
+    worker = superviseWorker(async () => (handedOver ? make() : ((handedOver = true), first)), log);
   }
   async function stopWorker() {
     if (!worker) return;
-    worker.shutdown();
-    await running;
+    await worker.stop();
     worker = undefined;
   }
 

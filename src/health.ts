@@ -1,0 +1,136 @@
+/**
+ * Which of Switchboard's dependencies are reachable right now, so that an outage costs a client a fast, clear
+ * refusal (HTTP 503 + Retry-After, naming the dependency) instead of a hang or a crash, and /readyz can say what
+ * is missing. Each dependency is probed every second with a short deadline; an error of the outage kind seen on
+ * a request marks it down at once, and the next good probe marks it up again.
+ */
+import type { ConnectionLike } from '@temporalio/client';
+import type { Pool } from 'pg';
+import type { Logger } from 'pino';
+
+export type Dependency = 'postgresql' | 'temporal';
+
+/** A request needs a dependency that is down. The routes answer it with 503 and Retry-After. */
+export class DependencyUnavailable extends Error {
+  constructor(
+    readonly dependency: Dependency,
+    detail?: string,
+    readonly retryAfterS = 5,
+  ) {
+    super(`${dependency === 'postgresql' ? 'PostgreSQL' : 'Temporal'} is unavailable${detail ? ` (${detail})` : ''}; nothing was done, retry in ${retryAfterS} s`);
+  }
+}
+
+const PG_OUTAGE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+const PG_OUTAGE_TEXT = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection terminated unexpectedly|the database system is (starting up|shutting down|in recovery mode)/i;
+/** gRPC UNAVAILABLE and DEADLINE_EXCEEDED: the Temporal frontend did not answer. */
+const GRPC_OUTAGE = new Set([14, 4]);
+
+/** The dependency whose outage `err` shows, if it shows one. */
+export function outageOf(err: unknown): Dependency | undefined {
+  for (let e = err as { code?: unknown; message?: unknown; cause?: unknown; name?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e instanceof DependencyUnavailable) return e.dependency;
+    if (typeof e.code === 'number' && GRPC_OUTAGE.has(e.code)) return 'temporal';
+    if (e.name === 'ServiceError' && typeof e.message === 'string' && /UNAVAILABLE|DEADLINE_EXCEEDED|Failed to connect/i.test(e.message)) return 'temporal';
+    if (typeof e.code === 'string' && PG_OUTAGE_CODES.has(e.code)) return 'postgresql';
+    if (typeof e.message === 'string' && PG_OUTAGE_TEXT.test(e.message)) return 'postgresql';
+  }
+  return undefined;
+}
+
+interface State {
+  up: boolean;
+  since: string;
+  error?: string;
+}
+
+export interface HealthOptions {
+  pool: Pool;
+  /** The Temporal client connection (probed with GetSystemInfo, the cheapest frontend call). */
+  temporal: ConnectionLike;
+  log?: Logger;
+  intervalMs?: number;
+  timeoutMs?: number;
+}
+
+export class Health {
+  private readonly state: Record<Dependency, State>;
+  private timer?: NodeJS.Timeout;
+  private probing = false;
+
+  constructor(private readonly o: HealthOptions) {
+    const now = new Date().toISOString();
+    this.state = { postgresql: { up: true, since: now }, temporal: { up: true, since: now } };
+  }
+
+  start(): void {
+    if (this.timer) return;
+    void this.probe();
+    this.timer = setInterval(() => void this.probe(), this.o.intervalMs ?? 1000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  isUp(dep: Dependency): boolean {
+    return this.state[dep].up;
+  }
+
+  /** @throws DependencyUnavailable when `dep` is down. */
+  require(...deps: Dependency[]): void {
+    for (const dep of deps) if (!this.state[dep].up) throw new DependencyUnavailable(dep, this.state[dep].error);
+  }
+
+  /** An error seen on a request: when it shows an outage, the dependency is down until a probe says otherwise. */
+  report(err: unknown): Dependency | undefined {
+    const dep = outageOf(err);
+    if (dep) this.set(dep, false, (err as Error).message);
+    return dep;
+  }
+
+  snapshot(): Record<Dependency, State> {
+    return { postgresql: { ...this.state.postgresql }, temporal: { ...this.state.temporal } };
+  }
+
+  /** Probes both now (also what /readyz calls, so a readiness check is never older than this). */
+  async probe(): Promise<Record<Dependency, State>> {
+    if (this.probing) return this.snapshot();
+    this.probing = true;
+    const timeout = this.o.timeoutMs ?? 2000;
+    try {
+      await Promise.all([
+        within(timeout, this.o.pool.query('SELECT 1')).then(
+          () => this.set('postgresql', true),
+          (err: Error) => this.set('postgresql', false, err.message),
+        ),
+        this.o.temporal.withDeadline(Date.now() + timeout, () => this.o.temporal.workflowService.getSystemInfo({})).then(
+          () => this.set('temporal', true),
+          (err: Error) => this.set('temporal', false, err.message),
+        ),
+      ]);
+    } finally {
+      this.probing = false;
+    }
+    return this.snapshot();
+  }
+
+  private set(dep: Dependency, up: boolean, error?: string): void {
+    const s = this.state[dep];
+    if (s.up === up) {
+      if (!up) s.error = error;
+      return;
+    }
+    this.state[dep] = { up, since: new Date().toISOString(), ...(up ? {} : { error }) };
+    if (up) this.o.log?.info({ dependency: dep }, 'dependency is back');
+    else this.o.log?.warn({ dependency: dep, error }, 'dependency is down: requests that need it are refused with 503 until it is back');
+  }
+}
+
+function within<T>(ms: number, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}

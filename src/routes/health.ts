@@ -1,0 +1,40 @@
+/**
+ * Liveness and readiness. `/healthz` answers while the process can serve anything at all (it stays 200 through a
+ * dependency's outage: restarting the process would not bring PostgreSQL or Temporal back). `/readyz` answers 200
+ * only when everything a new task needs is there: PostgreSQL, Temporal, the schema migrations, and the worker of
+ * this process; otherwise 503 naming what is missing. Both are public: probes carry no credentials.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Pool } from 'pg';
+import { access } from '../auth/caller';
+import { pendingMigrations } from '../db/migrate';
+import type { Health } from '../health';
+
+export interface HealthRouteDeps {
+  health: Health;
+  pool: Pool;
+  /** Whether this process's worker is polling; unset when the process runs no worker. */
+  workerRunning?: () => boolean;
+}
+
+export async function healthRoutes(app: FastifyInstance, { health, pool, workerRunning }: HealthRouteDeps): Promise<void> {
+  app.get('/healthz', { config: access.public }, async () => ({ ok: true }));
+
+  app.get('/readyz', { config: access.public }, async (_req, reply) => {
+    const deps = await health.probe();
+    const missing: string[] = [];
+    const checks: Record<string, unknown> = { postgresql: deps.postgresql, temporal: deps.temporal };
+    if (!deps.postgresql.up) missing.push('postgresql');
+    if (!deps.temporal.up) missing.push('temporal');
+    if (deps.postgresql.up) {
+      const pending = await pendingMigrations(pool).catch(() => undefined);
+      checks.migrations = pending === undefined ? { checked: false } : { pending };
+      if (pending?.length) missing.push('migrations');
+    }
+    if (workerRunning) {
+      checks.worker = { running: workerRunning() };
+      if (!workerRunning()) missing.push('worker');
+    }
+    return reply.code(missing.length ? 503 : 200).send({ ready: missing.length === 0, ...(missing.length ? { missing } : {}), checks });
+  });
+}

@@ -1,0 +1,488 @@
+/**
+ * `npm run faults`: fault drills on real processes, on loopback (reference/reliability-and-security.md §4.2), each
+ * followed by a quiet period and a check of the §4.5 figures. Drills so far:
+ *  - F1  kill -9 of the Switchboard process (front door + worker) with tasks in flight, restarted on the same data;
+ *  - F3  SIGKILL of the Temporal server, restarted on the same database file;
+ *  - F8  immediate stop of PostgreSQL (a cluster the drill creates and drops), then start;
+ *  - fuzz of the JSON-RPC front door (10,000 cases on a pinned seed: structure, values, headers);
+ *  - F10 the SSRF corpus of §4.4 against the guarded outbound client, at connect time.
+ * Each kill drill runs the same workload: slow tasks in flight, tasks waiting for input, and new messages sent
+ * during the outage (refused with 503, then resent with the same messageId). Exit code 1 when a target is missed.
+ *
+ * Env: FAULTS_ONLY (comma-separated: f1,f3,f8,fuzz,ssrf), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
+ * TEMPORAL_CLI, DATABASE_URL.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import fc from 'fast-check';
+
+const ROOT = path.resolve(__dirname, '../..');
+process.env.LOG_LEVEL ??= 'silent';
+process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
+process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
+
+const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f3,f8,fuzz,ssrf').split(',').map((s) => s.trim()).filter(Boolean));
+const SEED = Number(process.env.FAULTS_SEED ?? 8);
+const FUZZ_N = Number(process.env.FAULTS_FUZZ_N ?? 10_000);
+const V1 = { 'A2A-Version': '1.0' };
+
+interface Figures {
+  drill: string;
+  acknowledged: number;
+  tasksLost: number;
+  duplicateSettlements: number;
+  ledgerConserved: boolean | 'n/a';
+  downstreamDuplicatesAbsorbed: number;
+  stuckWorkflows: number;
+  refusedDuringOutage: number;
+  fakeSuccesses: number;
+  recoveryMs: number | 'n/a';
+  notes: string[];
+}
+
+const results: Figures[] = [];
+const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });
+
+async function call(url: string, key: string, method: string, params: unknown): Promise<{ status: number; json: any }> {
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...V1 },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+      signal: AbortSignal.timeout(15_000),
+    });
+    return { status: res.status, json: await res.json().catch(() => undefined) };
+  } catch (err) {
+    return { status: 0, json: { error: { message: (err as Error).message } } };
+  }
+}
+
+const until = async <T>(ms: number, f: () => Promise<T | undefined>): Promise<T | undefined> => {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) return undefined;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+};
+
+/** The workload every kill drill runs: in flight, waiting for input, and new messages during the outage. */
+class Workload {
+  readonly acked = new Map<string, { messageId: string; kind: 'slow' | 'ask' | 'echo' }>();
+  readonly refused: { message: Record<string, unknown> }[] = [];
+  /** Tasks whose message was accepted while the dependency was down: each must really exist and end. */
+  readonly acceptedDuringOutage = new Set<string>();
+
+  constructor(
+    private readonly base: string,
+    private readonly key: string,
+    private readonly agents: { slow: string; ask: string; echo: string },
+  ) {}
+
+  private rpc(agentId: string) {
+    return `${this.base}/agents/${agentId}/a2a`;
+  }
+
+  async before(nSlow: number, nAsk: number): Promise<void> {
+    await Promise.all([
+      ...Array.from({ length: nSlow }, async (_, i) => {
+        const m = userMessage(`slow ${i}`);
+        const r = await call(this.rpc(this.agents.slow), this.key, 'SendMessage', { message: m, configuration: { returnImmediately: true } });
+        if (r.json?.result?.task?.id) this.acked.set(r.json.result.task.id, { messageId: m.messageId, kind: 'slow' });
+      }),
+      ...Array.from({ length: nAsk }, async (_, i) => {
+        const m = userMessage(`ask ${i}`);
+        const r = await call(this.rpc(this.agents.ask), this.key, 'SendMessage', { message: m });
+        if (r.json?.result?.task?.id) this.acked.set(r.json.result.task.id, { messageId: m.messageId, kind: 'ask' });
+      }),
+    ]);
+  }
+
+  /** Messages sent while the dependency is down: each must be refused (or, if accepted, really be a task). */
+  async during(n: number): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      const message = userMessage(`during ${i}`);
+      const r = await call(this.rpc(this.agents.echo), this.key, 'SendMessage', { message });
+      if (r.json?.result?.task?.id) {
+        this.acked.set(r.json.result.task.id, { messageId: message.messageId, kind: 'echo' });
+        this.acceptedDuringOutage.add(r.json.result.task.id);
+      } else this.refused.push({ message });
+    }
+  }
+
+  /** After recovery: the refused messages again (same messageId), the waiting tasks continued. @returns ms to the first success. */
+  async after(t0: number): Promise<number> {
+    let first = Number.NaN;
+    for (const { message } of this.refused) {
+      const r = await until(60_000, async () => {
+        const x = await call(this.rpc(this.agents.echo), this.key, 'SendMessage', { message });
+        return x.json?.result?.task?.id ? x : undefined;
+      });
+      if (r) {
+        if (Number.isNaN(first)) first = Date.now() - t0;
+        this.acked.set(r.json.result.task.id, { messageId: message.messageId as string, kind: 'echo' });
+      }
+    }
+    for (const [taskId, a] of this.acked) {
+      if (a.kind !== 'ask') continue;
+      await until(60_000, async () => {
+        const x = await call(this.rpc(this.agents.ask), this.key, 'SendMessage', { message: userMessage('Ada', { taskId }) });
+        if (Number.isNaN(first) && x.json?.result) first = Date.now() - t0;
+        return x.json?.result || x.json?.error?.code === -32004 ? true : undefined;
+      });
+    }
+    return first;
+  }
+
+  /** Tasks acknowledged but not terminal (or not found) after the quiet period. */
+  async lost(quietMs: number): Promise<string[]> {
+    const terminal = new Set(['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED']);
+    const open = new Set(this.acked.keys());
+    await until(quietMs, async () => {
+      for (const id of [...open]) {
+        const r = await call(`${this.base}/a2a`, this.key, 'GetTask', { id });
+        if (terminal.has(r.json?.result?.status?.state)) open.delete(id);
+      }
+      return open.size === 0 ? true : undefined;
+    });
+    return [...open];
+  }
+}
+
+async function ledgerFigures(pool: import('pg').Pool, base: string, operatorKey: string) {
+  const dup = await pool.query(`SELECT tenant, task_id FROM settlements GROUP BY 1, 2 HAVING count(*) > 1
+                                UNION ALL SELECT tenant, movement_key FROM ledger_entries GROUP BY tenant, movement_key, account HAVING count(*) > 1`);
+  const reconcile = (await (await fetch(`${base}/ledger/reconcile`, { headers: { authorization: `Bearer ${operatorKey}` } })).json()) as { ok: boolean };
+  return { duplicateSettlements: dup.rowCount ?? 0, ledgerConserved: reconcile.ok };
+}
+
+function downstreamDuplicates(calls: { params: any }[]): number {
+  const seen = new Map<string, number>();
+  for (const c of calls) {
+    const id = c.params?.message?.messageId;
+    if (typeof id === 'string') seen.set(id, (seen.get(id) ?? 0) + 1);
+  }
+  return [...seen.values()].filter((n) => n > 1).length;
+}
+
+async function stuck(client: import('@temporalio/client').Client, taskQueue: string): Promise<number> {
+  let n = 0;
+  for await (const wf of client.workflow.list({ query: `WorkflowType = "taskWorkflow" AND TaskQueue = "${taskQueue}" AND ExecutionStatus = "Running" AND A2ATaskState IN ("submitted", "working")` })) {
+    void wf;
+    n++;
+  }
+  return n;
+}
+
+// ---- the drills ----
+
+async function withAgents<T>(f: (a: { slow: any; ask: any; echo: any }) => Promise<T>): Promise<T> {
+  const { startSlowAgent, startAskingAgent, startEchoAgent } = await import('../agents');
+  const [slow, ask, echo] = await Promise.all([startSlowAgent({ ms: 3_000 }), startAskingAgent(), startEchoAgent()]);
+  try {
+    return await f({ slow, ask, echo });
+  } finally {
+    await Promise.all([slow.close(), ask.close(), echo.close()]);
+  }
+}
+
+async function drillTemporal(): Promise<void> {
+  const { startGateway, register } = await import('../helpers/harness');
+  const { startDevServer } = await import('../../src/temporal/dev-server');
+  const { TestWorkflowEnvironment } = await import('@temporalio/testing');
+  const { SEARCH_ATTRIBUTES } = await import('../../workflows/messages');
+  const { freePort } = await import('../helpers/process');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sb-f3-'));
+  const ports = { port: await freePort(), uiPort: await freePort() };
+  const start = () => startDevServer({ binary: process.env.TEMPORAL_CLI!, dbFilename: path.join(dir, 't.sqlite'), ...ports, searchAttributes: SEARCH_ATTRIBUTES, log: () => {} });
+  let server = await start();
+  const env = await TestWorkflowEnvironment.createFromExistingServer({ address: server.address });
+  const taskQueue = `f3-${randomBytes(3).toString('hex')}`;
+  const gw = await startGateway({ temporal: { env, taskQueue } });
+  try {
+    await withAgents(async (agents) => {
+      const ids = { slow: (await register(gw, agents.slow.url)).id, ask: (await register(gw, agents.ask.url)).id, echo: (await register(gw, agents.echo.url)).id };
+      const w = new Workload(gw.url, gw.keys.client, ids);
+      await w.before(10, 10);
+      await server.kill();
+      await until(10_000, async () => ((await fetch(`${gw.url}/readyz`)).status === 503 ? true : undefined));
+      await w.during(5);
+      server = await start();
+      const t0 = Date.now();
+      const recoveryMs = await w.after(t0);
+      const lost = await w.lost(90_000);
+      results.push({
+        drill: 'F3 Temporal SIGKILL + restart',
+        acknowledged: w.acked.size,
+        tasksLost: lost.length,
+        ...(await ledgerFigures(gw.db.pool, gw.url, gw.keys.operator)),
+        downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
+        stuckWorkflows: await stuck(env.client, taskQueue),
+        refusedDuringOutage: w.refused.length,
+        fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
+        recoveryMs,
+        notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
+      });
+    });
+  } finally {
+    await gw.close();
+    await env.teardown();
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function drillPostgres(): Promise<void> {
+  const { startGateway, register } = await import('../helpers/harness');
+  const { startPrivatePostgres } = await import('../helpers/private-postgres');
+  const { createPool } = await import('../../src/db/pool');
+  const { migrate } = await import('../../src/db/migrate');
+  const pg = await startPrivatePostgres();
+  const pool = createPool({ connectionString: pg.url, max: 10 });
+  await migrate(pool);
+  const gw = await startGateway({ db: { pool, schema: 'public', drop: async () => {} } });
+  try {
+    await withAgents(async (agents) => {
+      const ids = { slow: (await register(gw, agents.slow.url)).id, ask: (await register(gw, agents.ask.url)).id, echo: (await register(gw, agents.echo.url)).id };
+      const w = new Workload(gw.url, gw.keys.client, ids);
+      await w.before(10, 10);
+      pg.crash(); // the slow tasks are mid-call: their events, projection writes and settlements hit a dead database
+      await until(10_000, async () => ((await fetch(`${gw.url}/readyz`)).status === 503 ? true : undefined));
+      await w.during(5);
+      await new Promise((r) => setTimeout(r, 3_000)); // long enough for the slow agent to answer into the outage
+      pg.start();
+      const t0 = Date.now();
+      const recoveryMs = await w.after(t0);
+      const lost = await w.lost(90_000);
+      results.push({
+        drill: 'F8 PostgreSQL immediate stop + start',
+        acknowledged: w.acked.size,
+        tasksLost: lost.length,
+        ...(await ledgerFigures(pool, gw.url, gw.keys.operator)),
+        downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
+        stuckWorkflows: await stuck(gw.env.client, gw.taskQueue),
+        refusedDuringOutage: w.refused.length,
+        fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
+        recoveryMs,
+        notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
+      });
+    });
+  } finally {
+    await gw.close();
+    await pool.end();
+    pg.destroy();
+  }
+}
+
+async function drillProcess(): Promise<void> {
+  const { createTestDb, startTemporal, DATABASE_URL, TEST_ADMIN_KEY } = await import('../helpers/harness');
+  const { freePort, startSwitchboard } = await import('../helpers/process');
+  const { KeyStore } = await import('../../src/auth/keys');
+  const [env, db] = await Promise.all([startTemporal(), createTestDb()]);
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${db.schema}`);
+  const taskQueue = `f1-${randomBytes(3).toString('hex')}`;
+  const sbEnv = {
+    DATABASE_URL: url.toString(), TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue, HOST: '127.0.0.1',
+    PORT: String(await freePort()), SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true', SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
+    SWITCHBOARD_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'sb-f1-')), LOG_LEVEL: 'warn', SWITCHBOARD_UNFUNDED_ACCOUNTS: 'unlimited',
+  };
+  let sb = await startSwitchboard(sbEnv);
+  const keys = new KeyStore(db.pool);
+  const client = (await keys.create({ tenant: 'default', role: 'client', name: 'f1' })).key;
+  const operator = (await keys.create({ tenant: 'default', role: 'operator', name: 'f1 ops' })).key;
+  try {
+    await withAgents(async (agents) => {
+      const reg = async (u: string, price = 0) =>
+        ((await (await fetch(`${sb.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${operator}` }, body: JSON.stringify({ url: u, priceMinor: price }) })).json()) as { id: string }).id;
+      const ids = { slow: await reg(agents.slow.url, 7), ask: await reg(agents.ask.url, 3), echo: await reg(agents.echo.url) };
+      const w = new Workload(sb.url, client, ids);
+      await w.before(10, 10);
+      // Somewhere inside the slow calls (seeded): before, during or after the agent's answer and settlement.
+      const offset = fc.sample(fc.integer({ min: 0, max: 3500 }), { seed: SEED, numRuns: 1 })[0]!;
+      await new Promise((r) => setTimeout(r, offset));
+      await sb.kill();
+      await w.during(3); // nobody listens: refused at the socket, resent after the restart
+      sb = await startSwitchboard(sbEnv);
+      const t0 = Date.now();
+      const recoveryMs = await w.after(t0);
+      const lost = await w.lost(90_000);
+      results.push({
+        drill: `F1 kill -9 of the Switchboard process (${offset} ms into the slow calls)`,
+        acknowledged: w.acked.size,
+        tasksLost: lost.length,
+        ...(await ledgerFigures(db.pool, sb.url, operator)),
+        downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
+        stuckWorkflows: await stuck(env.client, taskQueue),
+        refusedDuringOutage: w.refused.length,
+        fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
+        recoveryMs,
+        notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
+      });
+    });
+  } finally {
+    await sb.kill();
+    await env.teardown();
+    await db.drop();
+    rmSync(sbEnv.SWITCHBOARD_DATA_DIR, { recursive: true, force: true });
+  }
+}
+
+interface FuzzFigures {
+  cases: number;
+  fiveXx: number;
+  crashes: number;
+  byStatus: Record<string, number>;
+}
+let fuzz: FuzzFigures | undefined;
+
+async function drillFuzz(): Promise<void> {
+  const { startGateway, register } = await import('../helpers/harness');
+  const { startEchoAgent } = await import('../agents');
+  const gw = await startGateway();
+  const echo = await startEchoAgent();
+  try {
+    const { id } = await register(gw, echo.url);
+    const url = `${gw.url}/agents/${id}/a2a`;
+    const methods = ['SendMessage', 'GetTask', 'CancelTask', 'ListTasks', 'SubscribeToTask', 'message/send', 'tasks/get', 'tasks/cancel', 'Nope', '__proto__'];
+    const hostile = [
+      '{"__proto__":{"x":1}}', '{"constructor":{"prototype":{}}}', `${'['.repeat(100_000)}${']'.repeat(100_000)}`, 'x'.repeat(1024 * 1024 + 1),
+      JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'GetTask', params: { id: 'x' } }))),
+      '{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a"}}', '\u00ff\u00fe\u0000', '{"jsonrpc":"2.0","id":1e309,"method":"GetTask"}',
+      '{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{}}', `{"jsonrpc":"2.0","id":"${'9'.repeat(5000)}","method":"GetTask","params":{}}`,
+    ];
+    const body = fc.oneof(
+      { weight: 3, arbitrary: fc.record({ jsonrpc: fc.constantFrom('2.0', '1.0', 2), id: fc.oneof(fc.integer(), fc.string(), fc.constant(null)), method: fc.constantFrom(...methods), params: fc.jsonValue({ maxDepth: 4 }) }).map((o) => JSON.stringify(o)) },
+      { weight: 2, arbitrary: fc.record({ jsonrpc: fc.constant('2.0'), id: fc.nat(), method: fc.constant('SendMessage'), params: fc.record({ message: fc.record({ messageId: fc.string(), role: fc.constantFrom('ROLE_USER', 'ROLE_AGENT', 'x'), parts: fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 3 }), taskId: fc.option(fc.string(), { nil: undefined }) }, { requiredKeys: [] }) }, { requiredKeys: [] }) }).map((o) => JSON.stringify(o)) },
+      { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 5 }).map((v) => JSON.stringify(v)) },
+      { weight: 1, arbitrary: fc.string({ maxLength: 200 }) },
+      { weight: 1, arbitrary: fc.constantFrom(...hostile) },
+    );
+    const headers = fc.record({
+      'content-type': fc.constantFrom('application/json', 'text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1'),
+      'a2a-version': fc.constantFrom('1.0', '0.3', '9.9', 'x', ''),
+      'a2a-extensions': fc.constantFrom('', 'urn:x', 'a'.repeat(2000)),
+      'last-event-id': fc.constantFrom('', '0', '-1', 'abc', '99999999999999999999'),
+    });
+    const figures: FuzzFigures = { cases: 0, fiveXx: 0, crashes: 0, byStatus: {} };
+    const cases = fc.sample(fc.tuple(body, headers), { seed: SEED, numRuns: FUZZ_N });
+    for (const [raw, h] of cases) {
+      figures.cases++;
+      const hs = Object.fromEntries(Object.entries(h).filter(([, v]) => v !== '')) as Record<string, string>;
+      try {
+        const res = await fetch(url, { method: 'POST', headers: { ...hs, authorization: `Bearer ${gw.keys.client}` }, body: raw, signal: AbortSignal.timeout(10_000) });
+        await res.arrayBuffer();
+        figures.byStatus[res.status] = (figures.byStatus[res.status] ?? 0) + 1;
+        if (res.status >= 500) figures.fiveXx++;
+      } catch {
+        figures.crashes++; // no answer at all: the connection died or it hung
+      }
+    }
+    if ((await fetch(`${gw.url}/healthz`).catch(() => undefined))?.status !== 200) figures.crashes++;
+    fuzz = figures;
+  } finally {
+    await echo.close();
+    await gw.close();
+  }
+}
+
+let ssrf: { corpus: number; blocked: number; reachedInternal: number; leaks: string[] } | undefined;
+
+async function drillSsrf(): Promise<void> {
+  const { createOutbound } = await import('../../src/http/outbound');
+  let reached = 0;
+  const internal = http.createServer((_req, res) => {
+    reached++;
+    res.end('internal');
+  });
+  await new Promise<void>((r) => internal.listen(0, '127.0.0.1', r));
+  const port = (internal.address() as AddressInfo).port;
+  const hosts = ['127.0.0.1', '127.1', '0x7f.1', '2130706433', '017700000001', '[::]', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[64:ff9b::7f00:1]', '[fd00::1]',
+    '169.254.169.254', '100.64.0.1', '0.0.0.0', 'localhost', 'localhost.', '10.0.0.1', '192.168.1.1', '172.16.0.1'];
+  const urls = [
+    ...hosts.map((h) => `http://${h}:${port}/`),
+    `http://user:pass@127.0.0.1:${port}/`,
+    `http://a@127.0.0.1:${port}#@good.example`,
+    `file:///etc/passwd`,
+    `gopher://127.0.0.1:${port}/`,
+  ];
+  const outbound = createOutbound({ allowPrivate: false, connectTimeoutMs: 1_000 });
+  const leaks: string[] = [];
+  let blocked = 0;
+  for (const u of urls) {
+    try {
+      const res = await outbound.fetch(u, { signal: AbortSignal.timeout(3_000) });
+      await res.arrayBuffer();
+      leaks.push(u);
+    } catch {
+      blocked++;
+    }
+  }
+  // A redirect from a public-looking answer to the internal address is refused too (no redirects are followed).
+  const redirector = http.createServer((_req, res) => res.writeHead(302, { location: `http://127.0.0.1:${port}/` }).end());
+  await new Promise<void>((r) => redirector.listen(0, '127.0.0.1', r));
+  const permissive = createOutbound({ allowPrivate: true });
+  try {
+    await permissive.fetch(`http://127.0.0.1:${(redirector.address() as AddressInfo).port}/`);
+    leaks.push('redirect followed');
+  } catch {
+    blocked++;
+  }
+  await Promise.all([outbound.close(), permissive.close()]);
+  internal.close();
+  redirector.close();
+  ssrf = { corpus: urls.length + 1, blocked, reachedInternal: reached, leaks };
+}
+
+async function main() {
+  const t0 = Date.now();
+  const drills: [string, () => Promise<void>][] = [
+    ['ssrf', drillSsrf],
+    ['f3', drillTemporal],
+    ['f8', drillPostgres],
+    ['f1', drillProcess],
+    ['fuzz', drillFuzz],
+  ];
+  for (const [name, run] of drills) {
+    if (!ONLY.has(name)) continue;
+    const s = Date.now();
+    console.error(`faults: ${name}...`);
+    try {
+      await run();
+    } catch (err) {
+      console.error(`faults: ${name} failed to run: ${(err as Error).stack}`);
+      process.exitCode = 1;
+    }
+    console.error(`faults: ${name} took ${((Date.now() - s) / 1000).toFixed(0)} s`);
+  }
+
+  console.log(`\nSwitchboard fault drills — node ${process.version}, ${os.cpus().length} CPUs, seed ${SEED}, ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
+  if (results.length) {
+    console.log('| drill | acknowledged | tasks lost | duplicate settlements | ledger conserved | downstream duplicates absorbed | stuck workflows | refused during outage | fake successes | recovery (restart → first progress) |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    for (const r of results) {
+      console.log(`| ${r.drill} | ${r.acknowledged} | ${r.tasksLost} | ${r.duplicateSettlements} | ${r.ledgerConserved} | ${r.downstreamDuplicatesAbsorbed} | ${r.stuckWorkflows} | ${r.refusedDuringOutage} | ${r.fakeSuccesses} | ${typeof r.recoveryMs === 'number' ? `${r.recoveryMs} ms` : r.recoveryMs} |`);
+      for (const n of r.notes) console.log(`  note: ${n}`);
+    }
+  }
+  if (fuzz) console.log(`\nfuzz: ${fuzz.cases} cases, ${fuzz.fiveXx} 5xx, ${fuzz.crashes} crashes/hangs; statuses ${JSON.stringify(fuzz.byStatus)}`);
+  if (ssrf) console.log(`SSRF corpus: ${ssrf.blocked}/${ssrf.corpus} blocked, ${ssrf.reachedInternal} requests reached the internal target${ssrf.leaks.length ? `; LEAKS: ${ssrf.leaks.join(', ')}` : ''}`);
+
+  const missed = [
+    ...results.filter((r) => r.tasksLost || r.duplicateSettlements || r.ledgerConserved !== true || r.stuckWorkflows || r.fakeSuccesses).map((r) => r.drill),
+    ...(fuzz && (fuzz.fiveXx || fuzz.crashes) ? ['fuzz'] : []),
+    ...(ssrf && (ssrf.leaks.length || ssrf.reachedInternal) ? ['ssrf'] : []),
+  ];
+  if (missed.length) {
+    console.log(`\ntargets missed: ${missed.join('; ')}`);
+    process.exitCode = 1;
+  } else console.log('\nevery target met');
+}
+
+void main().then(() => process.exit());

@@ -1,0 +1,236 @@
+/**
+ * Outages (issue 8): PostgreSQL crashes and comes back, Temporal stops and comes back, an operator terminates a
+ * task's workflow. Nothing ends the process; while a dependency is down, reads that can be answered are, and
+ * writes are refused within 5 s with HTTP 503, Retry-After and a JSON-RPC error naming it; after it is back, the
+ * same messageId gets the one task it asked for; a task whose workflow closed without a terminal state is ended
+ * and settled. Real processes: a PostgreSQL cluster of the test's own, a Temporal dev server of its own.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
+import { type Gateway, type TestDb, TEST_ADMIN_KEY, eventually, register, rpc, startGateway } from './helpers/harness';
+import { freePort } from './helpers/process';
+import { type PrivatePostgres, startPrivatePostgres } from './helpers/private-postgres';
+import { sse } from './helpers/sse';
+import { createPool } from '../src/db/pool';
+import { migrate } from '../src/db/migrate';
+import { resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
+import { ensureOrphanSweep, triggerOrphanSweep } from '../src/temporal/orphan-sweep';
+import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+
+const V1 = { 'A2A-Version': '1.0' };
+const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });
+const send = (url: string, message: Record<string, unknown>) => rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message } }, V1);
+
+/** A call that must be answered within 5 s; returns it with how long it took. */
+async function timed<T>(what: string, call: () => Promise<T>): Promise<T & { ms: number }> {
+  const t0 = Date.now();
+  const out = await Promise.race([call(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: no answer within 5 s`)), 5_000))]);
+  return Object.assign(out as object, { ms: Date.now() - t0 }) as T & { ms: number };
+}
+
+function assertUnavailable(res: { status: number; json: any; text: string }, dependency: RegExp) {
+  assert.equal(res.status, 503, res.text);
+  assert.equal(res.json?.error?.code, -32054, res.text);
+  assert.match(res.json.error.message, dependency);
+}
+
+describe('PostgreSQL crashes and comes back', () => {
+  let pg: PrivatePostgres;
+  let db: TestDb;
+  let gw: Gateway;
+  const agents = new AgentPool();
+
+  before(async () => {
+    pg = await startPrivatePostgres();
+    const pool = createPool({ connectionString: pg.url, max: 10 });
+    await migrate(pool);
+    db = { pool, schema: 'public', drop: async () => pool.end() };
+    gw = await startGateway({ db });
+  });
+  after(async () => {
+    await gw?.close();
+    await agents.closeAll();
+    await db?.drop();
+    pg?.destroy();
+  });
+
+  test('the process stays up, reads by query answer, writes get 503 fast; afterwards the same messageId is one task', async () => {
+    const asking = await agents.add(startAskingAgent());
+    const echo = await agents.add(startEchoAgent());
+    const { rpc: askingRpc } = await register(gw, asking.url);
+    const { rpc: echoRpc } = await register(gw, echo.url);
+    const waiting = (await send(askingRpc, userMessage('hi'))).json.result.task;
+    assert.equal(waiting.status.state, 'TASK_STATE_INPUT_REQUIRED');
+
+    pg.crash();
+    const getAt = async (url: string) => timed('GetTask', () => rpc(url, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: waiting.id } }, V1));
+    const read = await eventually(async () => {
+      const r = await getAt(`${gw.url}/a2a`);
+      return r.status === 200 ? r : undefined;
+    }, 10_000, 'GetTask by query while PostgreSQL is down');
+    assert.equal(read.json.result.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    assert.equal((await getAt(askingRpc)).json.result?.status?.state, 'TASK_STATE_INPUT_REQUIRED', 'at the agent endpoint too (agent and ownership from Temporal)');
+
+    const retried = userMessage('echo me once');
+    const refused = await timed('SendMessage', () => send(echoRpc, retried));
+    assertUnavailable(refused, /PostgreSQL is unavailable/);
+    assert.ok(Number((await fetch(`${echoRpc}`, { method: 'POST', headers: { authorization: `Bearer ${gw.keys.client}`, 'content-type': 'application/json', ...V1 }, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'SendMessage', params: { message: retried } }) })).headers.get('retry-after')) > 0);
+    assert.ok(refused.ms < 5_000);
+    const ready = await timed('readyz', async () => {
+      const res = await fetch(`${gw.url}/readyz`);
+      return { status: res.status, body: (await res.json()) as any };
+    });
+    assert.equal(ready.status, 503);
+    assert.deepEqual(ready.body.missing, ['postgresql']);
+    assert.equal((await fetch(`${gw.url}/healthz`)).status, 200);
+    const admin = await timed('GET /agents', async () => fetch(`${gw.url}/agents`, { headers: { authorization: `Bearer ${TEST_ADMIN_KEY}` } }));
+    assert.equal(admin.status, 503, 'a route that needs the database: 503, not 500');
+    assert.equal(admin.headers.get('retry-after') !== null, true);
+    assert.match(((await admin.json()) as { error: string }).error, /PostgreSQL is unavailable/);
+
+    pg.start();
+    await eventually(async () => ((await fetch(`${gw.url}/readyz`)).status === 200 ? true : undefined), 20_000, 'ready again');
+    const done = await eventually(async () => {
+      const r = await send(echoRpc, retried);
+      return r.json?.result?.task?.status?.state === 'TASK_STATE_COMPLETED' ? r : undefined;
+    }, 20_000, 'the retried message to complete');
+    const tasks = await db.pool.query('SELECT task_id FROM message_tasks WHERE message_id = $1', [retried.messageId]);
+    assert.equal(tasks.rowCount, 1, 'one task for the messageId');
+    assert.equal(done.json.result.task.id, tasks.rows[0].task_id);
+    const resumed = await send(askingRpc, userMessage('Ada', { taskId: waiting.id }));
+    assert.equal(resumed.json.result?.task?.status?.state, 'TASK_STATE_COMPLETED', resumed.text);
+    const reconcile = await gw.fetch(`${gw.url}/ledger/reconcile`, {}, 'operator');
+    assert.equal(((await reconcile.json()) as { ok: boolean }).ok, true);
+  });
+});
+
+describe('Temporal stops and comes back', () => {
+  let server: DevServer;
+  let env: TestWorkflowEnvironment;
+  let gw: Gateway;
+  let dir: string;
+  let ports: { port: number; uiPort: number };
+  let binary: string;
+  const agents = new AgentPool();
+  const start = () => startDevServer({ binary, dbFilename: join(dir, 'temporal.sqlite'), ...ports, searchAttributes: SEARCH_ATTRIBUTES, log: () => {} });
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sb-temporal-'));
+    binary = process.env.TEMPORAL_CLI ?? (await resolveTemporalBinary(join(__dirname, '..')));
+    ports = { port: await freePort(), uiPort: await freePort() };
+    server = await start();
+    env = await TestWorkflowEnvironment.createFromExistingServer({ address: server.address });
+    gw = await startGateway({ temporal: { env, taskQueue: `outage-${randomUUID().slice(0, 6)}` } });
+  });
+  after(async () => {
+    await gw?.close();
+    await env?.teardown();
+    await server?.stop();
+    await agents.closeAll();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('reads answer from PostgreSQL, writes get 503 fast; afterwards the same messageId is one task and waiting tasks go on', async () => {
+    const asking = await agents.add(startAskingAgent());
+    const echo = await agents.add(startEchoAgent());
+    const { rpc: askingRpc } = await register(gw, asking.url);
+    const { rpc: echoRpc } = await register(gw, echo.url);
+    const waiting = (await send(askingRpc, userMessage('hi'))).json.result.task;
+    const finished = (await send(echoRpc, userMessage('before'))).json.result.task;
+    assert.equal(finished.status.state, 'TASK_STATE_COMPLETED');
+
+    await server.stop();
+    await eventually(async () => ((await fetch(`${gw.url}/readyz`)).status === 503 ? true : undefined), 10_000, 'Temporal to be seen down');
+    const ready = (await (await fetch(`${gw.url}/readyz`)).json()) as any;
+    assert.deepEqual(ready.missing, ['temporal']);
+
+    const got = await timed('GetTask', () => rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: waiting.id } }, V1));
+    assert.equal(got.json.result?.status?.state, 'TASK_STATE_INPUT_REQUIRED', got.text);
+    const listed = await timed('ListTasks', () => rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 3, method: 'ListTasks', params: {} }, V1));
+    assert.ok(listed.json.result.tasks.some((t: { id: string }) => t.id === finished.id));
+    const replay = await timed('replay', () => sse(`${gw.url}/a2a`, { method: 'SubscribeToTask', params: { id: finished.id }, lastEventId: 0 }));
+    assert.equal(replay.status, 200);
+    assert.ok(replay.events.length >= 2, 'the logged events, replayed from PostgreSQL');
+
+    const retried = userMessage('echo me once');
+    const refused = await timed('SendMessage', () => send(echoRpc, retried));
+    assertUnavailable(refused, /Temporal is unavailable/);
+    assertUnavailable(await timed('CancelTask', () => rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 4, method: 'CancelTask', params: { id: waiting.id } }, V1)), /Temporal/);
+    assertUnavailable(await timed('follow-up', () => send(askingRpc, userMessage('Ada', { taskId: waiting.id }))), /Temporal/);
+    assert.equal((await db(gw).query('SELECT count(*)::int AS n FROM message_tasks WHERE message_id = $1', [retried.messageId])).rows[0].n, 0, 'nothing half-started');
+
+    server = await start();
+    await eventually(async () => ((await fetch(`${gw.url}/readyz`)).status === 200 ? true : undefined), 30_000, 'ready again');
+    const done = await eventually(async () => {
+      const r = await send(echoRpc, retried);
+      return r.json?.result?.task?.status?.state === 'TASK_STATE_COMPLETED' ? r : undefined;
+    }, 60_000, 'the retried message to complete');
+    assert.equal((await db(gw).query('SELECT count(*)::int AS n FROM message_tasks WHERE message_id = $1', [retried.messageId])).rows[0].n, 1);
+    assert.ok(done.json.result.task.id);
+    const resumed = await eventually(async () => {
+      const r = await send(askingRpc, userMessage('Ada', { taskId: waiting.id }));
+      return r.json?.result?.task?.status?.state === 'TASK_STATE_COMPLETED' ? r : undefined;
+    }, 60_000, 'the waiting task to go on');
+    assert.equal(resumed.json.result.task.id, waiting.id);
+  });
+});
+
+const db = (gw: Gateway) => gw.db.pool;
+
+describe('a workflow closed without a terminal state (an operator\'s Terminate)', () => {
+  let gw: Gateway;
+  const agents = new AgentPool();
+
+  before(async () => {
+    gw = await startGateway({ unfundedAccounts: 'unlimited' });
+    await ensureOrphanSweep(gw.env.client, gw.taskQueue, 3_600_000);
+  });
+  after(async () => {
+    await gw?.close();
+    await agents.closeAll();
+  });
+
+  test('is a reconcile violation until the sweep ends the task failed, saying why, and releases its hold', async () => {
+    const asking = await agents.add(startAskingAgent());
+    const { rpc: askingRpc } = await register(gw, asking.url, { priceMinor: 50 });
+    const task = (await send(askingRpc, userMessage('hi'))).json.result.task;
+    assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const account = async () => (await (await gw.fetch(`${gw.url}/accounts/requester:default`, {}, 'admin')).json()) as { heldMinor: number };
+    assert.equal((await account()).heldMinor, 50);
+
+    await gw.env.client.workflow.getHandle(`a2a:default:${task.id}`).terminate('operator cleanup');
+    const violated = await eventually(async () => {
+      const r = (await (await gw.fetch(`${gw.url}/ledger/reconcile`, {}, 'operator')).json()) as any;
+      return r.ok === false ? r : undefined;
+    }, 15_000, 'reconcile to report the orphan');
+    const inv = violated.invariants.find((i: { name: string }) => i.name === 'everyOpenTaskHasALiveWorkflow');
+    assert.deepEqual(inv.violations, [{ taskId: task.id, state: 'TASK_STATE_INPUT_REQUIRED' }]);
+
+    await triggerOrphanSweep(gw.env.client, gw.taskQueue);
+    const ended = await eventually(async () => {
+      const r = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: task.id } }, V1);
+      return r.json.result?.status?.state === 'TASK_STATE_FAILED' ? r.json.result : undefined;
+    }, 20_000, 'the sweep to end the task');
+    assert.match(JSON.stringify(ended.status.message), /terminated/);
+    assert.equal((await account()).heldMinor, 0, 'the hold is released');
+    const settled = await gw.db.pool.query('SELECT final_state, amount_minor FROM settlements WHERE task_id = $1', [task.id]);
+    assert.deepEqual(settled.rows, [{ final_state: 'TASK_STATE_FAILED', amount_minor: '0' }]);
+    const after = (await (await gw.fetch(`${gw.url}/ledger/reconcile`, {}, 'operator')).json()) as any;
+    assert.equal(after.ok, true, JSON.stringify(after.invariants.filter((i: { ok: boolean }) => !i.ok)));
+    // A second sweep changes nothing: once its run has completed, there is still one settlement.
+    await triggerOrphanSweep(gw.env.client, gw.taskQueue);
+    const sweeps = async () => {
+      let n = 0;
+      for await (const _ of gw.env.client.workflow.list({ query: `WorkflowType = "orphanSweepWorkflow" AND TaskQueue = "${gw.taskQueue}" AND ExecutionStatus = "Completed"` })) n++;
+      return n;
+    };
+    await eventually(async () => ((await sweeps()) >= 2 ? true : undefined), 20_000, 'the second sweep to complete');
+    assert.equal((await gw.db.pool.query('SELECT count(*)::int AS n FROM settlements WHERE task_id = $1', [task.id])).rows[0].n, 1);
+  });
+});
