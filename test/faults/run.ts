@@ -180,6 +180,30 @@ async function stuck(client: import('@temporalio/client').Client, taskQueue: str
   return n;
 }
 
+
+/** The §4.5 figures of one kill drill, once its quiet period is over. */
+async function figuresOf(
+  drill: string,
+  w: Workload,
+  agents: { slow: { calls: { params: any }[] }; ask: { calls: { params: any }[] }; echo: { calls: { params: any }[] } },
+  where: { pool: import('pg').Pool; base: string; operatorKey: string; client: import('@temporalio/client').Client; taskQueue: string },
+  recoveryMs: number,
+): Promise<Figures> {
+  const lost = await w.lost(90_000);
+  return {
+    drill,
+    acknowledged: w.acked.size,
+    tasksLost: lost.length,
+    ...(await ledgerFigures(where.pool, where.base, where.operatorKey)),
+    downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
+    stuckWorkflows: await stuck(where.client, where.taskQueue),
+    refusedDuringOutage: w.refused.length,
+    fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
+    recoveryMs,
+    notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
+  };
+}
+
 // ---- the drills ----
 
 async function withAgents<T>(f: (a: { slow: any; ask: any; echo: any }) => Promise<T>): Promise<T> {
@@ -216,19 +240,7 @@ async function drillTemporal(): Promise<void> {
       server = await start();
       const t0 = Date.now();
       const recoveryMs = await w.after(t0);
-      const lost = await w.lost(90_000);
-      results.push({
-        drill: 'F3 Temporal SIGKILL + restart',
-        acknowledged: w.acked.size,
-        tasksLost: lost.length,
-        ...(await ledgerFigures(gw.db.pool, gw.url, gw.keys.operator)),
-        downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
-        stuckWorkflows: await stuck(env.client, taskQueue),
-        refusedDuringOutage: w.refused.length,
-        fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
-        recoveryMs,
-        notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
-      });
+      results.push(await figuresOf('F3 Temporal SIGKILL + restart', w, agents, { pool: gw.db.pool, base: gw.url, operatorKey: gw.keys.operator, client: env.client, taskQueue }, recoveryMs));
     });
   } finally {
     await gw.close();
@@ -259,19 +271,7 @@ async function drillPostgres(): Promise<void> {
       pg.start();
       const t0 = Date.now();
       const recoveryMs = await w.after(t0);
-      const lost = await w.lost(90_000);
-      results.push({
-        drill: 'F8 PostgreSQL immediate stop + start',
-        acknowledged: w.acked.size,
-        tasksLost: lost.length,
-        ...(await ledgerFigures(pool, gw.url, gw.keys.operator)),
-        downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
-        stuckWorkflows: await stuck(gw.env.client, gw.taskQueue),
-        refusedDuringOutage: w.refused.length,
-        fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
-        recoveryMs,
-        notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
-      });
+      results.push(await figuresOf('F8 PostgreSQL immediate stop + start', w, agents, { pool, base: gw.url, operatorKey: gw.keys.operator, client: gw.env.client, taskQueue: gw.taskQueue }, recoveryMs));
     });
   } finally {
     await gw.close();
@@ -312,19 +312,7 @@ async function drillProcess(): Promise<void> {
       sb = await startSwitchboard(sbEnv);
       const t0 = Date.now();
       const recoveryMs = await w.after(t0);
-      const lost = await w.lost(90_000);
-      results.push({
-        drill: `F1 kill -9 of the Switchboard process (${offset} ms into the slow calls)`,
-        acknowledged: w.acked.size,
-        tasksLost: lost.length,
-        ...(await ledgerFigures(db.pool, sb.url, operator)),
-        downstreamDuplicatesAbsorbed: downstreamDuplicates([...agents.slow.calls, ...agents.ask.calls, ...agents.echo.calls]),
-        stuckWorkflows: await stuck(env.client, taskQueue),
-        refusedDuringOutage: w.refused.length,
-        fakeSuccesses: lost.filter((id) => w.acceptedDuringOutage.has(id)).length,
-        recoveryMs,
-        notes: lost.length ? [`not terminal: ${lost.join(', ')}`] : [],
-      });
+      results.push(await figuresOf(`F1 kill -9 of the Switchboard process (${offset} ms into the slow calls)`, w, agents, { pool: db.pool, base: sb.url, operatorKey: operator, client: env.client, taskQueue }, recoveryMs));
     });
   } finally {
     await sb.kill();
