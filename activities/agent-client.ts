@@ -9,6 +9,16 @@ import type { AgentEndpoint } from '../workflows/types';
 export interface HttpTrace {
   /** The HTTP status of the most recent response, so failures can be classified as retryable or not. */
   lastStatus?: number;
+  /** The most recent response's Retry-After, in ms (429 and 503 say when to come back). */
+  retryAfterMs?: number;
+}
+
+/** Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms; undefined when absent or unreadable. */
+export function retryAfterMs(value: string | null, now = Date.now()): number | undefined {
+  if (!value) return undefined;
+  if (/^\d{1,9}$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 export { PARENT_TASK_HEADER } from '../workflows/messages';
@@ -19,6 +29,7 @@ export async function agentClient(endpoint: AgentEndpoint, fetchImpl: typeof fet
     for (const [k, v] of Object.entries(headers)) merged.set(k, v);
     const res = await fetchImpl(input, { ...init, headers: merged });
     trace.lastStatus = res.status;
+    trace.retryAfterMs = retryAfterMs(res.headers.get('retry-after'));
     return res;
   };
   const factory = new ClientFactory(

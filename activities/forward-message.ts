@@ -38,6 +38,8 @@ export interface ForwardDeps {
   hub: EventHub;
 }
 
+/** The longest Retry-After an agent's answer may impose on the next attempt. */
+const MAX_RETRY_AFTER_MS = 5 * 60_000;
 const SETTLED = (s: TaskState) => s !== 'TASK_STATE_SUBMITTED' && s !== 'TASK_STATE_WORKING';
 const POLL_MS = 500;
 
@@ -305,7 +307,14 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   const status = trace.lastStatus;
   if (status === undefined) return ApplicationFailure.retryable(`the agent could not be reached: ${message}`, 'AgentUnavailable');
   if (status >= 500 || status === 408 || status === 429) {
-    return ApplicationFailure.retryable(`the agent answered HTTP ${status}`, 'AgentUnavailable');
+    // The agent says when to come back (429, 503): the next attempt waits that long instead of the backoff's
+    // interval, within reason (an agent cannot park a task for a day with one header).
+    const wait = trace.retryAfterMs;
+    return ApplicationFailure.create({
+      message: `the agent answered HTTP ${status}${wait !== undefined ? ` (Retry-After ${Math.round(wait / 1000)} s)` : ''}`,
+      type: 'AgentUnavailable',
+      ...(wait !== undefined ? { nextRetryDelay: Math.min(wait, MAX_RETRY_AFTER_MS) } : {}),
+    });
   }
   if (status >= 400) return ApplicationFailure.nonRetryable(`the agent refused the request with HTTP ${status}: ${message}`, 'AgentRejected');
   return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');

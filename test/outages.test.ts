@@ -234,3 +234,27 @@ describe('a workflow closed without a terminal state (an operator\'s Terminate)'
     assert.equal((await gw.db.pool.query('SELECT count(*)::int AS n FROM settlements WHERE task_id = $1', [task.id])).rows[0].n, 1);
   });
 });
+
+describe('an agent that asks Switchboard to come back later', () => {
+  let gw: Gateway;
+  const agents = new AgentPool();
+  before(async () => {
+    gw = await startGateway();
+  });
+  after(async () => {
+    await gw?.close();
+    await agents.closeAll();
+  });
+
+  test('429 with Retry-After: the next attempt waits that long (not the backoff), with the same messageId', async () => {
+    const { startFaultyAgent } = await import('./agents/faulty');
+    const agent = await agents.add(startFaultyAgent({ mode: 'http429', times: 1, retryAfterS: 2 }));
+    const { rpc: url } = await register(gw, agent.url, { retry: { maxAttempts: 3, initialIntervalMs: 100, attemptTimeoutMs: 5_000 } });
+    const res = await send(url, userMessage('later'));
+    assert.equal(res.json.result?.task?.status?.state, 'TASK_STATE_COMPLETED', res.text);
+    assert.equal(agent.arrivals.length, 2);
+    assert.ok(agent.arrivals[1]! - agent.arrivals[0]! >= 1_900, `retried after ${agent.arrivals[1]! - agent.arrivals[0]!} ms`);
+    const ids = agent.calls.map((c) => c.params?.message?.messageId);
+    assert.equal(new Set(ids).size, 1, 'one messageId on every attempt');
+  });
+});

@@ -4,12 +4,14 @@
  *  - F1  kill -9 of the Switchboard process (front door + worker) with tasks in flight, restarted on the same data;
  *  - F3  SIGKILL of the Temporal server, restarted on the same database file;
  *  - F8  immediate stop of PostgreSQL (a cluster the drill creates and drops), then start;
+ *  - F4–F7 an agent that hangs, answers 5xx or 429 with Retry-After, resets before or after doing the work,
+ *    answers garbage or 50 MB, or redirects to an internal address; and a cancel of a hanging call;
  *  - fuzz of the JSON-RPC front door (10,000 cases on a pinned seed: structure, values, headers);
  *  - F10 the SSRF corpus of §4.4 against the guarded outbound client, at connect time.
  * Each kill drill runs the same workload: slow tasks in flight, tasks waiting for input, and new messages sent
  * during the outage (refused with 503, then resent with the same messageId). Exit code 1 when a target is missed.
  *
- * Env: FAULTS_ONLY (comma-separated: f1,f3,f8,fuzz,ssrf), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
+ * Env: FAULTS_ONLY (comma-separated: f1,f3,f8,agents,fuzz,ssrf), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
  * TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
@@ -26,7 +28,7 @@ process.env.LOG_LEVEL ??= 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
 process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 
-const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f3,f8,fuzz,ssrf').split(',').map((s) => s.trim()).filter(Boolean));
+const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f3,f8,agents,fuzz,ssrf').split(',').map((s) => s.trim()).filter(Boolean));
 const SEED = Number(process.env.FAULTS_SEED ?? 8);
 const FUZZ_N = Number(process.env.FAULTS_FUZZ_N ?? 10_000);
 const V1 = { 'A2A-Version': '1.0' };
@@ -322,6 +324,90 @@ async function drillProcess(): Promise<void> {
   }
 }
 
+
+interface AgentFaultRow {
+  mode: string;
+  expected: string;
+  state: string;
+  requests: number;
+  ms: number;
+  ok: boolean;
+  detail: string;
+}
+const agentFaults: AgentFaultRow[] = [];
+
+/** F4–F7: an agent that hangs, fails, throttles, resets, answers garbage or redirects, once or twice, then works. */
+async function drillAgentFaults(): Promise<void> {
+  const { startGateway, register } = await import('../helpers/harness');
+  const { startFaultyAgent } = await import('../agents/faulty');
+  let internalHits = 0;
+  const internal = http.createServer((_req, res) => {
+    internalHits++;
+    res.end('{}');
+  });
+  await new Promise<void>((r) => internal.listen(0, '127.0.0.1', r));
+  const internalUrl = `http://127.0.0.1:${(internal.address() as AddressInfo).port}/a2a/jsonrpc`;
+  const gw = await startGateway();
+  const retry = { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 2_000 };
+  const cases: { mode: import('../agents/faulty').FaultMode; times: number; expected: 'TASK_STATE_COMPLETED' | 'TASK_STATE_FAILED'; check?: (a: { arrivals: number[]; calls: { params: any }[] }, ms: number) => string | undefined }[] = [
+    { mode: 'hang', times: 1, expected: 'TASK_STATE_COMPLETED', check: (_a, ms) => (ms >= 2_000 ? undefined : `answered in ${ms} ms, before the attempt timeout`) },
+    { mode: 'http500', times: 2, expected: 'TASK_STATE_COMPLETED', check: (a) => (a.arrivals.length === 3 ? undefined : `${a.arrivals.length} requests, expected 3`) },
+    {
+      mode: 'http429', times: 1, expected: 'TASK_STATE_COMPLETED',
+      check: (a) => (a.arrivals.length >= 2 && a.arrivals[1]! - a.arrivals[0]! >= 1_900 ? undefined : `retried after ${a.arrivals[1]! - a.arrivals[0]!} ms despite Retry-After: 2`),
+    },
+    { mode: 'reset-before', times: 1, expected: 'TASK_STATE_COMPLETED' },
+    {
+      mode: 'reset-after', times: 1, expected: 'TASK_STATE_COMPLETED',
+      check: (a) => {
+        const ids = a.calls.map((c) => c.params?.message?.messageId).filter(Boolean);
+        return ids.length >= 2 && new Set(ids).size === 1 ? undefined : `the retry carried other messageIds: ${ids.join(', ')}`;
+      },
+    },
+    { mode: 'invalid-json', times: 1, expected: 'TASK_STATE_FAILED' },
+    { mode: 'result-and-error', times: 1, expected: 'TASK_STATE_FAILED' },
+    { mode: 'wrong-id', times: 1, expected: 'TASK_STATE_FAILED' },
+    { mode: 'huge', times: 1, expected: 'TASK_STATE_FAILED', check: (_a, _ms) => undefined },
+    { mode: 'redirect-internal', times: 1, expected: 'TASK_STATE_FAILED', check: () => (internalHits === 0 ? undefined : `${internalHits} requests reached the redirect target`) },
+  ];
+  try {
+    for (const c of cases) {
+      const agent = await startFaultyAgent({ mode: c.mode, times: c.times, retryAfterS: 2, redirectTo: internalUrl });
+      try {
+        const { rpc: url } = await register(gw, agent.url, { retry });
+        const t0 = Date.now();
+        const r = await call(url, gw.keys.client, 'SendMessage', { message: userMessage(`fault ${c.mode}`) });
+        const ms = Date.now() - t0;
+        const state = r.json?.result?.task?.status?.state ?? `error ${r.json?.error?.code ?? r.status}`;
+        const why = JSON.stringify(r.json?.result?.task?.status?.message?.parts?.[0]?.text ?? r.json?.error?.message ?? '').slice(0, 140);
+        const problem = state !== c.expected ? `ended ${state}` : c.check?.({ arrivals: agent.arrivals, calls: agent.calls }, ms);
+        agentFaults.push({ mode: `${c.mode} ×${c.times}`, expected: c.expected.replace('TASK_STATE_', '').toLowerCase(), state: String(state).replace('TASK_STATE_', '').toLowerCase(), requests: agent.arrivals.length, ms, ok: !problem, detail: problem ?? why });
+      } finally {
+        await agent.close();
+      }
+    }
+    // A cancel reaches a call that hangs within about one heartbeat.
+    const hanging = await startFaultyAgent({ mode: 'hang', times: 1 });
+    try {
+      const { rpc: url } = await register(gw, hanging.url, { retry: { ...retry, attemptTimeoutMs: 60_000 } });
+      const started = await call(url, gw.keys.client, 'SendMessage', { message: userMessage('hang, then cancel'), configuration: { returnImmediately: true } });
+      await until(10_000, async () => (hanging.arrivals.length ? true : undefined));
+      const t0 = Date.now();
+      const canceled = await call(url, gw.keys.client, 'CancelTask', { id: started.json.result.task.id });
+      const ms = Date.now() - t0;
+      const state = String(canceled.json?.result?.status?.state).replace('TASK_STATE_', '').toLowerCase();
+      agentFaults.push({ mode: 'hang, then CancelTask', expected: 'canceled', state, requests: hanging.arrivals.length, ms, ok: state === 'canceled' && ms < 5_000, detail: `canceled ${ms} ms after the request` });
+    } finally {
+      await hanging.close();
+    }
+    const health = await fetch(`${gw.url}/healthz`);
+    if (health.status !== 200) agentFaults.push({ mode: 'process', expected: 'up', state: 'down', requests: 0, ms: 0, ok: false, detail: 'the gateway stopped answering' });
+  } finally {
+    await gw.close();
+    internal.close();
+  }
+}
+
 interface FuzzFigures {
   cases: number;
   fiveXx: number;
@@ -435,6 +521,7 @@ async function main() {
     ['f3', drillTemporal],
     ['f8', drillPostgres],
     ['f1', drillProcess],
+    ['agents', drillAgentFaults],
     ['fuzz', drillFuzz],
   ];
   for (const [name, run] of drills) {
@@ -459,11 +546,17 @@ async function main() {
       for (const n of r.notes) console.log(`  note: ${n}`);
     }
   }
+  if (agentFaults.length) {
+    console.log('\n| F4–F7 agent fault | expected | ended | requests to the agent | ms | ok | detail |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- |');
+    for (const r of agentFaults) console.log(`| ${r.mode} | ${r.expected} | ${r.state} | ${r.requests} | ${r.ms} | ${r.ok ? 'yes' : 'NO'} | ${r.detail.replace(/\|/g, '/')} |`);
+  }
   if (fuzz) console.log(`\nfuzz: ${fuzz.cases} cases, ${fuzz.fiveXx} 5xx, ${fuzz.crashes} crashes/hangs; statuses ${JSON.stringify(fuzz.byStatus)}`);
   if (ssrf) console.log(`SSRF corpus: ${ssrf.blocked}/${ssrf.corpus} blocked, ${ssrf.reachedInternal} requests reached the internal target${ssrf.leaks.length ? `; LEAKS: ${ssrf.leaks.join(', ')}` : ''}`);
 
   const missed = [
     ...results.filter((r) => r.tasksLost || r.duplicateSettlements || r.ledgerConserved !== true || r.stuckWorkflows || r.fakeSuccesses).map((r) => r.drill),
+    ...agentFaults.filter((r) => !r.ok).map((r) => `agent fault ${r.mode}`),
     ...(fuzz && (fuzz.fiveXx || fuzz.crashes) ? ['fuzz'] : []),
     ...(ssrf && (ssrf.leaks.length || ssrf.reachedInternal) ? ['ssrf'] : []),
   ];

@@ -1,0 +1,84 @@
+// An echo agent that misbehaves on its first `times` JSON-RPC requests, one way (reference/reliability-and-
+// security.md §4.2 F4–F7), then answers properly: hangs, 5xx, 429 with Retry-After, a socket reset before or after
+// it did the work, malformed answers, a huge answer, a redirect to an internal address.
+import type express from 'express';
+import { RPC_PATH, startAgentServer, type TestAgent } from './harness';
+import { EchoExecutor } from './echo';
+import { mountV1Agent } from './v1';
+
+export type FaultMode =
+  | 'hang'
+  | 'http500'
+  | 'http429'
+  | 'reset-before'
+  | 'reset-after'
+  | 'invalid-json'
+  | 'result-and-error'
+  | 'wrong-id'
+  | 'huge'
+  | 'redirect-internal';
+
+export interface FaultyAgent extends TestAgent {
+  /** When each request arrived (ms since the epoch), faulty or not. */
+  arrivals: number[];
+  /** How many requests got the fault. */
+  faults(): number;
+}
+
+export async function startFaultyAgent(opts: { mode: FaultMode; times?: number; retryAfterS?: number; redirectTo?: string }): Promise<FaultyAgent> {
+  const times = opts.times ?? 1;
+  let faulted = 0;
+  const arrivals: number[] = [];
+  const agent = await startAgentServer((app, url) => {
+    app.post(RPC_PATH, (req: express.Request, res: express.Response, next: express.NextFunction) => {
+      arrivals.push(Date.now());
+      if (faulted >= times) return next();
+      faulted++;
+      const id = (req.body as { id?: unknown } | undefined)?.id ?? null;
+      switch (opts.mode) {
+        case 'hang':
+          return; // never answers; the socket stays open
+        case 'http500':
+          res.status(500).type('text/plain').send('Internal Server Error');
+          return;
+        case 'http429':
+          res.status(429).set('retry-after', String(opts.retryAfterS ?? 2)).json({ error: 'slow down' });
+          return;
+        case 'reset-before':
+          req.socket.destroy();
+          return;
+        case 'reset-after': {
+          // Let the agent do the work, then cut the connection before a byte of the answer leaves.
+          const cut = () => {
+            req.socket.destroy();
+            return true;
+          };
+          res.write = cut as never;
+          res.end = cut as never;
+          res.writeHead = (() => res) as never;
+          return next();
+        }
+        case 'invalid-json':
+          res.status(200).type('application/json').send('{"jsonrpc": "2.0", "id": ');
+          return;
+        case 'result-and-error':
+          res.json({ jsonrpc: '2.0', id, result: { task: {} }, error: { code: -32603, message: 'both' } });
+          return;
+        case 'wrong-id':
+          res.json({ jsonrpc: '2.0', id: 'not-yours', result: { message: { messageId: 'x', role: 'ROLE_AGENT', parts: [{ text: 'hi' }] } } });
+          return;
+        case 'huge':
+          res.status(200).type('application/json');
+          res.write('{"jsonrpc":"2.0","id":1,"result":{"message":{"parts":[{"text":"');
+          for (let i = 0; i < 50; i++) res.write('x'.repeat(1024 * 1024));
+          res.end('"}]}}}');
+          return;
+        case 'redirect-internal':
+          res.redirect(307, opts.redirectTo ?? 'http://169.254.169.254/latest/meta-data/');
+          return;
+      }
+    });
+    mountV1Agent(app, url, new EchoExecutor(), 'Faulty', `An echo agent that fails first (${opts.mode})`, { streaming: false });
+  });
+  return Object.assign(agent, { arrivals, faults: () => faulted });
+}
