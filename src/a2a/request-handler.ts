@@ -25,6 +25,7 @@ import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
 import { outageOf } from '../health';
 import { appendEvents, closesStream, headSeq, lastEvent, snapshotAt } from '../events/event-log';
+import type { StreamEvent } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
 import type { PushDialect, PushStore } from '../push/store';
@@ -362,9 +363,12 @@ export class AgentRequestHandler implements A2ARequestHandler {
     // A reconnect after the stream's last event: if that event closed the stream, nothing more is coming.
     const last = await lastEvent(pool, this.tenant, taskId);
     if (last && afterSeq >= last.seq && closesStream(last.event)) return;
+    // A replay goes through earlier turns: an input-required the log has already moved past does not end it
+    // (Last-Event-ID: n means every event after n); only the newest one, or a terminal one, does.
+    const head = last?.seq ?? 0;
     for await (const e of followEvents({ pool, hub: this.deps.hub, tenant: this.tenant, taskId, afterSeq, signal: stop ? AbortSignal.any([stream.signal, stop]) : stream.signal })) {
       stream.seq = e.seq;
-      stream.closing = closesStream(e.event);
+      stream.closing = closesStream(e.event) && (e.seq >= head || endsTask(e.event));
       yield StreamResponse.fromJSON(e.event);
       if (stream.closing) return;
     }
@@ -396,6 +400,11 @@ export class AgentRequestHandler implements A2ARequestHandler {
   async deleteTaskPushNotificationConfig(): Promise<never> {
     throw notHere();
   }
+}
+
+/** A status update to a terminal state: nothing can follow it in the log. */
+function endsTask(e: StreamEvent): boolean {
+  return 'statusUpdate' in e && isTerminal(e.statusUpdate.status.state);
 }
 
 const notHere = () => a2aError('Internal', 'push-config methods are answered by the JSON-RPC route, not the request handler');

@@ -2,6 +2,7 @@
  * `npm run faults`: fault drills on real processes, on loopback (reference/reliability-and-security.md §4.2), each
  * followed by a quiet period and a check of the §4.5 figures. Drills so far:
  *  - F1  kill -9 of the Switchboard process (front door + worker) with tasks in flight, restarted on the same data;
+ *  - F2  kill -9 of a front door with 100 open SSE streams, the clients resubscribing at another with Last-Event-ID;
  *  - F3  SIGKILL of the Temporal server, restarted on the same database file;
  *  - F8  immediate stop of PostgreSQL (a cluster the drill creates and drops), then start;
  *  - F4–F7 an agent that hangs, answers 5xx or 429 with Retry-After, resets before or after doing the work,
@@ -11,7 +12,7 @@
  * Each kill drill runs the same workload: slow tasks in flight, tasks waiting for input, and new messages sent
  * during the outage (refused with 503, then resent with the same messageId). Exit code 1 when a target is missed.
  *
- * Env: FAULTS_ONLY (comma-separated: f1,f3,f8,agents,fuzz,ssrf), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
+ * Env: FAULTS_ONLY (comma-separated: f1,f2,f3,f8,agents,fuzz,ssrf), FAULTS_STREAMS (default 100), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
  * TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
@@ -28,7 +29,7 @@ process.env.LOG_LEVEL ??= 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
 process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 
-const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f3,f8,agents,fuzz,ssrf').split(',').map((s) => s.trim()).filter(Boolean));
+const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f2,f3,f8,agents,fuzz,ssrf').split(',').map((s) => s.trim()).filter(Boolean));
 const SEED = Number(process.env.FAULTS_SEED ?? 8);
 const FUZZ_N = Number(process.env.FAULTS_FUZZ_N ?? 10_000);
 const V1 = { 'A2A-Version': '1.0' };
@@ -408,6 +409,96 @@ async function drillAgentFaults(): Promise<void> {
   }
 }
 
+
+let streamsFigures: { streams: number; killedAfterEvents: number; terminalMissed: number; orderViolations: number; textMismatches: number; reconnectP50Ms: number; reconnectP99Ms: number } | undefined;
+
+/**
+ * F2: kill -9 of a front door with 100 open streams. Another Switchboard process on the same database and task
+ * queue (its worker keeps the workflows going) takes the clients: each resubscribes there with Last-Event-ID.
+ */
+async function drillStreams(): Promise<void> {
+  const { createTestDb, startTemporal, DATABASE_URL, TEST_ADMIN_KEY, startGateway, rememberKeys } = await import('../helpers/harness');
+  const { freePort, startSwitchboard } = await import('../helpers/process');
+  const { KeyStore } = await import('../../src/auth/keys');
+  const { startChunkyAgent, chunkedText } = await import('../agents');
+  const { sse, assembledText } = await import('../helpers/sse');
+  const N = Number(process.env.FAULTS_STREAMS ?? 100);
+  const CHUNKS = 200;
+  const [env, db] = await Promise.all([startTemporal(), createTestDb()]);
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${db.schema}`);
+  const taskQueue = `f2-${randomBytes(3).toString('hex')}`;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sb-f2-'));
+  const sb = await startSwitchboard({
+    DATABASE_URL: url.toString(), TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue, HOST: '127.0.0.1', PORT: String(await freePort()),
+    SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true', SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY, SWITCHBOARD_DATA_DIR: dataDir, LOG_LEVEL: 'warn', SWITCHBOARD_UNFUNDED_ACCOUNTS: 'unlimited',
+    SWITCHBOARD_MAX_STREAMS_PER_TASK: '10',
+  });
+  const other = await startGateway({ db, temporal: { env, taskQueue } });
+  const client = (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'f2' })).key;
+  rememberKeys(sb.url, { admin: TEST_ADMIN_KEY, operator: TEST_ADMIN_KEY, client });
+  const chunky = await startChunkyAgent({ chunks: CHUNKS, delayMs: 25 });
+  try {
+    const agentId = ((await (await fetch(`${sb.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` }, body: JSON.stringify({ url: chunky.url, retry: { attemptTimeoutMs: 15_000, initialIntervalMs: 200, maxAttempts: 5 } }) })).json()) as { id: string }).id;
+    const seen: { events: { id?: number; data: any }[] }[] = Array.from({ length: N }, () => ({ events: [] }));
+    let open = 0;
+    let killed: Promise<string> | undefined;
+    let onKilled!: (how: Promise<string>) => void;
+    const killing = new Promise<Promise<string>>((r) => (onKilled = r));
+    const kill = () => {
+      if (!killed) onKilled((killed = sb.kill()));
+    };
+    const streams = seen.map((s, i) =>
+      sse(`${sb.url}/agents/${agentId}/a2a`, {
+        method: 'SendStreamingMessage',
+        params: { message: userMessage(`stream ${i}`) },
+        onEvent(e) {
+          s.events.push(e);
+          if (s.events.length === 5 && ++open === N) kill();
+        },
+      }).catch(() => undefined),
+    );
+    setTimeout(kill, 20_000).unref(); // if some stream never got going, kill anyway
+    await (await killing);
+    await Promise.all(streams);
+    const killedAfterEvents = Math.round(seen.reduce((n, s) => n + s.events.length, 0) / N);
+    const reconnects: number[] = [];
+    let terminalMissed = 0;
+    let orderViolations = 0;
+    let textMismatches = 0;
+    await Promise.all(
+      seen.map(async (s) => {
+        const first = s.events[0]?.data?.result;
+        const taskId = first?.task?.id ?? first?.statusUpdate?.taskId;
+        if (!taskId) {
+          terminalMissed++;
+          return;
+        }
+        const t0 = Date.now();
+        const rest = await sse(`${other.url}/a2a`, { method: 'SubscribeToTask', params: { id: taskId }, lastEventId: s.events.at(-1)!.id }).catch(() => undefined);
+        reconnects.push(Date.now() - t0);
+        const all = [...s.events, ...(rest?.events ?? [])];
+        if (all.some((e, k) => e.id !== k + 1)) orderViolations++;
+        const last = all.at(-1)?.data?.result;
+        const state = last?.statusUpdate?.status?.state ?? last?.task?.status?.state;
+        const truth = await call(`${other.url}/a2a`, client, 'GetTask', { id: taskId });
+        if (state !== 'TASK_STATE_COMPLETED' || truth.json?.result?.status?.state !== 'TASK_STATE_COMPLETED') terminalMissed++;
+        if (assembledText(all) !== chunkedText(CHUNKS)) textMismatches++;
+      }),
+    );
+    reconnects.sort((a, b) => a - b);
+    const pct = (p: number) => reconnects[Math.min(reconnects.length - 1, Math.floor((p / 100) * reconnects.length))] ?? NaN;
+    streamsFigures = { streams: N, killedAfterEvents, terminalMissed, orderViolations, textMismatches, reconnectP50Ms: pct(50), reconnectP99Ms: pct(99) };
+  } finally {
+    await chunky.close();
+    await sb.kill();
+    await other.close();
+    await env.teardown();
+    await db.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 interface FuzzFigures {
   cases: number;
   fiveXx: number;
@@ -522,6 +613,7 @@ async function main() {
     ['f8', drillPostgres],
     ['f1', drillProcess],
     ['agents', drillAgentFaults],
+    ['f2', drillStreams],
     ['fuzz', drillFuzz],
   ];
   for (const [name, run] of drills) {
@@ -551,12 +643,17 @@ async function main() {
     console.log('| --- | --- | --- | --- | --- | --- | --- |');
     for (const r of agentFaults) console.log(`| ${r.mode} | ${r.expected} | ${r.state} | ${r.requests} | ${r.ms} | ${r.ok ? 'yes' : 'NO'} | ${r.detail.replace(/\|/g, '/')} |`);
   }
+  if (streamsFigures) {
+    const f = streamsFigures;
+    console.log(`\nF2 kill -9 of a front door with ${f.streams} open streams (~${f.killedAfterEvents} events each at the kill), resubscribed at another: terminal states missed ${f.terminalMissed}, ordering violations ${f.orderViolations}, assembled texts wrong ${f.textMismatches}, resubscribe-to-end p50 ${f.reconnectP50Ms} ms, p99 ${f.reconnectP99Ms} ms`);
+  }
   if (fuzz) console.log(`\nfuzz: ${fuzz.cases} cases, ${fuzz.fiveXx} 5xx, ${fuzz.crashes} crashes/hangs; statuses ${JSON.stringify(fuzz.byStatus)}`);
   if (ssrf) console.log(`SSRF corpus: ${ssrf.blocked}/${ssrf.corpus} blocked, ${ssrf.reachedInternal} requests reached the internal target${ssrf.leaks.length ? `; LEAKS: ${ssrf.leaks.join(', ')}` : ''}`);
 
   const missed = [
     ...results.filter((r) => r.tasksLost || r.duplicateSettlements || r.ledgerConserved !== true || r.stuckWorkflows || r.fakeSuccesses).map((r) => r.drill),
     ...agentFaults.filter((r) => !r.ok).map((r) => `agent fault ${r.mode}`),
+    ...(streamsFigures && (streamsFigures.terminalMissed || streamsFigures.orderViolations || streamsFigures.textMismatches) ? ['F2 streams'] : []),
     ...(fuzz && (fuzz.fiveXx || fuzz.crashes) ? ['fuzz'] : []),
     ...(ssrf && (ssrf.leaks.length || ssrf.reachedInternal) ? ['ssrf'] : []),
   ];
