@@ -283,7 +283,19 @@ async function drillPostgres(): Promise<void> {
   }
 }
 
-async function drillProcess(): Promise<void> {
+/**
+ * F1 at three points of the slow calls (3 s at the agent): right after the messages were accepted (before the
+ * agent is called), while the agent works (it has the message; the answer is not back), and as the answers come
+ * back (the results, projection writes and settlements in flight); plus one seeded random point.
+ */
+async function drillProcessAtPoints(): Promise<void> {
+  const random = fc.sample(fc.integer({ min: 0, max: 3500 }), { seed: SEED, numRuns: 1 })[0]!;
+  for (const [point, offset] of [['before the agent call', 0], ['while the agent works', 1500], ['as answers and settlements land', 2980], ['seeded random point', random]] as const) {
+    await drillProcess(point, offset);
+  }
+}
+
+async function drillProcess(point: string, offset: number): Promise<void> {
   const { createTestDb, startTemporal, DATABASE_URL, TEST_ADMIN_KEY } = await import('../helpers/harness');
   const { freePort, startSwitchboard } = await import('../helpers/process');
   const { KeyStore } = await import('../../src/auth/keys');
@@ -307,15 +319,13 @@ async function drillProcess(): Promise<void> {
       const ids = { slow: await reg(agents.slow.url, 7), ask: await reg(agents.ask.url, 3), echo: await reg(agents.echo.url) };
       const w = new Workload(sb.url, client, ids);
       await w.before(10, 10);
-      // Somewhere inside the slow calls (seeded): before, during or after the agent's answer and settlement.
-      const offset = fc.sample(fc.integer({ min: 0, max: 3500 }), { seed: SEED, numRuns: 1 })[0]!;
       await new Promise((r) => setTimeout(r, offset));
       await sb.kill();
       await w.during(3); // nobody listens: refused at the socket, resent after the restart
       sb = await startSwitchboard(sbEnv);
       const t0 = Date.now();
       const recoveryMs = await w.after(t0);
-      results.push(await figuresOf(`F1 kill -9 of the Switchboard process (${offset} ms into the slow calls)`, w, agents, { pool: db.pool, base: sb.url, operatorKey: operator, client: env.client, taskQueue }, recoveryMs));
+      results.push(await figuresOf(`F1 kill -9 of the Switchboard process: ${point} (${offset} ms)`, w, agents, { pool: db.pool, base: sb.url, operatorKey: operator, client: env.client, taskQueue }, recoveryMs));
     });
   } finally {
     await sb.kill();
@@ -611,7 +621,7 @@ async function main() {
     ['ssrf', drillSsrf],
     ['f3', drillTemporal],
     ['f8', drillPostgres],
-    ['f1', drillProcess],
+    ['f1', drillProcessAtPoints],
     ['agents', drillAgentFaults],
     ['f2', drillStreams],
     ['fuzz', drillFuzz],
