@@ -16,7 +16,10 @@ export type FaultMode =
   | 'result-and-error'
   | 'wrong-id'
   | 'huge'
-  | 'redirect-internal';
+  | 'redirect-internal'
+  | 'sse-unterminated'
+  | 'sse-garbage'
+  | 'sse-out-of-order';
 
 export interface FaultyAgent extends TestAgent {
   /** When each request arrived (ms since the epoch), faulty or not. */
@@ -26,6 +29,8 @@ export interface FaultyAgent extends TestAgent {
 }
 
 export async function startFaultyAgent(opts: { mode: FaultMode; times?: number; retryAfterS?: number; redirectTo?: string }): Promise<FaultyAgent> {
+  // The SSE modes need a card that says streaming, so Switchboard calls SendStreamingMessage.
+  const streaming = opts.mode.startsWith('sse-');
   const times = opts.times ?? 1;
   let faulted = 0;
   const arrivals: number[] = [];
@@ -76,9 +81,28 @@ export async function startFaultyAgent(opts: { mode: FaultMode; times?: number; 
         case 'redirect-internal':
           res.redirect(307, opts.redirectTo ?? 'http://169.254.169.254/latest/meta-data/');
           return;
+        case 'sse-unterminated':
+          // One event without its blank line, then the end: a parser must not wait for the rest forever.
+          res.status(200).type('text/event-stream');
+          res.end(`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: { statusUpdate: { taskId: 't', contextId: 'c', status: { state: 'TASK_STATE_WORKING' } } } })}`);
+          return;
+        case 'sse-garbage':
+          res.status(200).type('text/event-stream');
+          res.write('data: this is not json\n\n');
+          res.end('event: nonsense\ndata: {"half":\n\n');
+          return;
+        case 'sse-out-of-order': {
+          // A status update for a task never announced, then a terminal state, then more after it.
+          res.status(200).type('text/event-stream');
+          const ev = (result: unknown) => `data: ${JSON.stringify({ jsonrpc: '2.0', id, result })}\n\n`;
+          res.write(ev({ statusUpdate: { taskId: 'ghost', contextId: 'c', status: { state: 'TASK_STATE_COMPLETED' } } }));
+          res.write(ev({ artifactUpdate: { taskId: 'ghost', contextId: 'c', artifact: { artifactId: 'a', parts: [{ text: 'late' }] } } }));
+          res.end(ev({ statusUpdate: { taskId: 'ghost', contextId: 'c', status: { state: 'TASK_STATE_WORKING' } } }));
+          return;
+        }
       }
     });
-    mountV1Agent(app, url, new EchoExecutor(), 'Faulty', `An echo agent that fails first (${opts.mode})`, { streaming: false });
+    mountV1Agent(app, url, new EchoExecutor(), 'Faulty', `An echo agent that fails first (${opts.mode})`, { streaming });
   });
   return Object.assign(agent, { arrivals, faults: () => faulted });
 }

@@ -6,7 +6,8 @@
  *  - F3  SIGKILL of the Temporal server, restarted on the same database file;
  *  - F8  immediate stop of PostgreSQL (a cluster the drill creates and drops), then start;
  *  - F4–F7 an agent that hangs, answers 5xx or 429 with Retry-After, resets before or after doing the work,
- *    answers garbage or 50 MB, or redirects to an internal address; and a cancel of a hanging call;
+ *    answers garbage, 50 MB or a malformed event stream, or redirects to an internal address; and a cancel of a
+ *    hanging call;
  *  - fuzz of the JSON-RPC front door (10,000 cases on a pinned seed: structure, values, headers);
  *  - F10 the SSRF corpus of §4.4 against the guarded outbound client, at connect time.
  * Each kill drill runs the same workload: slow tasks in flight, tasks waiting for input, and new messages sent
@@ -380,6 +381,11 @@ async function drillAgentFaults(): Promise<void> {
     { mode: 'wrong-id', times: 1, expected: 'TASK_STATE_FAILED' },
     { mode: 'huge', times: 1, expected: 'TASK_STATE_FAILED', check: (_a, _ms) => undefined },
     { mode: 'redirect-internal', times: 1, expected: 'TASK_STATE_FAILED', check: () => (internalHits === 0 ? undefined : `${internalHits} requests reached the redirect target`) },
+    // Malformed event streams: an invalid answer ends the task with the reason (never a hang or a crash); a stream
+    // the agent ends before one whole event is such an answer, not network trouble.
+    { mode: 'sse-unterminated', times: 1, expected: 'TASK_STATE_FAILED' },
+    { mode: 'sse-garbage', times: 1, expected: 'TASK_STATE_FAILED' },
+    { mode: 'sse-out-of-order', times: 1, expected: 'TASK_STATE_FAILED' },
   ];
   try {
     for (const c of cases) {
