@@ -182,7 +182,7 @@ async function main(): Promise<void> {
       `Switchboard is running at ${url}`,
       ...(adminKey?.created ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
       ...(adminKey && !adminKey.created ? [`  admin key:          ${adminKey.file}`] : []),
-      `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer $(cat ${adminKey?.file ?? '<admin key file>'})" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
+      `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
       `  Temporal:           ${temporalAddress} (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
       ...(uiUrl ? [`  Temporal UI:        ${uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows`] : []),
       `  PostgreSQL:         ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'pglite')})`}`,

@@ -14,7 +14,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Pool } from 'pg';
-import { type Access, type Caller, ROLES, type Role } from './caller';
+import type { Access, Caller, Role } from './caller';
 import { writeAudit } from './audit';
 import { type KeyIdentity, type KeyStore, looksLikeKey } from './keys';
 import type { TenantQuotas } from './quotas';
@@ -237,4 +237,3 @@ async function redisClient(url: string, app: FastifyInstance) {
   return redis;
 }
 
-export { ROLES };

@@ -23,7 +23,11 @@ export async function healthRoutes(app: FastifyInstance, { health, pool, workerR
   app.get('/readyz', { config: access.public }, async (_req, reply) => {
     const deps = await health.probe();
     const missing: string[] = [];
-    const checks: Record<string, unknown> = { postgresql: deps.postgresql, temporal: deps.temporal };
+    // Public, so only up/down and since when: the errors (addresses, messages) go to the log, not to anyone asking.
+    const checks: Record<string, unknown> = {
+      postgresql: { up: deps.postgresql.up, since: deps.postgresql.since },
+      temporal: { up: deps.temporal.up, since: deps.temporal.since },
+    };
     if (!deps.postgresql.up) missing.push('postgresql');
     if (!deps.temporal.up) missing.push('temporal');
     if (deps.postgresql.up) {
