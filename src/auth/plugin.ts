@@ -19,6 +19,7 @@ import { writeAudit } from './audit';
 import { type KeyIdentity, type KeyStore, looksLikeKey } from './keys';
 import type { TenantQuotas } from './quotas';
 import { DependencyUnavailable } from '../health';
+import { looksLikeJwt } from './jwt-verifier';
 
 export const TENANT_HEADER = 'x-switchboard-tenant';
 export const DEFAULT_TENANT = 'default';
@@ -98,7 +99,7 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
   });
 
   async function identify(token: string): Promise<KeyIdentity> {
-    if (deps.jwt && /^[\w-]+\.[\w-]+\.[\w-]*$/.test(token)) {
+    if (deps.jwt && looksLikeJwt(token)) {
       try {
         return { ...(await deps.jwt.verify(token)), via: 'jwt' };
       } catch (err) {
