@@ -20,6 +20,12 @@ if ! node -e '
   exit 1
 fi
 
-if [[ $# -gt 0 ]]; then files=("$@"); else files=(test/*.test.ts); fi
+if [[ $# -gt 0 ]]; then
+  files=("$@")
+else
+  files=(test/*.test.ts)
+  # A full run lints first (seconds): above all, workflow code must stay deterministic (eslint.config.mjs).
+  npx eslint .
+fi
 # One file at a time: every file runs its own Temporal server and the box has 2 cores.
 exec npx tsx --test --test-concurrency=1 "${files[@]}"

@@ -1,0 +1,57 @@
+// Lint rules the house follows, enforced: above all, workflow code stays deterministic. workflows/ runs in
+// Temporal's sandbox and is replayed; it may import only @temporalio/workflow, its siblings, and *types* from
+// the rest of the code (reference/style-anchors.md §8, as the Temporal samples do).
+import tseslint from 'typescript-eslint';
+
+const NODE_BUILTINS = [
+  'assert', 'buffer', 'child_process', 'cluster', 'crypto', 'dgram', 'dns', 'events', 'fs', 'fs/promises', 'http', 'http2', 'https',
+  'net', 'os', 'path', 'perf_hooks', 'process', 'readline', 'stream', 'timers', 'tls', 'url', 'util', 'v8', 'vm', 'worker_threads', 'zlib',
+];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**', 'coverage/**'] },
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parser: tseslint.parser, parserOptions: { ecmaVersion: 2022, sourceType: 'module' } },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    rules: {
+      // Errors are Error objects, so they keep a stack and a cause.
+      'no-throw-literal': 'error',
+      eqeqeq: ['error', 'always', { null: 'ignore' }],
+      'no-var': 'error',
+      'prefer-const': 'error',
+    },
+  },
+  {
+    files: ['workflows/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            ...NODE_BUILTINS.flatMap((name) => [name, `node:${name}`]).map((name) => ({ name, message: 'workflow code is replayed in a sandbox: no Node built-ins (do I/O in an activity)' })),
+            ...['pg', 'zod', 'fastify', 'undici', 'pino', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@a2a-js/sdk'].map((name) => ({
+              name,
+              message: 'workflow code imports only @temporalio/workflow (and types from elsewhere)',
+              allowTypeImports: true,
+            })),
+          ],
+          patterns: [
+            { group: ['../src/*', '../src/**', '../activities', '../activities/*'], message: 'workflows import types only from src/ and activities/', allowTypeImports: true },
+          ],
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'process', message: 'no process in workflow code' },
+        { name: 'require', message: 'no require in workflow code' },
+        { name: '__dirname', message: 'no file system in workflow code' },
+        { name: 'fetch', message: 'no I/O in workflow code: call an activity' },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        { selector: "ThrowStatement > NewExpression[callee.name='Error']", message: 'throw ApplicationFailure in workflows (a plain Error fails the workflow task and retries it forever)' },
+      ],
+    },
+  },
+);
