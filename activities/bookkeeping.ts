@@ -2,7 +2,8 @@
 import type { Pool, PoolClient } from 'pg';
 import { appendInTransaction } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
-import { agentAccount, ensureAccount, inTransaction, post, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
+import { agentAccount, ensureAccount, post, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
+import { inTransaction } from '../src/db/tx';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
 
 /**
@@ -12,19 +13,10 @@ import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/ty
  */
 export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Promise<void> {
   const { task } = rec;
-  const client = await pool.connect();
-  let logged;
-  try {
-    await client.query('BEGIN');
+  const logged = await inTransaction(pool, async (client) => {
     await upsertProjection(client, rec);
-    logged = rec.event ? await appendInTransaction(client, rec.tenant, task.id, [rec.event]) : [];
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+    return rec.event ? appendInTransaction(client, rec.tenant, task.id, [rec.event]) : [];
+  });
   hub.publish(rec.tenant, task.id, logged);
 }
 

@@ -10,11 +10,13 @@ import { StreamResponse } from '@a2a-js/sdk';
 import { V03PushNotificationSerializer } from '@a2a-js/sdk/compat/v0_3/server';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { closesStream, headSeq, readEvents, type LoggedEvent, type StreamEvent } from '../src/events/event-log';
+import { closesStream, headSeq, readEvents, type LoggedEvent } from '../src/events/event-log';
+import type { StreamEvent } from '../src/a2a/wire';
 import { followEvents } from '../src/events/follow';
 import type { EventHub } from '../src/events/hub';
 import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../src/push/signing';
-import { isHmacScheme, PushStore, type PushConfig } from '../src/push/store';
+import { PushStore, type PushConfig } from '../src/push/store';
+import { isHmacScheme } from '../src/push/params';
 
 export interface DeliverPushDeps {
   pool: Pool;

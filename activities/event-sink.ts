@@ -4,7 +4,8 @@
  * per event. An event reaches readers only after its batch committed (the hub is told after the commit).
  */
 import type { Pool } from 'pg';
-import { appendEvents, type NewEvent, type StreamEvent } from '../src/events/event-log';
+import { appendEvents, type NewEvent } from '../src/events/event-log';
+import type { StreamEvent } from '../src/a2a/wire';
 import type { EventHub } from '../src/events/hub';
 
 const MAX_BATCH = 1000;

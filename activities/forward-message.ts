@@ -11,10 +11,11 @@ import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusU
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
 import { agentTaskSignal } from '../workflows/messages';
 import type { Pool } from 'pg';
-import { seqRangeOf, type WireArtifactUpdate, type WireStatusUpdate } from '../src/events/event-log';
+import { seqRangeOf } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
-import type { AgentEndpoint, ForwardResult, TaskState, WireArtifact, WireMessage, WirePart, WireTask } from '../workflows/types';
+import type { AgentEndpoint, ForwardResult } from '../workflows/types';
+import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import { PARENT_TASK_HEADER, agentClient, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
 

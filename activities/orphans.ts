@@ -14,7 +14,7 @@ import type { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import { orphanQuery } from '../src/temporal/orphan-sweep';
 import { isTerminal, stateLabel } from '../workflows/task-state';
-import type { WireTask } from '../workflows/types';
+import type { WireTask } from '../src/a2a/wire';
 import { recordTask, settleTask } from './bookkeeping';
 
 const WHY: Record<string, string> = {

@@ -5,7 +5,7 @@
 import type { Pool } from 'pg';
 import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/agents/refresh';
 import type { AgentCredentials } from '../src/agents/agent-credentials';
-import type { AgentRefreshArgs } from '../workflows/registry-workflow';
+import type { AgentRefreshArgs } from '../workflows/types';
 
 export interface RegistryActivityDeps {
   pool: Pool;

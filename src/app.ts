@@ -2,12 +2,13 @@
  * buildApp wires Switchboard's HTTP surface from its dependencies and never listens: tests and the server
  * (src/main.ts) get the same app.
  */
+import { DEFAULTS, streamSettingsOf } from './config';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
-import type { StreamLimits } from './a2a/request-handler';
+import type { StreamLimits } from './a2a/task-stream';
 import type { RefreshPolicy } from './agents/refresh';
 import { RefreshScheduler } from './agents/refresh-schedules';
 import { AgentRegistry } from './agents/registry';
@@ -36,7 +37,7 @@ import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
 
 export { DEFAULT_TENANT };
-export const DEFAULT_MAX_HOPS = 5;
+export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
 
 export interface AppDeps {
   pool: Pool;
@@ -48,7 +49,8 @@ export interface AppDeps {
   publicUrl?: string;
   bodyLimit?: number;
   /** Per-agent refresh schedules (card refresh + liveness). Unset: agents are checked at registration and by POST /agents/:id/refresh only. */
-  agentRefresh?: { intervalMs?: number; policy?: Partial<RefreshPolicy> };
+  /** Agent refresh schedules: the scheduler to use (main.ts's, which it also reconciles), or built from intervalMs. */
+  agentRefresh?: { intervalMs?: number; policy?: Partial<RefreshPolicy>; scheduler?: RefreshScheduler };
   /** The process's event hub (shared with the worker's activities). */
   hub: EventHub;
   /** Webhook URLs on private/loopback addresses are accepted only when true (SWITCHBOARD_ALLOW_PRIVATE_URLS). */
@@ -84,13 +86,7 @@ export interface AppAuth {
 
 export interface StreamSettings extends SseOptions, StreamLimits {}
 
-export const DEFAULT_STREAM_SETTINGS: StreamSettings = {
-  heartbeatMs: 15_000,
-  maxBufferBytes: 1024 * 1024,
-  drainTimeoutMs: 30_000,
-  maxPerTask: 100,
-  maxTotal: 10_000,
-};
+export const DEFAULT_STREAM_SETTINGS: StreamSettings = streamSettingsOf(DEFAULTS);
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -108,7 +104,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
   // First: every route registered after this declares who may call it, and is checked before its handler runs.
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
-  const scheduler = deps.agentRefresh && new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs });
+  const scheduler =
+    deps.agentRefresh && (deps.agentRefresh.scheduler ?? new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs }));
   const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials });
   const health = deps.health ?? new Health({ pool: deps.pool, temporal: deps.temporal.connection, log: deps.log });
   const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log, health });

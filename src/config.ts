@@ -98,3 +98,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   return parsed.data;
 }
+
+/** Every setting's default, as loadConfig gives it with nothing set: the one place defaults are written is the schema above. */
+export const DEFAULTS: Config = loadConfig({});
+
+/** The stream settings (SSE and caps) of a config. */
+export function streamSettingsOf(c: Config) {
+  return {
+    heartbeatMs: c.SWITCHBOARD_SSE_HEARTBEAT_MS,
+    maxBufferBytes: c.SWITCHBOARD_SSE_BUFFER_BYTES,
+    drainTimeoutMs: c.SWITCHBOARD_SSE_DRAIN_TIMEOUT_MS,
+    maxPerTask: c.SWITCHBOARD_MAX_STREAMS_PER_TASK,
+    maxTotal: c.SWITCHBOARD_MAX_STREAMS,
+  };
+}
+
+/** The quotas a tenant has unless it sets its own (PATCH /tenants/:id). */
+export function quotaDefaultsOf(c: Config) {
+  return {
+    openTasks: c.SWITCHBOARD_QUOTA_OPEN_TASKS,
+    newTasksPerDay: c.SWITCHBOARD_QUOTA_TASKS_PER_DAY,
+    streamsPerKey: c.SWITCHBOARD_QUOTA_STREAMS_PER_KEY,
+    requestsPerSecond: c.SWITCHBOARD_RATE_LIMIT_TENANT_RPS,
+    requestsPerSecondPerKey: c.SWITCHBOARD_RATE_LIMIT_KEY_RPS,
+  };
+}

@@ -11,7 +11,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { createPool } from './db/pool';
 import { createLogger } from './log';
 import { buildApp } from './app';
-import { ConfigError, loadConfig } from './config';
+import { ConfigError, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
 import { RefreshScheduler } from './agents/refresh-schedules';
@@ -21,7 +21,7 @@ import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from '.
 import { createWorker, superviseWorker } from './worker';
 import { ensureOrphanSweep } from './temporal/orphan-sweep';
 import { KeyStore } from './auth/keys';
-import { JwtVerifier } from './auth/jwt-verifier';
+import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
@@ -130,7 +130,8 @@ async function main(): Promise<void> {
     await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS);
     // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
     // background, so a large registry does not delay listening.
-    void new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs })
+    const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs });
+    void scheduler
       .reconcile(pool)
       .then((r) => (r.created || r.deleted) && log.info(r, 'agent refresh schedules reconciled'))
       .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
@@ -146,15 +147,9 @@ async function main(): Promise<void> {
         payloadCodec,
         codecCorsOrigins: [`http://127.0.0.1:${config.TEMPORAL_UI_PORT}`, `http://localhost:${config.TEMPORAL_UI_PORT}`],
         redisUrl: config.REDIS_URL,
-        quotaDefaults: {
-          openTasks: config.SWITCHBOARD_QUOTA_OPEN_TASKS,
-          newTasksPerDay: config.SWITCHBOARD_QUOTA_TASKS_PER_DAY,
-          streamsPerKey: config.SWITCHBOARD_QUOTA_STREAMS_PER_KEY,
-          requestsPerSecond: config.SWITCHBOARD_RATE_LIMIT_TENANT_RPS,
-          requestsPerSecondPerKey: config.SWITCHBOARD_RATE_LIMIT_KEY_RPS,
-        },
+        quotaDefaults: quotaDefaultsOf(config),
       },
-      agentRefresh,
+      agentRefresh: { ...agentRefresh, scheduler },
       credentials,
       workerRunning: () => worker.running(),
       pool,
@@ -169,11 +164,7 @@ async function main(): Promise<void> {
       maxHops: config.SWITCHBOARD_MAX_HOPS,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       streams: {
-        heartbeatMs: config.SWITCHBOARD_SSE_HEARTBEAT_MS,
-        maxBufferBytes: config.SWITCHBOARD_SSE_BUFFER_BYTES,
-        drainTimeoutMs: config.SWITCHBOARD_SSE_DRAIN_TIMEOUT_MS,
-        maxPerTask: config.SWITCHBOARD_MAX_STREAMS_PER_TASK,
-        maxTotal: config.SWITCHBOARD_MAX_STREAMS,
+        ...streamSettingsOf(config),
       },
     });
     stops.push(() => app.close());

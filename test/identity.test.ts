@@ -15,7 +15,7 @@ import { type Gateway, agentKey, authFetch, clientFactory, eventually, register,
 import { sse } from './helpers/sse';
 import { KeyStore } from '../src/auth/keys';
 import type { Role } from '../src/auth/caller';
-import { RPC_METHODS } from '../src/routes/json-rpc';
+import { RPC_METHODS } from '../src/a2a/rpc-handler';
 
 let gw: Gateway;
 const agents = new AgentPool();

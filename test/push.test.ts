@@ -13,7 +13,8 @@ import { DefaultLogger } from '@temporalio/worker';
 import Fastify from 'fastify';
 import { Pool } from 'pg';
 import { deliverPush, type DeliverPushArgs, type DeliverPushResult } from '../activities/deliver-push';
-import { appendEvents, type StreamEvent } from '../src/events/event-log';
+import { appendEvents } from '../src/events/event-log';
+import type { StreamEvent } from '../src/a2a/wire';
 import { EventHub } from '../src/events/hub';
 import { createOutbound } from '../src/http/outbound';
 import {
@@ -26,9 +27,11 @@ import {
   signJwt,
   verifyDelivery,
 } from '../src/push/signing';
-import { parsePushRequest, PushStore, renderConfig, renderList, type PushConfigInput } from '../src/push/store';
+import { PushStore } from '../src/push/store';
+import { parsePushRequest, type PushConfigInput } from '../src/push/params';
+import { renderConfig, renderList } from '../src/push/render';
 import { jwksRoutes } from '../src/routes/jwks';
-import { createTestDb, type TestDb } from './helpers/harness';
+import { createTestDb, eventually, type TestDb } from './helpers/harness';
 
 const TENANT = 'default';
 const SECRET = 'a-long-enough-hmac-secret';
@@ -366,9 +369,15 @@ function lifeOf(taskId: string): StreamEvent[] {
     status(taskId, 'TASK_STATE_COMPLETED'),
   ];
 }
+/** Logs events and tells followers in this process, as the workflow's writers do. */
 async function append(taskId: string, events: StreamEvent[]) {
-  return appendEvents(db.pool, TENANT, taskId, events.map((event) => ({ key: randomUUID(), event })));
+  const logged = await appendEvents(db.pool, TENANT, taskId, events.map((event) => ({ key: randomUUID(), event })));
+  hub.publish(TENANT, taskId, logged);
+  return logged;
 }
+
+/** Resolves once `path` has received `n` deliveries. */
+const deliveredAt = (path: string, n: number) => eventually(() => receivedAt(path).length >= n || undefined, 10_000, `${n} deliveries at ${path}`);
 
 const deps = () => ({ pool: db.pool, fetch: outbound.fetch, hub, issuer: 'https://gw.example' });
 // Failed attempts are expected here; the mock environment would log each one as a warning.
@@ -497,10 +506,12 @@ describe('deliverPush', () => {
     assert.deepEqual(await run({ tenant: TENANT, taskId, configId: cfg.id, follow: true, idleMs: 300 }), { cursor: 1, closed: false, gone: false });
     assert.ok(Date.now() - idle >= 300);
 
+    // The run is past its first read of the log once it has delivered what was there: every later event
+    // reaches it live.
     const live = run({ tenant: TENANT, taskId, configId: cfg.id, follow: true, idleMs: 5_000 });
-    await new Promise((r) => setTimeout(r, 200));
+    await deliveredAt(path, 1);
     await append(taskId, [working, artifact]);
-    await new Promise((r) => setTimeout(r, 200));
+    await deliveredAt(path, 3);
     await append(taskId, [completed]);
     assert.deepEqual(await live, { cursor: 4, closed: true, gone: false });
     assert.equal(receivedAt(path).length, 4);
@@ -511,7 +522,7 @@ describe('deliverPush', () => {
     await append(taskId, lifeOf(taskId).slice(0, 2));
     const cfg = await store.create(TENANT, '1.0', { taskId, url: `${hookBase}/gone/${taskId}` });
     const live = run({ tenant: TENANT, taskId, configId: cfg.id, follow: true, idleMs: 5_000 });
-    await new Promise((r) => setTimeout(r, 300));
+    await deliveredAt(`/gone/${taskId}`, 2); // following now
     await store.delete(TENANT, taskId, cfg.id);
     await append(taskId, lifeOf(taskId).slice(2));
     assert.deepEqual(await live, { cursor: 2, closed: false, gone: true });
@@ -544,7 +555,7 @@ describe('deliverPush', () => {
     const cfg = await store.create(TENANT, '1.0', { taskId, url: `${hookBase}/cancel/${taskId}` });
     const env = quietEnv();
     const live = run({ tenant: TENANT, taskId, configId: cfg.id, follow: true, idleMs: 30_000 }, env);
-    await new Promise((r) => setTimeout(r, 300));
+    await deliveredAt(`/cancel/${taskId}`, 1); // following now
     env.cancel();
     await assert.rejects(live, (err: unknown) => err instanceof CancelledFailure);
     assert.equal((await store.get(TENANT, taskId, cfg.id))?.status.deliveredSeq, 1);

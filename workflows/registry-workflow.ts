@@ -5,12 +5,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { RegistryActivities } from '../activities/registry';
-
-/** The schedule's argument to every run. */
-export interface AgentRefreshArgs {
-  tenant: string;
-  agentId: string;
-}
+import type { AgentRefreshArgs } from './types';
 
 const { refreshAgent } = proxyActivities<RegistryActivities>({
   // A refresh makes at most a card, a key-set and an endpoint request, each bounded by the refresh policy's

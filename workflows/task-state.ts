@@ -1,5 +1,11 @@
-/** The A2A task state machine's pure parts (§4 of reference/a2a-protocol.md): classes of states and views of a task. */
-import type { TaskState, WireTask } from './types';
+/**
+ * The A2A task state machine's pure parts (§4 of reference/a2a-protocol.md), each stated once and used by the
+ * workflow, the gateway, the event log and the streams: classes of states, when a turn ends, the submitted
+ * task, the hold, and views of a task.
+ */
+import type { TaskState, WireTask } from '../src/a2a/wire';
+import type { FailureTypes } from './messages';
+import type { TaskInput } from './types';
 
 const TERMINAL: ReadonlySet<TaskState> = new Set([
   'TASK_STATE_COMPLETED',
@@ -13,6 +19,19 @@ const INTERRUPTED: ReadonlySet<TaskState> = new Set(['TASK_STATE_INPUT_REQUIRED'
 export const isTerminal = (s: TaskState): boolean => TERMINAL.has(s);
 /** Interrupted states wait for the client's next message. */
 export const isInterrupted = (s: TaskState): boolean => INTERRUPTED.has(s);
+/**
+ * A turn (one client message and the agent's work on it) has ended: the task is terminal or waits for input.
+ * A blocking send answers then, a stream closes (0.3 marks that event `final`).
+ */
+export const endsTurn = (s: TaskState): boolean => isTerminal(s) || isInterrupted(s);
+
+/** A new task as its first event shows it (the gateway logs it; the workflow starts from the same). */
+export function submittedTask(taskId: string, contextId: string, timestamp: string): WireTask {
+  return { id: taskId, contextId, status: { state: 'TASK_STATE_SUBMITTED', timestamp }, artifacts: [], history: [] };
+}
+
+/** What a task reserves on its requester's account before the agent is called: the client's budget, else the price. */
+export const holdOf = (input: Pick<TaskInput, 'budgetMinor' | 'agent'>): number => input.budgetMinor ?? input.agent.priceMinor;
 
 /** `TASK_STATE_INPUT_REQUIRED` → `input-required`: the spelling operators see in Temporal UI and the 0.3 dialect uses. */
 export function stateLabel(s: TaskState): string {
@@ -31,4 +50,38 @@ export function viewTask(task: WireTask, historyLength?: number, includeArtifact
   if (!includeArtifacts) delete view.artifacts;
   else view.artifacts = [...(task.artifacts ?? [])];
   return view;
+}
+
+/** Why a task refuses a call now: a failure type (src/a2a/errors.ts maps each to an A2A error) and the reason. */
+export interface Refusal {
+  type: keyof typeof FailureTypes;
+  message: string;
+}
+
+/**
+ * Whether the task takes a client message now: only its first one, or the next one while it waits for input,
+ * and only in its own context. The workflow's validator asks; so does the gateway for a task whose workflow
+ * has gone (it answers from the projection), so both say the same.
+ */
+export function refuseMessage(task: WireTask, firstMessage: boolean, contextId?: string): Refusal | undefined {
+  const { state } = task.status;
+  if (isTerminal(state)) {
+    return { type: 'TaskTerminal', message: `Task ${task.id} is ${stateLabel(state)}; a terminal task accepts no more messages (start a new task in the same context)` };
+  }
+  if (!firstMessage && !isInterrupted(state)) {
+    return { type: 'TaskBusy', message: `Task ${task.id} is ${stateLabel(state)}; send the next message when it asks for input` };
+  }
+  if (contextId && contextId !== task.contextId) {
+    return { type: 'ContextMismatch', message: `contextId ${contextId} does not match task ${task.id}'s context ${task.contextId}` };
+  }
+  return undefined;
+}
+
+/** Whether the task can be canceled: anything but a terminal state other than canceled (canceling twice is fine). */
+export function refuseCancel(task: WireTask): Refusal | undefined {
+  const { state } = task.status;
+  if (isTerminal(state) && state !== 'TASK_STATE_CANCELED') {
+    return { type: 'TaskNotCancelable', message: `Task ${task.id} is already ${stateLabel(state)} and cannot be canceled` };
+  }
+  return undefined;
 }

@@ -7,16 +7,12 @@
  */
 import {
   ActivityCancellationType,
-  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
-  TimeoutFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
   isCancellation,
-  getExternalWorkflowHandle,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -26,9 +22,14 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
-import { isInterrupted, isTerminal, stateLabel, viewTask } from './task-state';
-import type { ChildTask, ForwardResult, TaskInput, TaskState, TrustOutcome, WireMessage, WireTask } from './types';
+import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
+import { describeFailure, humanDuration, isTimeout } from './failures';
+import { Funding } from './funding';
+import { Job } from './job';
+import { SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
+import { PushDelivery } from './push-delivery';
+import { isTerminal, refuseCancel, refuseMessage, stateLabel, submittedTask, viewTask } from './task-state';
+import type { ForwardResult, TaskInput, TrustOutcome } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -50,23 +51,12 @@ export const NON_RETRYABLE_FORWARD_ERRORS = ['AgentRejected', 'InvalidAgentRespo
 
 export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   const { carry, agent } = input;
-  const task: WireTask = carry?.task ?? {
-    id: input.taskId,
-    contextId: input.contextId,
-    status: { state: 'TASK_STATE_SUBMITTED', timestamp: new Date().toISOString() },
-    artifacts: [],
-    history: [],
-  };
+  // ---- the task and what the workflow knows beside it ----
+  const task: WireTask = carry?.task ?? submittedTask(input.taskId, input.contextId, input.submittedAt ?? new Date().toISOString());
   const createdAt = carry?.createdAt ?? new Date().toISOString();
   let agentTaskId = carry?.agentTaskId;
   let agentContextId = carry?.agentContextId;
   let costMinor = carry?.costMinor;
-  // The hold is decided once, before the first agent call. A run carried over from before holds existed
-  // (no `funded` in its carry) counts as decided: it never reserved anything.
-  const holdMinor = input.budgetMinor ?? agent.priceMinor;
-  let heldMinor = carry?.heldMinor ?? 0;
-  let funding: 'pending' | 'funded' | { declined: string; availableMinor: number } =
-    carry ? (carry.funded === false ? 'pending' : 'funded') : holdMinor > 0 ? 'pending' : 'funded';
   // Set when a terminal state has a more specific cause than its A2A state (see TrustOutcome).
   let trustOutcome: TrustOutcome | undefined;
   let version = carry?.version ?? 0;
@@ -78,6 +68,16 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   let turnsDone = 0;
   const state = (): TaskState => task.status.state;
 
+  const funding = new Funding(input);
+  const job = new Job(input, task);
+  const push = new PushDelivery({
+    tenant: input.tenant,
+    taskId: task.id,
+    retryInitialMs: input.pushRetryInitialMs,
+    state,
+    logged: () => logged,
+    changed: showDetails,
+  });
   const forwarding = proxyActivities<Activities>({
     startToCloseTimeout: agent.retry.attemptTimeoutMs,
     heartbeatTimeout: Math.min(10_000, agent.retry.attemptTimeoutMs),
@@ -90,143 +90,14 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     },
   });
 
-  function setStatus(next: TaskState, message?: WireMessage): void {
-    if (isTerminal(state())) return; // exactly one terminal state, whatever races
-    task.status = { state: next, timestamp: new Date().toISOString(), ...(message ? { message } : {}) };
-    upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
-    showDetails();
-  }
-
-  /** What Temporal UI shows for the task now: its state, and how each webhook's deliveries stand. */
-  function showDetails(): void {
-    const m = task.status.message;
-    const lines = [`**${stateLabel(state())}**${m ? ` — ${textOf(m)}` : ''}`];
-    for (const [id, p] of pushStatus) lines.push(`push \`${id}\`: delivered through event ${p.cursor}${p.note ? ` — ${p.note}` : ''}`);
-    if (input.parentTaskId) lines.push(`parent task: ${workflowLink(input.parentTaskId)} (hop ${input.depth ?? 1})`);
-    for (const c of children) lines.push(`child task: ${workflowLink(c.taskId)} → agent \`${c.agentId}\`${c.state ? ` — ${stateLabel(c.state)}` : ''}`);
-    setCurrentDetails(lines.join('\n\n'));
-  }
-
-  /** A link Temporal UI renders to another task's workflow. */
-  function workflowLink(taskId: string): string {
-    const id = workflowIdOf(input.tenant, taskId);
-    return `[${id}](/namespaces/${workflowInfo().namespace}/workflows/${encodeURIComponent(id)})`;
-  }
-
-  // ---- multi-agent jobs: the tasks this task's agent started through Switchboard ----
-  const children: ChildTask[] = carry?.children ?? [];
-  const childrenCost = () => children.reduce((sum, c) => sum + (c.totalCostMinor ?? 0), 0);
-  /** GetTask shows the job: parent, hop count, children and their costs. */
-  function showJob(ownCostMinor?: number): void {
-    if (!input.parentTaskId && children.length === 0) return;
-    const job: Record<string, unknown> = { depth: input.depth ?? 0, children };
-    if (input.parentTaskId) job.parentTaskId = input.parentTaskId;
-    if (ownCostMinor !== undefined) job.cost = { ownMinor: ownCostMinor, childrenMinor: childrenCost(), totalMinor: ownCostMinor + childrenCost() };
-    task.metadata = { ...task.metadata, switchboard: { ...(task.metadata?.switchboard as object), job } };
-  }
-  /**
-   * A canceled job cancels its open children (each of them cancels its own), started as soon as the cancel
-   * arrives rather than after the agent call has wound down. @returns how many were open.
-   */
-  let childrenCanceled: Promise<number> | undefined;
-  function cancelChildren(): Promise<number> {
-    childrenCanceled ??= CancellationScope.nonCancellable(async () => {
-      const open = children.filter((c) => !c.state);
-      if (open.length === 0 || !patched('multi-agent-jobs')) return 0;
-      await Promise.all(open.map((c) => agentControl.cancelChildTask({ tenant: input.tenant, taskId: c.taskId }).catch(() => undefined)));
-      return open.length;
-    });
-    return childrenCanceled;
-  }
+  // ---- handlers: what clients, the gateway and the activities send the task ----
   setHandler(childTaskSignal, (c) => {
-    const i = children.findIndex((x) => x.taskId === c.taskId);
-    if (i < 0) children.push(c);
-    else children[i] = { ...children[i], ...c };
-    showJob();
+    job.childChanged(c);
     showDetails();
   });
-  showJob();
-
-  function gatewayMessage(text: string): WireMessage {
-    return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: task.id, contextId: task.contextId, parts: [{ text }] };
-  }
-
-  /**
-   * Writes the projection and logs the change as the task's next event: a whole-task snapshot when a turn
-   * starts (a stream of that turn begins with it), a status update otherwise.
-   */
-  const record = (snapshot = false) => {
-    const v = ++version;
-    const event = snapshot
-      ? { task: viewTask(task) }
-      : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
-    return bookkeeping
-      .recordTask({
-        tenant: input.tenant,
-        agentId: agent.agentId,
-        task,
-        version: v,
-        createdAt,
-        parentTaskId: input.parentTaskId,
-        depth: input.depth,
-        event: { key: `v${v}`, event },
-      })
-      .then(() => {
-        logged = Math.max(logged, v);
-      });
-  };
-
-  // ---- push notifications: one delivery loop per config, outside the task's cancellation scope ----
-  const pushing = proxyActivities<Activities>({
-    startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '30 seconds',
-    scheduleToCloseTimeout: '24 hours',
-    retry: { initialInterval: input.pushRetryInitialMs ?? 1000, backoffCoefficient: 2, maximumInterval: '10 minutes' },
-  });
-  const pushScope = new CancellationScope();
-  const pushLoops = new Map<string, Promise<void>>();
-  const pushStatus = new Map<string, { cursor: number; note?: string }>();
-
-  function watchPush(configId: string): void {
-    if (pushLoops.has(configId)) return;
-    pushStatus.set(configId, { cursor: 0 });
-    pushLoops.set(configId, pushScope.run(() => deliverPushLoop(configId)));
-  }
-
-  /**
-   * Delivers the task's events to one webhook, in order, until the config is deleted or the task has ended and
-   * its last event was delivered. Each call of the activity sends what the log has (following the live tail
-   * while the agent works); retries with backoff for up to a day are Temporal's, and the cursor is the
-   * config's own, in PostgreSQL, so no event is sent twice after a success.
-   */
-  async function deliverPushLoop(configId: string): Promise<void> {
-    for (;;) {
-      const seen = logged;
-      let closed = false;
-      try {
-        const r = await pushing.deliverPush({ tenant: input.tenant, taskId: task.id, configId, follow: state() === 'TASK_STATE_WORKING' });
-        if (r.gone) {
-          pushStatus.set(configId, { cursor: r.cursor, note: 'config deleted' });
-          return;
-        }
-        closed = r.closed;
-        pushStatus.set(configId, { cursor: r.cursor });
-      } catch (err) {
-        if (isCancellation(err)) throw err;
-        pushStatus.set(configId, { cursor: pushStatus.get(configId)?.cursor ?? 0, note: `gave up: ${describeFailure(err)}` });
-        showDetails();
-        return;
-      }
-      showDetails();
-      if (closed && isTerminal(state()) && logged === seen) return;
-      // While the agent works, keep following; otherwise wait until the workflow logs something new.
-      if (!(state() === 'TASK_STATE_WORKING' && !closed)) await condition(() => logged !== seen);
-    }
-  }
-
-  setHandler(pushConfigSignal, watchPush);
-  for (const id of carry?.pushConfigIds ?? []) watchPush(id);
-
+  job.show();
+  setHandler(pushConfigSignal, (id) => push.watch(id));
+  for (const id of carry?.pushConfigIds ?? []) push.watch(id);
   setHandler(getTaskQuery, (historyLength?: number) => viewTask(task, historyLength));
   setHandler(agentTaskSignal, (ref) => {
     agentTaskId = ref.agentTaskId;
@@ -237,50 +108,23 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     sendMessageUpdate,
     async ({ message, returnImmediately, historyLength, pushConfigIds }) => {
       const turn = ++turnsAccepted;
-      for (const id of pushConfigIds ?? []) watchPush(id);
+      for (const id of pushConfigIds ?? []) push.watch(id);
       const own = { ...message, taskId: task.id, contextId: task.contextId };
       task.history = [...(task.history ?? []), own];
       inbox.push(own);
       if (state() !== 'TASK_STATE_SUBMITTED') setStatus('TASK_STATE_WORKING');
       // The first message is answered only once its hold is decided, so a client without the funds gets an
       // error instead of a task (the task itself ends rejected, and is settled like any other).
-      await condition(() => funding !== 'pending' || isTerminal(state()));
-      if (typeof funding === 'object') {
-        throw ApplicationFailure.create({
-          type: FailureTypes.InsufficientFunds,
-          message: funding.declined,
-          // Shown with the failed update in Temporal UI.
-          details: [{ requiredMinor: holdMinor, availableMinor: funding.availableMinor, account: `requester:${input.requester}` }],
-          nonRetryable: true,
-        });
-      }
+      await condition(() => !funding.pending || isTerminal(state()));
+      const refusal = funding.refusal();
+      if (refusal) throw refusal;
       if (!returnImmediately) await condition(() => turnsDone >= turn || isTerminal(state()));
       return viewTask(task, historyLength);
     },
     {
       validator: ({ message }) => {
-        if (isTerminal(state())) {
-          throw ApplicationFailure.create({
-            type: FailureTypes.TaskTerminal,
-            message: `Task ${task.id} is ${stateLabel(state())}; a terminal task accepts no more messages (start a new task in the same context)`,
-            nonRetryable: true,
-          });
-        }
-        const firstMessage = state() === 'TASK_STATE_SUBMITTED' && turnsAccepted === 0;
-        if (!firstMessage && !isInterrupted(state())) {
-          throw ApplicationFailure.create({
-            type: FailureTypes.TaskBusy,
-            message: `Task ${task.id} is ${stateLabel(state())}; send the next message when it asks for input`,
-            nonRetryable: true,
-          });
-        }
-        if (message.contextId && message.contextId !== task.contextId) {
-          throw ApplicationFailure.create({
-            type: FailureTypes.ContextMismatch,
-            message: `contextId ${message.contextId} does not match task ${task.id}'s context ${task.contextId}`,
-            nonRetryable: true,
-          });
-        }
+        const refusal = refuseMessage(task, state() === 'TASK_STATE_SUBMITTED' && turnsAccepted === 0, message.contextId);
+        if (refusal) throw ApplicationFailure.create({ ...refusal, nonRetryable: true });
       },
     },
   );
@@ -292,24 +136,52 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     async () => {
       if (!isTerminal(state())) {
         main.cancel();
-        void cancelChildren();
+        void job.cancelChildren();
         await condition(() => isTerminal(state()));
       }
       return viewTask(task);
     },
     {
       validator: () => {
-        if (isTerminal(state()) && state() !== 'TASK_STATE_CANCELED') {
-          throw ApplicationFailure.create({
-            type: FailureTypes.TaskNotCancelable,
-            message: `Task ${task.id} is already ${stateLabel(state())} and cannot be canceled`,
-            nonRetryable: true,
-          });
-        }
+        const refusal = refuseCancel(task);
+        if (refusal) throw ApplicationFailure.create({ ...refusal, nonRetryable: true });
       },
     },
   );
 
+  // ---- the state machine: turns until a terminal state, then settlement ----
+  try {
+    await main.run(converse);
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+    await CancellationScope.nonCancellable(cancel); // cleanup must finish even though this scope was canceled
+  }
+
+  const ownCostMinor = state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, funding.heldMinor) : 0;
+  await job.childrenSettled();
+  job.show(ownCostMinor);
+  await CancellationScope.nonCancellable(async () => {
+    await record();
+    await bookkeeping.settleTask({
+      tenant: input.tenant,
+      taskId: task.id,
+      agentId: agent.agentId,
+      requester: input.requester,
+      finalState: state(),
+      // The settlement caps this by the hold it finds in PostgreSQL (heldMinor here is for humans reading history).
+      amountMinor: ownCostMinor,
+      outcome: trustOutcome ?? (stateLabel(state()) as TrustOutcome),
+      startedAt: createdAt,
+      endedAt: task.status.timestamp ?? new Date().toISOString(),
+    });
+  });
+  await job.reportToParent(state(), ownCostMinor);
+  // The task is over; its webhooks still get every event (retried for up to a day).
+  await push.finished();
+  await condition(allHandlersFinished);
+  return task;
+
+  /** One turn after another: wait for a message, fund the task once, call the agent, record what it said. */
   async function converse(): Promise<void> {
     for (;;) {
       if (inbox.length === 0) {
@@ -324,9 +196,14 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         }
       }
       const message = inbox.shift()!;
-      if (funding === 'pending' && !(await reserve())) {
-        turnsDone++;
-        return;
+      if (funding.pending) {
+        const declined = await funding.reserve();
+        if (declined !== undefined) {
+          trustOutcome = 'unfunded';
+          setStatus('TASK_STATE_REJECTED', gatewayMessage(declined));
+          turnsDone++;
+          return;
+        }
       }
       setStatus('TASK_STATE_WORKING');
       // Logged before the agent is called, so it precedes everything the agent streams: a snapshot for a
@@ -343,37 +220,31 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       await record();
       if (workflowInfo().continueAsNewSuggested) {
         await condition(allHandlersFinished);
-        await stopPushLoops(); // the next run starts them again; each resumes at its cursor
+        await push.stop(); // the next run starts them again; each resumes at its cursor
         await continueAsNew<typeof taskWorkflow>({
           ...input,
-          carry: { task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: [...pushLoops.keys()], funded: true, heldMinor, children },
+          carry: {
+            task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: push.configIds(), funded: true,
+            heldMinor: funding.heldMinor, children: job.children,
+          },
         });
       }
     }
   }
 
-  /**
-   * Reserves the task's hold before the agent is first called. The activity is idempotent (one hold row per
-   * task) and runs to completion even if the task is canceled meanwhile, so a hold can never be committed after
-   * the settlement that should release it. @returns false when the funds are not there: the task is rejected.
-   */
-  async function reserve(): Promise<boolean> {
-    if (!patched('hold-before-forward')) {
-      funding = 'funded';
-      return true;
+  /** A canceled task: its open children canceled, the agent told, the task ended `canceled` saying what happened. */
+  async function cancel(): Promise<void> {
+    let note = 'Canceled by the client';
+    const canceledChildren = await job.cancelChildren();
+    if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
+    if (agentTaskId) {
+      try {
+        await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant: input.tenant, agentId: agent.agentId });
+      } catch (cancelErr) {
+        note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
+      }
     }
-    const r = await CancellationScope.nonCancellable(() =>
-      bookkeeping.holdFunds({ tenant: input.tenant, taskId: task.id, agentId: agent.agentId, requester: input.requester, amountMinor: holdMinor }),
-    );
-    if (r.ok) {
-      heldMinor = holdMinor;
-      funding = 'funded';
-      return true;
-    }
-    funding = { declined: r.reason, availableMinor: r.availableMinor };
-    trustOutcome = 'unfunded';
-    setStatus('TASK_STATE_REJECTED', gatewayMessage(r.reason));
-    return false;
+    setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
   }
 
   async function forward(message: WireMessage): Promise<ForwardResult | { failure: string }> {
@@ -390,7 +261,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       });
     } catch (err) {
       if (isCancellation(err)) throw err;
-      if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) trustOutcome = 'timeout';
+      if (isTimeout(err)) trustOutcome = 'timeout';
       return { failure: describeFailure(err) };
     }
   }
@@ -404,80 +275,54 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     setStatus(r.state, r.statusMessage);
   }
 
-  try {
-    await main.run(converse);
-  } catch (err) {
-    if (!isCancellation(err)) throw err;
-    // Cleanup must finish even though this scope was canceled.
-    await CancellationScope.nonCancellable(async () => {
-      let note = 'Canceled by the client';
-      const canceledChildren = await cancelChildren();
-      if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
-      if (agentTaskId) {
-        try {
-          await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant: input.tenant, agentId: agent.agentId });
-        } catch (cancelErr) {
-          note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
-        }
-      }
-      setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
-    });
+  function setStatus(next: TaskState, message?: WireMessage): void {
+    if (isTerminal(state())) return; // exactly one terminal state, whatever races
+    task.status = { state: next, timestamp: new Date().toISOString(), ...(message ? { message } : {}) };
+    upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
+    showDetails();
   }
 
-  const ownCostMinor = state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, heldMinor) : 0;
-  // A child answers its caller at the end of its turn and reports its cost a moment later, when it settles.
-  if (children.length) await condition(() => children.every((c) => c.state), '30 seconds');
-  showJob(ownCostMinor);
-  await CancellationScope.nonCancellable(async () => {
-    await record();
-    await bookkeeping.settleTask({
+  /**
+   * Writes the projection and logs the change as the task's next event: a whole-task snapshot when a turn
+   * starts (a stream of that turn begins with it), a status update otherwise.
+   */
+  async function record(snapshot = false): Promise<void> {
+    const v = ++version;
+    const event = snapshot ? { task: viewTask(task) } : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
+    await bookkeeping.recordTask({
       tenant: input.tenant,
-      taskId: task.id,
       agentId: agent.agentId,
-      requester: input.requester,
-      finalState: state(),
-      // The settlement caps this by the hold it finds in PostgreSQL (heldMinor here is for humans reading history).
-      amountMinor: ownCostMinor,
-      outcome: trustOutcome ?? (stateLabel(state()) as TrustOutcome),
-      startedAt: createdAt,
-      endedAt: task.status.timestamp ?? new Date().toISOString(),
+      task,
+      version: v,
+      createdAt,
+      parentTaskId: input.parentTaskId,
+      depth: input.depth,
+      event: { key: `v${v}`, event },
     });
-  });
-  // A child reports its end, with its whole cost, to its parent (which may have ended already).
-  if (input.parentTaskId && patched('multi-agent-jobs')) {
-    const report: ChildTask = { taskId: task.id, agentId: agent.agentId, state: state(), totalCostMinor: ownCostMinor + childrenCost() };
-    await getExternalWorkflowHandle(workflowIdOf(input.tenant, input.parentTaskId))
-      .signal(childTaskSignal, report)
-      .catch(() => undefined);
+    logged = Math.max(logged, v);
   }
-  // The task is over; its webhooks still get every event (retried for up to a day).
-  await Promise.all(pushLoops.values());
-  await condition(allHandlersFinished);
-  return task;
 
-  async function stopPushLoops(): Promise<void> {
-    pushScope.cancel();
-    await Promise.allSettled(pushLoops.values());
+  function gatewayMessage(text: string): WireMessage {
+    return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: task.id, contextId: task.contextId, parts: [{ text }] };
+  }
+
+  /** What Temporal UI shows for the task now: its state, how each webhook's deliveries stand, the job. */
+  function showDetails(): void {
+    const m = task.status.message;
+    const lines = [`**${stateLabel(state())}**${m ? ` — ${textOf(m)}` : ''}`];
+    for (const [id, p] of push.status) lines.push(`push \`${id}\`: delivered through event ${p.cursor}${p.note ? ` — ${p.note}` : ''}`);
+    lines.push(...job.details(workflowLink));
+    setCurrentDetails(lines.join('\n\n'));
+  }
+
+  /** A link Temporal UI renders to another task's workflow. */
+  function workflowLink(taskId: string): string {
+    const id = workflowIdOf(input.tenant, taskId);
+    return `[${id}](/namespaces/${workflowInfo().namespace}/workflows/${encodeURIComponent(id)})`;
   }
 }
 
 function textOf(m: WireMessage): string {
   const text = m.parts.map((p) => p.text ?? '').join(' ').trim();
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
-}
-
-/** The most specific reason Temporal recorded, e.g. the agent's JSON-RPC error or "timed out after 3 attempts". */
-function describeFailure(err: unknown): string {
-  if (err instanceof ActivityFailure && err.cause) {
-    if (err.cause instanceof TimeoutFailure) return `the agent call timed out (${err.cause.timeoutType})`;
-    return err.cause.message;
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-function humanDuration(ms: number): string {
-  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} day(s)`;
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} hour(s)`;
-  if (ms % 60_000 === 0) return `${ms / 60_000} minute(s)`;
-  return `${ms / 1000} second(s)`;
 }

@@ -1,13 +1,13 @@
-/** Types shared by the task workflow, its activities and the gateway. Types only: safe to import anywhere. */
-import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask } from '../src/a2a/schemas';
-import type { NewEvent } from '../src/events/event-log';
-
-export type { TaskState, WireArtifact, WireMessage, WirePart, WireTask };
+/**
+ * The contracts between the task workflow, its activities and the gateway: inputs, update arguments and
+ * activity results. Types only, safe to import anywhere; the A2A wire types they use live in src/a2a/wire.ts.
+ */
+import type { Dialect, StreamEvent, TaskState, WireArtifact, WireMessage, WireTask } from '../src/a2a/wire';
 
 /** How the forwarding activity reaches an agent: the JSON-RPC endpoint and the dialect its card declares. */
 export interface AgentEndpoint {
   url: string;
-  protocolVersion: '1.0' | '0.3';
+  protocolVersion: Dialect;
   streaming: boolean;
 }
 
@@ -38,6 +38,8 @@ export interface TaskInput {
    * door to be at least the agent's price). It is held instead of the price; unset: the price is held.
    */
   budgetMinor?: number;
+  /** When the gateway logged the task as submitted (its first event): the workflow's task starts with the same. */
+  submittedAt?: string;
   /** How long an input-required/auth-required task waits for the next message before it fails. */
   inputTimeoutMs: number;
   /** First retry delay of a failed webhook delivery (then doubling, up to 10 min, for up to 24 h). Default 1 s. */
@@ -72,6 +74,12 @@ export interface SendMessageArgs {
   historyLength?: number;
   /** Push-notification configs given inline with the message (already stored). */
   pushConfigIds?: string[];
+}
+
+/** The agent-refresh schedule's argument to every run of agentRefreshWorkflow (workflows/registry-workflow.ts). */
+export interface AgentRefreshArgs {
+  tenant: string;
+  agentId: string;
 }
 
 /** A task an agent started through Switchboard while working on this one. */
@@ -113,6 +121,13 @@ export interface TaskRecord {
   depth?: number;
   /** The event this change puts in the task's event log (its key makes a retried write a no-op). */
   event?: NewEvent;
+}
+
+/** An event for the task's log (src/events/event-log.ts). */
+export interface NewEvent {
+  /** Idempotency key, unique per task: appending the same key twice stores the event once. */
+  key: string;
+  event: StreamEvent;
 }
 
 export interface SettlementRequest {

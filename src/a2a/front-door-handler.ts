@@ -4,13 +4,13 @@
  * SubscribeToTask, a stream reconnect) works on an existing task and never reads the agent. ListTasks lists
  * every task of the tenant, and the card is Switchboard's own.
  */
-import { AgentCard, ListTasksRequest, type ListTasksResponse, type Message, type StreamResponse, Task } from '@a2a-js/sdk';
+import { AgentCard, type ListTasksRequest, type ListTasksResponse, type Message, type StreamResponse, Task } from '@a2a-js/sdk';
 import type { Agent } from '../agents/registry';
 import { listTasks } from '../db/task-store';
 import { a2aError } from './errors';
-import { AgentRequestHandler, type HandlerDeps, type StreamCursor } from './request-handler';
-import type { ListTasksQuery } from './schemas';
-import type { PushDialect } from '../push/store';
+import { AgentRequestHandler, type HandlerDeps, listQuery } from './request-handler';
+import type { StreamCursor } from './task-stream';
+import type { Dialect } from './wire';
 import type { Caller } from '../auth/caller';
 
 /**
@@ -26,7 +26,7 @@ export class FrontDoorHandler extends AgentRequestHandler {
     rpcUrl: string,
     private readonly handlerDeps: HandlerDeps,
     private readonly cursor?: StreamCursor,
-    dialect: PushDialect = '1.0',
+    dialect: Dialect = '1.0',
   ) {
     super(routed ?? NO_AGENT, front.caller, rpcUrl, handlerDeps, cursor, dialect);
   }
@@ -51,9 +51,7 @@ export class FrontDoorHandler extends AgentRequestHandler {
 
   /** Every task of the tenant, whichever agent runs it. */
   override async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
-    const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
-    if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status; // the proto default means no filter
-    const page = await listTasks(this.handlerDeps.pool, this.front.caller.tenant, undefined, q as ListTasksQuery);
+    const page = await listTasks(this.handlerDeps.pool, this.front.caller.tenant, undefined, listQuery(params));
     return { ...page, tasks: page.tasks.map((t) => Task.fromJSON(t)) };
   }
 }

@@ -2,10 +2,14 @@
  * The push-notification config methods of both dialects (1.0 Create/Get/List/DeleteTaskPushNotificationConfig,
  * 0.3 tasks/pushNotificationConfig/set|get|list|delete). They are answered here rather than through the SDK's
  * transport handlers because those rebuild results from the SDK's types and would drop `deliveryStatus`.
+ * The RPC core (rpc-handler.ts) has validated their params.
  */
 import type { Pool } from 'pg';
 import { headSeq } from '../events/event-log';
-import { type PushDialect, type PushStore, parsePushRequest, renderConfig, renderList } from '../push/store';
+import type { PushStore } from '../push/store';
+import { parsePushRequest, toPushRequest } from '../push/params';
+import { renderConfig, renderList } from '../push/render';
+import type { Dialect } from './wire';
 import type { TaskGateway } from '../temporal/task-gateway';
 import { isTerminal, stateLabel } from '../../workflows/task-state';
 import { a2aError } from './errors';
@@ -20,8 +24,9 @@ export interface PushMethodDeps {
   agentId?: string;
 }
 
-export async function answerPushMethod(method: string, params: unknown, d: PushMethodDeps): Promise<unknown> {
-  const { dialect, request } = parsePushRequest(method, params);
+/** Answers a push-config call whose params have passed the method's schema (the RPC core's method table). */
+export async function answerPushMethod(method: string, dialect: Dialect, params: unknown, d: PushMethodDeps): Promise<unknown> {
+  const request = toPushRequest(method, params);
   const taskId = request.op === 'create' ? request.config.taskId : request.taskId;
   if (d.agentId !== undefined) {
     const agentId = await agentOfTask(d.pool, d.tenant, taskId);
@@ -55,7 +60,7 @@ export async function answerPushMethod(method: string, params: unknown, d: PushM
 }
 
 /** Stores a config given inline with SendMessage for `taskId`, validated like a Create call; returns its id. */
-export async function storeInlinePushConfig(store: PushStore, tenant: string, dialect: PushDialect, taskId: string, inline: Record<string, unknown>): Promise<string> {
+export async function storeInlinePushConfig(store: PushStore, tenant: string, dialect: Dialect, taskId: string, inline: Record<string, unknown>): Promise<string> {
   const { request } = parsePushRequest('CreateTaskPushNotificationConfig', { ...inline, taskId });
   if (request.op !== 'create') throw new Error('unreachable');
   const config = await store.create(tenant, dialect, request.config);

@@ -1,9 +1,9 @@
 /**
- * Switchboard's implementation of the A2A server interface of @a2a-js/sdk, for one registered agent.
- * The SDK's transport handlers parse and render both dialects; this class turns each call into work on the
- * task's workflow (through TaskGateway) or a read of the projection.
+ * Switchboard's implementation of the A2A server interface of @a2a-js/sdk, for one registered agent: a thin
+ * adapter. The SDK's transport handlers parse and render both dialects; each method here converts the SDK's
+ * types to the wire form and back, and hands the work to the task intake (task-intake.ts: whose task, new-task
+ * rules), the task's workflow (TaskGateway), its event log (task-stream.ts) or the projection.
  */
-import { randomUUID } from 'node:crypto';
 import {
   AgentCard,
   type CancelTaskRequest,
@@ -17,65 +17,27 @@ import {
   Task,
 } from '@a2a-js/sdk';
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
-import type { Pool } from 'pg';
 import { gatewayCard } from '../agents/cards';
 import type { Agent } from '../agents/registry';
-import { agentOfTask, findTask, listTasks, taskOfMessage } from '../db/task-store';
 import type { Caller } from '../auth/caller';
-import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
-import { outageOf } from '../health';
-import { appendEvents, closesStream, headSeq, lastEvent, snapshotAt } from '../events/event-log';
-import type { StreamEvent } from '../events/event-log';
-import { followEvents } from '../events/follow';
-import type { EventHub } from '../events/hub';
-import type { PushDialect, PushStore } from '../push/store';
-import type { TaskGateway } from '../temporal/task-gateway';
-import { storeInlinePushConfig } from './push-methods';
-import { PARENT_TASK_HEADER } from '../../workflows/messages';
-import { isInterrupted, isTerminal, stateLabel } from '../../workflows/task-state';
-import type { SendMessageArgs, TaskInput, WireMessage, WireTask } from '../../workflows/types';
+import { headSeq, snapshotAt } from '../events/event-log';
+import { listTasks, taskOfMessage } from '../db/task-store';
+import { endsTurn, holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
+import type { SendMessageArgs } from '../../workflows/types';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
+import { type IntakeDeps, TaskIntake } from './task-intake';
+import { type StreamCursor, type TaskStreamDeps, checkStreamCap, followTask } from './task-stream';
+import type { Dialect, StreamEvent, WireMessage, WireTask } from './wire';
 
-export interface HandlerDeps {
-  gateway: TaskGateway;
-  pool: Pool;
-  hub: EventHub;
-  push: PushStore;
-  inputTimeoutMs: number;
-  /** Multi-agent jobs: how deep a chain of tasks started by agents may go (SWITCHBOARD_MAX_HOPS). */
-  maxHops: number;
-  /** First retry delay of a failed webhook delivery (ms). */
-  pushRetryInitialMs?: number;
-  streamLimits: StreamLimits;
-  /** The tenants' quotas: a new task is claimed only within them. */
-  quotas: TenantQuotas;
-}
-
-export interface StreamLimits {
-  /** Open streams allowed on one task. */
-  maxPerTask: number;
-  /** Open streams allowed in this process. */
-  maxTotal: number;
-}
-
-/**
- * The SSE side of one streaming call, shared with the route that writes it: what the client resumes from,
- * when it went away, and the log position and kind of the event just yielded (the SSE `id:`; 0.3 `final`).
- */
-export interface StreamCursor {
-  lastEventId?: number;
-  signal: AbortSignal;
-  seq: number;
-  closing: boolean;
-}
-
-/** A cap on open streams was reached (the route answers HTTP 429). */
-export class StreamLimitError extends Error {}
+/** What the handler needs: the intake's dependencies and the streams'. */
+export type HandlerDeps = IntakeDeps & TaskStreamDeps;
 
 const toTask = (t: WireTask) => Task.fromJSON(t);
+const toStreamResponse = (e: StreamEvent) => StreamResponse.fromJSON(e);
 
 export class AgentRequestHandler implements A2ARequestHandler {
+  protected readonly intake: TaskIntake;
   private readonly tenant: string;
 
   /**
@@ -84,31 +46,14 @@ export class AgentRequestHandler implements A2ARequestHandler {
    */
   constructor(
     private readonly agent: Agent,
-    private readonly caller: Caller,
+    caller: Caller,
     private readonly rpcUrl: string,
     private readonly deps: HandlerDeps,
     private readonly stream?: StreamCursor,
-    private readonly dialect: PushDialect = '1.0',
+    dialect: Dialect = '1.0',
   ) {
     this.tenant = caller.tenant;
-  }
-
-  /**
-   * A per-agent endpoint answers only for its own agent's tasks: another agent's task of the tenant answers
-   * exactly as an unknown one does (-32001, the same message), so the endpoint is no oracle either.
-   * @throws TaskNotFound
-   */
-  private async ownTask(taskId: string): Promise<void> {
-    if (this.agent.id === '') return;
-    let agentId: string | undefined;
-    try {
-      agentId = await agentOfTask(this.deps.pool, this.tenant, taskId);
-    } catch (err) {
-      // PostgreSQL is away: the workflow's search attributes know the agent too (reads keep working).
-      if (!outageOf(err)) throw err;
-      agentId = await this.deps.gateway.agentOf(this.tenant, taskId);
-    }
-    if (agentId !== undefined && agentId !== this.agent.id) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+    this.intake = new TaskIntake(agent, caller, deps, dialect);
   }
 
   async getAgentCard(): Promise<AgentCard> {
@@ -120,157 +65,28 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   async sendMessage(params: SendMessageRequest, context?: ServerCallContext): Promise<Message | Task> {
-    const { message, args, push } = this.sendArgs(params);
+    const { message, args, push } = sendArgs(params);
     if (message.taskId) {
-      await this.ownTask(message.taskId);
-      const pushConfigIds = await this.inlinePush(message.taskId, push);
+      await this.intake.ownTask(message.taskId);
+      const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
-    return toTask(await this.startTask(message, args, push, context));
-  }
-
-  /**
-   * §3.1: task ids are the server's; a contextId the client gave is kept, otherwise one is minted. The
-   * messageId is claimed first, so the same message sent again finds its task instead of starting another.
-   */
-  private async startTask(message: WireMessage, args: Omit<SendMessageArgs, 'message'>, push?: Record<string, unknown>, context?: ServerCallContext): Promise<WireTask> {
-    const prepared = await this.prepareTask(message, args, push, context);
-    return this.deps.gateway.start(prepared.input, prepared.args);
-  }
-
-  /**
-   * Everything a new task needs before its workflow starts: the budget and parent checks, the task id (the
-   * messageId claim), inline push configs, the link to a parent, and the task's first event, `submitted`, in
-   * its log (so a stream can show it before Temporal has started anything).
-   */
-  private async prepareTask(
-    message: WireMessage,
-    args: Omit<SendMessageArgs, 'message'>,
-    push?: Record<string, unknown>,
-    context?: ServerCallContext,
-  ): Promise<{ input: TaskInput; args: SendMessageArgs }> {
-    const budgetMinor = this.budgetOf(message);
-    const parent = await this.parentOf(message, context);
-    const quotas = await this.deps.quotas.of(this.tenant);
-    if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
-    const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, randomUUID(), quotas, this.agent.id);
-    if (resent) await this.ownTask(taskId);
-    args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
-    // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
-    if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
-    const contextId = message.contextId || randomUUID();
-    const submitted: WireTask = {
-      id: taskId,
-      contextId,
-      status: { state: 'TASK_STATE_SUBMITTED', timestamp: new Date().toISOString() },
-      history: [{ ...message, taskId, contextId }],
-      artifacts: [],
-    };
-    // Key v0: the workflow's own changes are v1, v2…; a resent message logs nothing new.
-    this.deps.hub.publish(this.tenant, taskId, await appendEvents(this.deps.pool, this.tenant, taskId, [{ key: 'v0', event: { task: submitted } }]));
-    const { agent } = this;
-    return {
-      input: {
-        tenant: this.tenant,
-        taskId,
-        contextId,
-        requester: this.tenant,
-        ...(parent ? { parentTaskId: parent.taskId, depth: parent.depth } : {}),
-        budgetMinor,
-        inputTimeoutMs: this.deps.inputTimeoutMs,
-        pushRetryInitialMs: this.deps.pushRetryInitialMs,
-        agent: { agentId: agent.id, endpoint: agent.endpoint, priceMinor: agent.priceMinor, retry: agent.retry },
-      },
-      args: { ...args, message: { ...message, contextId } },
-    };
-  }
-
-
-  /**
-   * The first message's `metadata.budgetMinor`: the most the client will pay for the task, in integer minor
-   * units. It is held instead of the agent's price, so it caps a cost the agent reports; below the price it
-   * could not pay for the task at all, so it is refused (-32602) before anything starts.
-   */
-  private budgetOf(message: WireMessage): number | undefined {
-    const budget = (message.metadata as Record<string, unknown> | undefined)?.budgetMinor;
-    if (budget === undefined) return undefined;
-    const field = 'message.metadata.budgetMinor';
-    if (typeof budget !== 'number' || !Number.isSafeInteger(budget) || budget < 0) {
-      throw a2aError('InvalidParams', `${field} must be a non-negative integer (minor units)`, [{ field, description: 'must be a non-negative integer' }]);
-    }
-    if (budget < this.agent.priceMinor) {
-      const description = `is below the agent's price of ${this.agent.priceMinor}`;
-      throw a2aError('InvalidParams', `${field} ${budget} ${description}; the task could not be paid for`, [{ field, description }]);
-    }
-    return budget;
-  }
-
-  private sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
-    const json = SendMessageRequest.toJSON(params) as {
-      message: WireMessage;
-      configuration?: { returnImmediately?: boolean; historyLength?: number; taskPushNotificationConfig?: Record<string, unknown> };
-    };
-    return {
-      message: json.message,
-      args: { returnImmediately: json.configuration?.returnImmediately ?? false, historyLength: json.configuration?.historyLength },
-      push: json.configuration?.taskPushNotificationConfig,
-    };
-  }
-
-  /**
-   * Multi-agent jobs: a task started by an agent on behalf of a Switchboard task names that task in the
-   * `X-Switchboard-Parent-Task` header or `metadata.switchboard.parentTaskId` (Switchboard sends both when it
-   * forwards). Only an agent key may name one, and only a task its own agent runs: the link is the agent's
-   * explicit claim, not something a client can attach to another team's job. The new task is one hop deeper,
-   * and past the hop limit it is refused.
-   */
-  private async parentOf(message: WireMessage, context?: ServerCallContext): Promise<{ taskId: string; depth: number } | undefined> {
-    const headers = context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined;
-    const header = headers?.[PARENT_TASK_HEADER];
-    const fromMeta = (message.metadata?.switchboard as { parentTaskId?: unknown } | undefined)?.parentTaskId;
-    const parentTaskId = (Array.isArray(header) ? header[0] : header) || (typeof fromMeta === 'string' ? fromMeta : undefined);
-    if (!parentTaskId) return undefined;
-    if (this.caller.role !== 'agent') {
-      throw a2aError(
-        'HopLimit',
-        `A parent task (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) may only be named with an agent key (role agent); this key's role is ${this.caller.role}`,
-      );
-    }
-    const parent = await findTask(this.deps.pool, this.tenant, parentTaskId);
-    if (parent && parent.agentId !== this.caller.agentId) {
-      throw a2aError('HopLimit', `The parent task ${parentTaskId} is not run by this key's agent (${this.caller.agentId}); an agent starts child tasks only for its own tasks`);
-    }
-    if (!parent) throw a2aError('HopLimit', `The parent task ${parentTaskId} (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) does not exist`);
-    const depth = parent.depth + 1;
-    if (depth > this.deps.maxHops) {
-      throw a2aError(
-        'HopLimit',
-        `Hop limit reached: this task would be ${depth} hops below its root task (parent ${parentTaskId}; the limit is ${this.deps.maxHops}, SWITCHBOARD_MAX_HOPS). Agents calling each other in a loop?`,
-      );
-    }
-    return { taskId: parentTaskId, depth };
-  }
-
-  /** An inline push config (SendMessage configuration) is stored for the task before the message goes in. */
-  private async inlinePush(taskId: string, push: Record<string, unknown> | undefined): Promise<string[] | undefined> {
-    if (!push?.url) return undefined;
-    return [await storeInlinePushConfig(this.deps.push, this.tenant, this.dialect, taskId, push)];
+    const prepared = await this.intake.prepare(message, args, push, headersOf(context));
+    return toTask(await this.deps.gateway.start(prepared.input, prepared.args));
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
-    await this.ownTask(params.id);
+    await this.intake.ownTask(params.id);
     return toTask(await this.deps.gateway.get(this.tenant, params.id, params.historyLength));
   }
 
   async cancelTask(params: CancelTaskRequest): Promise<Task> {
-    await this.ownTask(params.id);
+    await this.intake.ownTask(params.id);
     return toTask(await this.deps.gateway.cancel(this.tenant, params.id));
   }
 
   async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
-    const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
-    if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status; // the proto default means no filter
-    const page = await listTasks(this.deps.pool, this.tenant, this.agent.id, q as ListTasksQuery);
+    const page = await listTasks(this.deps.pool, this.tenant, this.agent.id, listQuery(params));
     return { ...page, tasks: page.tasks.map(toTask) };
   }
 
@@ -282,9 +98,9 @@ export class AgentRequestHandler implements A2ARequestHandler {
    */
   async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
-    const { message, args, push } = this.sendArgs(params);
+    const { message, args, push } = sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
-    if (known) await this.ownTask(known);
+    if (known) await this.intake.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
       await this.requireTask(known);
       yield* this.follow(known, stream.lastEventId);
@@ -294,14 +110,14 @@ export class AgentRequestHandler implements A2ARequestHandler {
       // The turn's events are the ones after the current head: the update is only accepted while the task
       // waits for input, so nothing else is logged in between.
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
-      const pushConfigIds = await this.inlinePush(message.taskId, push);
+      const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
       await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message, pushConfigIds });
       yield* this.follow(message.taskId, after);
       return;
     }
-    const prepared = await this.prepareTask(message, { ...args, returnImmediately: true }, push, context);
+    const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context));
     const { taskId } = prepared.input;
-    if ((prepared.input.budgetMinor ?? prepared.input.agent.priceMinor) > 0) {
+    if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
       await this.deps.gateway.start(prepared.input, prepared.args);
       yield* this.follow(taskId, 0);
@@ -329,7 +145,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
     const taskId = params.id;
-    await this.ownTask(taskId);
+    await this.intake.ownTask(taskId);
     if (stream.lastEventId !== undefined) {
       await this.requireTask(taskId);
       yield* this.follow(taskId, stream.lastEventId);
@@ -341,9 +157,9 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (isTerminal(snapshot.status.state)) {
       throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(snapshot.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
     }
-    this.checkStreamCap(taskId);
+    checkStreamCap(this.deps, this.tenant, taskId);
     stream.seq = head;
-    stream.closing = isInterrupted(snapshot.status.state);
+    stream.closing = endsTurn(snapshot.status.state);
     yield StreamResponse.fromJSON({ task: snapshot });
     if (stream.closing) return;
     yield* this.follow(taskId, head);
@@ -355,30 +171,8 @@ export class AgentRequestHandler implements A2ARequestHandler {
     await this.deps.gateway.get(this.tenant, taskId);
   }
 
-  /** Streams the task's logged events after `afterSeq` until one ends the stream (terminal or interrupted). */
   private async *follow(taskId: string, afterSeq: number, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
-    const stream = this.requireStream();
-    this.checkStreamCap(taskId);
-    const { pool } = this.deps;
-    // A reconnect after the stream's last event: if that event closed the stream, nothing more is coming.
-    const last = await lastEvent(pool, this.tenant, taskId);
-    if (last && afterSeq >= last.seq && closesStream(last.event)) return;
-    // A replay goes through earlier turns: an input-required the log has already moved past does not end it
-    // (Last-Event-ID: n means every event after n); only the newest one, or a terminal one, does.
-    const head = last?.seq ?? 0;
-    for await (const e of followEvents({ pool, hub: this.deps.hub, tenant: this.tenant, taskId, afterSeq, signal: stop ? AbortSignal.any([stream.signal, stop]) : stream.signal })) {
-      stream.seq = e.seq;
-      stream.closing = closesStream(e.event) && (e.seq >= head || endsTask(e.event));
-      yield StreamResponse.fromJSON(e.event);
-      if (stream.closing) return;
-    }
-  }
-
-  private checkStreamCap(taskId: string): void {
-    const { maxPerTask } = this.deps.streamLimits;
-    if (this.deps.hub.readers(this.tenant, taskId) >= maxPerTask) {
-      throw new StreamLimitError(`Task ${taskId} already has ${maxPerTask} open streams (SWITCHBOARD_MAX_STREAMS_PER_TASK); close one or retry later`);
-    }
+    for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, stop)) yield toStreamResponse(e);
   }
 
   private requireStream(): StreamCursor {
@@ -386,7 +180,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     return this.stream;
   }
 
-  // The push-config methods never reach this class: the route answers them (src/a2a/push-methods.ts), because
+  // The push-config methods never reach this class: the RPC core answers them (src/a2a/push-methods.ts), because
   // the SDK's handlers would drop deliveryStatus from the answer. These only satisfy the interface.
   async createTaskPushNotificationConfig(): Promise<never> {
     throw notHere();
@@ -402,9 +196,28 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 }
 
-/** A status update to a terminal state: nothing can follow it in the log. */
-function endsTask(e: StreamEvent): boolean {
-  return 'statusUpdate' in e && isTerminal(e.statusUpdate.status.state);
+/** A SendMessage request in the wire form: the message, how to answer, and an inline push config. */
+function sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
+  const json = SendMessageRequest.toJSON(params) as {
+    message: WireMessage;
+    configuration?: { returnImmediately?: boolean; historyLength?: number; taskPushNotificationConfig?: Record<string, unknown> };
+  };
+  return {
+    message: json.message,
+    args: { returnImmediately: json.configuration?.returnImmediately ?? false, historyLength: json.configuration?.historyLength },
+    push: json.configuration?.taskPushNotificationConfig,
+  };
 }
 
-const notHere = () => a2aError('Internal', 'push-config methods are answered by the JSON-RPC route, not the request handler');
+/** A ListTasks request as the projection's query; the proto default status (UNSPECIFIED) means no filter. */
+export function listQuery(params: ListTasksRequest): ListTasksQuery {
+  const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
+  if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status;
+  return q as ListTasksQuery;
+}
+
+function headersOf(context: ServerCallContext | undefined): Record<string, string | string[] | undefined> | undefined {
+  return context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined;
+}
+
+const notHere = () => a2aError('Internal', 'push-config methods are answered by the RPC core, not the request handler');

@@ -1,25 +1,11 @@
 /**
- * A2A wire shapes, validated at the edge with zod.
- *
- * Switchboard's internal model is the A2A 1.0 ProtoJSON wire form (`Wire*` types below): it is plain JSON,
- * so it travels unchanged through Temporal payloads, the workflow's state and the PostgreSQL projection.
- * The 0.3 dialect is converted to and from it by @a2a-js/sdk's compat layer at the JSON-RPC boundary.
- * Workflow code imports only the *types* from this file.
+ * What the edges accept, validated with zod: JSON-RPC envelopes and method params of both dialects, and the
+ * registration body. The shapes validated are the wire types of ./wire.ts (a compile-time check below keeps
+ * the two in step).
  */
 import { z } from 'zod';
 import { AgentCredentialSpec } from '../agents/agent-credentials';
-
-export const TASK_STATES = [
-  'TASK_STATE_SUBMITTED',
-  'TASK_STATE_WORKING',
-  'TASK_STATE_INPUT_REQUIRED',
-  'TASK_STATE_AUTH_REQUIRED',
-  'TASK_STATE_COMPLETED',
-  'TASK_STATE_FAILED',
-  'TASK_STATE_CANCELED',
-  'TASK_STATE_REJECTED',
-] as const;
-export type TaskState = (typeof TASK_STATES)[number];
+import { TASK_STATES, type WireMessage, type WirePart } from './wire';
 
 const metadata = z.record(z.string(), z.unknown());
 const nonEmpty = z.string().min(1).max(1024);
@@ -38,7 +24,6 @@ export const PartSchema = z
   .refine((p) => ['text', 'raw', 'url', 'data'].filter((k) => (p as Record<string, unknown>)[k] !== undefined).length === 1, {
     message: 'a part must carry exactly one of text, raw, url or data',
   });
-export type WirePart = z.infer<typeof PartSchema>;
 
 export const MessageSchema = z.object({
   messageId: nonEmpty,
@@ -50,29 +35,9 @@ export const MessageSchema = z.object({
   extensions: z.array(z.string()).optional(),
   referenceTaskIds: z.array(z.string()).optional(),
 });
-export type WireMessage = z.infer<typeof MessageSchema>;
-
-export interface WireArtifact {
-  artifactId: string;
-  name?: string;
-  description?: string;
-  parts: WirePart[];
-  metadata?: Record<string, unknown>;
-  extensions?: string[];
-}
-export interface WireTaskStatus {
-  state: TaskState;
-  message?: WireMessage;
-  timestamp?: string;
-}
-export interface WireTask {
-  id: string;
-  contextId: string;
-  status: WireTaskStatus;
-  artifacts?: WireArtifact[];
-  history?: WireMessage[];
-  metadata?: Record<string, unknown>;
-}
+// The validated shapes are exactly the wire types: a change to one without the other does not compile.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+export const SCHEMAS_MATCH_WIRE: [Same<z.infer<typeof PartSchema>, WirePart>, Same<z.infer<typeof MessageSchema>, WireMessage>] = [true, true];
 
 const historyLength = z.number().int().min(0).max(10_000);
 const tenant = z.string().max(256).optional();

@@ -8,7 +8,8 @@
 import { createHash } from 'node:crypto';
 import { type Client, ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy } from '@temporalio/client';
 import type { Pool } from 'pg';
-import type { AgentRefreshArgs } from '../../workflows/registry-workflow';
+import type { AgentRefreshArgs } from '../../workflows/types';
+import { DEFAULTS } from '../config';
 
 export interface RefreshSchedulerOptions {
   client: Client;
@@ -22,7 +23,7 @@ export const REFRESH_WORKFLOW_TYPE = 'agentRefreshWorkflow';
  * Every 5 minutes: each refresh is a workflow run, so the interval sets the load on Temporal (10,000 agents at
  * 5 minutes are about 33 runs a second). An agent that stops answering is degraded at its next probe.
  */
-export const DEFAULT_REFRESH_INTERVAL_MS = 5 * 60_000;
+export const DEFAULT_REFRESH_INTERVAL_MS = DEFAULTS.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS;
 const SCHEDULE_PREFIX = 'agent-refresh:';
 
 export class RefreshScheduler {

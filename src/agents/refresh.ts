@@ -10,6 +10,7 @@ import type { AgentEndpoint } from '../../workflows/types';
 import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from './cards';
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';
 import { type AgentCredentials, authorizedFetch } from './agent-credentials';
+import { inTransaction } from '../db/tx';
 
 export type AgentStatus = 'healthy' | 'degraded' | 'down';
 export const AGENT_STATUSES: readonly AgentStatus[] = ['healthy', 'degraded', 'down'];
@@ -328,17 +329,12 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
   const probed = await probeEndpoint(agentFetch, endpoint, policy.requestTimeoutMs);
   const probe: ProbeRecord = { at: now.toISOString(), ok: probed.ok, latencyMs: probed.latencyMs, endpoint: probed, card };
 
-  const client = await deps.pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(deps.pool, async (client): Promise<RefreshResult> => {
     const { rows: current } = await client.query<{ status: AgentStatus; consecutive_failures: number }>(
       'SELECT status, consecutive_failures FROM agents WHERE tenant = $1 AND id = $2 FOR UPDATE',
       [tenant, agentId],
     );
-    if (!current[0]) {
-      await client.query('ROLLBACK');
-      return { agentId, gone: true };
-    }
+    if (!current[0]) return { agentId, gone: true };
     const health = nextHealth({ consecutiveFailures: current[0].consecutive_failures }, probe, policy);
     await client.query(
       `UPDATE agents SET
@@ -365,7 +361,6 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
       ],
     );
     await recordProbe(client, tenant, agentId, probe, health.status);
-    await client.query('COMMIT');
     return {
       agentId,
       gone: false,
@@ -377,12 +372,7 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
       endpointOk: probe.ok,
       latencyMs: probe.latencyMs,
     };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The cache columns after a successful read. no-store: neither validator nor freshness is kept. */

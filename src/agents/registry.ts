@@ -22,6 +22,8 @@ import {
 import type { RefreshScheduler } from './refresh-schedules';
 import { checkCardSignatures, type SignatureCheck } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
+import { z } from 'zod';
+import { decodePageToken, encodePageToken } from '../db/page-token';
 
 export const DEFAULT_RETRY: AgentRetryPolicy = { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 30_000 };
 
@@ -325,27 +327,18 @@ export class AgentRegistry {
 
 // ---- page tokens: base64url JSON {f: query fingerprint, k: last sort key, id: last id} ----
 
-interface PageToken {
-  f: string;
-  k: string;
-  id: string;
-}
+const PageToken = z.object({ f: z.string(), k: z.string(), id: z.string() });
+type PageToken = z.infer<typeof PageToken>;
 
 // PostgreSQL's text form of a timestamptz, e.g. 2026-11-01 20:05:03.123456+00.
 const TIMESTAMP_TEXT = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d){0,2}$/;
 
-function encodeToken(t: PageToken): string {
-  return Buffer.from(JSON.stringify(t)).toString('base64url');
-}
+const encodeToken = (t: PageToken): string => encodePageToken(t);
 
 function decodeToken(raw: string): PageToken {
-  try {
-    const t = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Partial<PageToken>;
-    if (typeof t.f === 'string' && typeof t.k === 'string' && typeof t.id === 'string') return t as PageToken;
-  } catch {
-    // reported below
-  }
-  throw new QueryError('pageToken is not a token this API issued');
+  const t = decodePageToken(raw, PageToken);
+  if (!t) throw new QueryError('pageToken is not a token this API issued');
+  return t;
 }
 
 /** Identifies the query a token was issued for (not the page size, which may change between pages). */

@@ -3,6 +3,8 @@
  * tenant, action, target, time, status and request id. Read back by `GET /audit`, newest first, in pages.
  */
 import type { Pool } from 'pg';
+import { z } from 'zod';
+import { decodePageToken, encodePageToken } from '../db/page-token';
 
 export interface AuditEntry {
   id: string;
@@ -55,14 +57,16 @@ export async function listAudit(pool: Pool, opts: { tenant?: string; pageSize: n
       status: r.status,
       requestId: r.request_id,
     })),
-    nextPageToken: rows.length > opts.pageSize && last ? Buffer.from(`a:${last.id}`).toString('base64url') : '',
+    nextPageToken: rows.length > opts.pageSize && last ? encodePageToken({ a: String(last.id) }) : '',
   };
 }
 
 export class PageTokenError extends Error {}
 
+const AuditCursor = z.object({ a: z.string().regex(/^\d{1,19}$/) });
+
 function decodeToken(token: string): string {
-  const m = /^a:(\d{1,19})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
-  if (!m) throw new PageTokenError('pageToken is not one this endpoint handed out');
-  return m[1];
+  const cursor = decodePageToken(token, AuditCursor);
+  if (!cursor) throw new PageTokenError('pageToken is not one this endpoint handed out');
+  return cursor.a;
 }

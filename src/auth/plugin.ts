@@ -19,7 +19,7 @@ import { writeAudit } from './audit';
 import { type KeyIdentity, type KeyStore, looksLikeKey } from './keys';
 import type { TenantQuotas } from './quotas';
 import { DependencyUnavailable } from '../health';
-import { looksLikeJwt } from './jwt-verifier';
+import { looksLikeJwt } from './jwt';
 
 export const TENANT_HEADER = 'x-switchboard-tenant';
 export const DEFAULT_TENANT = 'default';

@@ -11,7 +11,8 @@
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
-import { inTransaction } from '../ledger/postings';
+import { inTransaction } from '../db/tx';
+import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf } from '../health';
 
 export const QuotasSchema = z.strictObject({
@@ -31,13 +32,7 @@ export const QuotaPatchSchema = z.strictObject(
   },
 );
 
-export const DEFAULT_QUOTAS: Quotas = {
-  requestsPerSecond: 2_000,
-  requestsPerSecondPerKey: 1_000,
-  openTasks: 10_000,
-  newTasksPerDay: 1_000_000,
-  streamsPerKey: 1_000,
-};
+export const DEFAULT_QUOTAS: Quotas = quotaDefaultsOf(DEFAULTS);
 
 /** The tenants' effective quotas, read through a short cache (an admin's change applies within `ttlMs`). */
 export class TenantQuotas {

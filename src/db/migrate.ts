@@ -39,6 +39,7 @@ export async function migrate(pool: Pool): Promise<number[]> {
       const version = Number.parseInt(file, 10);
       if (done.has(version)) continue;
       const sql = await readFile(join(MIGRATIONS_DIR, file), 'utf8');
+      // Not inTransaction (src/db/tx.ts): each migration runs on this one connection, which holds the lock.
       await client.query('BEGIN');
       try {
         await client.query(sql);

@@ -1,8 +1,11 @@
 /** Reads of the task projection (written by activities/bookkeeping.ts). */
 import type { Pool } from 'pg';
-import type { ListTasksQuery, WireTask } from '../a2a/schemas';
+import type { ListTasksQuery } from '../a2a/schemas';
+import type { WireTask } from '../a2a/wire';
 import { a2aError } from '../a2a/errors';
 import { viewTask } from '../../workflows/task-state';
+import { z } from 'zod';
+import { decodePageToken, encodePageToken } from './page-token';
 
 export interface StoredTask {
   task: WireTask;
@@ -76,18 +79,13 @@ export async function listTasks(pool: Pool, tenant: string, agentId: string | un
   };
 }
 
-function encodeCursor(c: Cursor): string {
-  return Buffer.from(JSON.stringify(c)).toString('base64url');
-}
+const CursorShape = z.object({ t: z.string().refine((t) => !Number.isNaN(Date.parse(t))), id: z.string() });
+const encodeCursor = (c: Cursor): string => encodePageToken(c);
 
 function decodeCursor(token: string): Cursor {
-  try {
-    const c = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Cursor;
-    if (typeof c.t === 'string' && typeof c.id === 'string' && !Number.isNaN(Date.parse(c.t))) return c;
-  } catch {
-    // fall through
-  }
-  throw a2aError('InvalidParams', 'pageToken is not a token this server issued');
+  const c = decodePageToken(token, CursorShape);
+  if (!c) throw a2aError('InvalidParams', 'pageToken is not a token this server issued');
+  return c;
 }
 
 /**

@@ -5,33 +5,12 @@
  * knows its last seq can always get exactly the rest.
  */
 import type { Pool, PoolClient } from 'pg';
-import { isInterrupted, isTerminal } from '../../workflows/task-state';
-import type { WireArtifact, WireTask } from '../../workflows/types';
+import { endsTurn } from '../../workflows/task-state';
+import type { StreamEvent, WireTask } from '../a2a/wire';
+import type { NewEvent } from '../../workflows/types';
+import { inTransaction } from '../db/tx';
 
-export interface WireStatusUpdate {
-  taskId: string;
-  contextId: string;
-  status: WireTask['status'];
-  metadata?: Record<string, unknown>;
-}
-
-export interface WireArtifactUpdate {
-  taskId: string;
-  contextId: string;
-  artifact: WireArtifact;
-  append?: boolean;
-  lastChunk?: boolean;
-  metadata?: Record<string, unknown>;
-}
-
-/** One event as the 1.0 wire has it (a StreamResponse in ProtoJSON); the 0.3 rendering is derived from it. */
-export type StreamEvent = { task: WireTask } | { statusUpdate: WireStatusUpdate } | { artifactUpdate: WireArtifactUpdate };
-
-export interface NewEvent {
-  /** Idempotency key, unique per task: appending the same key twice stores the event once. */
-  key: string;
-  event: StreamEvent;
-}
+export type { NewEvent };
 
 export interface LoggedEvent {
   seq: number;
@@ -53,8 +32,7 @@ export const kindOf = (e: StreamEvent): 'task' | 'statusUpdate' | 'artifactUpdat
 /** A status event in a terminal or interrupted state ends a stream (1.0 closes it; 0.3 marks it `final`). */
 export function closesStream(e: StreamEvent): boolean {
   if (!('statusUpdate' in e)) return false;
-  const { state } = e.statusUpdate.status;
-  return isTerminal(state) || isInterrupted(state);
+  return endsTurn(e.statusUpdate.status.state);
 }
 
 /**
@@ -63,18 +41,7 @@ export function closesStream(e: StreamEvent): boolean {
  */
 export async function appendEvents(pool: Pool, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
   if (events.length === 0) return [];
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const stored = await appendInTransaction(client, tenant, taskId, events, opts);
-    await client.query('COMMIT');
-    return stored;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  return inTransaction(pool, (client) => appendInTransaction(client, tenant, taskId, events, opts));
 }
 
 /** The body of appendEvents, for callers that write other rows in the same transaction. */

@@ -1,6 +1,7 @@
 /** Funding and reading accounts (the HTTP side of the ledger; holds and settlements are activities). */
 import type { Pool } from 'pg';
-import { DEPOSITS_ACCOUNT, type UnfundedPolicy, inTransaction, kindOf, post } from './postings';
+import { DEPOSITS_ACCOUNT, type UnfundedPolicy, kindOf, post } from './postings';
+import { inTransaction } from '../db/tx';
 
 export interface AccountView {
   account: string;

@@ -78,19 +78,3 @@ export async function post(client: PoolClient, m: Movement, policy: UnfundedPoli
     ],
   );
 }
-
-/** Runs `fn` in a transaction on its own connection. */
-export async function inTransaction<T>(pool: { connect(): Promise<PoolClient> }, fn: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
-}

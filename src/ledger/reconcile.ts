@@ -3,6 +3,7 @@
  * every row that breaks one listed. A clean ledger answers `ok: true` and empty violation lists.
  */
 import type { Pool } from 'pg';
+import { inTransaction } from '../db/tx';
 
 /** A task that turned terminal this recently may still be settling (the settlement follows the projection write). */
 export const SETTLING_GRACE_MS = 60_000;
@@ -144,9 +145,7 @@ function paramsFor(sql: string, tenant: string): unknown[] {
 
 export async function reconcile(pool: Pool, tenant: string): Promise<Reconciliation> {
   // One snapshot for every query: a settlement committing halfway through cannot make the checks disagree.
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  return inTransaction(pool, async (client) => {
     const invariants: Invariant[] = [];
     for (const c of CHECKS) {
       const [{ rows: counted }, { rows }] = [
@@ -171,13 +170,7 @@ export async function reconcile(pool: Pool, tenant: string): Promise<Reconciliat
               (SELECT coalesce(sum(balance_minor), 0) FROM accounts WHERE tenant = $1)::bigint AS "balanceSumMinor"`,
       [tenant, TERMINAL],
     );
-    await client.query('COMMIT');
     const totals = { ...t[0], depositedMinor: Number(t[0].depositedMinor), balanceSumMinor: Number(t[0].balanceSumMinor) };
     return { ok: invariants.every((i) => i.ok), checkedAt: new Date().toISOString(), totals, settling: settling.map((r) => r.task_id), invariants };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  }, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
 }

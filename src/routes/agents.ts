@@ -7,7 +7,7 @@ import { gatewayCard } from '../agents/cards';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
-import { baseUrlOf } from './json-rpc';
+import { baseUrlOf } from './base-url';
 
 export interface AgentRoutesDeps {
   registry: AgentRegistry;

@@ -1,128 +1,20 @@
 /**
- * The routing front door, for clients that do not know which agent they need: Switchboard's own agent card
- * (`/.well-known/agent-card.json`, `/.well-known/agent.json`) and its JSON-RPC endpoint (`POST /a2a`, also
- * `/api/v1/a2a`, answered by json-rpc.ts with the resolver here). A new task goes to the agent its first
- * message's metadata names, or to the best search match for its text; every other call works on an existing
- * task of the tenant, whichever agent runs it. `GET /tasks/:id/route` shows who asked, who executes and why.
+ * The routing front door's HTTP side: Switchboard's own agent card (`/.well-known/agent-card.json`,
+ * `/.well-known/agent.json`) and `GET /tasks/:id/route` (who asked, who executes and why). Its JSON-RPC endpoint
+ * (`POST /a2a`, also `/api/v1/a2a`) is served by json-rpc.ts with the resolver of src/a2a/front-door.ts.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
-import { FrontDoorHandler } from '../a2a/front-door-handler';
-import { gatewayCard } from '../agents/cards';
-import type { Agent, AgentRegistry } from '../agents/registry';
-import { type RoutableMessage, Router } from '../agents/router';
-import { type StoredRoute, recordRoute, routeOf } from '../db/task-routes';
-import { findTask, taskOfMessage } from '../db/task-store';
+import { switchboardCard } from '../a2a/front-door';
+import type { AgentRegistry } from '../agents/registry';
+import { routeOf } from '../db/task-routes';
+import { findTask } from '../db/task-store';
 import { access, callerOf } from '../auth/caller';
-import { claimWithinQuota } from '../auth/quotas';
-import { a2aError } from '../a2a/errors';
-import { randomUUID } from 'node:crypto';
-import type { JsonRpcRouteDeps, RpcCall, RpcTarget } from './json-rpc';
-import { baseUrlOf } from './json-rpc';
+import { baseUrlOf } from './base-url';
 
 export const FRONT_DOOR_PATHS = ['/a2a', '/api/v1/a2a'];
-const SEND_METHODS = new Set(['SendMessage', 'SendStreamingMessage', 'message/send', 'message/stream']);
-// The card lists a summary of what the registered agents can do, not a catalogue: GET /agents?q= is that.
-const CARD_SKILLS = 50;
 
-export interface FrontDoorDeps {
-  registry: AgentRegistry;
-  pool: Pool;
-}
-
-export class FrontDoor {
-  private readonly router: Router;
-
-  constructor(private readonly d: FrontDoorDeps) {
-    this.router = new Router(d.registry, d.pool);
-  }
-
-  /**
-   * The target of a call to POST /a2a. A first message (no taskId) is routed, its task id claimed and the
-   * decision recorded before the handler starts the task; the same message sent again (a resend after a lost
-   * answer, or a stream reconnect) goes to the agent its task already has, without routing again.
-   * @throws Unroutable (-32051) or InvalidParams when a first message cannot be routed; nothing is started.
-   */
-  async resolve(call: RpcCall, deps: JsonRpcRouteDeps): Promise<RpcTarget> {
-    const { pool } = this.d;
-    const { caller } = call;
-    const { tenant } = caller;
-    const rpcUrl = `${call.base}/a2a`;
-    const card = () => switchboardCard(this.d.registry, tenant, rpcUrl);
-    const target = (agent: Agent | undefined, route?: StoredRoute): RpcTarget => ({
-      handler: (cursor, dialect) => new FrontDoorHandler(agent, { caller, card }, rpcUrl, deps, cursor, dialect),
-      decorate: route && ((result) => withRouting(result, route)),
-    });
-    const message = (call.params as { message?: RoutableMessage & { messageId: string; taskId?: string } } | undefined)?.message;
-    if (!SEND_METHODS.has(call.method) || !message || message.taskId) return target(undefined);
-
-    const known = await taskOfMessage(pool, tenant, message.messageId);
-    if (known) {
-      const prior = await routeOf(pool, tenant, known);
-      const agentId = prior?.agentId ?? (await findTask(pool, tenant, known))?.agentId;
-      const agent = agentId && (await this.d.registry.get(tenant, agentId));
-      if (agent) return target(agent, prior);
-      // A reconnect follows the task's log and needs no agent.
-      if (call.lastEventId !== undefined) return target(undefined);
-      // Claimed but never started (it was refused before its workflow began): route it now.
-    }
-    const { agent, decision } = await this.router.route(tenant, message);
-    const quotas = await deps.quotas.of(tenant);
-    if (!quotas) throw a2aError('Internal', `tenant ${tenant} does not exist`);
-    const { taskId } = await claimWithinQuota(pool, tenant, message.messageId, randomUUID(), quotas, agent.id);
-    const stored = await recordRoute(pool, tenant, taskId, tenant, decision);
-    // A concurrent send of the same message recorded its decision first: that one stands.
-    const executing = stored.agentId === agent.id ? agent : await this.d.registry.get(tenant, stored.agentId);
-    return target(executing ?? agent, { ...stored, ...(stored.agentId === agent.id && { tiedWith: decision.tiedWith }) });
-  }
-}
-
-/** The routing decision in the SendMessage answer: 1.0 `{task}`, 0.3 the task itself (`kind: 'task'`). */
-function withRouting(result: unknown, route: StoredRoute & { tiedWith?: string[] }): unknown {
-  const r = result as { task?: Record<string, unknown>; kind?: string };
-  const routing = {
-    agentId: route.agentId, skillId: route.skillId, reason: route.reason, rank: route.rank, query: route.query,
-    ...(route.tiedWith?.length ? { tiedWith: route.tiedWith } : {}),
-  };
-  const add = (task: Record<string, unknown>) => {
-    const metadata = (task.metadata ?? {}) as Record<string, unknown>;
-    const switchboard = (metadata.switchboard ?? {}) as Record<string, unknown>;
-    return { ...task, metadata: { ...metadata, switchboard: { ...switchboard, routing } } };
-  };
-  if (r?.task) return { ...r, task: add(r.task) };
-  if (r?.kind === 'task') return add(r as Record<string, unknown>);
-  return result;
-}
-
-/**
- * Switchboard's own card: the gateway card shape (1.0 and 0.3 interfaces at `rpcUrl`), with a summary of the
- * skills of the agents routing can use now (healthy and degraded, first CARD_SKILLS distinct skill ids).
- */
-export async function switchboardCard(registry: AgentRegistry, tenant: string | undefined, rpcUrl: string): Promise<Record<string, unknown>> {
-  const { agents } = tenant ? await registry.search(tenant, { statuses: ['healthy', 'degraded'], pageSize: 100 }) : { agents: [] };
-  const skills = new Map<string, Record<string, unknown>>();
-  for (const a of agents) {
-    for (const s of (a.card.skills ?? []) as Record<string, unknown>[]) {
-      if (skills.size >= CARD_SKILLS) break;
-      if (typeof s.id !== 'string' || skills.has(s.id)) continue;
-      const { id, name, description, tags, examples } = s;
-      skills.set(s.id, { id, name, description: description ?? '', tags: tags ?? [], ...(examples ? { examples } : {}) });
-    }
-  }
-  return gatewayCard(
-    {
-      name: 'Switchboard',
-      description:
-        'A durable A2A gateway that routes each new task to a registered agent: the one named in the message metadata ' +
-        '(agentId, or skillId), else the healthy agent whose card best matches the message text.',
-      version: '1.0.0',
-      skills: [...skills.values()],
-    },
-    rpcUrl,
-  );
-}
-
-export async function frontDoorRoutes(app: FastifyInstance, deps: FrontDoorDeps & { publicUrl?: string }): Promise<void> {
+export async function frontDoorRoutes(app: FastifyInstance, deps: { registry: AgentRegistry; pool: Pool; publicUrl?: string }): Promise<void> {
   // Public, like every card; the skills it lists are those of the caller's tenant, so only a caller with a key
   // sees any (and a shared cache must not serve one tenant's card to another: `Vary`, private).
   for (const file of ['agent-card.json', 'agent.json']) {

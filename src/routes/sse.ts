@@ -6,7 +6,7 @@
  * and a last error event tells it the position to resume from.
  */
 import type { FastifyReply } from 'fastify';
-import type { StreamCursor } from '../a2a/request-handler';
+import type { RpcAnswer, SseFrame } from '../a2a/rpc-handler';
 
 export interface SseOptions {
   /** A comment line is sent when nothing was written for this long (default 15 s). */
@@ -17,19 +17,13 @@ export interface SseOptions {
   drainTimeoutMs: number;
 }
 
-type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
+type Stream = Extract<RpcAnswer, { stream: unknown }>;
 
 /**
- * Streams `first` and the rest of `events` to the client; resolves when the stream has ended for any
- * reason (the last event, an error, the client leaving, a slow reader cut off).
+ * Writes the stream's frames to the client; resolves when the stream has ended for any reason (the last
+ * event, an error, the client leaving (`gone`), a slow reader cut off).
  */
-export async function writeSse(
-  reply: FastifyReply,
-  cursor: StreamCursor,
-  first: RpcEvent,
-  events: AsyncIterator<RpcEvent>,
-  o: SseOptions & { legacy: boolean; onError(err: unknown): RpcEvent },
-): Promise<void> {
+export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal, o: SseOptions): Promise<void> {
   const raw = reply.raw;
   reply.hijack();
   raw.writeHead(200, {
@@ -46,48 +40,38 @@ export async function writeSse(
     }
   }, Math.max(50, Math.floor(o.heartbeatMs / 2)));
 
-  const write = (event: RpcEvent, id?: number) => {
-    raw.write(`${id !== undefined ? `id: ${id}\n` : ''}data: ${JSON.stringify(event)}\n\n`);
+  let lastId = 0;
+  const write = (frame: SseFrame) => {
+    raw.write(`${frame.id !== undefined ? `id: ${frame.id}\n` : ''}data: ${JSON.stringify(frame.data)}\n\n`);
+    if (frame.id !== undefined) lastId = frame.id;
     lastWrite = Date.now();
-  };
-  const send = (event: RpcEvent) => {
-    // 0.3 marks the event that ends the stream `final`; the SDK's translation only does so for terminal states.
-    const result = event.result as { kind?: string; final?: boolean } | undefined;
-    if (o.legacy && cursor.closing && result?.kind === 'status-update') result.final = true;
-    write(event, cursor.seq);
   };
 
   let cutOff = false;
   try {
-    send(first);
     for (;;) {
-      if (raw.writableLength > o.maxBufferBytes && !(await drained(raw, o.drainTimeoutMs, cursor.signal))) {
-        if (cursor.signal.aborted) return;
-        write({
-          jsonrpc: '2.0',
-          id: first.id,
-          error: {
-            code: -32603,
-            message: `The client read too slowly (over ${o.maxBufferBytes} bytes waiting for ${o.drainTimeoutMs} ms); the stream is closed. Reconnect with Last-Event-ID: ${cursor.seq} to continue.`,
-            data: { lastEventId: cursor.seq },
-          },
-        });
+      if (raw.writableLength > o.maxBufferBytes && !(await drained(raw, o.drainTimeoutMs, gone))) {
+        if (gone.aborted) return;
+        const message =
+          `The client read too slowly (over ${o.maxBufferBytes} bytes waiting for ${o.drainTimeoutMs} ms); the stream is closed. ` +
+          `Reconnect with Last-Event-ID: ${lastId} to continue.`;
+        write(s.cutOffFrame(message, lastId));
         cutOff = true;
         return;
       }
-      let next: IteratorResult<RpcEvent>;
+      let next: IteratorResult<SseFrame>;
       try {
-        next = await events.next();
+        next = await s.stream.next();
       } catch (err) {
-        if (!cursor.signal.aborted) write(o.onError(err));
+        if (!gone.aborted) write(s.errorFrame(err));
         return;
       }
-      if (next.done || cursor.signal.aborted) return;
-      send(next.value);
+      if (next.done || gone.aborted) return;
+      write(next.value);
     }
   } finally {
     clearInterval(heartbeat);
-    await events.return?.(undefined).catch(() => undefined);
+    await s.stream.return?.(undefined).catch(() => undefined);
     if (!raw.writableEnded) raw.end();
     // What is buffered (at most the cap, one event and the notice) waits for the reader to come back; a
     // reader that never does loses its socket after a minute of silence.

@@ -25,6 +25,30 @@ export interface DevServerOptions {
   namespace?: string;
   searchAttributes: Record<string, 'Keyword'>;
   log: (msg: string) => void;
+  /** No Web UI (tests): `uiPort` is then unused. */
+  headless?: boolean;
+  /** More `temporal server start-dev` arguments, e.g. lower history limits for a test. */
+  extraArgs?: string[];
+}
+
+/**
+ * The Temporal server settings Switchboard relies on, in one list: `npm start`'s dev server, the tests' dev
+ * servers and the compose server's docker/dynamicconfig/switchboard.yaml (test/compose.test.ts checks it) all
+ * use these values.
+ * - update-with-start (every new task) and eager workflow start;
+ * - latency: the dev server's defaults add ~30 ms to every task dispatch (transfer-queue poll rate 20/s) and
+ *   route activities through matching; both measured with bench/temporal-floor.ts.
+ */
+export const DYNAMIC_CONFIG: Readonly<Record<string, boolean | number>> = {
+  'frontend.enableExecuteMultiOperation': true,
+  'system.enableEagerWorkflowStart': true,
+  'history.transferProcessorMaxPollRPS': 10_000,
+  'system.enableActivityEagerExecution': true,
+};
+
+/** DYNAMIC_CONFIG as `temporal server start-dev` arguments. */
+export function dynamicConfigArgs(): string[] {
+  return Object.entries(DYNAMIC_CONFIG).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${v}`]);
 }
 
 const START_DEADLINE_MS = 60_000; // a cold start on a busy 2-core box can take a while
@@ -78,7 +102,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const address = `${host}:${port}`;
 
   // The CLI's own message for a taken port is buried in a Go stack of warnings; say it plainly.
-  for (const p of [port, uiPort]) {
+  for (const p of opts.headless ? [port] : [port, uiPort]) {
     if (!(await portIsFree(ip, p))) {
       throw new Error(`Temporal dev server: port ${ip}:${p} is already in use (another dev server running? ` +
         `set TEMPORAL_ADDRESS to use it, or pick other ports)`);
@@ -87,17 +111,13 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   await mkdir(path.dirname(path.resolve(opts.dbFilename)), { recursive: true });
 
   const args = ['server', 'start-dev', '--db-filename', opts.dbFilename, '--ip', ip,
-    '--port', String(port), '--ui-port', String(uiPort), '--namespace', namespace,
+    '--port', String(port), ...(opts.headless ? ['--headless'] : ['--ui-port', String(uiPort)]), '--namespace', namespace,
     ...Object.entries(opts.searchAttributes).flatMap(([k, t]) => ['--search-attribute', `${k}=${t}`]),
     // File persistence is too slow without these (temporalio/sdk-typescript#1572).
     '--sqlite-pragma', 'journal_mode=WAL', '--sqlite-pragma', 'synchronous=OFF',
-    '--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true',
-    '--dynamic-config-value', 'system.enableEagerWorkflowStart=true',
-    // Latency: the dev server's defaults add ~30 ms to every task dispatch (transfer-queue poll rate 20/s) and
-    // route activities through matching; both measured with bench/temporal-floor.ts.
-    '--dynamic-config-value', 'history.transferProcessorMaxPollRPS=10000',
-    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
-    '--log-level', 'warn'];
+    ...dynamicConfigArgs(),
+    '--log-level', 'warn',
+    ...(opts.extraArgs ?? [])];
   opts.log(`starting Temporal dev server: ${opts.binary} ${args.join(' ')}`);
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
 

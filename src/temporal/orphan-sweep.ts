@@ -5,12 +5,10 @@
  */
 import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { SA_STATE, SA_TENANT } from '../../workflows/messages';
-import { stateLabel } from '../../workflows/task-state';
-import type { TaskState } from '../../workflows/types';
+import { isTerminal, stateLabel } from '../../workflows/task-state';
+import { TASK_STATES } from '../a2a/wire';
 
-const OPEN_LABELS = ['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED'].map((s) =>
-  stateLabel(s as TaskState),
-);
+const OPEN_LABELS = TASK_STATES.filter((s) => !isTerminal(s)).map(stateLabel);
 
 /** The visibility query for this deployment's closed task workflows whose last recorded state was not terminal. */
 export function orphanQuery(taskQueue: string, tenant?: string): string {

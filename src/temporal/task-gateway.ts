@@ -1,6 +1,13 @@
 /**
- * The only module that talks to Temporal about tasks: it knows workflow ids, the task queue and Temporal's
- * error types, and turns them into A2A errors. Routes and the request handler never touch client.workflow.
+ * The front door's way to task workflows: every start, update, query and signal a client's call causes goes
+ * through here, which knows workflow ids, the task queue and Temporal's error types, and turns them into A2A
+ * errors. Routes and the request handler never touch client.workflow.
+ *
+ * The other modules that call Temporal, each for its own job: src/agents/refresh-schedules.ts (the agents'
+ * refresh schedules), src/temporal/orphan-sweep.ts (the sweep's schedule, and a visibility query for tasks
+ * whose workflow closed early), the activities that signal or cancel a task's workflow from the worker side
+ * (forward-message.ts: the agent's task id; jobs.ts: cancel a child; orphans.ts: end an orphan), src/health.ts
+ * (a liveness ping) and src/temporal/dev-server.ts (the embedded server at start-up).
  */
 import {
   type Client,
@@ -17,10 +24,11 @@ import type { Logger } from 'pino';
 import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
 import { findTask } from '../db/task-store';
 import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
-import { isInterrupted, isTerminal, stateLabel, viewTask } from '../../workflows/task-state';
+import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../workflows/task-state';
 import { lastEvent } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
-import type { SendMessageArgs, TaskInput, WireTask } from '../../workflows/types';
+import type { SendMessageArgs, TaskInput } from '../../workflows/types';
+import type { WireTask } from '../a2a/wire';
 import type { Health } from '../health';
 
 export interface TaskGatewayOptions {
@@ -115,7 +123,8 @@ export class TaskGateway {
       if (err instanceof WorkflowNotFoundError) {
         // The workflow is gone (closed and past retention): the projection knows whether the task ever existed.
         const stored = await findTask(this.o.pool, tenant, taskId);
-        if (stored) throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(stored.task.status.state)}; a terminal task accepts no more messages`);
+        const refusal = stored && refuseMessage(stored.task, false, args.message.contextId);
+        if (refusal) throw refused(refusal);
       }
       throw this.toA2A(err, taskId);
     }
@@ -159,12 +168,10 @@ export class TaskGateway {
       if (!stored) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
       task = stored.task;
     }
-    const state = task.status.state;
-    if (state !== 'TASK_STATE_CANCELED') {
-      // Lost the race with completion, or the workflow was already gone: exactly one terminal state stands.
-      if (isTerminal(state)) throw a2aError('TaskNotCancelable', `Task ${taskId} is already ${stateLabel(state)} and cannot be canceled`);
-      throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(state)})`);
-    }
+    // The cancel lost the race with completion, or the workflow was already gone: the state that stands says.
+    const refusal = refuseCancel(task);
+    if (refusal) throw refused(refusal);
+    if (task.status.state !== 'TASK_STATE_CANCELED') throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(task.status.state)})`);
     return task;
   }
 
@@ -201,11 +208,15 @@ export class TaskGateway {
 
   private toA2A(err: unknown, taskId: string): Error {
     if (err instanceof WorkflowNotFoundError) return a2aError('TaskNotFound', `Task ${taskId} not found`);
-    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
-      const name = WORKFLOW_FAILURE_TO_A2A[err.cause.type ?? ''];
-      if (name) return a2aError(name, err.cause.message);
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && Object.hasOwn(WORKFLOW_FAILURE_TO_A2A, err.cause.type ?? '')) {
+      return refused({ type: err.cause.type as Refusal['type'], message: err.cause.message });
     }
     this.o.log.error({ err, taskId }, 'unexpected Temporal error');
     return a2aError('Internal', `Internal error while handling task ${taskId}`);
   }
+}
+
+/** A task's refusal (the workflow's, or the same rule applied to the projection) as the A2A error for it. */
+function refused(r: Refusal): Error {
+  return a2aError(WORKFLOW_FAILURE_TO_A2A[r.type], r.message);
 }

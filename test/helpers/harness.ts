@@ -4,9 +4,11 @@
  * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { Pool } from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, type StreamSettings } from '../../src/app';
@@ -21,6 +23,8 @@ import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials'
 import { EncryptionCodec, parseKeyRing } from '../../src/temporal/encryption-codec';
 import { createLogger } from '../../src/log';
 import { createPool } from '../../src/db/pool';
+import { startDevServer } from '../../src/temporal/dev-server';
+import { freePort } from './process';
 import { Client } from '@temporalio/client';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 
@@ -79,27 +83,30 @@ export async function startTemporal(extraArgs: string[] = []): Promise<TestWorkf
     Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: 'WARN', forward: {} } } });
     runtimeInstalled = true;
   }
-  const path = process.env.TEMPORAL_CLI;
-  if (!path) throw new Error('TEMPORAL_CLI is not set: run the tests with `npm test` (scripts/test.sh finds or builds the Temporal CLI)');
-  const create = () =>
-    TestWorkflowEnvironment.createLocal({
-      server: {
-        executable: { type: 'existing-path', path },
-        searchAttributes: Object.keys(SEARCH_ATTRIBUTES).map((k) => defineSearchAttributeKey(k, SearchAttributeType.KEYWORD)),
-        extraArgs: [
-          // The same server settings as `npm start` (src/temporal/dev-server.ts).
-          ...['frontend.enableExecuteMultiOperation=true', 'history.transferProcessorMaxPollRPS=10000', 'system.enableActivityEagerExecution=true']
-            .flatMap((v) => ['--dynamic-config-value', v]),
-          ...extraArgs,
-        ],
-      },
-    });
-  // Core gives the dev server 5 s to open its port; a loaded 2-core machine can miss that once.
-  try {
-    return await create();
-  } catch {
-    return await create();
-  }
+  const binary = process.env.TEMPORAL_CLI;
+  if (!binary) throw new Error('TEMPORAL_CLI is not set: run the tests with `npm test` (scripts/test.sh finds or builds the Temporal CLI)');
+  // The dev server `npm start` runs (same settings, same readiness check: the namespace answers, the search
+  // attributes exist), on a free port, without its UI.
+  const dir = mkdtempSync(join(tmpdir(), 'sb-temporal-'));
+  const server = await startDevServer({
+    binary,
+    dbFilename: join(dir, 'temporal.sqlite'),
+    port: await freePort(),
+    headless: true,
+    searchAttributes: SEARCH_ATTRIBUTES,
+    log: () => {},
+    extraArgs,
+  });
+  const env = await TestWorkflowEnvironment.createFromExistingServer({ address: server.address });
+  // The environment's teardown closes its connections; the server and its files are ours.
+  const closeConnections = env.teardown.bind(env);
+  return Object.assign(env, {
+    async teardown() {
+      await closeConnections();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  });
 }
 
 export interface TestDb {

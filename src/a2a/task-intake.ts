@@ -1,0 +1,181 @@
+/**
+ * The rules a call meets before it touches a task, for one agent's endpoint and one caller: whose task it is
+ * (a per-agent endpoint answers only for its own agent's tasks), and everything a new task needs before its
+ * workflow starts: the budget and parent checks, the task id (the messageId claim, within the tenant's quotas),
+ * inline push configs, the link to a parent, and the task's first event in its log. No SDK types here.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { Agent } from '../agents/registry';
+import type { Caller } from '../auth/caller';
+import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
+import { agentOfTask, findTask } from '../db/task-store';
+import { appendEvents } from '../events/event-log';
+import type { EventHub } from '../events/hub';
+import { outageOf } from '../health';
+import type { PushStore } from '../push/store';
+import type { TaskGateway } from '../temporal/task-gateway';
+import { PARENT_TASK_HEADER } from '../../workflows/messages';
+import { submittedTask } from '../../workflows/task-state';
+import type { SendMessageArgs, TaskInput } from '../../workflows/types';
+import { a2aError } from './errors';
+import { storeInlinePushConfig } from './push-methods';
+import type { Dialect, WireMessage, WireTask } from './wire';
+
+export interface IntakeDeps {
+  gateway: TaskGateway;
+  pool: Pool;
+  hub: EventHub;
+  push: PushStore;
+  inputTimeoutMs: number;
+  /** Multi-agent jobs: how deep a chain of tasks started by agents may go (SWITCHBOARD_MAX_HOPS). */
+  maxHops: number;
+  /** First retry delay of a failed webhook delivery (ms). */
+  pushRetryInitialMs?: number;
+  /** The tenants' quotas: a new task is claimed only within them. */
+  quotas: TenantQuotas;
+}
+
+/** A new task, ready to start: its workflow's input and its first message. */
+export interface PreparedTask {
+  input: TaskInput;
+  args: SendMessageArgs;
+}
+
+export class TaskIntake {
+  readonly tenant: string;
+
+  /**
+   * @param agent the agent of the endpoint; the front door's stand-in (id '') serves every agent's tasks.
+   * @param caller who is calling (src/auth/plugin.ts authenticated them); the intake acts in their tenant.
+   */
+  constructor(
+    private readonly agent: Agent,
+    private readonly caller: Caller,
+    private readonly deps: IntakeDeps,
+    private readonly dialect: Dialect,
+  ) {
+    this.tenant = caller.tenant;
+  }
+
+  /**
+   * A per-agent endpoint answers only for its own agent's tasks: another agent's task of the tenant answers
+   * exactly as an unknown one does (-32001, the same message), so the endpoint is no oracle either.
+   * @throws TaskNotFound
+   */
+  async ownTask(taskId: string): Promise<void> {
+    if (this.agent.id === '') return;
+    let agentId: string | undefined;
+    try {
+      agentId = await agentOfTask(this.deps.pool, this.tenant, taskId);
+    } catch (err) {
+      // PostgreSQL is away: the workflow's search attributes know the agent too (reads keep working).
+      if (!outageOf(err)) throw err;
+      agentId = await this.deps.gateway.agentOf(this.tenant, taskId);
+    }
+    if (agentId !== undefined && agentId !== this.agent.id) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+  }
+
+  /**
+   * Everything a new task needs before its workflow starts. §3.1: task ids are the server's; a contextId the
+   * client gave is kept, otherwise one is minted. The messageId is claimed first, so the same message sent
+   * again finds its task instead of starting another. The task's first event, `submitted`, goes in its log
+   * here, so a stream can show it before Temporal has started anything.
+   * @param headers the request's headers (a parent task may be named in one).
+   */
+  async prepare(
+    message: WireMessage,
+    args: Omit<SendMessageArgs, 'message'>,
+    push: Record<string, unknown> | undefined,
+    headers: Record<string, string | string[] | undefined> | undefined,
+  ): Promise<PreparedTask> {
+    const budgetMinor = this.budgetOf(message);
+    const parent = await this.parentOf(message, headers);
+    const quotas = await this.deps.quotas.of(this.tenant);
+    if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
+    const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, randomUUID(), quotas, this.agent.id);
+    if (resent) await this.ownTask(taskId);
+    args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
+    // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
+    if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
+    const contextId = message.contextId || randomUUID();
+    const submittedAt = new Date().toISOString();
+    const submitted: WireTask = { ...submittedTask(taskId, contextId, submittedAt), history: [{ ...message, taskId, contextId }] };
+    // Key v0: the workflow's own changes are v1, v2…; a resent message logs nothing new.
+    this.deps.hub.publish(this.tenant, taskId, await appendEvents(this.deps.pool, this.tenant, taskId, [{ key: 'v0', event: { task: submitted } }]));
+    const { agent } = this;
+    return {
+      input: {
+        tenant: this.tenant,
+        taskId,
+        contextId,
+        requester: this.tenant,
+        ...(parent ? { parentTaskId: parent.taskId, depth: parent.depth } : {}),
+        budgetMinor,
+        submittedAt,
+        inputTimeoutMs: this.deps.inputTimeoutMs,
+        pushRetryInitialMs: this.deps.pushRetryInitialMs,
+        agent: { agentId: agent.id, endpoint: agent.endpoint, priceMinor: agent.priceMinor, retry: agent.retry },
+      },
+      args: { ...args, message: { ...message, contextId } },
+    };
+  }
+
+  /** An inline push config (SendMessage configuration) is stored for the task before the message goes in. */
+  async inlinePush(taskId: string, push: Record<string, unknown> | undefined): Promise<string[] | undefined> {
+    if (!push?.url) return undefined;
+    return [await storeInlinePushConfig(this.deps.push, this.tenant, this.dialect, taskId, push)];
+  }
+
+  /**
+   * The first message's `metadata.budgetMinor`: the most the client will pay for the task, in integer minor
+   * units. It is held instead of the agent's price, so it caps a cost the agent reports; below the price it
+   * could not pay for the task at all, so it is refused (-32602) before anything starts.
+   */
+  private budgetOf(message: WireMessage): number | undefined {
+    const budget = (message.metadata as Record<string, unknown> | undefined)?.budgetMinor;
+    if (budget === undefined) return undefined;
+    const field = 'message.metadata.budgetMinor';
+    if (typeof budget !== 'number' || !Number.isSafeInteger(budget) || budget < 0) {
+      throw a2aError('InvalidParams', `${field} must be a non-negative integer (minor units)`, [{ field, description: 'must be a non-negative integer' }]);
+    }
+    if (budget < this.agent.priceMinor) {
+      const description = `is below the agent's price of ${this.agent.priceMinor}`;
+      throw a2aError('InvalidParams', `${field} ${budget} ${description}; the task could not be paid for`, [{ field, description }]);
+    }
+    return budget;
+  }
+
+  /**
+   * Multi-agent jobs: a task started by an agent on behalf of a Switchboard task names that task in the
+   * `X-Switchboard-Parent-Task` header or `metadata.switchboard.parentTaskId` (Switchboard sends both when it
+   * forwards). Only an agent key may name one, and only a task its own agent runs: the link is the agent's
+   * explicit claim, not something a client can attach to another team's job. The new task is one hop deeper,
+   * and past the hop limit it is refused.
+   */
+  private async parentOf(message: WireMessage, headers: Record<string, string | string[] | undefined> | undefined): Promise<{ taskId: string; depth: number } | undefined> {
+    const header = headers?.[PARENT_TASK_HEADER];
+    const fromMeta = (message.metadata?.switchboard as { parentTaskId?: unknown } | undefined)?.parentTaskId;
+    const parentTaskId = (Array.isArray(header) ? header[0] : header) || (typeof fromMeta === 'string' ? fromMeta : undefined);
+    if (!parentTaskId) return undefined;
+    if (this.caller.role !== 'agent') {
+      throw a2aError(
+        'HopLimit',
+        `A parent task (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) may only be named with an agent key (role agent); this key's role is ${this.caller.role}`,
+      );
+    }
+    const parent = await findTask(this.deps.pool, this.tenant, parentTaskId);
+    if (parent && parent.agentId !== this.caller.agentId) {
+      throw a2aError('HopLimit', `The parent task ${parentTaskId} is not run by this key's agent (${this.caller.agentId}); an agent starts child tasks only for its own tasks`);
+    }
+    if (!parent) throw a2aError('HopLimit', `The parent task ${parentTaskId} (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) does not exist`);
+    const depth = parent.depth + 1;
+    if (depth > this.deps.maxHops) {
+      throw a2aError(
+        'HopLimit',
+        `Hop limit reached: this task would be ${depth} hops below its root task (parent ${parentTaskId}; the limit is ${this.deps.maxHops}, SWITCHBOARD_MAX_HOPS). Agents calling each other in a loop?`,
+      );
+    }
+    return { taskId: parentTaskId, depth };
+  }
+}

@@ -1,0 +1,21 @@
+/** How the task workflow words what went wrong (deterministic helpers, no I/O). */
+import { ActivityFailure, TimeoutFailure } from '@temporalio/workflow';
+
+/** The most specific reason Temporal recorded, e.g. the agent's JSON-RPC error or "timed out after 3 attempts". */
+export function describeFailure(err: unknown): string {
+  if (err instanceof ActivityFailure && err.cause) {
+    if (err.cause instanceof TimeoutFailure) return `the agent call timed out (${err.cause.timeoutType})`;
+    return err.cause.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The agent call ran out of time (every attempt, or the whole schedule). */
+export const isTimeout = (err: unknown): boolean => err instanceof ActivityFailure && err.cause instanceof TimeoutFailure;
+
+export function humanDuration(ms: number): string {
+  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} day(s)`;
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} hour(s)`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} minute(s)`;
+  return `${ms / 1000} second(s)`;
+}
