@@ -2,12 +2,15 @@
 // ordering, the env Switchboard reads, and that the setup script creates every search attribute the
 // workflows write. Validated against the compose schema separately with compose-go (`docker compose config`).
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+import { DYNAMIC_CONFIG } from '../src/temporal/dev-server';
 
 const root = path.resolve(__dirname, '..');
 const read = (p: string) => readFileSync(path.join(root, p), 'utf8');
@@ -69,15 +72,56 @@ test('switchboard gets a valid config pointing at the compose services', () => {
   assert.equal(db.pathname, '/switchboard');
   // That database is created by the schema one-shot, not by the postgres image.
   assert.match(read('docker/setup-postgres.sh'), /--db switchboard create/);
-  assert.match(read('Dockerfile'), /^FROM node:20-bookworm-slim$/m);
 });
 
-test('the setup script creates every search attribute the workflows write', () => {
-  const script = read('docker/setup-temporal.sh');
-  const declared = script.match(/^SEARCH_ATTRIBUTES="([^"]*)"/m)?.[1].split(/\s+/) ?? [];
-  assert.deepEqual(declared.sort(), Object.keys(SEARCH_ATTRIBUTES).sort());
-  assert.match(script, /search-attribute create .*\\\n.*--type Keyword/);
-  assert.doesNotMatch(script, /ATTdMPTS/); // the upstream script's typo
+test('the image runs Node 20 on glibc and starts with npm start', () => {
+  const dockerfile = read('Dockerfile');
+  const from = dockerfile.match(/^FROM\s+(\S+)/m)?.[1] ?? '';
+  const [image, tag = ''] = from.split(':');
+  assert.equal(image, 'node');
+  // The Temporal core-bridge native module does not load on musl, and Switchboard is built for Node 20.
+  assert.match(tag, /^20(\.|-|$)/, `FROM ${from}`);
+  assert.doesNotMatch(tag, /alpine/, `FROM ${from}`);
+  assert.match(dockerfile, /^CMD \["npm", "start"\]$/m);
+  assert.match(dockerfile, /^USER node$/m);
+});
+
+test('the setup script waits for the server, then creates the namespace and every search attribute, and may run again', () => {
+  // Run it for real against a stand-in `temporal` on PATH that records each call: unhealthy twice, then up;
+  // no namespace yet; one attribute already there.
+  const dir = mkdtempSync(path.join(tmpdir(), 'setup-temporal-'));
+  const calls = path.join(dir, 'calls');
+  writeFileSync(path.join(dir, 'sleep'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  writeFileSync(
+    path.join(dir, 'temporal'),
+    `#!/bin/sh
+echo "$*" >> "${calls}"
+case "$*" in
+  *"cluster health"*) n=$(grep -c "cluster health" "${calls}"); [ "$n" -ge 3 ] ;;
+  *"namespace describe"*) exit 1 ;;
+  *"--name A2AAgentId"*) echo "search attribute A2AAgentId already exists" >&2; exit 1 ;;
+  *) exit 0 ;;
+esac
+`,
+    { mode: 0o755 },
+  );
+  try {
+    const out = execFileSync('sh', [path.join(root, 'docker/setup-temporal.sh')], {
+      env: { PATH: `${dir}:${process.env.PATH}`, TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_NAMESPACE: 'default' },
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const log = readFileSync(calls, 'utf8').trim().split('\n');
+    assert.equal(log.filter((c) => c.includes('cluster health')).length, 3);
+    assert.ok(log.some((c) => c.startsWith('operator namespace create --namespace default')), log.join('\n'));
+    const created = log.filter((c) => c.includes('search-attribute create')).map((c) => c.match(/--name (\S+)/)?.[1]);
+    assert.deepEqual(created.sort(), Object.keys(SEARCH_ATTRIBUTES).sort());
+    assert.ok(log.filter((c) => c.includes('search-attribute create')).every((c) => c.includes('--type Keyword')));
+    assert.match(out, /A2AAgentId: already exists/);
+    assert.match(out, /namespace default ready/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('every mounted file exists', () => {
@@ -90,5 +134,8 @@ test('every mounted file exists', () => {
   // The server resolves this under /etc/temporal, where ./docker/dynamicconfig is mounted.
   const dc = path.join('docker', String(services.temporal.environment?.DYNAMIC_CONFIG_FILE_PATH).replace(/^config\//, ''));
   assert.ok(existsSync(path.join(root, dc)), `${dc} is missing`);
-  assert.equal(parse(read(dc))['limit.maxIDLength'][0].value, 255);
+  const dynamic = parse(read(dc));
+  assert.equal(dynamic['limit.maxIDLength'][0].value, 255);
+  // The same settings as every dev server Switchboard starts (one list, src/temporal/dev-server.ts).
+  for (const [key, value] of Object.entries(DYNAMIC_CONFIG)) assert.equal(dynamic[key]?.[0]?.value, value, `${key} in ${dc}`);
 });
