@@ -150,6 +150,53 @@ describe('with allowPrivate=false', () => {
   });
 });
 
+describe('DNS rebinding (F10): the address is checked at connect, on what the socket would use', () => {
+  /** A resolver for `rebind.test` that answers from `answers` in turn, as a rebinding attacker's DNS would. */
+  function rebinding(answers: string[][]): { lookup: typeof import('node:dns').lookup; asked: () => number } {
+    let n = 0;
+    const lookup = ((_host: string, _opts: unknown, cb: (err: null, addresses: { address: string; family: number }[]) => void) => {
+      const addresses = answers[n++ % answers.length].map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+      setImmediate(() => cb(null, addresses));
+    }) as unknown as typeof import('node:dns').lookup;
+    return { lookup, asked: () => n };
+  }
+
+  test('a host answering public, then private, is refused every time it answers private, and never reaches the private server', async () => {
+    // 198.51.100.7 (TEST-NET-2) stands for the public answer a pre-check would have seen; it cannot be reached here.
+    const dns = rebinding([['198.51.100.7'], ['127.0.0.1']]);
+    const outbound = createOutbound({ allowPrivate: false, lookup: dns.lookup, connectTimeoutMs: 300 });
+    const before = connections;
+    try {
+      const codes: OutboundErrorCode[] = [];
+      for (let i = 0; i < 10; i++) {
+        const err = await outbound.fetch(`http://rebind.test:${port}/json`).then(
+          () => assert.fail('a rebinding host was reached'),
+          (e: unknown) => e as OutboundError,
+        );
+        assert.ok(err instanceof OutboundError, String(err));
+        codes.push(err.code);
+      }
+      assert.equal(dns.asked(), 10, 'one lookup per connect: nothing was cached across the switch');
+      assert.deepEqual(codes.filter((_, i) => i % 2 === 1), Array(5).fill('BLOCKED_ADDRESS'), 'every private answer refused');
+      assert.ok(codes.filter((_, i) => i % 2 === 0).every((c) => c !== 'BLOCKED_ADDRESS'), 'public answers are not refused as private');
+      assert.equal(connections, before, 'no connection reached the private server');
+    } finally {
+      await outbound.close();
+    }
+  });
+
+  test('one answer holding a public and a private address refuses the whole host', async () => {
+    for (const answer of [['198.51.100.7', '127.0.0.1'], ['::1', '198.51.100.7'], ['198.51.100.7', '169.254.169.254']]) {
+      const outbound = createOutbound({ allowPrivate: false, lookup: rebinding([answer]).lookup, connectTimeoutMs: 300 });
+      try {
+        await rejectsWith(outbound.fetch(`http://rebind.test:${port}/json`), 'BLOCKED_ADDRESS');
+      } finally {
+        await outbound.close();
+      }
+    }
+  });
+});
+
 describe('with allowPrivate=true', () => {
   const outbound = createOutbound({
     allowPrivate: true,

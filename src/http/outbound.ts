@@ -23,6 +23,11 @@ export interface OutboundOptions {
   maxResponseBytes?: number;
   /** Sent when the caller sets no User-Agent. Default 'switchboard'. */
   userAgent?: string;
+  /**
+   * The resolver the connect-time check asks (default `dns.lookup`, which is what a socket would use). Given
+   * here by the rebinding drill and tests: a resolver that answers public once and private the next time.
+   */
+  lookup?: typeof dns.lookup;
 }
 
 export type OutboundErrorCode = 'INVALID_URL' | 'BLOCKED_ADDRESS' | 'REDIRECT' | 'TOO_LARGE' | 'TIMEOUT' | 'NETWORK';
@@ -149,21 +154,23 @@ function blockedError(host: string, address: string, url: string): OutboundError
  * see a public address and the connect a private one). Refusing rather than filtering keeps the
  * behaviour predictable: a host never works "sometimes" depending on which address gets picked.
  */
-const guardedLookup: net.LookupFunction = (hostname, options, callback) => {
-  dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, '');
-    const bad = addresses.find((a) => isPrivateAddress(a.address));
-    if (bad) return callback(blockedError(hostname, bad.address, hostname), '');
-    // net.connect asks for all addresses when autoSelectFamily (happy eyeballs) is on, one otherwise.
-    if (options.all) return callback(null, addresses);
-    callback(null, addresses[0]!.address, addresses[0]!.family);
-  });
-};
+function guardedLookup(resolve: typeof dns.lookup): net.LookupFunction {
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '');
+      const bad = addresses.find((a) => isPrivateAddress(a.address));
+      if (bad) return callback(blockedError(hostname, bad.address, hostname), '');
+      // net.connect asks for all addresses when autoSelectFamily (happy eyeballs) is on, one otherwise.
+      if (options.all) return callback(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  };
+}
 
 function createConnector(options: OutboundOptions): buildConnector.connector {
   const timeout = options.connectTimeoutMs ?? 5_000;
   if (options.allowPrivate) return buildConnector({ timeout });
-  const connect = buildConnector({ timeout, lookup: guardedLookup });
+  const connect = buildConnector({ timeout, lookup: guardedLookup(options.lookup ?? dns.lookup) });
   return (opts, callback) => {
     // net.connect skips `lookup` for IP literals, so check those here. undici has already
     // stripped the brackets from IPv6 hostnames.

@@ -9,7 +9,8 @@
  *    answers garbage, 50 MB or a malformed event stream, or redirects to an internal address; and a cancel of a
  *    hanging call;
  *  - fuzz of the JSON-RPC front door (10,000 cases on a pinned seed: structure, values, headers);
- *  - F10 the SSRF corpus of §4.4 against the guarded outbound client, at connect time.
+ *  - F10 the SSRF corpus of §4.4 against the guarded outbound client, at connect time, and DNS rebinding (a
+ *    resolver answering public, then private, in turn).
  * Each kill drill runs the same workload: slow tasks in flight, tasks waiting for input, and new messages sent
  * during the outage (refused with 503, then resent with the same messageId). Exit code 1 when a target is missed.
  *
@@ -573,7 +574,7 @@ async function drillFuzz(): Promise<void> {
   }
 }
 
-let ssrf: { corpus: number; blocked: number; reachedInternal: number; leaks: string[] } | undefined;
+let ssrf: { corpus: number; blocked: number; reachedInternal: number; leaks: string[]; rebinding: { privateAnswers: number; refused: number } } | undefined;
 
 async function drillSsrf(): Promise<void> {
   const { createOutbound } = await import('../../src/http/outbound');
@@ -615,10 +616,27 @@ async function drillSsrf(): Promise<void> {
   } catch {
     blocked++;
   }
-  await Promise.all([outbound.close(), permissive.close()]);
+  // DNS rebinding: a host whose resolver answers public, then private, in turn (what a pre-check would see,
+  // then what the connect would use). Every private answer must be refused at connect.
+  let lookups = 0;
+  const rebindingLookup = ((_host: string, _opts: unknown, cb: (err: null, a: { address: string; family: number }[]) => void) => {
+    const address = lookups++ % 2 === 0 ? '198.51.100.7' : '127.0.0.1';
+    setImmediate(() => cb(null, [{ address, family: 4 }]));
+  }) as unknown as typeof import('node:dns').lookup;
+  const rebinder = createOutbound({ allowPrivate: false, lookup: rebindingLookup, connectTimeoutMs: 300 });
+  let refused = 0;
+  for (let i = 0; i < 20; i++) {
+    try {
+      await rebinder.fetch(`http://rebind.test:${port}/`, { signal: AbortSignal.timeout(3_000) });
+      leaks.push('rebind.test');
+    } catch (err) {
+      if ((err as { code?: string }).code === 'BLOCKED_ADDRESS') refused++;
+    }
+  }
+  await Promise.all([outbound.close(), permissive.close(), rebinder.close()]);
   internal.close();
   redirector.close();
-  ssrf = { corpus: urls.length + 1, blocked, reachedInternal: reached, leaks };
+  ssrf = { corpus: urls.length + 1, blocked, reachedInternal: reached, leaks, rebinding: { privateAnswers: Math.floor(lookups / 2), refused } };
 }
 
 async function main() {
@@ -664,14 +682,17 @@ async function main() {
     console.log(`\nF2 kill -9 of a front door with ${f.streams} open streams (~${f.killedAfterEvents} events each at the kill), resubscribed at another: terminal states missed ${f.terminalMissed}, ordering violations ${f.orderViolations}, assembled texts wrong ${f.textMismatches}, resubscribe-to-end p50 ${f.reconnectP50Ms} ms, p99 ${f.reconnectP99Ms} ms`);
   }
   if (fuzz) console.log(`\nfuzz: ${fuzz.cases} cases, ${fuzz.fiveXx} 5xx, ${fuzz.crashes} crashes/hangs; statuses ${JSON.stringify(fuzz.byStatus)}`);
-  if (ssrf) console.log(`SSRF corpus: ${ssrf.blocked}/${ssrf.corpus} blocked, ${ssrf.reachedInternal} requests reached the internal target${ssrf.leaks.length ? `; LEAKS: ${ssrf.leaks.join(', ')}` : ''}`);
+  if (ssrf) {
+    console.log(`SSRF corpus: ${ssrf.blocked}/${ssrf.corpus} blocked, ${ssrf.reachedInternal} requests reached the internal target${ssrf.leaks.length ? `; LEAKS: ${ssrf.leaks.join(', ')}` : ''}`);
+    console.log(`DNS rebinding (public, then private answers): ${ssrf.rebinding.refused}/${ssrf.rebinding.privateAnswers} private answers refused at connect`);
+  }
 
   const missed = [
     ...results.filter((r) => r.tasksLost || r.duplicateSettlements || r.ledgerConserved !== true || r.stuckWorkflows || r.fakeSuccesses).map((r) => r.drill),
     ...agentFaults.filter((r) => !r.ok).map((r) => `agent fault ${r.mode}`),
     ...(streamsFigures && (streamsFigures.terminalMissed || streamsFigures.orderViolations || streamsFigures.textMismatches) ? ['F2 streams'] : []),
     ...(fuzz && (fuzz.fiveXx || fuzz.crashes) ? ['fuzz'] : []),
-    ...(ssrf && (ssrf.leaks.length || ssrf.reachedInternal) ? ['ssrf'] : []),
+    ...(ssrf && (ssrf.leaks.length || ssrf.reachedInternal || ssrf.rebinding.refused !== ssrf.rebinding.privateAnswers) ? ['ssrf'] : []),
   ];
   if (missed.length) {
     console.log(`\ntargets missed: ${missed.join('; ')}`);
