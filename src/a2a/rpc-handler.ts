@@ -8,7 +8,6 @@
  * the one whose result runs: valid params go to the push-config methods (answered here, see push-methods.ts),
  * or to the @a2a-js/sdk transport handler of the caller's dialect, which renders answers and errors in it.
  */
-import { toJsonRpcError } from '@a2a-js/sdk/errors';
 import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
 import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextBuilder } from '@a2a-js/sdk/server';
 import { z } from 'zod';
@@ -18,11 +17,13 @@ import { AgentRequestHandler, type HandlerDeps } from './request-handler';
 import { type StreamCursor, StreamLimitError } from './task-stream';
 import * as S from './schemas';
 import type { Dialect } from './wire';
-import type { Agent, AgentRegistry } from '../agents/registry';
+import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/params';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
 import { quotaError } from '../auth/quotas';
-import { DependencyUnavailable, type Health, outageOf } from '../health';
+import { DependencyUnavailable, type Health } from '../health';
+import { KnownAgents, mappingOutages } from './outage-fallbacks';
+import { type RpcEvent, envelope, idOf, legacyError, v1Error } from './rpc-errors';
 
 /** A method's params schema, or the A2A error that answers it while the feature is not offered. */
 type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
@@ -92,7 +93,6 @@ export interface RpcRequest {
   signal: AbortSignal;
 }
 
-export type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
 
 /** One Server-Sent Event: a JSON-RPC response, with the event's log position as its `id:` when it has one. */
 export interface SseFrame {
@@ -308,58 +308,6 @@ async function* frames(first: RpcEvent, rest: AsyncIterator<RpcEvent>, cursor: S
   }
 }
 
-/**
- * The request handler with every outage error turned into the A2A error for it (-32054, naming the dependency),
- * which the SDK renders in the caller's dialect and the transport sends with HTTP 503.
- */
-function mappingOutages<T extends object>(handler: T, health: Health): T {
-  const map = (err: unknown) => {
-    const dep = health.report(err);
-    return dep ? a2aError('Unavailable', (err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep)).message) : err;
-  };
-  return new Proxy(handler, {
-    get(target, prop) {
-      const value = Reflect.get(target, prop, target);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        const out = value.apply(target, args);
-        if (out && typeof out.then === 'function') return out.catch((err: unknown) => Promise.reject(map(err)));
-        if (out && typeof out[Symbol.asyncIterator] === 'function') {
-          return (async function* () {
-            try {
-              yield* out;
-            } catch (err) {
-              throw map(err);
-            }
-          })();
-        }
-        return out;
-      };
-    },
-  });
-}
-
-/** Agents as last read, per tenant and id: while PostgreSQL is away, an agent's endpoint still serves reads. */
-class KnownAgents {
-  private readonly known = new Map<string, Agent>();
-
-  async get(registry: AgentRegistry, tenant: string, id: string): Promise<Agent | undefined> {
-    const key = `${tenant}/${id}`;
-    try {
-      const agent = await registry.get(tenant, id);
-      if (agent) {
-        if (this.known.size > 10_000) this.known.clear();
-        this.known.set(key, agent);
-      } else this.known.delete(key);
-      return agent;
-    } catch (err) {
-      const stale = outageOf(err) ? this.known.get(key) : undefined;
-      if (stale) return stale;
-      throw err;
-    }
-  }
-}
-
 /** Open streams per key in this process, for the streamsPerKey quota. */
 class KeyStreams {
   private readonly open = new Map<string, number>();
@@ -384,31 +332,4 @@ class KeyStreams {
 function parseLastEventId(v: string | undefined): number | undefined | null {
   if (v === undefined || v === '') return undefined;
   return /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : null;
-}
-
-export function envelope(id: string | number | null, error: { code: number; message: string; data?: unknown }): RpcEvent {
-  return { jsonrpc: '2.0' as const, id, error };
-}
-
-/**
- * 1.0 errors as the SDK renders them (a google.rpc.ErrorInfo in `data`), plus, for invalid params, the field
- * violations as a google.rpc.BadRequest (§1.9): the SDK renderer drops an error's own `data`.
- */
-function v1Error(err: unknown): { code: number; message: string; data?: unknown[] } {
-  const out = toJsonRpcError(err);
-  const violations = (err as { data?: unknown }).data;
-  if (out.code !== A2A_ERRORS.InvalidParams.code || !Array.isArray(violations) || violations.length === 0) return out;
-  return { ...out, data: [...(out.data ?? []), { '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: violations }] };
-}
-
-/** 0.3 errors carry no google.rpc ErrorInfo array; `data` stays free-form (field violations for -32602). */
-function legacyError(err: unknown): { code: number; message: string; data?: unknown } {
-  const e = err as { envelopeCode?: number; message?: string; data?: unknown };
-  return { code: e.envelopeCode ?? A2A_ERRORS.Internal.code, message: e.message ?? 'Internal error', ...(e.data !== undefined ? { data: e.data } : {}) };
-}
-
-/** Echo the request id in an error when it is a valid one (JSON-RPC 2.0 §5: null when it cannot be read). */
-function idOf(body: unknown): string | number | null {
-  const id = (body as { id?: unknown } | null)?.id;
-  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
 }

@@ -7,7 +7,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import { FrontDoor } from '../a2a/front-door';
-import { type RpcCoreDeps, RpcCore, type RpcResolver, envelope } from '../a2a/rpc-handler';
+import { type RpcCoreDeps, RpcCore, type RpcResolver } from '../a2a/rpc-handler';
+import { envelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { DependencyUnavailable } from '../health';
 import { baseUrlOf } from './base-url';

@@ -1,0 +1,34 @@
+/** JSON-RPC error responses as each dialect renders them (the RPC core's, and its transports'). */
+import { toJsonRpcError } from '@a2a-js/sdk/errors';
+import { A2A_ERRORS } from './errors';
+
+/** One JSON-RPC response, as a stream event or an answer. */
+export type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
+
+/** A JSON-RPC error response. */
+export function envelope(id: string | number | null, error: { code: number; message: string; data?: unknown }): RpcEvent {
+  return { jsonrpc: '2.0' as const, id, error };
+}
+
+/**
+ * 1.0 errors as the SDK renders them (a google.rpc.ErrorInfo in `data`), plus, for invalid params, the field
+ * violations as a google.rpc.BadRequest (§1.9): the SDK renderer drops an error's own `data`.
+ */
+export function v1Error(err: unknown): { code: number; message: string; data?: unknown[] } {
+  const out = toJsonRpcError(err);
+  const violations = (err as { data?: unknown }).data;
+  if (out.code !== A2A_ERRORS.InvalidParams.code || !Array.isArray(violations) || violations.length === 0) return out;
+  return { ...out, data: [...(out.data ?? []), { '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: violations }] };
+}
+
+/** 0.3 errors carry no google.rpc ErrorInfo array; `data` stays free-form (field violations for -32602). */
+export function legacyError(err: unknown): { code: number; message: string; data?: unknown } {
+  const e = err as { envelopeCode?: number; message?: string; data?: unknown };
+  return { code: e.envelopeCode ?? A2A_ERRORS.Internal.code, message: e.message ?? 'Internal error', ...(e.data !== undefined ? { data: e.data } : {}) };
+}
+
+/** Echo the request id in an error when it is a valid one (JSON-RPC 2.0 §5: null when it cannot be read). */
+export function idOf(body: unknown): string | number | null {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
+}
