@@ -21,7 +21,8 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -31,7 +32,7 @@ process.env.LOG_LEVEL ??= 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
 process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 
-const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f2,f3,f8,agents,fuzz,ssrf').split(',').map((s) => s.trim()).filter(Boolean));
+const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f2,f3,f8,agents,fuzz,ssrf,isolation,load').split(',').map((s) => s.trim()).filter(Boolean));
 const SEED = Number(process.env.FAULTS_SEED ?? 8);
 const FUZZ_N = Number(process.env.FAULTS_FUZZ_N ?? 10_000);
 const V1 = { 'A2A-Version': '1.0' };
@@ -427,12 +428,38 @@ async function drillAgentFaults(): Promise<void> {
 }
 
 
-let streamsFigures: { streams: number; killedAfterEvents: number; terminalMissed: number; orderViolations: number; textMismatches: number; reconnectP50Ms: number; reconnectP99Ms: number } | undefined;
+let streamsFigures:
+  | {
+      streams: number; killedAfterEvents: number; terminalMissed: number; orderViolations: number; textMismatches: number;
+      reconnectP50Ms: number; reconnectP99Ms: number; ttfeP50Ms: number; ttfeP99Ms: number; lagP99Ms: number;
+      rssPerStreamKiB: number; fdsPerStream: number;
+    }
+  | undefined;
 
 /**
  * F2: kill -9 of a front door with 100 open streams. Another Switchboard process on the same database and task
  * queue (its worker keeps the workflows going) takes the clients: each resubscribes there with Last-Event-ID.
  */
+interface ProcessFigures {
+  rssKiB: number;
+  fds: number;
+}
+/** A process's resident memory and open file descriptors, from /proc (Linux). */
+function processFigures(pid: number): ProcessFigures | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    return { rssKiB: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN), fds: readdirSync(`/proc/${pid}/fd`).length };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The p-th percentile of `values` (nearest rank); NaN when there are none. */
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
 async function drillStreams(): Promise<void> {
   const { createTestDb, startTemporal, DATABASE_URL, TEST_ADMIN_KEY, startGateway, rememberKeys } = await import('../helpers/harness');
   const { freePort, startSwitchboard } = await import('../helpers/process');
@@ -457,24 +484,29 @@ async function drillStreams(): Promise<void> {
   const chunky = await startChunkyAgent({ chunks: CHUNKS, delayMs: 25 });
   try {
     const agentId = ((await (await fetch(`${sb.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` }, body: JSON.stringify({ url: chunky.url, retry: { attemptTimeoutMs: 15_000, initialIntervalMs: 200, maxAttempts: 5 } }) })).json()) as { id: string }).id;
-    const seen: { events: { id?: number; data: any }[] }[] = Array.from({ length: N }, () => ({ events: [] }));
+    const seen: { events: { id?: number; data: any }[]; sentAt: number; at: number[] }[] = Array.from({ length: N }, () => ({ events: [], sentAt: 0, at: [] }));
+    const before = processFigures(sb.child.pid!);
+    let atN: ProcessFigures | undefined;
     let open = 0;
     let killed: Promise<string> | undefined;
     let onKilled!: (how: Promise<string>) => void;
     const killing = new Promise<Promise<string>>((r) => (onKilled = r));
     const kill = () => {
+      atN ??= processFigures(sb.child.pid!);
       if (!killed) onKilled((killed = sb.kill()));
     };
-    const streams = seen.map((s, i) =>
-      sse(`${sb.url}/agents/${agentId}/a2a`, {
+    const streams = seen.map((s, i) => {
+      s.sentAt = Date.now();
+      return sse(`${sb.url}/agents/${agentId}/a2a`, {
         method: 'SendStreamingMessage',
         params: { message: userMessage(`stream ${i}`) },
         onEvent(e) {
           s.events.push(e);
+          s.at.push(Date.now());
           if (s.events.length === 5 && ++open === N) kill();
         },
-      }).catch(() => undefined),
-    );
+      }).catch(() => undefined);
+    });
     setTimeout(kill, 20_000).unref(); // if some stream never got going, kill anyway
     await (await killing);
     await Promise.all(streams);
@@ -503,9 +535,15 @@ async function drillStreams(): Promise<void> {
         if (assembledText(all) !== chunkedText(CHUNKS)) textMismatches++;
       }),
     );
-    reconnects.sort((a, b) => a - b);
-    const pct = (p: number) => reconnects[Math.min(reconnects.length - 1, Math.floor((p / 100) * reconnects.length))] ?? NaN;
-    streamsFigures = { streams: N, killedAfterEvents, terminalMissed, orderViolations, textMismatches, reconnectP50Ms: pct(50), reconnectP99Ms: pct(99) };
+    const ttfe = seen.filter((s) => s.at.length).map((s) => s.at[0] - s.sentAt);
+    const lags = seen.flatMap((s) => s.at.slice(1).map((t, k) => t - s.at[k]));
+    streamsFigures = {
+      streams: N, killedAfterEvents, terminalMissed, orderViolations, textMismatches,
+      reconnectP50Ms: percentile(reconnects, 50), reconnectP99Ms: percentile(reconnects, 99),
+      ttfeP50Ms: percentile(ttfe, 50), ttfeP99Ms: percentile(ttfe, 99), lagP99Ms: percentile(lags, 99),
+      rssPerStreamKiB: atN && before ? Math.round((atN.rssKiB - before.rssKiB) / N) : NaN,
+      fdsPerStream: atN && before ? (atN.fds - before.fds) / N : NaN,
+    };
   } finally {
     await chunky.close();
     await sb.kill();
@@ -514,6 +552,162 @@ async function drillStreams(): Promise<void> {
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+let isolation: { probes: number; leaks: string[] } | undefined;
+
+/**
+ * Cross-tenant isolation (§4.5): tenant B, with its own client key, tries every way of reaching tenant A's tasks,
+ * agents and account. Each answer must be exactly the answer for an id nobody has (status, code and message, with
+ * the id itself masked), and B's lists must hold none of A's.
+ */
+async function drillIsolation(): Promise<void> {
+  const { startGateway, register } = await import('../helpers/harness');
+  const { startEchoAgent, startAskingAgent } = await import('../agents');
+  const gw = await startGateway();
+  const [echo, asking] = await Promise.all([startEchoAgent(), startAskingAgent()]);
+  try {
+    const rest = async (key: string, method: string, p: string, body?: unknown) => {
+      const res = await fetch(`${gw.url}${p}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: res.status, json: (await res.json().catch(() => undefined)) as any };
+    };
+    const admin = gw.keys.admin;
+    await rest(admin, 'POST', '/tenants', { id: 'tenant-b', name: 'B' });
+    const b = (await rest(admin, 'POST', '/tenants/tenant-b/keys', { role: 'client', name: 'b' })).json.key as string;
+    const bOperator = (await rest(admin, 'POST', '/tenants/tenant-b/keys', { role: 'operator', name: 'b-op' })).json.key as string;
+    const echoAgent = await register(gw, echo.url);
+    const askAgent = await register(gw, asking.url);
+    const done = (await call(echoAgent.rpc, gw.keys.client, 'SendMessage', { message: userMessage('a') })).json.result.task.id as string;
+    const waiting = (await call(askAgent.rpc, gw.keys.client, 'SendMessage', { message: userMessage('b') })).json.result.task.id as string;
+
+    const mask = (v: unknown, id: string) => JSON.stringify(v ?? null).split(id).join('<id>');
+    const answerOf = (r: { status: number; json: any }, id: string) => mask({ status: r.status, code: r.json?.error?.code, message: r.json?.error?.message ?? r.json?.error }, id);
+    const front = `${gw.url}/a2a`;
+    const probes: [string, (id: string) => Promise<{ status: number; json: any }>][] = [
+      ['GetTask', (id) => call(front, b, 'GetTask', { id })],
+      ['CancelTask', (id) => call(front, b, 'CancelTask', { id })],
+      ['SubscribeToTask', (id) => call(front, b, 'SubscribeToTask', { id })],
+      ['follow-up SendMessage', (id) => call(front, b, 'SendMessage', { message: userMessage('mine now', { taskId: id }) })],
+      ['CreateTaskPushNotificationConfig', (id) => call(front, b, 'CreateTaskPushNotificationConfig', { taskId: id, url: 'https://hooks.example/x' })],
+      ['ListTaskPushNotificationConfigs', (id) => call(front, b, 'ListTaskPushNotificationConfigs', { taskId: id })],
+      ['0.3 tasks/get', (id) => call(front, b, 'tasks/get', { id })],
+      ['GET /tasks/:id/route', (id) => rest(b, 'GET', `/tasks/${id}/route`)],
+      ["A's agent endpoint", (id) => call(`${gw.url}/agents/${id}/a2a`, b, 'GetTask', { id: done })],
+      ["A's agent", (id) => rest(bOperator, 'GET', `/agents/${id}`)],
+      ["A's agent card", (id) => rest(b, 'GET', `/agents/${id}/.well-known/agent-card.json`)],
+    ];
+    const leaks: string[] = [];
+    let n = 0;
+    for (const [name, probe] of probes) {
+      const targets = name.startsWith("A's agent") ? [echoAgent.id, askAgent.id] : [done, waiting];
+      const unknown = name.startsWith("A's agent") ? `agent-${randomUUID().slice(0, 8)}` : randomUUID();
+      const expected = answerOf(await probe(unknown), unknown);
+      for (const id of targets) {
+        n++;
+        const got = answerOf(await probe(id), id);
+        if (got !== expected) leaks.push(`${name}: ${got} (unknown id: ${expected})`);
+      }
+    }
+    // Lists and search hold nothing of A's.
+    const listed = JSON.stringify((await call(front, b, 'ListTasks', {})).json);
+    const agents = JSON.stringify((await rest(bOperator, 'GET', '/agents')).json);
+    const searched = JSON.stringify((await rest(bOperator, 'GET', '/agents?q=echo')).json);
+    for (const [name, text, ids] of [['ListTasks', listed, [done, waiting]], ['GET /agents', agents, [echoAgent.id, askAgent.id]], ['agent search', searched, [echoAgent.id, askAgent.id]]] as const) {
+      n++;
+      if (ids.some((id) => text.includes(id))) leaks.push(`${name} shows tenant A's ids`);
+    }
+    // A's account: B's operator reads as for an account that does not exist.
+    n++;
+    const account = answerOf(await rest(bOperator, 'GET', '/accounts/requester:default'), 'default');
+    const none = answerOf(await rest(bOperator, 'GET', '/accounts/requester:nobody-here'), 'nobody-here');
+    if (account !== none) leaks.push(`account: ${account} (unknown: ${none})`);
+    isolation = { probes: n, leaks };
+  } finally {
+    await Promise.all([echo.close(), asking.close()]);
+    await gw.close();
+  }
+}
+
+interface LoadRow {
+  agent: string;
+  path: 'direct' | 'gateway';
+  sent: number;
+  ok: number;
+  refused503: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+let load: { ratePerS: number; seconds: number; rows: LoadRow[]; loopP99Ms: number } | undefined;
+
+/**
+ * Non-streaming SendMessage at a fixed arrival rate (open loop: a request every 1/R s whether or not earlier ones
+ * have answered, so a slow gateway cannot slow the load down and hide its own latency), against an agent that
+ * answers at once and one that takes 200 ms; each also called directly in the same run. The gateway's event-loop
+ * delay is sampled throughout (it runs in this process).
+ */
+async function drillLoad(): Promise<void> {
+  const { startGateway, register } = await import('../helpers/harness');
+  const { startEchoAgent, startSlowAgent, RPC_PATH } = await import('../agents');
+  const RATE = Number(process.env.FAULTS_LOAD_RATE ?? 4);
+  const SECONDS = Number(process.env.FAULTS_LOAD_SECONDS ?? 15);
+  const gw = await startGateway();
+  const [echo, slow] = await Promise.all([startEchoAgent(), startSlowAgent({ ms: 200 })]);
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  try {
+    const rows: LoadRow[] = [];
+    const run = async (agent: string, path: LoadRow['path'], url: string, key: string | undefined): Promise<void> => {
+      const latencies: number[] = [];
+      let ok = 0;
+      let refused503 = 0;
+      const sent = RATE * SECONDS;
+      const calls: Promise<void>[] = [];
+      const t0 = Date.now();
+      for (let i = 0; i < sent; i++) {
+        const due = t0 + (i * 1000) / RATE;
+        if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
+        calls.push(
+          (async () => {
+            const s = performance.now();
+            const r = await (key ? call(url, key, 'SendMessage', { message: userMessage(`load ${i}`) }) : rawCall(url, { message: userMessage(`load ${i}`) }));
+            latencies.push(performance.now() - s);
+            if (r.status === 503) refused503++;
+            const state = r.json?.result?.task?.status?.state ?? r.json?.result?.status?.state;
+            if (state === 'TASK_STATE_COMPLETED') ok++;
+          })(),
+        );
+      }
+      await Promise.all(calls);
+      rows.push({ agent, path, sent, ok, refused503, p50Ms: round1(percentile(latencies, 50)), p99Ms: round1(percentile(latencies, 99)) });
+    };
+    for (const [name, agent] of [['answers at once', echo], ['takes 200 ms', slow]] as const) {
+      await run(name, 'direct', `${agent.url}${RPC_PATH}`, undefined);
+      const { rpc } = await register(gw, agent.url);
+      loop.enable();
+      await run(name, 'gateway', rpc, gw.keys.client);
+      loop.disable();
+    }
+    load = { ratePerS: RATE, seconds: SECONDS, rows, loopP99Ms: round1(loop.percentile(99) / 1e6) };
+  } finally {
+    await Promise.all([echo.close(), slow.close()]);
+    await gw.close();
+  }
+}
+
+const round1 = (n: number) => Math.round(n * 10) / 10;
+
+/** A JSON-RPC SendMessage straight to an agent (the direct baseline: no gateway, no key). */
+async function rawCall(url: string, params: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...V1 },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  return { status: res.status, json: await res.json().catch(() => undefined) };
 }
 
 interface FuzzFigures {
@@ -649,6 +843,8 @@ async function main() {
     ['agents', drillAgentFaults],
     ['f2', drillStreams],
     ['fuzz', drillFuzz],
+    ['isolation', drillIsolation],
+    ['load', drillLoad],
   ];
   for (const [name, run] of drills) {
     if (!ONLY.has(name)) continue;
@@ -680,6 +876,7 @@ async function main() {
   if (streamsFigures) {
     const f = streamsFigures;
     console.log(`\nF2 kill -9 of a front door with ${f.streams} open streams (~${f.killedAfterEvents} events each at the kill), resubscribed at another: terminal states missed ${f.terminalMissed}, ordering violations ${f.orderViolations}, assembled texts wrong ${f.textMismatches}, resubscribe-to-end p50 ${f.reconnectP50Ms} ms, p99 ${f.reconnectP99Ms} ms`);
+    console.log(`Streams: ${f.streams} concurrent on one front door; time to first event p50 ${f.ttfeP50Ms} ms, p99 ${f.ttfeP99Ms} ms; inter-event lag p99 ${f.lagP99Ms} ms (the agent paces chunks 25 ms apart); per stream ${f.rssPerStreamKiB} KiB RSS and ${f.fdsPerStream.toFixed(2)} file descriptors`);
   }
   if (fuzz) console.log(`\nfuzz: ${fuzz.cases} cases, ${fuzz.fiveXx} 5xx, ${fuzz.crashes} crashes/hangs; statuses ${JSON.stringify(fuzz.byStatus)}`);
   if (ssrf) {
@@ -687,11 +884,29 @@ async function main() {
     console.log(`DNS rebinding (public, then private answers): ${ssrf.rebinding.refused}/${ssrf.rebinding.privateAnswers} private answers refused at connect`);
   }
 
+  if (isolation) {
+    console.log(`Cross-tenant isolation: ${isolation.probes} probes of tenant A's tasks, agents and account by tenant B, ${isolation.leaks.length} leaks${isolation.leaks.length ? `: ${isolation.leaks.join('; ')}` : ' (each answered exactly as for an id nobody has)'}`);
+  }
+  if (load) {
+    console.log(`\nNon-streaming SendMessage at a fixed ${load.ratePerS}/s for ${load.seconds} s (open loop), direct to the agent and through the gateway:\n`);
+    console.log('| agent | path | sent | completed | 503 | p50 | p99 |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- |');
+    for (const r of load.rows) console.log(`| ${r.agent} | ${r.path} | ${r.sent} | ${r.ok} | ${r.refused503} | ${r.p50Ms} ms | ${r.p99Ms} ms |`);
+    for (const agent of new Set(load.rows.map((r) => r.agent))) {
+      const d = load.rows.find((r) => r.agent === agent && r.path === 'direct');
+      const g = load.rows.find((r) => r.agent === agent && r.path === 'gateway');
+      if (d && g) console.log(`gateway overhead (${agent}): p50 +${round1(g.p50Ms - d.p50Ms)} ms, p99 +${round1(g.p99Ms - d.p99Ms)} ms`);
+    }
+    console.log(`gateway event-loop delay p99 under this load: ${load.loopP99Ms} ms`);
+  }
+
   const missed = [
     ...results.filter((r) => r.tasksLost || r.duplicateSettlements || r.ledgerConserved !== true || r.stuckWorkflows || r.fakeSuccesses).map((r) => r.drill),
     ...agentFaults.filter((r) => !r.ok).map((r) => `agent fault ${r.mode}`),
     ...(streamsFigures && (streamsFigures.terminalMissed || streamsFigures.orderViolations || streamsFigures.textMismatches) ? ['F2 streams'] : []),
     ...(fuzz && (fuzz.fiveXx || fuzz.crashes) ? ['fuzz'] : []),
+    ...(isolation?.leaks.length ? ['isolation'] : []),
+    ...(load?.rows.some((r) => r.ok !== r.sent) ? ['load (a task did not complete)'] : []),
     ...(ssrf && (ssrf.leaks.length || ssrf.reachedInternal || ssrf.rebinding.refused !== ssrf.rebinding.privateAnswers) ? ['ssrf'] : []),
   ];
   if (missed.length) {
