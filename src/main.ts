@@ -45,8 +45,19 @@ async function main(): Promise<void> {
     for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
     process.exit(code);
   };
-  process.once('SIGINT', () => void shutdown(0));
-  process.once('SIGTERM', () => void shutdown(0));
+  // The first Ctrl-C (or SIGTERM) stops everything in order; a second one does not wait for that.
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, 'stopping now, without waiting for the shutdown to finish');
+      process.exit(130);
+    }
+    stopping = true;
+    log.info({ signal }, 'shutting down: streams end with where to resume, the worker drains');
+    void shutdown(0);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   try {
     const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
@@ -163,9 +174,7 @@ async function main(): Promise<void> {
       allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
       maxHops: config.SWITCHBOARD_MAX_HOPS,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
-      streams: {
-        ...streamSettingsOf(config),
-      },
+      streams: streamSettingsOf(config),
     });
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });

@@ -193,6 +193,44 @@ describe('Switchboard killed with SIGKILL and restarted', () => {
     }));
 });
 
+describe('Ctrl-C', () => {
+  test('a stream open at SIGINT gets a last event saying where to resume; the process exits 0 with no error lines; the task goes on', () =>
+    withOutput(async () => {
+      const chunky = await agents.add(startChunkyAgent({ chunks: 300, delayMs: 10 }));
+      const rpc = await register(chunky.url, { retry: { attemptTimeoutMs: 8000, initialIntervalMs: 200, maxAttempts: 5 } });
+      const received: SseEvent[] = [];
+      let stopped: Promise<string> | undefined;
+      const read = await sse(rpc, {
+        method: 'SendStreamingMessage',
+        params: { message: userMessage('go') },
+        onEvent(e) {
+          received.push(e);
+          if (received.length === 20) {
+            sb!.child.kill('SIGINT');
+            stopped = sb!.exited;
+          }
+        },
+      });
+      assert.ok(read.ended, 'the server ended the stream');
+      const last = received.at(-1)!;
+      assert.equal(last.data.error?.code, -32603, JSON.stringify(last.data));
+      assert.match(last.data.error.message, /shutting down; reconnect with Last-Event-ID: \d+/);
+      const resumeFrom = last.data.error.data.lastEventId as number;
+      assert.equal(resumeFrom, received.at(-2)!.id, 'the position is the last event the client got');
+      assert.equal(await stopped, 'exit code 0');
+      const errors = sb!.output().split('\n').filter((l) => /"level":(50|60)|\[ERROR\]/.test(l));
+      assert.deepEqual(errors, [], 'no error lines on the way down');
+
+      // The task was not lost with the process: a new one runs it to the end, and the client resumes.
+      sb = await startSwitchboard(sbEnv);
+      const rest = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskIdOf(received[0]) }, lastEventId: resumeFrom });
+      assert.ok(rest.ended);
+      assert.deepEqual(ids(rest.events), range(resumeFrom + 1, rest.events.length), 'exactly the rest');
+      assert.equal(stateOf(rest.events.at(-1)!), 'TASK_STATE_COMPLETED');
+      assert.equal(assembledText([...received.slice(0, -1), ...rest.events]), chunkedText(300));
+    }));
+});
+
 describe('the first start of a Switchboard without SWITCHBOARD_ADMIN_KEY', () => {
   test('makes an admin key, prints it once, keeps it in the data dir (0600), and later starts only point at it', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'sb-admin-'));

@@ -38,6 +38,10 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   });
 
   const core = new RpcCore(deps);
+  // On shutdown (app.close) every open stream gets a last event naming where to resume, and ends, so the close
+  // does not wait for clients to leave.
+  const closing = new AbortController();
+  app.addHook('preClose', async () => closing.abort());
   const frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool });
   // The per-agent endpoint serves the agent in its path; the routing front door picks an agent for each new
   // task and serves existing tasks of any agent of the tenant.
@@ -64,7 +68,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       resolve,
     );
     if ('stream' in answer) {
-      await writeSse(reply, answer, gone.signal, deps.sse);
+      await writeSse(reply, answer, gone.signal, deps.sse, closing.signal);
       return reply;
     }
     const error = (answer.body as { error?: { code?: number } }).error;

@@ -21,9 +21,10 @@ type Stream = Extract<RpcAnswer, { stream: unknown }>;
 
 /**
  * Writes the stream's frames to the client; resolves when the stream has ended for any reason (the last
- * event, an error, the client leaving (`gone`), a slow reader cut off).
+ * event, an error, the client leaving (`gone`), a slow reader cut off, or the server shutting down (`closing`):
+ * then a last event tells the client where to resume, and the stream ends).
  */
-export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal, o: SseOptions): Promise<void> {
+export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal, o: SseOptions, closing?: AbortSignal): Promise<void> {
   const raw = reply.raw;
   reply.hijack();
   raw.writeHead(200, {
@@ -47,6 +48,8 @@ export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal
     lastWrite = Date.now();
   };
 
+  const shutdown =
+    closing && (closing.aborted ? Promise.resolve('closing' as const) : new Promise<'closing'>((r) => closing.addEventListener('abort', () => r('closing'), { once: true })));
   let cutOff = false;
   try {
     for (;;) {
@@ -59,11 +62,17 @@ export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal
         cutOff = true;
         return;
       }
-      let next: IteratorResult<SseFrame>;
+      let next: IteratorResult<SseFrame> | 'closing';
       try {
-        next = await s.stream.next();
+        next = await Promise.race([s.stream.next(), ...(shutdown ? [shutdown] : [])]);
       } catch (err) {
         if (!gone.aborted) write(s.errorFrame(err));
+        return;
+      }
+      if (next === 'closing') {
+        write(s.cutOffFrame(`Switchboard is shutting down; reconnect with Last-Event-ID: ${lastId} to continue.`, lastId));
+        // Ended before the stream is let go: the client's leaving (the end) is what releases the pending read.
+        raw.end();
         return;
       }
       if (next.done || gone.aborted) return;
