@@ -5,6 +5,8 @@ import type { EventHub } from '../src/events/hub';
 import { agentAccount, ensureAccount, post, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
 import { inTransaction } from '../src/db/tx';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
+import { settledMinor, tasksEnded, tasksStarted } from '../src/metrics';
+import { stateLabel } from '../workflows/task-state';
 
 /**
  * Upserts the task's projection row and appends the state change to the task's event log, in one
@@ -18,6 +20,8 @@ export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Pr
     return rec.event ? appendInTransaction(client, rec.tenant, task.id, [rec.event]) : [];
   });
   hub.publish(rec.tenant, task.id, logged);
+  // The first change the workflow records (version 1) starts the task's work; a retried write logs nothing new.
+  if (rec.version === 1 && logged.length > 0) tasksStarted.inc({ agent: rec.agentId });
 }
 
 async function upsertProjection(client: PoolClient, rec: TaskRecord): Promise<void> {
@@ -49,6 +53,15 @@ export interface SettlementOutcome {
  * raced or crashed before, the charge is capped by what was actually reserved.
  */
 export async function settleTask(pool: Pool, policy: UnfundedPolicy, req: SettlementRequest): Promise<SettlementOutcome> {
+  const outcome = await settleInTransaction(pool, policy, req);
+  if (outcome.created) {
+    tasksEnded.inc({ agent: req.agentId, state: stateLabel(req.finalState) });
+    settledMinor.inc({ agent: req.agentId }, outcome.chargedMinor);
+  }
+  return outcome;
+}
+
+function settleInTransaction(pool: Pool, policy: UnfundedPolicy, req: SettlementRequest): Promise<SettlementOutcome> {
   return inTransaction(pool, async (client) => {
     const inserted = await client.query<{ id: string }>(
       `INSERT INTO settlements (tenant, task_id, agent_id, requester, final_state, amount_minor)

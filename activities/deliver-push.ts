@@ -17,6 +17,7 @@ import type { EventHub } from '../src/events/hub';
 import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../src/push/signing';
 import { PushStore, type PushConfig } from '../src/push/store';
 import { isHmacScheme } from '../src/push/params';
+import { pushDeliveries } from '../src/metrics';
 
 export interface DeliverPushDeps {
   pool: Pool;
@@ -147,12 +148,16 @@ async function deliverOne(
       signal: cancelled ? AbortSignal.any([cancelled, timeout]) : timeout,
     });
     await res.body?.cancel().catch(() => undefined); // the answer's body means nothing to us; free the connection
-    if (res.ok) return await store.recordSuccess(config.tenant, config.taskId, config.id, logged.seq);
+    if (res.ok) {
+      pushDeliveries.inc({ outcome: 'delivered' });
+      return await store.recordSuccess(config.tenant, config.taskId, config.id, logged.seq);
+    }
     failure = `webhook answered HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ''}`;
   } catch (err) {
     if (cancelled?.aborted) throw err; // not the webhook's failure
     failure = timeout.aborted ? `webhook did not answer within ${POST_TIMEOUT_MS / 1000} s` : `webhook unreachable: ${(err as Error).message}`;
   }
+  pushDeliveries.inc({ outcome: 'failed' });
   await store.recordFailure(config.tenant, config.taskId, config.id, `delivery ${deliveryId}: ${failure}`);
   throw ApplicationFailure.retryable(`push delivery ${deliveryId} to ${config.url} failed: ${failure}`, 'PushDeliveryFailed');
 }

@@ -14,6 +14,8 @@ import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
 import { endOrphanedTasks } from './orphans';
+import { Context } from '@temporalio/activity';
+import { forwardAttempts, forwardDuration, forwardRetries } from '../src/metrics';
 
 export interface ActivityDeps {
   pool: Pool;
@@ -37,7 +39,7 @@ export function createActivities({ pool, fetch, hub = new EventHub(), issuer, un
     credentials && agentId ? authorizedFetch(fetch, () => credentials.headersFor(tenant, agentId)) : fetch;
   return {
     ...createRegistryActivities({ pool, fetch, policy: registryPolicy, credentials }),
-    forwardMessage: (args: ForwardArgs) => forwardMessage({ fetch: agentFetch(args.tenant, args.agentId), pool, hub }, args),
+    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ fetch: agentFetch(args.tenant, args.agentId), pool, hub }, args)),
     cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(agentFetch(args.tenant ?? '', args.agentId), args),
     cancelChildTask: (args: CancelChildArgs) => cancelChildTask(args),
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
@@ -50,3 +52,19 @@ export function createActivities({ pool, fetch, hub = new EventHub(), issuer, un
 
 /** The orphan sweep's activity, as its workflow proxies it. */
 export type OrphanActivities = Pick<ReturnType<typeof createActivities>, 'endOrphanedTasks'>;
+
+/** One forwarding attempt, counted and timed for /metrics (by agent; outcome ok or the failure's type). */
+async function measuredForward<T>(args: ForwardArgs, attempt: () => Promise<T>): Promise<T> {
+  const agent = args.agentId ?? 'unknown';
+  forwardAttempts.inc({ agent });
+  if (Context.current().info.attempt > 1) forwardRetries.inc({ agent });
+  const stop = forwardDuration.startTimer({ agent });
+  try {
+    const result = await attempt();
+    stop({ outcome: 'ok' });
+    return result;
+  } catch (err) {
+    stop({ outcome: (err as { type?: string }).type ?? (err as Error).name ?? 'error' });
+    throw err;
+  }
+}

@@ -33,6 +33,7 @@ import { codecRoutes } from './routes/codec';
 import type { AgentCredentials } from './agents/agent-credentials';
 import { DependencyUnavailable, Health } from './health';
 import { healthRoutes } from './routes/health';
+import { metricsRoutes } from './routes/metrics';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
 
@@ -67,6 +68,8 @@ export interface AppDeps {
   /** Which dependencies are up (default: one probing deps.pool and deps.temporal's connection). */
   health?: Health;
   /** Whether this process's worker is polling, for /readyz; unset when the process runs none. */
+  /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to GET /metrics. */
+  workerMetricsUrl?: string;
   workerRunning?: () => boolean;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
   auth: AppAuth;
@@ -124,6 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return reply.code(500).send({ error: 'Internal error' });
   });
   await app.register(healthRoutes, { health, pool: deps.pool, workerRunning: deps.workerRunning });
+  await app.register(metricsRoutes, { pool: deps.pool, openStreams: () => deps.hub.readers(), workerMetricsUrl: deps.workerMetricsUrl });
   await app.register(jwksRoutes, { pool: deps.pool });
   await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
   await app.register(auditRoutes, { pool: deps.pool });

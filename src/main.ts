@@ -25,6 +25,7 @@ import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+import { type AddressInfo, createServer } from 'node:net';
 
 async function main(): Promise<void> {
   let config;
@@ -39,7 +40,13 @@ async function main(): Promise<void> {
   }
   const log = createLogger(config.LOG_LEVEL);
   // The SDK's own logger is chatty at INFO (bundler stats); keep it to warnings unless debugging.
-  Runtime.install({ logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'INFO' : 'WARN') });
+  // The worker's own metrics (SDK runtime telemetry) go to a Prometheus exporter on a free loopback port, which
+  // GET /metrics appends to Switchboard's, so there is one scrape target.
+  const workerMetricsAddress = `127.0.0.1:${await freeLoopbackPort()}`;
+  Runtime.install({
+    logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'INFO' : 'WARN'),
+    telemetryOptions: { metrics: { prometheus: { bindAddress: workerMetricsAddress } } },
+  });
   const stops: (() => Promise<unknown>)[] = [];
   const shutdown = async (code: number) => {
     for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
@@ -163,6 +170,7 @@ async function main(): Promise<void> {
       agentRefresh: { ...agentRefresh, scheduler },
       credentials,
       workerRunning: () => worker.running(),
+      workerMetricsUrl: `http://${workerMetricsAddress}/metrics`,
       pool,
       temporal: client,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -224,3 +232,15 @@ async function ensureAdminKey(keys: KeyStore, dataDir: string): Promise<{ key?: 
 }
 
 void main();
+
+/** A TCP port free on 127.0.0.1 right now. */
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolvePort(port));
+    });
+  });
+}

@@ -88,6 +88,7 @@ const rpcBody = () => ({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id:
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { allowed: 'public', request: () => ({ path: '/healthz' }), ok: 200 },
   'GET /readyz': { allowed: 'public', request: () => ({ path: '/readyz' }), ok: 200 },
+  'GET /metrics': { allowed: ADMIN, request: () => ({ path: '/metrics' }), ok: 200 },
   'GET /.well-known/jwks.json': { allowed: 'public', request: () => ({ path: '/.well-known/jwks.json' }), ok: 200 },
   'GET /.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent-card.json' }), ok: 200 },
   'GET /.well-known/agent.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent.json' }), ok: 200 },

@@ -20,6 +20,7 @@ import { type KeyIdentity, type KeyStore, looksLikeKey } from './keys';
 import type { TenantQuotas } from './quotas';
 import { DependencyUnavailable } from '../health';
 import { looksLikeJwt } from './jwt';
+import { quotaRefusals } from '../metrics';
 
 export const TENANT_HEADER = 'x-switchboard-tenant';
 export const DEFAULT_TENANT = 'default';
@@ -174,11 +175,13 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
 
   type Limit = Awaited<ReturnType<typeof anonymous>>;
   const exceeded = (r: Limit): r is Extract<Limit, { isAllowed: false }> => !r.isAllowed && r.isExceeded;
-  const tooMany = (reply: FastifyReply, scope: string, r: { max?: number; ttlInSeconds?: number }) =>
-    reply
+  const tooMany = (reply: FastifyReply, scope: string, r: { max?: number; ttlInSeconds?: number }) => {
+    quotaRefusals.inc({ quota: scope.startsWith('from this address') ? 'anonymousRequestsPerSecond' : scope.includes('key') ? 'requestsPerSecondPerKey' : 'requestsPerSecond' });
+    return reply
       .code(429)
       .header('retry-after', String(Math.max(1, r.ttlInSeconds ?? 1)))
       .send({ error: `Rate limit reached: ${r.max} requests per second ${scope}; retry after the Retry-After seconds` });
+  };
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);

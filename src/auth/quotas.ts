@@ -14,6 +14,7 @@ import { a2aError } from '../a2a/errors';
 import { inTransaction } from '../db/tx';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf } from '../health';
+import { quotaRefusals } from '../metrics';
 
 export const QuotasSchema = z.strictObject({
   requestsPerSecond: z.number().int().min(1).max(1_000_000),
@@ -69,6 +70,7 @@ export class TenantQuotas {
 }
 
 export function quotaError(name: QuotaName, value: number, detail: string): Error {
+  quotaRefusals.inc({ quota: name });
   return a2aError('QuotaExceeded', `Quota ${name} (${value}) reached: ${detail}. Nothing was started; send the same message again once the quota allows.`);
 }
 

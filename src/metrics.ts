@@ -1,0 +1,131 @@
+/**
+ * Prometheus metrics (`GET /metrics`, admin only: the labels name every tenant's agents). One registry per
+ * process, counted where things happen (activities, quotas) and read at scrape time where a count is state
+ * (open streams, agents by status, ledger totals). The Temporal worker's own metrics (SDK runtime telemetry)
+ * are served by the runtime on a loopback port; `/metrics` appends them, so there is one scrape target.
+ */
+import type { Pool } from 'pg';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export const registry = new Registry();
+
+export const tasksStarted = new Counter({
+  name: 'switchboard_tasks_started_total',
+  help: 'Tasks whose workflow started working (first state change recorded), by agent',
+  labelNames: ['agent'] as const,
+  registers: [registry],
+});
+export const tasksEnded = new Counter({
+  name: 'switchboard_tasks_ended_total',
+  help: 'Tasks settled in a terminal state, by agent and state',
+  labelNames: ['agent', 'state'] as const,
+  registers: [registry],
+});
+export const settledMinor = new Counter({
+  name: 'switchboard_settled_minor_total',
+  help: 'Amount charged at settlement (minor units), by agent',
+  labelNames: ['agent'] as const,
+  registers: [registry],
+});
+export const forwardDuration = new Histogram({
+  name: 'switchboard_forward_duration_seconds',
+  help: 'One attempt of forwarding a message to an agent, by agent and outcome (ok, or the failure type)',
+  labelNames: ['agent', 'outcome'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  registers: [registry],
+});
+export const forwardAttempts = new Counter({
+  name: 'switchboard_forward_attempts_total',
+  help: 'Attempts of forwarding a message to an agent (retries included), by agent',
+  labelNames: ['agent'] as const,
+  registers: [registry],
+});
+export const forwardRetries = new Counter({
+  name: 'switchboard_forward_retries_total',
+  help: 'Attempts after the first (Temporal retries of the forwarding activity), by agent',
+  labelNames: ['agent'] as const,
+  registers: [registry],
+});
+export const pushDeliveries = new Counter({
+  name: 'switchboard_push_deliveries_total',
+  help: 'Webhook POSTs of push notifications, by outcome (delivered: a 2xx; failed: anything else)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+export const quotaRefusals = new Counter({
+  name: 'switchboard_quota_refusals_total',
+  help: 'Calls refused by a tenant quota or rate limit, by quota',
+  labelNames: ['quota'] as const,
+  registers: [registry],
+});
+
+export interface ScrapeSources {
+  pool: Pool;
+  /** Open SSE streams in this process. */
+  openStreams: () => number;
+}
+
+let sources: ScrapeSources | undefined;
+
+/**
+ * Where the scrape-time gauges read from: the app's pool and streams (the last app built in this process; the
+ * tests build several). @returns a function that stops reading from them (on app close).
+ */
+export function readGaugesFrom(s: ScrapeSources): () => void {
+  sources = s;
+  return () => {
+    if (sources === s) sources = undefined;
+  };
+}
+
+/** A database-backed gauge: a source that does not answer (an outage) leaves it empty, and the scrape succeeds. */
+async function rowsOf<T extends object>(sql: string): Promise<T[]> {
+  if (!sources) return [];
+  return sources.pool.query<T & Record<string, unknown>>(sql).then((r) => r.rows, () => []);
+}
+
+new Gauge({
+  name: 'switchboard_open_streams',
+  help: 'Open SSE streams in this process',
+  registers: [registry],
+  collect() {
+    this.set(sources?.openStreams() ?? 0);
+  },
+});
+new Gauge({
+  name: 'switchboard_agents',
+  help: 'Registered agents by health status',
+  labelNames: ['status'] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    for (const r of await rowsOf<{ status: string; n: string }>('SELECT status, count(*) AS n FROM agents GROUP BY status')) this.set({ status: r.status }, Number(r.n));
+  },
+});
+for (const [column, help] of [
+  ['balance_minor', 'Sum of account balances (minor units), by account kind (requester, agent, external)'],
+  ['held_minor', 'Sum of open holds (minor units), by account kind'],
+] as const) {
+  new Gauge({
+    name: `switchboard_ledger_${column}`,
+    help,
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const r of await rowsOf<{ kind: string; total: string }>(`SELECT kind, coalesce(sum(${column}), 0) AS total FROM accounts GROUP BY kind`)) {
+        this.set({ kind: r.kind }, Number(r.total));
+      }
+    },
+  });
+}
+
+/** The text of `/metrics`: Switchboard's metrics, then the worker's (when its endpoint answers within a second). */
+export async function metricsText(workerMetricsUrl?: string): Promise<string> {
+  const own = await registry.metrics();
+  if (!workerMetricsUrl) return own;
+  const worker = await fetch(workerMetricsUrl, { signal: AbortSignal.timeout(1000) })
+    .then((r) => (r.ok ? r.text() : ''))
+    .catch(() => '');
+  return worker ? `${own}\n# Temporal worker (SDK runtime telemetry)\n${worker}` : own;
+}

@@ -1,0 +1,23 @@
+/**
+ * `GET /metrics`: Prometheus text (src/metrics.ts), admin only, since its labels name the agents of every tenant.
+ * Point a scraper at it with `Authorization: Bearer <admin key>`.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Pool } from 'pg';
+import { access } from '../auth/caller';
+import { metricsText, readGaugesFrom, registry } from '../metrics';
+
+export interface MetricsRouteDeps {
+  pool: Pool;
+  openStreams: () => number;
+  /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to the answer. */
+  workerMetricsUrl?: string;
+}
+
+export async function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): Promise<void> {
+  const stopReading = readGaugesFrom({ pool: deps.pool, openStreams: deps.openStreams });
+  app.addHook('onClose', async () => stopReading());
+  app.get('/metrics', { config: access.admin }, async (_req, reply) =>
+    reply.header('content-type', registry.contentType).send(await metricsText(deps.workerMetricsUrl)),
+  );
+}

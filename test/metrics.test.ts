@@ -1,0 +1,115 @@
+// GET /metrics on a real gateway (Temporal dev server, PostgreSQL, SDK agents): what a task, a retried agent call,
+// a push delivery and a quota refusal count, the gauges read at scrape time, the worker's metrics appended, and
+// that only an admin may read it.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { AgentPool, startEchoAgent } from './agents';
+import { startFaultyAgent } from './agents/faulty';
+import { type Gateway, register, rpc, startGateway } from './helpers/harness';
+import { metricsText } from '../src/metrics';
+
+let gw: Gateway;
+const agents = new AgentPool();
+
+before(async () => {
+  gw = await startGateway();
+});
+after(async () => {
+  await gw?.close();
+  await agents.closeAll();
+});
+
+const userMessage = (text: string) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] });
+
+async function scrape(role: 'admin' | 'operator' | 'client' = 'admin'): Promise<{ status: number; text: string }> {
+  const res = await gw.fetch(`${gw.url}/metrics`, {}, role);
+  return { status: res.status, text: await res.text() };
+}
+
+/** The value of one sample (`name{labels} value`), 0 when absent. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) return Number(line.split(' ').at(-1));
+  }
+  return 0;
+}
+
+test('a completed task counts as started and ended for its agent, with its forward attempt timed', async () => {
+  const echo = await agents.add(startEchoAgent());
+  const { id, rpc: url } = await register(gw, echo.url);
+  const before = (await scrape()).text;
+  const sent = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('count me') } }, { 'A2A-Version': '1.0' });
+  assert.equal(sent.json.result.task.status.state, 'TASK_STATE_COMPLETED');
+  // Settlement runs just after the answer: wait for it to be counted.
+  let text = '';
+  for (let i = 0; i < 50 && sample(text, 'switchboard_tasks_ended_total', { agent: id, state: 'completed' }) < 1; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    text = (await scrape()).text;
+  }
+  assert.equal(sample(text, 'switchboard_tasks_started_total', { agent: id }) - sample(before, 'switchboard_tasks_started_total', { agent: id }), 1);
+  assert.equal(sample(text, 'switchboard_tasks_ended_total', { agent: id, state: 'completed' }), 1);
+  assert.equal(sample(text, 'switchboard_forward_attempts_total', { agent: id }), 1);
+  assert.equal(sample(text, 'switchboard_forward_duration_seconds_count', { agent: id, outcome: 'ok' }), 1);
+  assert.ok(sample(text, 'switchboard_agents', { status: 'healthy' }) + sample(text, 'switchboard_agents', { status: 'unknown' }) >= 1, 'agents by status');
+  assert.match(text, /^switchboard_open_streams \d+$/m);
+  assert.match(text, /^switchboard_ledger_balance_minor\{kind="/m);
+});
+
+test('a retried agent call counts its retry and the failed attempt by failure type', async () => {
+  const faulty = await agents.add(startFaultyAgent({ mode: 'http500', times: 1 }));
+  const { id, rpc: url } = await register(gw, faulty.url, { retry: { initialIntervalMs: 50 } });
+  const sent = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('retry me') } }, { 'A2A-Version': '1.0' });
+  assert.equal(sent.json.result.task.status.state, 'TASK_STATE_COMPLETED');
+  const { text } = await scrape();
+  assert.equal(sample(text, 'switchboard_forward_attempts_total', { agent: id }), 2);
+  assert.equal(sample(text, 'switchboard_forward_retries_total', { agent: id }), 1);
+  assert.equal(sample(text, 'switchboard_forward_duration_seconds_count', { agent: id, outcome: 'ok' }), 1);
+  assert.ok(/switchboard_forward_duration_seconds_count\{[^}]*agent="[^"]+"[^}]*outcome="(?!ok)/.test(text), 'the failed attempt, by its failure type');
+});
+
+test('only an admin reads /metrics: its labels name every tenant\'s agents', async () => {
+  assert.equal((await scrape('admin')).status, 200);
+  assert.equal((await scrape('operator')).status, 403);
+  assert.equal((await scrape('client')).status, 403);
+  assert.equal((await fetch(`${gw.url}/metrics`)).status, 401);
+});
+
+test("the Temporal worker's metrics are appended when the runtime exports them; a dead exporter leaves Switchboard's", async () => {
+  const exporter = http.createServer((_req, res) => res.end('# TYPE temporal_workflow_completed counter\ntemporal_workflow_completed 7\n'));
+  await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', r));
+  const port = (exporter.address() as AddressInfo).port;
+  try {
+    // What GET /metrics sends (src/routes/metrics.ts answers with metricsText of its worker endpoint).
+    const appended = await metricsText(`http://127.0.0.1:${port}/metrics`);
+    assert.match(appended, /^switchboard_tasks_started_total/m);
+    assert.match(appended, /^temporal_workflow_completed 7$/m);
+    const alone = await metricsText('http://127.0.0.1:9/metrics');
+    assert.match(alone, /^switchboard_tasks_started_total/m);
+    assert.doesNotMatch(alone, /temporal_workflow_completed/);
+  } finally {
+    exporter.close();
+  }
+});
+
+test('a new task over a tenant quota counts as a quota refusal, by quota', async () => {
+  const echo = await agents.add(startEchoAgent());
+  const asAdmin = (method: string, path: string, body: unknown) =>
+    gw.fetch(`${gw.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }, 'admin');
+  const bearer = (key: string) => ({ 'content-type': 'application/json', authorization: `Bearer ${key}` });
+  assert.equal((await asAdmin('POST', '/tenants', { id: 'tiny', name: 'Tiny', quotas: { openTasks: 0 } })).status, 201);
+  const operator = ((await (await asAdmin('POST', '/tenants/tiny/keys', { role: 'operator', name: 'op' })).json()) as { key: string }).key;
+  const client = ((await (await asAdmin('POST', '/tenants/tiny/keys', { role: 'client', name: 'cl' })).json()) as { key: string }).key;
+  const agent = (await (await fetch(`${gw.url}/agents`, { method: 'POST', headers: bearer(operator), body: JSON.stringify({ url: echo.url }) })).json()) as { id: string };
+  const before = sample((await scrape()).text, 'switchboard_quota_refusals_total', { quota: 'openTasks' });
+  const res = await fetch(`${gw.url}/agents/${agent.id}/a2a`, {
+    method: 'POST',
+    headers: { ...bearer(client), 'A2A-Version': '1.0' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('over quota') } }),
+  });
+  assert.equal(((await res.json()) as { error?: { code: number } }).error?.code, -32053);
+  assert.equal(sample((await scrape()).text, 'switchboard_quota_refusals_total', { quota: 'openTasks' }) - before, 1);
+});
