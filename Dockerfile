@@ -13,4 +13,7 @@ COPY . .
 RUN mkdir -p /app/.data && chown node:node /app/.data
 USER node
 EXPOSE 8080
-CMD ["npm", "start"]
+# node itself, not `npm start`: SIGTERM (docker stop) reaches Switchboard's handler directly, which ends streams,
+# drains the worker and exits 0. Run it under an init (compose `init: true`, or `docker run --init`) so the
+# signal is forwarded and no child is left behind.
+CMD ["node", "--import", "tsx", "src/main.ts"]

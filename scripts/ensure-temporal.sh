@@ -20,6 +20,12 @@ fi
 
 if [[ -x "$LOCAL_BIN" ]]; then echo "$LOCAL_BIN"; exit 0; fi
 
+# A Temporal CLI already installed (brew, the release tarball, a package) is used before building one.
+if ON_PATH="$(command -v temporal 2>/dev/null)" && "$ON_PATH" --version >/dev/null 2>&1; then
+  log "using $ON_PATH ($("$ON_PATH" --version | head -n 1))"
+  abspath "$ON_PATH"; exit 0
+fi
+
 GO="$(command -v go || true)"
 [[ -z "$GO" && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
 if [[ -z "$GO" ]]; then

@@ -30,6 +30,8 @@ const EnvSchema = z.object({
   SWITCHBOARD_INPUT_TIMEOUT_MS: z.coerce.number().int().min(1000).default(7 * 24 * 3600 * 1000),
   /** Temporal CLI used for the embedded dev server; default: scripts/ensure-temporal.sh finds or builds it. */
   TEMPORAL_CLI: z.string().min(1).optional(),
+  /** The embedded dev server's gRPC port (without TEMPORAL_ADDRESS). */
+  TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
   TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
   /** SSE: a comment is sent on a stream idle this long (ms). */
   SWITCHBOARD_SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).default(15_000),

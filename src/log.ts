@@ -16,3 +16,28 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   const options = { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
   return destination ? pino(options, destination) : pino(options);
 }
+
+const SDK_LEVELS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
+const TASK_WORKFLOW_ID = /^a2a:([^:]+):(.+)$/;
+
+/**
+ * The Temporal SDK's logger (Runtime.install) writing through pino: one log stream, the same redaction, and every
+ * line about a task's workflow or activity carries `tenant` and `taskId` (from its workflow id `a2a:<tenant>:<taskId>`).
+ * `error` metadata goes to pino's `err` serializer, so failures keep their message, type and stack.
+ */
+export function temporalLogger(log: Logger): import('@temporalio/common').Logger {
+  const write = (level: keyof typeof SDK_LEVELS, message: string, meta: Record<string | symbol, unknown> = {}) => {
+    const { error, ...rest } = meta as Record<string, unknown>;
+    const task = typeof rest.workflowId === 'string' ? TASK_WORKFLOW_ID.exec(rest.workflowId) : null;
+    const fields = { ...rest, ...(task ? { tenant: task[1], taskId: task[2] } : {}), ...(error !== undefined ? { err: error } : {}) };
+    log[SDK_LEVELS[level]](fields, message);
+  };
+  return {
+    log: write,
+    trace: (m, meta) => write('TRACE', m, meta),
+    debug: (m, meta) => write('DEBUG', m, meta),
+    info: (m, meta) => write('INFO', m, meta),
+    warn: (m, meta) => write('WARN', m, meta),
+    error: (m, meta) => write('ERROR', m, meta),
+  };
+}

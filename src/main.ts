@@ -7,9 +7,9 @@
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
 import { createPool } from './db/pool';
-import { createLogger } from './log';
+import { createLogger, temporalLogger } from './log';
 import { buildApp } from './app';
 import { ConfigError, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
 import { migrate } from './db/migrate';
@@ -39,12 +39,12 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.LOG_LEVEL);
-  // The SDK's own logger is chatty at INFO (bundler stats); keep it to warnings unless debugging.
   // The worker's own metrics (SDK runtime telemetry) go to a Prometheus exporter on a free loopback port, which
   // GET /metrics appends to Switchboard's, so there is one scrape target.
   const workerMetricsAddress = `127.0.0.1:${await freeLoopbackPort()}`;
   Runtime.install({
-    logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'INFO' : 'WARN'),
+    // The SDK's logs go through pino; its INFO is chatty (bundler stats), so it logs warnings unless debugging.
+    logger: temporalLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? log : log.child({}, { level: maxLevel(config.LOG_LEVEL, 'warn') })),
     telemetryOptions: { metrics: { prometheus: { bindAddress: workerMetricsAddress } } },
   });
   const stops: (() => Promise<unknown>)[] = [];
@@ -82,6 +82,7 @@ async function main(): Promise<void> {
       const server = await startDevServer({
         binary,
         dbFilename: join(dataDir, 'temporal.sqlite'),
+        port: config.TEMPORAL_PORT,
         uiPort: config.TEMPORAL_UI_PORT,
         namespace: config.TEMPORAL_NAMESPACE,
         searchAttributes: SEARCH_ATTRIBUTES,
@@ -243,4 +244,10 @@ function freeLoopbackPort(): Promise<number> {
       srv.close(() => resolvePort(port));
     });
   });
+}
+
+/** The less verbose of two pino levels. */
+function maxLevel(a: string, b: string): string {
+  const order = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+  return order.indexOf(a) >= order.indexOf(b) ? a : b;
 }

@@ -1,7 +1,8 @@
 // The zero-setup `npm start` path: embedded Postgres (PGlite over the wire protocol) and a Temporal dev
 // server child process, both persistent across restarts.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -110,10 +111,36 @@ describe('temporal dev server', { timeout: 180_000 }, () => {
       await assert.rejects(
         startDevServer({ binary, dbFilename: path.join(tmp, 'unused.sqlite'), port, uiPort: await freePort(),
           searchAttributes: SEARCH_ATTRIBUTES, log }),
-        /already in use/,
+        /already in use .*TEMPORAL_PORT to another port/,
+      );
+      await assert.rejects(
+        startDevServer({ binary, dbFilename: path.join(tmp, 'unused.sqlite'), port: await freePort(), uiPort: port,
+          searchAttributes: SEARCH_ATTRIBUTES, log }),
+        /already in use .*TEMPORAL_UI_PORT to another port/,
       );
     } finally {
       blocker.close();
+    }
+  });
+});
+
+describe('scripts/ensure-temporal.sh', () => {
+  test('uses a temporal CLI on PATH before building one', async () => {
+    // A copy of the script in a scratch repo (no .tools), with a stand-in `temporal` on PATH and no Go.
+    const repo = await mkdtemp(path.join(os.tmpdir(), 'ensure-temporal-'));
+    try {
+      await mkdir(path.join(repo, 'scripts'));
+      await copyFile(path.join(__dirname, '..', 'scripts', 'ensure-temporal.sh'), path.join(repo, 'scripts', 'ensure-temporal.sh'));
+      await mkdir(path.join(repo, 'bin'));
+      await writeFile(path.join(repo, 'bin', 'temporal'), '#!/bin/sh\necho "temporal version 1.5.1"\n', { mode: 0o755 });
+      const out = execFileSync('bash', [path.join(repo, 'scripts', 'ensure-temporal.sh')], {
+        env: { PATH: `${path.join(repo, 'bin')}:/usr/bin:/bin`, HOME: repo },
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      assert.equal(out.trim().split('\n').at(-1), path.join(repo, 'bin', 'temporal'));
+    } finally {
+      await rm(repo, { recursive: true, force: true });
     }
   });
 });

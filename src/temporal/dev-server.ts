@@ -102,10 +102,11 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const address = `${host}:${port}`;
 
   // The CLI's own message for a taken port is buried in a Go stack of warnings; say it plainly.
-  for (const p of opts.headless ? [port] : [port, uiPort]) {
+  const ports: [number, string][] = [[port, 'TEMPORAL_PORT'], ...(opts.headless ? [] : [[uiPort, 'TEMPORAL_UI_PORT'] as [number, string]])];
+  for (const [p, variable] of ports) {
     if (!(await portIsFree(ip, p))) {
       throw new Error(`Temporal dev server: port ${ip}:${p} is already in use (another dev server running? ` +
-        `set TEMPORAL_ADDRESS to use it, or pick other ports)`);
+        `set TEMPORAL_ADDRESS to use it, or ${variable} to another port)`);
     }
   }
   await mkdir(path.dirname(path.resolve(opts.dbFilename)), { recursive: true });
