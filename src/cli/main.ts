@@ -1,0 +1,313 @@
+/**
+ * `switchboard`: the command line for a running Switchboard (`npx switchboard --help`). Reads SWITCHBOARD_URL
+ * (default http://127.0.0.1:8080) and SWITCHBOARD_KEY. `--json` prints machine-readable answers.
+ * Exit codes: 0 done, 1 the task failed, was canceled or rejected (or the server refused the call), 2 usage,
+ * 3 Switchboard unreachable.
+ */
+import { randomUUID } from 'node:crypto';
+import { Command, CommanderError, Option } from 'commander';
+import { Api, ApiError, type StreamEvent, Unreachable } from './api';
+
+const EXIT = { done: 0, failed: 1, usage: 2, unreachable: 3 } as const;
+const FAILED_STATES = new Set(['TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED']);
+const FRONT_DOOR = '/a2a';
+
+const label = (state: string | undefined) => (state ?? 'unknown').replace(/^TASK_STATE_/, '').toLowerCase().replace(/_/g, '-');
+const textOf = (parts: { text?: string }[] | undefined) => (parts ?? []).map((p) => p.text ?? '').join('');
+
+interface Globals {
+  url: string;
+  key?: string;
+  json?: boolean;
+}
+
+function api(cmd: Command): Api {
+  const g = cmd.optsWithGlobals<Globals>();
+  return new Api(g.url.replace(/\/+$/, ''), g.key);
+}
+const asJson = (cmd: Command) => cmd.optsWithGlobals<Globals>().json === true;
+const print = (cmd: Command, value: unknown, human: () => string) => console.log(asJson(cmd) ? JSON.stringify(value, null, 2) : human());
+
+const message = (text: string, taskId?: string) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(taskId ? { taskId } : {}) });
+
+/**
+ * Sends a message as a stream and follows its task to the end of the turn: state changes on stderr (a spinner on a
+ * terminal), artifact text on stdout (as it arrives with `live`, else at the end). A stream that breaks off (the
+ * server restarting, a last event naming where to resume) is resumed with Last-Event-ID. Sets the exit code.
+ */
+async function converse(cmd: Command, path: string, params: Record<string, unknown>, live: boolean): Promise<void> {
+  const client = api(cmd);
+  const json = asJson(cmd);
+  const status = new StatusLine(!json);
+  const artifacts = new Map<string, string>();
+  let taskId: string | undefined;
+  let state: string | undefined;
+  let statusMessage: string | undefined;
+  let lastId: number | undefined;
+  const onEvent = (e: StreamEvent): 'resume' | undefined => {
+    if (e.data.error) {
+      const at = e.data.error.data?.lastEventId;
+      if (typeof at === 'number' && taskId) return 'resume';
+      throw new ApiError(`${e.data.error.message} (${e.data.error.code})`, 200, e.data.error);
+    }
+    if (e.id !== undefined) lastId = e.id;
+    const r = e.data.result ?? {};
+    if (r.task) {
+      taskId = r.task.id;
+      state = r.task.status?.state;
+      status.show(taskId!, state);
+    }
+    if (r.statusUpdate) {
+      taskId ??= r.statusUpdate.taskId;
+      state = r.statusUpdate.status?.state;
+      const text = textOf(r.statusUpdate.status?.message?.parts);
+      if (text) statusMessage = text;
+      status.show(taskId!, state);
+    }
+    if (r.artifactUpdate) {
+      const { artifact, append } = r.artifactUpdate;
+      const text = textOf(artifact.parts);
+      artifacts.set(artifact.artifactId, (append ? (artifacts.get(artifact.artifactId) ?? '') : '') + text);
+      if (live && !json) process.stdout.write(append ? text : `${artifacts.size > 1 ? '\n' : ''}${text}`);
+    }
+    return undefined;
+  };
+
+  let events = client.stream(path, 'SendStreamingMessage', params);
+  for (let resumes = 0; ; ) {
+    let again = false;
+    try {
+      for await (const e of events) {
+        if (onEvent(e) === 'resume') {
+          again = true;
+          break;
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof Unreachable) || !taskId || resumes >= 10) throw err;
+      again = true;
+    }
+    if (!again) break;
+    resumes++;
+    status.note(`the stream broke off at event ${lastId ?? 0}; resuming`);
+    await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** resumes)));
+    events = client.stream(FRONT_DOOR, 'SubscribeToTask', { id: taskId }, lastId ?? 0);
+  }
+  status.stop();
+
+  if (json) {
+    console.log(JSON.stringify(await client.rpc(FRONT_DOOR, 'GetTask', { id: taskId }), null, 2));
+  } else {
+    if (!live) {
+      for (const text of artifacts.values()) if (text) console.log(text);
+    } else if (artifacts.size) process.stdout.write('\n');
+    const line = `${label(state)}${statusMessage ? `: ${statusMessage}` : ''}`;
+    console.error(`task ${taskId} ${line}`);
+    if (state === 'TASK_STATE_INPUT_REQUIRED' || state === 'TASK_STATE_AUTH_REQUIRED') {
+      console.error(`answer with: switchboard resume ${taskId} '<text>'`);
+    }
+  }
+  process.exitCode = FAILED_STATES.has(state ?? '') ? EXIT.failed : EXIT.done;
+}
+
+/** The task's state as it changes: a spinner line on a terminal, one line per change otherwise. */
+class StatusLine {
+  private timer?: NodeJS.Timeout;
+  private text = '';
+  private last = '';
+  private readonly tty = process.stderr.isTTY === true;
+
+  constructor(private readonly enabled: boolean) {}
+
+  show(taskId: string, state: string | undefined): void {
+    if (!this.enabled) return;
+    const text = `task ${taskId}: ${label(state)}`;
+    if (text === this.last) return;
+    this.last = text;
+    if (!this.tty) {
+      console.error(text);
+      return;
+    }
+    this.text = text;
+    const frames = '⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏';
+    let i = 0;
+    this.timer ??= setInterval(() => process.stderr.write(`\r${frames[i++ % frames.length]} ${this.text}\x1b[K`), 80);
+  }
+
+  note(text: string): void {
+    if (this.enabled) console.error(this.tty ? `\r${text}\x1b[K` : text);
+  }
+
+  stop(): void {
+    if (this.timer) {
+      clearInterval(this.timer);
+      process.stderr.write('\r\x1b[K');
+    }
+  }
+}
+
+export function program(): Command {
+  const root = new Command('switchboard')
+    .description('Command line for a running Switchboard (A2A gateway)')
+    .addOption(new Option('--url <url>', 'Switchboard base URL').env('SWITCHBOARD_URL').default('http://127.0.0.1:8080'))
+    .addOption(new Option('--key <key>', 'API key (admin, operator, client or agent)').env('SWITCHBOARD_KEY'))
+    .option('--json', 'print machine-readable JSON')
+    .showHelpAfterError();
+
+  const agents = root.command('agents').description('registered agents');
+  agents
+    .command('add <url>')
+    .description('register an agent by its URL (its card is fetched)')
+    .option('--name <name>')
+    .option('--price <minor>', 'price per task in minor units', (v) => Number.parseInt(v, 10))
+    .action(async (url: string, o: { name?: string; price?: number }, cmd: Command) => {
+      const agent = await api(cmd).rest('POST', '/agents', { url, ...(o.name ? { name: o.name } : {}), ...(o.price !== undefined ? { priceMinor: o.price } : {}) });
+      print(cmd, agent, () => `${agent.id}  ${agent.name}  ${agent.gateway?.rpc ?? ''}`);
+    });
+  agents
+    .command('ls')
+    .description('list agents')
+    .action(async (_o: unknown, cmd: Command) => listAgents(cmd, ''));
+  agents
+    .command('search <text>')
+    .description('agents whose card matches the text')
+    .action(async (text: string, _o: unknown, cmd: Command) => listAgents(cmd, `?q=${encodeURIComponent(text)}`));
+  agents
+    .command('show <id>')
+    .description("an agent's registration, card and health")
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      const agent = await api(cmd).rest('GET', `/agents/${encodeURIComponent(id)}`);
+      print(cmd, agent, () => JSON.stringify(agent, null, 2));
+    });
+  agents
+    .command('rm <id>')
+    .description('remove an agent')
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      await api(cmd).rest('DELETE', `/agents/${encodeURIComponent(id)}`);
+      print(cmd, { removed: id }, () => `removed ${id}`);
+    });
+
+  root
+    .command('send')
+    .argument('<agentId|text...>', 'the agent, then the text; with --route only the text')
+    .description('send a message as a new task and wait for the end of its turn (--route: Switchboard picks the agent)')
+    .option('--route', 'send through the routing front door instead of to one agent')
+    .action(async (words: string[], o: { route?: boolean }, cmd: Command) => {
+      const [agentId, ...rest] = words;
+      if (!o.route && rest.length === 0) throw new CommanderError(EXIT.usage, 'usage', 'usage: switchboard send <agentId> <text>, or switchboard send --route <text>');
+      const path = o.route ? FRONT_DOOR : `/agents/${encodeURIComponent(agentId)}/a2a`;
+      await converse(cmd, path, { message: message((o.route ? words : rest).join(' ')) }, false);
+    });
+  root
+    .command('stream <agentId> <text>')
+    .description("send a message as a new task and print the agent's output as it arrives")
+    .action(async (agentId: string, text: string, _o: unknown, cmd: Command) =>
+      converse(cmd, `/agents/${encodeURIComponent(agentId)}/a2a`, { message: message(text) }, true),
+    );
+  root
+    .command('resume <taskId> <text>')
+    .description('answer a task that waits for input; the same task goes on')
+    .action(async (taskId: string, text: string, _o: unknown, cmd: Command) => converse(cmd, FRONT_DOOR, { message: message(text, taskId) }, true));
+
+  const tasks = root.command('tasks').description('tasks of your tenant');
+  tasks
+    .command('ls')
+    .description('list tasks, newest first')
+    .option('--state <state>', 'only tasks in this state, e.g. input-required')
+    .action(async (o: { state?: string }, cmd: Command) => {
+      const params = o.state ? { status: `TASK_STATE_${o.state.toUpperCase().replace(/-/g, '_')}` } : {};
+      const page = await api(cmd).rpc(FRONT_DOOR, 'ListTasks', params);
+      print(cmd, page, () => (page.tasks as any[]).map((t) => `${t.id}  ${label(t.status?.state)}  ${t.status?.timestamp ?? ''}`).join('\n') || '(no tasks)');
+    });
+  tasks
+    .command('get <taskId>')
+    .description('a task as it is now')
+    .action(async (taskId: string, _o: unknown, cmd: Command) => {
+      const task = await api(cmd).rpc(FRONT_DOOR, 'GetTask', { id: taskId });
+      print(cmd, task, () => taskSummary(task));
+      if (FAILED_STATES.has(task.status?.state)) process.exitCode = EXIT.failed;
+    });
+  tasks
+    .command('cancel <taskId>')
+    .description('cancel a task (the agent is told)')
+    .action(async (taskId: string, _o: unknown, cmd: Command) => {
+      const task = await api(cmd).rpc(FRONT_DOOR, 'CancelTask', { id: taskId });
+      print(cmd, task, () => taskSummary(task));
+    });
+
+  const accounts = root.command('accounts').description('accounts and money');
+  accounts
+    .command('show <account>')
+    .description('an account, e.g. requester:default or agent:<id>')
+    .action(async (account: string, _o: unknown, cmd: Command) => {
+      const a = await api(cmd).rest('GET', `/accounts/${encodeURIComponent(account)}`);
+      print(cmd, a, () => `${account}: balance ${a.balanceMinor}, held ${a.heldMinor}, available ${a.availableMinor}`);
+    });
+  accounts
+    .command('deposit <account> <amountMinor>')
+    .description('fund a requester account (admin); --idempotency-key makes a retry safe')
+    .option('--idempotency-key <key>', 'the same key again adds nothing', randomUUID())
+    .action(async (account: string, amount: string, o: { idempotencyKey: string }, cmd: Command) => {
+      const amountMinor = Number(amount);
+      if (!Number.isSafeInteger(amountMinor) || amountMinor <= 0) throw new CommanderError(EXIT.usage, 'usage', 'amountMinor must be a positive integer');
+      const r = await api(cmd).rest('POST', `/accounts/${encodeURIComponent(account)}/deposits`, { amountMinor, idempotencyKey: o.idempotencyKey });
+      print(cmd, r, () => `${r.created ? 'deposited' : 'already deposited'}: ${account} balance ${r.account.balanceMinor}`);
+    });
+
+  root
+    .command('ledger')
+    .description('the ledger')
+    .command('reconcile')
+    .description('check the ledger invariants (exit 1 when one fails)')
+    .action(async (_o: unknown, cmd: Command) => {
+      const r = await api(cmd).rest('GET', '/ledger/reconcile');
+      print(cmd, r, () => (r.ok ? 'ledger ok' : `ledger NOT ok:\n${JSON.stringify(r, null, 2)}`));
+      if (!r.ok) process.exitCode = EXIT.failed;
+    });
+
+  root
+    .command('keys')
+    .description('API keys (admin)')
+    .command('create')
+    .description('make a key; it is shown this once')
+    .requiredOption('--role <role>', 'admin, operator, client or agent')
+    .option('--tenant <tenant>', 'the tenant of the key', 'default')
+    .option('--name <name>', 'what the key is for', 'cli')
+    .option('--agent <agentId>', 'for role agent: the agent it speaks for')
+    .action(async (o: { role: string; tenant: string; name: string; agent?: string }, cmd: Command) => {
+      const r = await api(cmd).rest('POST', `/tenants/${encodeURIComponent(o.tenant)}/keys`, { role: o.role, name: o.name, ...(o.agent ? { agentId: o.agent } : {}) });
+      print(cmd, r, () => `${r.id}  ${r.key}`);
+    });
+
+  return root;
+}
+
+async function listAgents(cmd: Command, query: string): Promise<void> {
+  const page = await api(cmd).rest('GET', `/agents${query}`);
+  print(cmd, page, () => (page.agents as any[]).map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
+}
+
+function taskSummary(task: any): string {
+  const artifacts = (task.artifacts ?? []).map((a: { parts: { text?: string }[] }) => textOf(a.parts)).filter(Boolean);
+  const message = textOf(task.status?.message?.parts);
+  return [`task ${task.id} ${label(task.status?.state)}${message ? `: ${message}` : ''}`, ...artifacts].join('\n');
+}
+
+export async function main(argv = process.argv): Promise<void> {
+  const root = program().exitOverride();
+  try {
+    await root.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end here too, with exit code 0.
+      if (err.exitCode !== 0 && err.code === 'usage') console.error(err.message);
+      process.exitCode = err.exitCode === 0 ? 0 : EXIT.usage;
+    } else if (err instanceof Unreachable) {
+      console.error(err.message);
+      process.exitCode = EXIT.unreachable;
+    } else if (err instanceof ApiError) {
+      console.error(err.message);
+      process.exitCode = EXIT.failed;
+    } else throw err;
+  }
+}
