@@ -4,6 +4,7 @@
 // Run: TEMPORAL_CLI=$PWD/.tools/bin/temporal npx tsx --test test/registry-refresh.test.ts
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { ScheduleNotFoundError } from '@temporalio/client';
 import { RefreshScheduler } from '../src/agents/refresh-schedules';
 import { RPC_PATH } from './agents';
@@ -54,10 +55,10 @@ async function refreshViaSchedule(id: string) {
 }
 
 describe('refresh schedules', () => {
-  it('registration creates the agent-refresh:<tenant>:<id> schedule; DELETE removes it', async () => {
+  it('registration creates the agent-refresh:<task queue>:<tenant>:<id> schedule; DELETE removes it', async () => {
     const agent = await newAgent();
     const a = await register(agent);
-    const handle = gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${a.id}`);
+    const handle = gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, a.id));
     const described = await handle.describe();
     assert.equal(described.action.workflowType, 'agentRefreshWorkflow');
     assert.deepEqual(described.action.args, [{ tenant: TENANT, agentId: a.id }]);
@@ -101,10 +102,40 @@ describe('refresh schedules', () => {
       return undefined;
     }, 15_000, 'the orphan schedule in the listing');
     assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 1, deleted: 1 });
-    const handle = (id: string) => gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${id}`);
+    const handle = (id: string) => gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, id));
     await handle(kept.id).describe();
     await handle(lost.id).describe();
     await assert.rejects(handle(orphan.id).describe(), ScheduleNotFoundError);
+  });
+
+  it("reconcile touches only this deployment's schedules: another's on the same namespace stay; its own old-style ids are replaced", async () => {
+    const mine = await register(await newAgent());
+    // Another deployment (its own database and task queue) on the same namespace, with an agent of its own.
+    const other = new RefreshScheduler({ client: gw.env!.client, taskQueue: `other-${randomUUID().slice(0, 6)}`, intervalMs: 3_600_000 });
+    await other.create(TENANT, 'agent-of-another-deployment');
+    // A schedule of this deployment's agent under the id format used before task queues were in it.
+    const legacyId = `agent-refresh:${TENANT}:${mine.id}`;
+    await gw.env!.client.schedule.create({
+      scheduleId: legacyId,
+      spec: { intervals: [{ every: '1h' }] },
+      action: { type: 'startWorkflow', workflowType: 'agentRefreshWorkflow', workflowId: legacyId, taskQueue: 'legacy', args: [{ tenant: TENANT, agentId: mine.id }] },
+      state: { paused: true },
+    });
+    try {
+      await eventually(async () => {
+        const ids: string[] = [];
+        for await (const s of gw.env!.client.schedule.list()) ids.push(s.scheduleId);
+        return ids.includes(legacyId) && ids.includes(other.scheduleId(TENANT, 'agent-of-another-deployment')) ? true : undefined;
+      }, 15_000, 'both schedules in the listing');
+      const r = await gw.scheduler!.reconcile(gw.db.pool);
+      assert.ok(r.deleted >= 1, JSON.stringify(r));
+      // The other deployment's schedule is still there (describe throws for a deleted one).
+      await gw.env!.client.schedule.getHandle(other.scheduleId(TENANT, 'agent-of-another-deployment')).describe();
+      await assert.rejects(gw.env!.client.schedule.getHandle(legacyId).describe(), ScheduleNotFoundError);
+      await gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, mine.id)).describe();
+    } finally {
+      await other.remove(TENANT, 'agent-of-another-deployment');
+    }
   });
 
   it('each refresh is a workflow run in Temporal, found by its id prefix', async () => {
@@ -114,7 +145,7 @@ describe('refresh schedules', () => {
     const runs = await eventually(async () => {
       const found: string[] = [];
       for await (const wf of gw.env!.client.workflow.list({ query: `WorkflowType = 'agentRefreshWorkflow'` })) {
-        if (wf.workflowId.startsWith(`agent-refresh:${TENANT}:${a.id}`)) found.push(wf.workflowId);
+        if (wf.workflowId.startsWith(gw.scheduler!.scheduleId(TENANT, a.id))) found.push(wf.workflowId);
       }
       return found.length ? found : undefined;
     }, 15_000, 'the refresh run in visibility');
@@ -320,7 +351,7 @@ describe('liveness and status', () => {
     const a = await register(agent);
     await gw.db.pool.query('DELETE FROM agents WHERE id = $1', [a.id]); // the schedule is left behind on purpose
     await gw.scheduler!.trigger(TENANT, a.id);
-    const handle = gw.env!.client.schedule.getHandle(`agent-refresh:${TENANT}:${a.id}`);
+    const handle = gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, a.id));
     const run = await eventually(async () => (await handle.describe()).info.recentActions.at(-1)?.action.workflow, 15_000, 'the triggered run');
     const result = await gw.env!.client.workflow.getHandle(run.workflowId, run.firstExecutionRunId).result();
     assert.deepEqual(result, { agentId: a.id, gone: true });

@@ -1,9 +1,12 @@
 /**
- * One Temporal Schedule per registered agent, id `agent-refresh:<tenant>:<agentId>`, starting
+ * One Temporal Schedule per registered agent, id `agent-refresh:<task queue>:<tenant>:<agentId>`, starting
  * `agentRefreshWorkflow` (workflows/registry-workflow.ts) every interval. A Schedule rather than a timer loop in
  * the gateway: it survives restarts of every process, runs once however many gateways there are, can be paused
  * or triggered by an operator, and each refresh is a workflow to inspect in Temporal UI. This file is the only
  * place that knows the schedule and workflow ids.
+ *
+ * The task queue in the id is the deployment's: several Switchboard deployments may share one Temporal namespace
+ * (each with its own database and task queue), and each touches only its own schedules.
  */
 import { createHash } from 'node:crypto';
 import { type Client, ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy } from '@temporalio/client';
@@ -33,8 +36,13 @@ export class RefreshScheduler {
     this.intervalMs = opts.intervalMs ?? DEFAULT_REFRESH_INTERVAL_MS;
   }
 
-  static scheduleId(tenant: string, agentId: string): string {
-    return `${SCHEDULE_PREFIX}${tenant}:${agentId}`;
+  /** This deployment's schedules start with this. */
+  get prefix(): string {
+    return `${SCHEDULE_PREFIX}${this.opts.taskQueue}:`;
+  }
+
+  scheduleId(tenant: string, agentId: string): string {
+    return `${this.prefix}${tenant}:${agentId}`;
   }
 
   /**
@@ -43,7 +51,7 @@ export class RefreshScheduler {
    * @returns false when the schedule already existed.
    */
   async create(tenant: string, agentId: string): Promise<boolean> {
-    const scheduleId = RefreshScheduler.scheduleId(tenant, agentId);
+    const scheduleId = this.scheduleId(tenant, agentId);
     const args: AgentRefreshArgs = { tenant, agentId };
     try {
       await this.opts.client.schedule.create({
@@ -78,7 +86,7 @@ export class RefreshScheduler {
   /** Deletes the agent's schedule; an absent one is fine (a retried delete). */
   async remove(tenant: string, agentId: string): Promise<void> {
     try {
-      await this.opts.client.schedule.getHandle(RefreshScheduler.scheduleId(tenant, agentId)).delete();
+      await this.opts.client.schedule.getHandle(this.scheduleId(tenant, agentId)).delete();
     } catch (err) {
       if (!(err instanceof ScheduleNotFoundError)) throw err;
     }
@@ -86,7 +94,7 @@ export class RefreshScheduler {
 
   /** Runs a refresh now, outside the interval (an operator's "check again", and tests). */
   async trigger(tenant: string, agentId: string): Promise<void> {
-    await this.opts.client.schedule.getHandle(RefreshScheduler.scheduleId(tenant, agentId)).trigger(ScheduleOverlapPolicy.ALLOW_ALL);
+    await this.opts.client.schedule.getHandle(this.scheduleId(tenant, agentId)).trigger(ScheduleOverlapPolicy.ALLOW_ALL);
   }
 
   /**
@@ -98,11 +106,17 @@ export class RefreshScheduler {
    */
   async reconcile(pool: Pool): Promise<{ created: number; deleted: number }> {
     const scheduled = new Set<string>();
+    const legacy: string[] = [];
     for await (const s of this.opts.client.schedule.list()) {
-      if (s.scheduleId.startsWith(SCHEDULE_PREFIX)) scheduled.add(s.scheduleId);
+      if (s.scheduleId.startsWith(this.prefix)) scheduled.add(s.scheduleId);
+      else if (s.scheduleId.startsWith(SCHEDULE_PREFIX)) legacy.push(s.scheduleId);
     }
     const { rows } = await pool.query<{ tenant: string; id: string }>('SELECT tenant, id FROM agents');
-    const wanted = new Map(rows.map((r) => [RefreshScheduler.scheduleId(r.tenant, r.id), r]));
+    const wanted = new Map(rows.map((r) => [this.scheduleId(r.tenant, r.id), r]));
+    // Schedules made before ids named the task queue (`agent-refresh:<tenant>:<agentId>`) are replaced: only those
+    // of this database's agents (agent ids are random), never another deployment's.
+    const ours = new Set(rows.map((r) => `${SCHEDULE_PREFIX}${r.tenant}:${r.id}`));
+    for (const scheduleId of legacy) if (ours.has(scheduleId)) scheduled.add(scheduleId);
     let created = 0;
     let deleted = 0;
     for (const [scheduleId, { tenant, id }] of wanted) {
