@@ -83,6 +83,16 @@ const EnvSchema = z.object({
   SWITCHBOARD_RATE_LIMIT_TENANT_RPS: z.coerce.number().int().min(1).default(2_000),
   SWITCHBOARD_RATE_LIMIT_KEY_RPS: z.coerce.number().int().min(1).default(1_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * What this process runs: `api` (the HTTP front door), `worker` (the Temporal worker, no HTTP server), or `all`
+   * (both, the default). Split roles share DATABASE_URL, TEMPORAL_ADDRESS and the task queue.
+   */
+  SWITCHBOARD_ROLE: z.enum(['api', 'worker', 'all'], { error: 'must be api, worker or all' }).default('all'),
+}).superRefine((c, ctx) => {
+  // The embedded PostgreSQL and Temporal serve one process: split roles need real ones.
+  if (c.SWITCHBOARD_ROLE !== 'all' && (!c.DATABASE_URL || !c.TEMPORAL_ADDRESS)) {
+    ctx.addIssue({ code: 'custom', path: ['SWITCHBOARD_ROLE'], message: `${c.SWITCHBOARD_ROLE} needs DATABASE_URL and TEMPORAL_ADDRESS (the embedded services serve one process)` });
+  }
 });
 
 export type Config = z.infer<typeof EnvSchema>;

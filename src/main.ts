@@ -135,25 +135,34 @@ async function main(): Promise<void> {
       credentials,
       payloadCodec,
     };
-    // Fails fast at start-up (a wrong address should say so), then restarts after any later failure.
-    const first = await createWorker(workerOptions);
-    let handedOver = false;
-    const worker = superviseWorker(async () => {
-      if (!handedOver) {
-        handedOver = true;
-        return first;
-      }
-      return createWorker(workerOptions);
-    }, log);
-    stops.push(() => worker.stop());
-    await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS);
-    // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
-    // background, so a large registry does not delay listening.
+    const role = config.SWITCHBOARD_ROLE;
     const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs });
-    void scheduler
-      .reconcile(pool)
-      .then((r) => (r.created || r.deleted) && log.info(r, 'agent refresh schedules reconciled'))
-      .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
+    let worker: ReturnType<typeof superviseWorker> | undefined;
+    if (role !== 'api') {
+      // Fails fast at start-up (a wrong address should say so), then restarts after any later failure.
+      const first = await createWorker(workerOptions);
+      let handedOver = false;
+      worker = superviseWorker(async () => {
+        if (!handedOver) {
+          handedOver = true;
+          return first;
+        }
+        return createWorker(workerOptions);
+      }, log);
+      stops.push(() => worker!.stop());
+      // Housekeeping in Temporal, done by the processes that run workers (idempotent, so several may).
+      await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS);
+      // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
+      // background, so a large registry does not delay listening.
+      void scheduler
+        .reconcile(pool)
+        .then((r) => (r.created || r.deleted) && log.info(r, 'agent refresh schedules reconciled'))
+        .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
+    }
+    if (role === 'worker') {
+      console.log(`Switchboard worker is running (task queue ${config.TEMPORAL_TASK_QUEUE} at ${temporalAddress}; no HTTP server in this role).\nPress Ctrl-C to stop.`);
+      return;
+    }
 
     const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
     const adminKey = config.SWITCHBOARD_ADMIN_KEY ? undefined : await ensureAdminKey(keys, dataDir);
@@ -170,8 +179,9 @@ async function main(): Promise<void> {
       },
       agentRefresh: { ...agentRefresh, scheduler },
       credentials,
-      workerRunning: () => worker.running(),
-      workerMetricsUrl: `http://${workerMetricsAddress}/metrics`,
+      // An api-only process is ready without a worker of its own.
+      workerRunning: worker && (() => worker!.running()),
+      workerMetricsUrl: worker && `http://${workerMetricsAddress}/metrics`,
       pool,
       temporal: client,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -188,7 +198,7 @@ async function main(): Promise<void> {
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });
     const lines = [
-      `Switchboard is running at ${url}`,
+      `Switchboard${role === 'api' ? ' (api only: workers run elsewhere)' : ''} is running at ${url}`,
       ...(adminKey?.created ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
       ...(adminKey && !adminKey.created ? [`  admin key:          ${adminKey.file}`] : []),
       `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,

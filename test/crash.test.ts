@@ -231,6 +231,50 @@ describe('Ctrl-C', () => {
     }));
 });
 
+describe('SWITCHBOARD_ROLE', () => {
+  test('an api process and a worker process on one task queue run a task together; each does only its part', () =>
+    withOutput(async () => {
+      const split = { ...sbEnv, TEMPORAL_TASK_QUEUE: `${sbEnv.TEMPORAL_TASK_QUEUE}-split` };
+      const workerPort = String(await freePort());
+      const workerOnly = await startSwitchboard({ ...split, SWITCHBOARD_ROLE: 'worker', PORT: workerPort }, { readyLine: /worker is running/ });
+      const api = await startSwitchboard({ ...split, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) });
+      try {
+        rememberKeys(api.url, { admin: TEST_ADMIN_KEY, operator: TEST_ADMIN_KEY, client: (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'split' })).key });
+        const asking = await agents.add(startAskingAgent());
+        const res = await fetch(`${api.url}/agents`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` },
+          body: JSON.stringify({ url: asking.url }),
+        });
+        assert.equal(res.status, 201);
+        const rpc = `${api.url}/agents/${((await res.json()) as { id: string }).id}/a2a`;
+        // Both turns run on the worker process; the api process has no worker.
+        const first = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
+        assert.equal(stateOf(first.events.at(-1)!), 'TASK_STATE_INPUT_REQUIRED');
+        const second = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('Ada', { taskId: taskIdOf(first.events[0]) }) } });
+        assert.equal(stateOf(second.events.at(-1)!), 'TASK_STATE_COMPLETED');
+        assert.equal(assembledText(second.events), 'Hello, Ada!');
+        // The api process is ready without a worker of its own; the worker process serves no HTTP at all.
+        const ready = (await (await fetch(`${api.url}/readyz`)).json()) as { ready?: boolean; missing?: string[] };
+        assert.deepEqual(ready.missing ?? [], []);
+        await assert.rejects(fetch(`http://127.0.0.1:${workerPort}/healthz`));
+        assert.match(api.output(), /api only: workers run elsewhere/);
+      } finally {
+        await Promise.all([api.kill(), workerOnly.kill()]);
+      }
+    }));
+
+  test('a split role without real PostgreSQL and Temporal is refused at start, naming the variable', async () => {
+    const { DATABASE_URL: _db, ...noDb } = sbEnv;
+    const child = await startSwitchboard({ ...noDb, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) }, { readyTimeoutMs: 20_000 }).then(
+      () => assert.fail('it started'),
+      (err: Error) => err,
+    );
+    assert.match(child.message, /exit code 2/);
+    assert.match(child.message, /SWITCHBOARD_ROLE: api needs DATABASE_URL and TEMPORAL_ADDRESS/);
+  });
+});
+
 describe('the first start of a Switchboard without SWITCHBOARD_ADMIN_KEY', () => {
   test('makes an admin key, prints it once, keeps it in the data dir (0600), and later starts only point at it', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'sb-admin-'));

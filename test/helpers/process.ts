@@ -37,7 +37,11 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startSwitchboard(env: Record<string, string>, opts: { readyTimeoutMs?: number } = {}): Promise<SwitchboardProcess> {
+/**
+ * Starts `node --import tsx src/main.ts` with `env` and waits until it is ready: /healthz answers, or for a process
+ * without an HTTP server (SWITCHBOARD_ROLE=worker), until it prints `readyLine`.
+ */
+export async function startSwitchboard(env: Record<string, string>, opts: { readyTimeoutMs?: number; readyLine?: RegExp } = {}): Promise<SwitchboardProcess> {
   const port = env.PORT;
   if (!port || port === '0') throw new Error('startSwitchboard needs a fixed PORT');
   const url = `http://${env.HOST ?? '127.0.0.1'}:${port}`;
@@ -66,6 +70,7 @@ export async function startSwitchboard(env: Record<string, string>, opts: { read
   const deadline = Date.now() + (opts.readyTimeoutMs ?? 45_000);
   for (;;) {
     if (gone) throw new Error(`Switchboard exited (${gone}) before it was ready:\n${out}`);
+    if (opts.readyLine?.test(out)) break;
     try {
       const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
       if (res.ok) break;
