@@ -25,7 +25,7 @@ import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
-import { type AddressInfo, createServer } from 'node:net';
+import { freePort } from './net';
 
 async function main(): Promise<void> {
   let config;
@@ -41,10 +41,10 @@ async function main(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL);
   // The worker's own metrics (SDK runtime telemetry) go to a Prometheus exporter on a free loopback port, which
   // GET /metrics appends to Switchboard's, so there is one scrape target.
-  const workerMetricsAddress = `127.0.0.1:${await freeLoopbackPort()}`;
+  const workerMetricsAddress = `127.0.0.1:${await freePort()}`;
   Runtime.install({
-    // The SDK's logs go through pino; its INFO is chatty (bundler stats), so it logs warnings unless debugging.
-    logger: temporalLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? log : log.child({}, { level: maxLevel(config.LOG_LEVEL, 'warn') })),
+    // The SDK's logs go through pino; its INFO is chatty (bundler stats), so at `info` it logs warnings only.
+    logger: temporalLogger(config.LOG_LEVEL === 'info' ? log.child({}, { level: 'warn' }) : log),
     telemetryOptions: { metrics: { prometheus: { bindAddress: workerMetricsAddress } } },
   });
   const stops: (() => Promise<unknown>)[] = [];
@@ -243,21 +243,3 @@ async function ensureAdminKey(keys: KeyStore, dataDir: string): Promise<{ key?: 
 }
 
 void main();
-
-/** A TCP port free on 127.0.0.1 right now. */
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolvePort(port));
-    });
-  });
-}
-
-/** The less verbose of two pino levels. */
-function maxLevel(a: string, b: string): string {
-  const order = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-  return order.indexOf(a) >= order.indexOf(b) ? a : b;
-}

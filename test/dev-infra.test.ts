@@ -12,6 +12,7 @@ import { Pool } from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+import { freePort } from '../src/net';
 
 const log = process.env.DEBUG ? (m: string) => console.error(m) : () => {};
 
@@ -22,16 +23,6 @@ before(async () => {
 after(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 describe('embedded postgres', () => {
   const cleanups: Array<() => Promise<void>> = [];

@@ -157,7 +157,8 @@ export class RpcCore {
    * bad request), then the target the resolver picks.
    */
   async answer(req: RpcRequest, resolve: RpcResolver): Promise<RpcAnswer> {
-    const { caller, deps } = { caller: req.caller, deps: this.deps };
+    const { caller } = req;
+    const { deps } = this;
     let body: unknown;
     try {
       body = JSON.parse(req.body);
@@ -177,8 +178,9 @@ export class RpcCore {
       // Authorization is HTTP's, as for every route; the body still says which roles the method needs.
       return ok({ error: `${rpc.method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, requiredRoles: roles }, 403);
     }
-    const fail = (err: unknown, status = 200, headers?: Record<string, string>) =>
-      ok(envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err)), status, headers);
+    // An error as the caller's dialect renders it, as an answer or as a stream's last frame.
+    const rendered = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
+    const fail = (err: unknown, status = 200, headers?: Record<string, string>) => ok(rendered(err), status, headers);
     const unavailable = (err: DependencyUnavailable) => fail(a2aError('Unavailable', err.message), 503, { 'retry-after': String(err.retryAfterS) });
     const outage = (err: unknown) => {
       const dep = deps.health.report(err);
@@ -273,7 +275,7 @@ export class RpcCore {
       }
       return {
         stream: frames(first.value, events, cursor, dialect),
-        errorFrame: (err) => ({ data: envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err)) }),
+        errorFrame: (err) => ({ data: rendered(err) }),
         cutOffFrame: (message, at) => ({ data: envelope(id, { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } }) }),
       };
     }

@@ -175,8 +175,8 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
 
   type Limit = Awaited<ReturnType<typeof anonymous>>;
   const exceeded = (r: Limit): r is Extract<Limit, { isAllowed: false }> => !r.isAllowed && r.isExceeded;
-  const tooMany = (reply: FastifyReply, scope: string, r: { max?: number; ttlInSeconds?: number }) => {
-    quotaRefusals.inc({ quota: scope.startsWith('from this address') ? 'anonymousRequestsPerSecond' : scope.includes('key') ? 'requestsPerSecondPerKey' : 'requestsPerSecond' });
+  const tooMany = (reply: FastifyReply, quota: string, scope: string, r: { max?: number; ttlInSeconds?: number }) => {
+    quotaRefusals.inc({ quota });
     return reply
       .code(429)
       .header('retry-after', String(Math.max(1, r.ttlInSeconds ?? 1)))
@@ -197,18 +197,18 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
       if (err.status === 401) reply.header('www-authenticate', `${REALM}${presented(req) ? ', error="invalid_token"' : ''}`);
       if (err.status === 503) reply.header('retry-after', '5');
       const limited = await anonymous(req);
-      if (exceeded(limited)) return tooMany(reply, 'from this address without valid credentials', limited);
+      if (exceeded(limited)) return tooMany(reply, 'anonymousRequestsPerSecond', 'from this address without valid credentials', limited);
       return reply.code(err.status).send({ error: err.error, ...err.extra });
     }
     if (!req.caller) {
       const limited = await anonymous(req);
-      if (exceeded(limited)) return tooMany(reply, 'from this address without credentials', limited);
+      if (exceeded(limited)) return tooMany(reply, 'anonymousRequestsPerSecond', 'from this address without credentials', limited);
       return;
     }
     const tenant = await perTenant(req);
-    if (exceeded(tenant)) return tooMany(reply, `for tenant ${req.caller.tenant}`, tenant);
+    if (exceeded(tenant)) return tooMany(reply, 'requestsPerSecond', `for tenant ${req.caller.tenant}`, tenant);
     const key = await perKey(req);
-    if (exceeded(key)) return tooMany(reply, 'for this key', key);
+    if (exceeded(key)) return tooMany(reply, 'requestsPerSecondPerKey', 'for this key', key);
   });
 
   app.addHook('onResponse', async (req, reply) => {

@@ -48,8 +48,13 @@ export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal
     lastWrite = Date.now();
   };
 
-  const shutdown =
-    closing && (closing.aborted ? Promise.resolve('closing' as const) : new Promise<'closing'>((r) => closing.addEventListener('abort', () => r('closing'), { once: true })));
+  // The listener goes when the stream ends: `closing` is the app's, shared by every stream it ever serves.
+  let onClosing: (() => void) | undefined;
+  const shutdown = closing && new Promise<'closing'>((r) => {
+    onClosing = () => r('closing');
+    if (closing.aborted) onClosing();
+    else closing.addEventListener('abort', onClosing, { once: true });
+  });
   let cutOff = false;
   try {
     for (;;) {
@@ -80,6 +85,7 @@ export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal
     }
   } finally {
     clearInterval(heartbeat);
+    if (onClosing) closing?.removeEventListener('abort', onClosing);
     await s.stream.return?.(undefined).catch(() => undefined);
     if (!raw.writableEnded) raw.end();
     // What is buffered (at most the cap, one event and the notice) waits for the reader to come back; a

@@ -3,8 +3,8 @@
 // dev server applies --search-attribute only when it creates a new SQLite file.
 import { spawn } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
+import { portIsFree } from '../net';
 import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 
@@ -205,12 +205,4 @@ async function waitForFrontend(
   }
   throw new Error(`Temporal dev server at ${address} not ready after ${START_DEADLINE_MS / 1000}s: ` +
     `${(lastError as Error)?.message}\n${stderr()}`);
-}
-
-function portIsFree(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, host, () => srv.close(() => resolve(true)));
-  });
 }

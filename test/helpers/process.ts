@@ -3,7 +3,6 @@
  * the given environment, ready once GET /healthz answers, its output kept for failure messages.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 
 const REPO_ROOT = resolve(__dirname, '../..');
@@ -26,16 +25,7 @@ process.once('exit', () => {
 });
 
 /** A TCP port free right now on 127.0.0.1, so a restarted process can listen on the same URL. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ok, fail) => {
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', ok);
-  });
-  const { port } = server.address() as { port: number };
-  await new Promise((ok) => server.close(ok));
-  return port;
-}
+export { freePort } from '../../src/net';
 
 /**
  * Starts `node --import tsx src/main.ts` with `env` and waits until it is ready: /healthz answers, or for a process
