@@ -36,6 +36,7 @@ import { healthRoutes } from './routes/health';
 import { metricsRoutes } from './routes/metrics';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
+import { traceRequests } from './tracing';
 
 export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
@@ -104,6 +105,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Request ids name requests in the audit trail and logs across processes: random, not a per-process counter.
     genReqId: () => randomUUID(),
   });
+  // First of all: a request's span covers its authentication too (a no-op unless tracing was started).
+  traceRequests(app);
   const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
   // First: every route registered after this declares who may call it, and is checked before its handler runs.
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });

@@ -26,6 +26,7 @@ import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from './net';
+import { tracingConfigured } from './tracing';
 
 async function main(): Promise<void> {
   let config;
@@ -65,6 +66,13 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // Traces only when there is somewhere to send them; the SDK is not even loaded otherwise.
+  const tracing = tracingConfigured() ? (await import('./tracing-sdk')).startTracing() : undefined;
+  if (tracing) {
+    stops.push(() => tracing.shutdown());
+    log.info({ endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry traces exported over OTLP');
+  }
+  const plugins = tracing ? [tracing.plugin] : undefined;
 
   try {
     const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
@@ -107,6 +115,7 @@ async function main(): Promise<void> {
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}),
+      plugins,
     });
 
     // Other Switchboard processes on the same database announce their events by NOTIFY. Embedded PGlite is
@@ -134,6 +143,7 @@ async function main(): Promise<void> {
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       credentials,
       payloadCodec,
+      plugins,
     };
     const role = config.SWITCHBOARD_ROLE;
     const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs });

@@ -14,6 +14,8 @@ export interface WorkerDeps extends ActivityDeps {
   activities?: ReturnType<typeof createActivities>;
   /** SWITCHBOARD_PAYLOAD_KEY's codec: the worker reads and writes every payload through it, like the client. */
   payloadCodec?: PayloadCodec;
+  /** Worker plugins, e.g. OpenTelemetry's (its workflow interceptors must be in a pre-built bundle too). */
+  plugins?: WorkerOptions['plugins'];
 }
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
@@ -26,6 +28,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: d.activities ?? createActivities(d),
     ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
+    plugins: d.plugins,
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,

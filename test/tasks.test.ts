@@ -82,6 +82,8 @@ describe('blocking and non-blocking SendMessage', () => {
     // The gateway's task id is its own: the agent saw a message without it.
     const call = echo.calls.at(-1)!;
     assert.notEqual(call.params.message.taskId, task.id);
+    // Tracing is off unless configured (test/tracing.test.ts turns it on): no trace context leaves the gateway.
+    assert.equal(call.headers.traceparent, undefined);
 
     const row = await eventually(async () => (await gw.db.pool.query('SELECT * FROM tasks WHERE task_id = $1', [task.id])).rows.find((r) => r.state === 'TASK_STATE_COMPLETED'), 10_000, 'projection');
     assert.equal(row.agent_id, agentId);

@@ -24,6 +24,7 @@ import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
 import { type RpcEvent, envelope, idOf, legacyError, v1Error } from './rpc-errors';
+import { annotate } from '../tracing';
 
 /** A method's params schema, or the A2A error that answers it while the feature is not offered. */
 type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
@@ -173,6 +174,7 @@ export class RpcCore {
     const id = rpc.id ?? null;
     const dialect = dialectOf(rpc.method);
     if (!dialect) return ok(envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` }));
+    annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': rpc.method, 'a2a.dialect': dialect, 'switchboard.tenant': caller.tenant });
     const roles = rpcMethodRoles(rpc.method);
     if (!roles.includes(caller.role)) {
       // Authorization is HTTP's, as for every route; the body still says which roles the method needs.

@@ -8,6 +8,7 @@
  */
 import * as dns from 'node:dns';
 import * as net from 'node:net';
+import { traceOutbound } from '../tracing';
 import { Agent, buildConnector, fetch as undiciFetch, Headers as UndiciHeaders, Response as UndiciResponse } from 'undici';
 
 export interface OutboundOptions {
@@ -322,13 +323,15 @@ export function createOutbound(options: OutboundOptions): Outbound {
 
     let res: UndiciResponse;
     try {
-      res = await undiciFetch(url, {
-        ...(requestInit as Parameters<typeof undiciFetch>[1]),
-        headers,
-        // 'manual' hands us the 3xx itself so we can name the Location in the error.
-        redirect: 'manual',
-        dispatcher: agent,
-      });
+      res = await traceOutbound(requestInit.method ?? 'GET', url, headers, () =>
+        undiciFetch(url, {
+          ...(requestInit as Parameters<typeof undiciFetch>[1]),
+          headers,
+          // 'manual' hands us the 3xx itself so we can name the Location in the error.
+          redirect: 'manual',
+          dispatcher: agent,
+        }),
+      );
     } catch (err) {
       throw toOutboundError(err, url, signal);
     }

@@ -60,6 +60,8 @@ export class TaskGateway {
       connection: o.client.connection,
       namespace: o.client.options.namespace,
       dataConverter: o.client.options.dataConverter,
+      // The client's interceptors (its plugins': tracing) apply to queries too.
+      interceptors: o.client.options.interceptors?.workflow,
       queryRejectCondition: 'NOT_OPEN',
     });
   }

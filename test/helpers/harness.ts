@@ -186,6 +186,8 @@ export interface GatewayOptions {
   payloadKey?: string;
   /** Bearer JWTs accepted beside keys (SWITCHBOARD_JWT_JWKS_URL). */
   jwt?: import('../../src/auth/plugin').BearerJwtVerifier;
+  /** OpenTelemetry started by the test (src/tracing-sdk.ts): its plugin goes to the client, the worker and the bundle. */
+  tracing?: import('../../src/tracing-sdk').Tracing;
   /** Where the gateway logs (at LOG_LEVEL, default silent), e.g. to search the log for secrets. */
   logTo?: { level: string; stream: import('pino').DestinationStream };
 }
@@ -197,15 +199,17 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const [env, db, workflowBundleCode] = await Promise.all([
     opts.temporal?.env ?? startTemporal(opts.temporalArgs),
     opts.db ?? createTestDb(),
-    workflowBundle(),
+    opts.tracing ? bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN'), plugins: [opts.tracing.plugin] }) : workflowBundle(),
   ]);
   const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
   const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch });
   const payloadCodec = opts.payloadKey ? new EncryptionCodec(parseKeyRing(opts.payloadKey)) : undefined;
-  const temporal = payloadCodec
-    ? new Client({ connection: env.connection, namespace: env.namespace ?? 'default', dataConverter: { payloadCodecs: [payloadCodec] } })
-    : env.client;
+  const plugins = opts.tracing ? [opts.tracing.plugin] : undefined;
+  const temporal =
+    payloadCodec || plugins
+      ? new Client({ connection: env.connection, namespace: env.namespace ?? 'default', plugins, ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}) })
+      : env.client;
   const taskQueue = opts.temporal?.taskQueue ?? `switchboard-${randomBytes(3).toString('hex')}`;
   // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
@@ -220,6 +224,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     const make = () =>
       createWorker({
         payloadCodec,
+        plugins,
         connection: env.nativeConnection,
         namespace: env.namespace ?? 'default',
         taskQueue,

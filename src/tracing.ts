@@ -1,0 +1,111 @@
+/**
+ * OpenTelemetry traces: one trace per request, front door → workflow → activity → the agent's HTTP call.
+ *
+ * These helpers depend on the OpenTelemetry API only and do nothing until src/tracing-sdk.ts has started the
+ * SDK (src/main.ts does when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set). On,
+ * a request joins the W3C `traceparent` its client sent, the Temporal interceptors carry the context through
+ * workflow and activity headers, and every outbound call (agents, cards, webhooks) sends `traceparent` on.
+ */
+import { context, propagation, trace, SpanKind, SpanStatusCode, ROOT_CONTEXT, type Span } from '@opentelemetry/api';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+
+const tracer = trace.getTracer('switchboard');
+let enabled = false;
+
+/** Called by the SDK's start and shutdown (src/tracing-sdk.ts). */
+export function setTracingEnabled(on: boolean): void {
+  enabled = on;
+}
+
+/** Whether the environment names an OTLP endpoint for traces (then src/main.ts starts the SDK). */
+export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    span?: Span;
+  }
+}
+
+/**
+ * A server span per request, parented on the caller's `traceparent`. The span starts when the request
+ * arrives, but becomes the active context only in preHandler: the body is read by socket events, which run
+ * outside any context entered before it.
+ */
+export function traceRequests(app: FastifyInstance): void {
+  if (!enabled) return;
+  app.addHook('onRequest', (req, _reply, done) => {
+    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+    req.span = tracer.startSpan(
+      `${req.method} ${routeOf(req)}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'http.route': routeOf(req), 'url.path': req.url.split('?')[0] } },
+      parent,
+    );
+    done();
+  });
+  app.addHook('preHandler', (req, _reply, done) => {
+    if (!req.span) return done();
+    context.with(trace.setSpan(context.active(), req.span), done);
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    endServerSpan(req, reply.statusCode);
+    done();
+  });
+  // A client that goes away before the answer (a closed stream) still ends the span.
+  app.addHook('onRequestAbort', (req, done) => {
+    endServerSpan(req, 499);
+    done();
+  });
+}
+
+function endServerSpan(req: FastifyRequest, status: number) {
+  const span = req.span;
+  if (!span) return;
+  req.span = undefined;
+  span.setAttribute('http.response.status_code', status);
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
+}
+
+const routeOf = (req: FastifyRequest) => req.routeOptions.url ?? 'unmatched';
+
+/** Attributes for the request's span (the A2A method, tenant, task), when tracing is on. */
+export function annotate(attributes: Record<string, string | number | undefined>): void {
+  if (!enabled) return;
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  for (const [k, v] of Object.entries(attributes)) if (v !== undefined) span.setAttribute(k, v);
+}
+
+/**
+ * Runs an outbound HTTP call in a client span and sends `traceparent` (and `tracestate`) with it. The span
+ * ends when the response headers arrive: a streamed body can last far longer than the call it answers.
+ */
+export async function traceOutbound<R extends { status: number }>(
+  method: string,
+  url: string,
+  headers: { set(name: string, value: string): void },
+  call: () => Promise<R>,
+): Promise<R> {
+  if (!enabled) return call();
+  const target = new URL(url);
+  const span = tracer.startSpan(`${method} ${target.host}`, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'http.request.method': method, 'server.address': target.hostname, 'url.full': `${target.origin}${target.pathname}` },
+  });
+  const ctx = trace.setSpan(context.active(), span);
+  propagation.inject(ctx, headers, { set: (carrier, k, v) => carrier.set(k, v) });
+  try {
+    const res = await context.with(ctx, call);
+    span.setAttribute('http.response.status_code', res.status);
+    if (res.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    return res;
+  } catch (err) {
+    span.recordException(err as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
