@@ -299,6 +299,15 @@ describe('failures and retries', () => {
     const sent = failing.calls.filter((c) => c.params?.message);
     assert.equal(sent.length, 3, 'three attempts');
     assert.equal(new Set(sent.map((c) => c.params.message.messageId)).size, 1, 'one messageId on every attempt');
+
+    // Temporal UI shows the workflow as Failed (after it recorded and settled the task), naming why.
+    const handle = gw.env.client.workflow.getHandle(workflowIdOf('default', task.id));
+    await assert.rejects(handle.result(), (err: Error & { cause?: { type?: string; message?: string } }) => {
+      assert.equal(err.cause?.type, 'A2ATaskFailed');
+      assert.match(err.cause?.message ?? '', /^A2A task failed: .*HTTP 500/);
+      return true;
+    });
+    assert.equal((await handle.describe()).status.name, 'FAILED');
   });
 
   test('a transient failure is retried and the task completes', async () => {
@@ -307,6 +316,9 @@ describe('failures and retries', () => {
     const task = await send(client, 'eventually');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
     assert.equal(failing.calls.filter((c) => c.params?.message).length, 3);
+    const handle = gw.env.client.workflow.getHandle(workflowIdOf('default', task.id));
+    await handle.result();
+    assert.equal((await handle.describe()).status.name, 'COMPLETED');
   });
 
   for (const mode of ['jsonrpc-error', 'invalid-response'] as const) {

@@ -179,6 +179,19 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   // The task is over; its webhooks still get every event (retried for up to a day).
   await push.finished();
   await condition(allHandlersFinished);
+  // Operators read Temporal's execution status first: a task that failed, or that was rejected, ends its workflow
+  // as Failed (settled and recorded like any other; the failure carries the task). Completed and canceled tasks
+  // complete it. A2ATaskState names the exact state either way.
+  const ending = state();
+  if (ending === 'TASK_STATE_FAILED' || ending === 'TASK_STATE_REJECTED') {
+    const m = task.status.message;
+    throw ApplicationFailure.create({
+      type: ending === 'TASK_STATE_FAILED' ? 'A2ATaskFailed' : 'A2ATaskRejected',
+      message: `A2A task ${stateLabel(ending)}${m ? `: ${textOf(m)}` : ''}`,
+      nonRetryable: true,
+      details: [task],
+    });
+  }
   return task;
 
   /** One turn after another: wait for a message, fund the task once, call the agent, record what it said. */
