@@ -1,4 +1,4 @@
-// A registry that stays true: each agent's Temporal Schedule refreshes its card (honouring Cache-Control and
+// A registry that stays true: the deployment's refresh sweep (a Temporal Schedule) refreshes each card (honouring Cache-Control and
 // ETag) and probes its endpoint; the agent's status follows (healthy / degraded / down, with the reason and
 // when it changed). Real Temporal dev server, PostgreSQL and @a2a-js/sdk agents.
 // Run: TEMPORAL_CLI=$PWD/.tools/bin/temporal npx tsx --test test/registry-refresh.test.ts
@@ -44,112 +44,111 @@ async function register(agent: MutableAgent, extra: Record<string, unknown> = {}
   }, 20_000, `the first probe of ${res.body.id}`);
 }
 
-/** Fires the agent's schedule now and waits for that run's probe to land. */
-async function refreshViaSchedule(id: string) {
+/** Refreshes the agent in a Temporal run of its own now, and waits for that run's probe to land. */
+async function refreshInTemporal(id: string) {
   const before = (await getAgent(id)).liveness.lastProbe.at;
-  await gw.scheduler!.trigger(TENANT, id);
+  await gw.scheduler!.refreshNow(TENANT, id);
   return eventually(async () => {
     const a = await getAgent(id);
     return a.liveness.lastProbe.at !== before ? a : undefined;
   }, 20_000, `a scheduled refresh of ${id}`);
 }
 
-describe('refresh schedules', () => {
-  it('registration creates the agent-refresh:<task queue>:<tenant>:<id> schedule; DELETE removes it', async () => {
-    const agent = await newAgent();
-    const a = await register(agent);
-    const handle = gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, a.id));
-    const described = await handle.describe();
-    assert.equal(described.action.workflowType, 'agentRefreshWorkflow');
-    assert.deepEqual(described.action.args, [{ tenant: TENANT, agentId: a.id }]);
-    assert.equal(described.spec.intervals?.[0]?.every, 5 * 60_000);
-    assert.equal(described.policies.overlap, 'SKIP');
+describe('refresh in Temporal', () => {
+  /** Ids of the schedules in the namespace (the listing is eventually consistent: poll for what must be there). */
+  async function scheduleIds(): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const s of gw.env!.client.schedule.list()) ids.push(s.scheduleId);
+    return ids;
+  }
+  async function runsOf(type: string, idPrefix: string): Promise<string[]> {
+    const found: string[] = [];
+    for await (const wf of gw.env!.client.workflow.list({ query: `WorkflowType = '${type}' AND TaskQueue = '${gw.taskQueue}'` })) {
+      if (wf.workflowId.startsWith(idPrefix)) found.push(wf.workflowId);
+    }
+    return found;
+  }
 
+  it('registration probes the new agent in a workflow run of its own, and makes no schedule for it; DELETE leaves nothing', async () => {
+    const a = await register(await newAgent());
+    const runs = await eventually(async () => {
+      const r = await runsOf('agentRefreshWorkflow', gw.scheduler!.runIdPrefix(TENANT, a.id));
+      return r.length ? r : undefined;
+    }, 15_000, 'the first refresh run in visibility');
+    assert.equal(runs.length, 1);
+    assert.ok(!(await scheduleIds()).some((id) => id.includes(a.id)), 'no per-agent schedule');
     assert.equal((await call('DELETE', `${gw.url}/agents/${a.id}`)).status, 204);
-    await assert.rejects(handle.describe(), ScheduleNotFoundError);
     assert.equal((await call('DELETE', `${gw.url}/agents/${a.id}`)).status, 404, 'a second DELETE is 404');
   });
 
-  it('a schedule runs by itself: with a 1 s interval the probes accumulate without any trigger', async () => {
-    const agent = await newAgent();
-    const a = await register(agent);
-    // Replace the 5 min schedule with a 1 s one on the same worker.
-    await gw.scheduler!.remove(TENANT, a.id);
-    const fast = new RefreshScheduler({ client: gw.env!.client, taskQueue: gw.taskQueue!, intervalMs: 1_000 });
-    await fast.create(TENANT, a.id);
-    try {
-      const probes = await eventually(async () => {
-        const res = await call('GET', `${gw.url}/agents/${a.id}/probes`);
-        return res.body.probes.length >= 3 ? res.body.probes : undefined;
-      }, 20_000, 'three probes (registration + two scheduled)');
-      assert.ok(probes.every((p: { ok: boolean }) => p.ok));
-      assert.ok(probes.every((p: { latencyMs: number }) => typeof p.latencyMs === 'number' && p.latencyMs >= 0));
-    } finally {
-      await fast.remove(TENANT, a.id);
-      await gw.scheduler!.create(TENANT, a.id);
-    }
-  });
-
-  it('reconcile creates a missing schedule and deletes one whose agent is gone (start-up repair)', async () => {
-    const kept = await register(await newAgent());
-    const lost = await register(await newAgent());
-    const orphan = await register(await newAgent());
-    await gw.scheduler!.remove(TENANT, lost.id);
-    await gw.db.pool.query('DELETE FROM agents WHERE id = $1', [orphan.id]); // a delete that never reached Temporal
-    // Schedule listing is eventually consistent: wait until it shows the orphan, as it would at a later start-up.
-    await eventually(async () => {
-      for await (const s of gw.env!.client.schedule.list()) if (s.scheduleId.endsWith(orphan.id)) return true;
-      return undefined;
-    }, 15_000, 'the orphan schedule in the listing');
-    assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 1, deleted: 1 });
-    const handle = (id: string) => gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, id));
-    await handle(kept.id).describe();
-    await handle(lost.id).describe();
-    await assert.rejects(handle(orphan.id).describe(), ScheduleNotFoundError);
-  });
-
-  it("reconcile touches only this deployment's schedules: another's on the same namespace stay; its own old-style ids are replaced", async () => {
+  it("reconcile makes the deployment's sweep schedule, deletes per-agent schedules of earlier versions, and touches no other deployment's", async () => {
     const mine = await register(await newAgent());
-    // Another deployment (its own database and task queue) on the same namespace, with an agent of its own.
-    const other = new RefreshScheduler({ client: gw.env!.client, taskQueue: `other-${randomUUID().slice(0, 6)}`, intervalMs: 3_600_000 });
-    await other.create(TENANT, 'agent-of-another-deployment');
-    // A schedule of this deployment's agent under the id format used before task queues were in it.
-    const legacyId = `agent-refresh:${TENANT}:${mine.id}`;
-    await gw.env!.client.schedule.create({
-      scheduleId: legacyId,
-      spec: { intervals: [{ every: '1h' }] },
-      action: { type: 'startWorkflow', workflowType: 'agentRefreshWorkflow', workflowId: legacyId, taskQueue: 'legacy', args: [{ tenant: TENANT, agentId: mine.id }] },
-      state: { paused: true },
-    });
+    const otherQueue = `other-${randomUUID().slice(0, 6)}`;
+    const paused = (scheduleId: string, agentId: string) =>
+      gw.env!.client.schedule.create({
+        scheduleId,
+        spec: { intervals: [{ every: '1h' }] },
+        action: { type: 'startWorkflow', workflowType: 'agentRefreshWorkflow', workflowId: scheduleId, taskQueue: 'nobody', args: [{ tenant: TENANT, agentId }] },
+        state: { paused: true },
+      });
+    // This deployment's agent under both earlier id formats, and another deployment's (same namespace) old one.
+    const perAgent = `agent-refresh:${gw.taskQueue}:${TENANT}:${mine.id}`;
+    const legacy = `agent-refresh:${TENANT}:${mine.id}`;
+    const othersOld = `agent-refresh:${otherQueue}:${TENANT}:agent-of-another-deployment`;
+    // The other deployment started before (its start-up reconcile made its sweep), then its old schedule came.
+    const other = new RefreshScheduler({ client: gw.env!.client, taskQueue: otherQueue, intervalMs: 3_600_000 });
+    await other.reconcile(gw.db.pool);
+    await Promise.all([paused(perAgent, mine.id), paused(legacy, mine.id), paused(othersOld, 'agent-of-another-deployment')]);
+    const sweep = gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId);
     try {
+      let seen: string[] = [];
       await eventually(async () => {
-        const ids: string[] = [];
-        for await (const s of gw.env!.client.schedule.list()) ids.push(s.scheduleId);
-        return ids.includes(legacyId) && ids.includes(other.scheduleId(TENANT, 'agent-of-another-deployment')) ? true : undefined;
-      }, 15_000, 'both schedules in the listing');
-      const r = await gw.scheduler!.reconcile(gw.db.pool);
-      assert.ok(r.deleted >= 1, JSON.stringify(r));
-      // The other deployment's schedule is still there (describe throws for a deleted one).
-      await gw.env!.client.schedule.getHandle(other.scheduleId(TENANT, 'agent-of-another-deployment')).describe();
-      await assert.rejects(gw.env!.client.schedule.getHandle(legacyId).describe(), ScheduleNotFoundError);
-      await gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, mine.id)).describe();
+        seen = await scheduleIds();
+        return [perAgent, legacy, othersOld, other.scheduleId].every((id) => seen.includes(id)) ? true : undefined;
+      }, 30_000, 'the schedules in the listing').catch((err) => assert.fail(`${(err as Error).message}: ${seen.join(', ')}`));
+      assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 1, deleted: 2 });
+      const described = await sweep.describe();
+      assert.equal(described.action.workflowType, 'agentRefreshSweepWorkflow');
+      assert.deepEqual(described.action.args, [{ intervalMs: 5 * 60_000 }]);
+      assert.equal(described.spec.intervals?.[0]?.every, 60_000, 'a tick is a fifth of the interval, at most a minute');
+      assert.equal(described.policies.overlap, 'SKIP');
+      await assert.rejects(gw.env!.client.schedule.getHandle(perAgent).describe(), ScheduleNotFoundError);
+      await assert.rejects(gw.env!.client.schedule.getHandle(legacy).describe(), ScheduleNotFoundError);
+      // The other deployment's schedules are still there (describe throws for a deleted one).
+      await gw.env!.client.schedule.getHandle(othersOld).describe();
+      await gw.env!.client.schedule.getHandle(other.scheduleId).describe();
+      // Again (another process starting): nothing to create, nothing to delete.
+      assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 0, deleted: 0 });
     } finally {
-      await other.remove(TENANT, 'agent-of-another-deployment');
+      // The other tests count probes: no sweep of theirs.
+      for (const id of [gw.scheduler!.scheduleId, other.scheduleId, othersOld]) await gw.env!.client.schedule.getHandle(id).delete().catch(() => undefined);
     }
   });
 
-  it('each refresh is a workflow run in Temporal, found by its id prefix', async () => {
-    const agent = await newAgent();
-    const a = await register(agent);
-    await refreshViaSchedule(a.id);
-    const runs = await eventually(async () => {
-      const found: string[] = [];
-      for await (const wf of gw.env!.client.workflow.list({ query: `WorkflowType = 'agentRefreshWorkflow'` })) {
-        if (wf.workflowId.startsWith(gw.scheduler!.scheduleId(TENANT, a.id))) found.push(wf.workflowId);
+  it('the sweep refreshes every agent due, by itself, in one workflow run per tick rather than one per agent', async () => {
+    const registered = [await register(await newAgent()), await register(await newAgent()), await register(await newAgent())];
+    // The same deployment with a 1 s interval: the sweep looks every second.
+    const fast = new RefreshScheduler({ client: gw.env!.client, taskQueue: gw.taskQueue!, intervalMs: 1_000 });
+    await fast.reconcile(gw.db.pool);
+    try {
+      for (const a of registered) {
+        const probes = await eventually(async () => {
+          const res = await call('GET', `${gw.url}/agents/${a.id}/probes`);
+          return res.body.probes.length >= 3 ? res.body.probes : undefined;
+        }, 20_000, `three probes of ${a.id} (registration + two sweeps)`);
+        assert.ok(probes.every((p: { ok: boolean }) => p.ok));
       }
-      return found.length ? found : undefined;
-    }, 15_000, 'the refresh run in visibility');
-    assert.ok(runs.length >= 1);
+      await gw.env!.client.schedule.getHandle(fast.scheduleId).delete();
+      const sweeps = await eventually(async () => {
+        const r = await runsOf('agentRefreshSweepWorkflow', fast.scheduleId);
+        return r.length >= 2 ? r : undefined;
+      }, 15_000, 'the sweep runs in visibility');
+      assert.ok(sweeps.length >= 2);
+      // Each agent had one run of its own (its registration); every later probe came from a sweep.
+      for (const a of registered) assert.equal((await runsOf('agentRefreshWorkflow', fast.runIdPrefix(TENANT, a.id))).length, 1);
+    } finally {
+      await gw.env!.client.schedule.getHandle(fast.scheduleId).delete().catch(() => undefined);
+    }
   });
 });
 
@@ -193,7 +192,7 @@ describe('card refresh', () => {
       description: 'Now forecasts zeppelin weather',
       supportedInterfaces: [{ url: `${agent.url}${ALT_RPC_PATH}`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
     };
-    const after = await refreshViaSchedule(a.id);
+    const after = await refreshInTemporal(a.id);
     assert.equal(after.liveness.lastProbe.card.outcome, 'changed');
     assert.equal(after.card.description, 'Now forecasts zeppelin weather');
     assert.equal(after.name, 'Renamed agent', 'a name that came from the card follows the card');
@@ -204,7 +203,7 @@ describe('card refresh', () => {
     const search = await call('GET', `${gw.url}/agents?q=zeppelin`);
     assert.deepEqual(search.body.agents.map((x: { id: string }) => x.id), [a.id], 'the search document follows the card');
 
-    const pinnedAfter = await refreshViaSchedule(pinned.id);
+    const pinnedAfter = await refreshInTemporal(pinned.id);
     assert.equal(pinnedAfter.name, 'Pinned name', 'a name the registrant chose is kept');
     assert.equal(pinnedAfter.card.name, 'Renamed agent');
   });
@@ -213,7 +212,7 @@ describe('card refresh', () => {
     const agent = await newAgent();
     const a = await register(agent);
     const seen = agent.cardRequests.length;
-    const r1 = await refreshViaSchedule(a.id);
+    const r1 = await refreshInTemporal(a.id);
     assert.deepEqual(agent.cardRequests.slice(seen), [{ ifNoneMatch: a.cardCache.etag, status: 304 }]);
     assert.equal(r1.liveness.lastProbe.card.outcome, 'not-modified');
     assert.deepEqual(r1.card, a.card);
@@ -221,7 +220,7 @@ describe('card refresh', () => {
     assert.equal(r1.status, 'healthy');
 
     agent.state.card = { ...agent.state.card, description: 'changed once' };
-    const r2 = await refreshViaSchedule(a.id);
+    const r2 = await refreshInTemporal(a.id);
     assert.deepEqual(agent.cardRequests.at(-1), { ifNoneMatch: a.cardCache.etag, status: 200 });
     assert.equal(r2.liveness.lastProbe.card.outcome, 'changed');
     assert.equal(r2.card.description, 'changed once');
@@ -236,7 +235,7 @@ describe('card refresh', () => {
     const cardsSeen = agent.cardRequests.length;
     const probesSeen = agent.calls.length;
     agent.state.card = { ...agent.state.card, description: 'not seen until the hour is up' };
-    const r = await refreshViaSchedule(a.id);
+    const r = await refreshInTemporal(a.id);
     assert.equal(agent.cardRequests.length, cardsSeen, 'no card request within max-age');
     assert.equal(agent.calls.length, probesSeen + 1, 'one endpoint probe');
     assert.equal(r.liveness.lastProbe.card.outcome, 'fresh');
@@ -248,7 +247,7 @@ describe('card refresh', () => {
     const a = await register(agent);
     assert.deepEqual([a.cardCache.etag, a.cardCache.noStore, a.cardCache.freshUntil], [null, true, null]);
     const seen = agent.cardRequests.length;
-    const r = await refreshViaSchedule(a.id);
+    const r = await refreshInTemporal(a.id);
     assert.deepEqual(agent.cardRequests.slice(seen), [{ ifNoneMatch: undefined, status: 200 }]);
     assert.equal(r.liveness.lastProbe.card.outcome, 'unchanged');
   });
@@ -261,20 +260,20 @@ describe('liveness and status', () => {
     assert.equal(a.status, 'healthy');
     await agent.close();
 
-    const r1 = await refreshViaSchedule(a.id);
+    const r1 = await refreshInTemporal(a.id);
     assert.equal(r1.status, 'degraded');
     assert.match(r1.statusReason, /endpoint probe failed \(1 of 2 before down\)/);
     assert.match(r1.statusReason, /ECONNREFUSED/);
     assert.ok(Date.parse(r1.statusChangedAt) >= Date.parse(a.statusChangedAt));
     assert.equal(r1.liveness.lastProbe.card.outcome, 'failed');
 
-    const r2 = await refreshViaSchedule(a.id);
+    const r2 = await refreshInTemporal(a.id);
     assert.equal(r2.status, 'down');
     assert.match(r2.statusReason, /2 endpoint probes failed in a row; last: .*ECONNREFUSED/);
     assert.equal(r2.liveness.consecutiveFailures, 2);
     assert.ok(Date.parse(r2.statusChangedAt) > Date.parse(r1.statusChangedAt), 'the change time moves with the status');
 
-    const r3 = await refreshViaSchedule(a.id);
+    const r3 = await refreshInTemporal(a.id);
     assert.equal(r3.status, 'down');
     assert.equal(r3.statusChangedAt, r2.statusChangedAt, 'staying down does not move the change time');
 
@@ -296,7 +295,7 @@ describe('liveness and status', () => {
     const agent = await newAgent();
     const a = await register(agent);
     agent.state.rpcStatus = 503;
-    const r = await refreshViaSchedule(a.id);
+    const r = await refreshInTemporal(a.id);
     assert.equal(r.status, 'degraded');
     assert.match(r.statusReason, /HTTP 503/);
   });
@@ -305,14 +304,14 @@ describe('liveness and status', () => {
     const agent = await newAgent();
     const a = await register(agent);
     agent.state.rpcDelayMs = 600;
-    const slow = await refreshViaSchedule(a.id);
+    const slow = await refreshInTemporal(a.id);
     assert.equal(slow.status, 'degraded');
     assert.match(slow.statusReason, /slow: the endpoint answered in \d+ ms \(limit 300 ms\)/);
     assert.ok(slow.liveness.lastProbe.latencyMs >= 600);
     assert.equal(slow.liveness.consecutiveFailures, 0, 'slow is not failed');
 
     agent.state.rpcDelayMs = 0;
-    const fast = await refreshViaSchedule(a.id);
+    const fast = await refreshInTemporal(a.id);
     assert.equal(fast.status, 'healthy');
     assert.ok(Date.parse(fast.statusChangedAt) > Date.parse(slow.statusChangedAt));
   });
@@ -321,7 +320,7 @@ describe('liveness and status', () => {
     const agent = await newAgent();
     const a = await register(agent);
     agent.state.cardStatus = 500;
-    const r = await refreshViaSchedule(a.id);
+    const r = await refreshInTemporal(a.id);
     assert.equal(r.status, 'degraded');
     assert.match(r.statusReason, /card not refreshed: .*HTTP 500/);
     assert.deepEqual(r.card, a.card);
@@ -329,7 +328,7 @@ describe('liveness and status', () => {
 
     agent.state.cardStatus = undefined;
     agent.state.card = { ...agent.state.card, skills: 'not a list' };
-    const invalid = await refreshViaSchedule(a.id);
+    const invalid = await refreshInTemporal(a.id);
     assert.equal(invalid.status, 'degraded');
     assert.match(invalid.statusReason, /card not refreshed: [\s\S]*skills/);
     assert.deepEqual(invalid.card, a.card, 'an invalid card is not stored');
@@ -349,13 +348,9 @@ describe('liveness and status', () => {
   it('a refresh of an agent deleted meanwhile does nothing', async () => {
     const agent = await newAgent();
     const a = await register(agent);
-    await gw.db.pool.query('DELETE FROM agents WHERE id = $1', [a.id]); // the schedule is left behind on purpose
-    await gw.scheduler!.trigger(TENANT, a.id);
-    const handle = gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId(TENANT, a.id));
-    const run = await eventually(async () => (await handle.describe()).info.recentActions.at(-1)?.action.workflow, 15_000, 'the triggered run');
-    const result = await gw.env!.client.workflow.getHandle(run.workflowId, run.firstExecutionRunId).result();
-    assert.deepEqual(result, { agentId: a.id, gone: true });
-    await gw.scheduler!.remove(TENANT, a.id);
+    await gw.db.pool.query('DELETE FROM agents WHERE id = $1', [a.id]);
+    const run = await gw.scheduler!.refreshNow(TENANT, a.id);
+    assert.deepEqual(await run.result(), { agentId: a.id, gone: true });
   });
 });
 

@@ -1,4 +1,4 @@
 // The worker's workflowsPath entry: workflow functions only.
 export { taskWorkflow } from './task-workflow';
-export { agentRefreshWorkflow } from './registry-workflow';
+export { agentRefreshWorkflow, agentRefreshSweepWorkflow } from './registry-workflow';
 export { orphanSweepWorkflow } from './orphans-workflow';

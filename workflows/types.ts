@@ -82,6 +82,11 @@ export interface AgentRefreshArgs {
   agentId: string;
 }
 
+export interface AgentRefreshSweepArgs {
+  /** An agent whose last probe is older than this is due. */
+  intervalMs: number;
+}
+
 /** A task an agent started through Switchboard while working on this one. */
 export interface ChildTask {
   taskId: string;

@@ -1,17 +1,18 @@
 /**
- * One Temporal Schedule per registered agent, id `agent-refresh:<task queue>:<tenant>:<agentId>`, starting
- * `agentRefreshWorkflow` (workflows/registry-workflow.ts) every interval. A Schedule rather than a timer loop in
- * the gateway: it survives restarts of every process, runs once however many gateways there are, can be paused
- * or triggered by an operator, and each refresh is a workflow to inspect in Temporal UI. This file is the only
- * place that knows the schedule and workflow ids.
+ * Agent refresh in Temporal. One Schedule per deployment, id `agent-refresh:<task queue>`, starts
+ * `agentRefreshSweepWorkflow` (workflows/registry-workflow.ts) every tick; the sweep refreshes every agent whose
+ * last probe is older than the interval, many agents per activity. So Temporal UI shows one housekeeping run per
+ * tick, not one per agent per interval (10,000 agents at 5 minutes were 33 runs a second among the tasks). A new
+ * agent, and an operator's "check now", get a run of `agentRefreshWorkflow` of their own, at once.
  *
- * The task queue in the id is the deployment's: several Switchboard deployments may share one Temporal namespace
- * (each with its own database and task queue), and each touches only its own schedules.
+ * A Schedule rather than a timer loop in the gateway: it survives restarts of every process, runs once however
+ * many gateways there are, and can be paused or triggered by an operator. The task queue in the ids is the
+ * deployment's: several Switchboard deployments may share one Temporal namespace (each with its own database and
+ * task queue), and each touches only its own. This file is the only place that knows these ids.
  */
-import { createHash } from 'node:crypto';
-import { type Client, ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type Client, ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type WorkflowHandle } from '@temporalio/client';
 import type { Pool } from 'pg';
-import type { AgentRefreshArgs } from '../../workflows/types';
+import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../../workflows/types';
 import { DEFAULTS } from '../config';
 
 export interface RefreshSchedulerOptions {
@@ -22,108 +23,71 @@ export interface RefreshSchedulerOptions {
 }
 
 export const REFRESH_WORKFLOW_TYPE = 'agentRefreshWorkflow';
-/**
- * Every 5 minutes: each refresh is a workflow run, so the interval sets the load on Temporal (10,000 agents at
- * 5 minutes are about 33 runs a second). An agent that stops answering is degraded at its next probe.
- */
+export const REFRESH_SWEEP_WORKFLOW_TYPE = 'agentRefreshSweepWorkflow';
+/** Every 5 minutes. An agent that stops answering is degraded at its next probe. */
 export const DEFAULT_REFRESH_INTERVAL_MS = DEFAULTS.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS;
-const SCHEDULE_PREFIX = 'agent-refresh:';
+const PREFIX = 'agent-refresh:';
 
 export class RefreshScheduler {
   readonly intervalMs: number;
+  /**
+   * How often the sweep looks for agents due: a fifth of the interval, between 1 s and a minute, so an agent is
+   * refreshed at most a tick late.
+   */
+  readonly tickMs: number;
 
   constructor(private readonly opts: RefreshSchedulerOptions) {
     this.intervalMs = opts.intervalMs ?? DEFAULT_REFRESH_INTERVAL_MS;
+    this.tickMs = Math.min(60_000, Math.max(1000, Math.round(this.intervalMs / 5 / 1000) * 1000));
   }
 
-  /** This deployment's schedules start with this. */
-  get prefix(): string {
-    return `${SCHEDULE_PREFIX}${this.opts.taskQueue}:`;
+  /** The deployment's one schedule. */
+  get scheduleId(): string {
+    return `${PREFIX}${this.opts.taskQueue}`;
   }
 
-  scheduleId(tenant: string, agentId: string): string {
-    return `${this.prefix}${tenant}:${agentId}`;
+  /** Runs of one agent's refresh start with this (then the time it was asked for). */
+  runIdPrefix(tenant: string, agentId: string): string {
+    return `${this.scheduleId}:${tenant}:${agentId}:`;
   }
 
   /**
-   * Creates the agent's schedule and runs it once now; one that already exists is left as it is (a retried
-   * registration).
-   * @returns false when the schedule already existed.
+   * Refreshes one agent now, in a workflow run of its own: the first probe of a new agent, an operator's "check
+   * again", tests. The sweep keeps its pace.
    */
-  async create(tenant: string, agentId: string): Promise<boolean> {
-    const scheduleId = this.scheduleId(tenant, agentId);
+  async refreshNow(tenant: string, agentId: string): Promise<WorkflowHandle> {
     const args: AgentRefreshArgs = { tenant, agentId };
-    try {
-      await this.opts.client.schedule.create({
-        scheduleId,
-        // Interval times are multiples of `every` since the epoch, so without an offset every agent would be
-        // probed in the same second. A per-agent offset spreads 10,000 agents evenly over the interval.
-        spec: { intervals: [{ every: this.intervalMs, offset: spreadOffset(scheduleId, this.intervalMs) }] },
-        action: {
-          type: 'startWorkflow',
-          workflowType: REFRESH_WORKFLOW_TYPE,
-          // Temporal appends the scheduled time, so each run has its own id under this prefix.
-          workflowId: scheduleId,
-          taskQueue: this.opts.taskQueue,
-          args: [args],
-          // A refresh that hangs must not block the next ones (overlap SKIP would skip them all).
-          workflowExecutionTimeout: Math.max(5 * 60_000, this.intervalMs),
-          staticSummary: `card refresh and liveness probe of agent ${agentId}`,
-        },
-        // A refresh still running when the next is due is not doubled, and after an outage one catch-up run is
-        // enough: an old probe result is worth nothing.
-        policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: this.intervalMs },
-        // The first run probes the new agent at once rather than up to an interval later.
-        state: { note: `Switchboard agent ${tenant}/${agentId}`, triggerImmediately: true },
-      });
-    } catch (err) {
-      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      return false;
-    }
-    return true;
-  }
-
-  /** Deletes the agent's schedule; an absent one is fine (a retried delete). */
-  async remove(tenant: string, agentId: string): Promise<void> {
-    try {
-      await this.opts.client.schedule.getHandle(this.scheduleId(tenant, agentId)).delete();
-    } catch (err) {
-      if (!(err instanceof ScheduleNotFoundError)) throw err;
-    }
-  }
-
-  /** Runs a refresh now, outside the interval (an operator's "check again", and tests). */
-  async trigger(tenant: string, agentId: string): Promise<void> {
-    await this.opts.client.schedule.getHandle(this.scheduleId(tenant, agentId)).trigger(ScheduleOverlapPolicy.ALLOW_ALL);
+    return this.opts.client.workflow.start(REFRESH_WORKFLOW_TYPE, {
+      workflowId: `${this.runIdPrefix(tenant, agentId)}${Date.now()}`,
+      taskQueue: this.opts.taskQueue,
+      args: [args],
+      workflowExecutionTimeout: '5 minutes',
+      staticSummary: `card refresh and liveness probe of agent ${agentId}`,
+    });
   }
 
   /**
-   * Makes the schedules match the registry: creates the missing ones (agents registered before schedules
-   * existed, or whose creation was lost) and deletes those whose agent is gone (a delete that failed half
-   * way). Meant for start-up; safe to run from several gateways at once. Schedules are listed before agents are
-   * read, so an agent registered meanwhile is never taken for gone. One listing instead of a describe per
-   * agent keeps it cheap at 10,000 agents.
+   * Makes Temporal match: the deployment's sweep schedule exists with this interval, and the per-agent schedules
+   * of earlier versions are gone (this deployment's, `agent-refresh:<task queue>:<tenant>:<agentId>`, and older
+   * `agent-refresh:<tenant>:<agentId>` ones of this database's agents; never another deployment's). Meant for
+   * start-up; safe from several processes at once.
    */
   async reconcile(pool: Pool): Promise<{ created: number; deleted: number }> {
-    const scheduled = new Set<string>();
+    const created = (await this.ensureSweep()) ? 1 : 0;
+    const perAgent: string[] = [];
     const legacy: string[] = [];
     for await (const s of this.opts.client.schedule.list()) {
-      if (s.scheduleId.startsWith(this.prefix)) scheduled.add(s.scheduleId);
-      else if (s.scheduleId.startsWith(SCHEDULE_PREFIX)) legacy.push(s.scheduleId);
+      if (s.scheduleId.startsWith(`${this.scheduleId}:`)) perAgent.push(s.scheduleId);
+      else if (s.scheduleId.startsWith(PREFIX) && s.scheduleId.split(':').length === 3) legacy.push(s.scheduleId);
     }
-    const { rows } = await pool.query<{ tenant: string; id: string }>('SELECT tenant, id FROM agents');
-    const wanted = new Map(rows.map((r) => [this.scheduleId(r.tenant, r.id), r]));
-    // Schedules made before ids named the task queue (`agent-refresh:<tenant>:<agentId>`) are replaced: only those
-    // of this database's agents (agent ids are random), never another deployment's.
-    const ours = new Set(rows.map((r) => `${SCHEDULE_PREFIX}${r.tenant}:${r.id}`));
-    for (const scheduleId of legacy) if (ours.has(scheduleId)) scheduled.add(scheduleId);
-    let created = 0;
+    if (legacy.length) {
+      // Agent ids are random: a legacy schedule naming one of this database's agents is this deployment's.
+      const { rows } = await pool.query<{ tenant: string; id: string }>('SELECT tenant, id FROM agents');
+      const ours = new Set(rows.map((r) => `${PREFIX}${r.tenant}:${r.id}`));
+      perAgent.push(...legacy.filter((id) => ours.has(id)));
+    }
     let deleted = 0;
-    for (const [scheduleId, { tenant, id }] of wanted) {
-      if (!scheduled.has(scheduleId) && (await this.create(tenant, id))) created++;
-    }
-    for (const scheduleId of scheduled) {
-      if (wanted.has(scheduleId)) continue;
+    for (const scheduleId of perAgent) {
       try {
         await this.opts.client.schedule.getHandle(scheduleId).delete();
         deleted++;
@@ -133,10 +97,36 @@ export class RefreshScheduler {
     }
     return { created, deleted };
   }
-}
 
-/** A stable offset within the interval, from the schedule id (whole seconds: Temporal rounds to them). */
-function spreadOffset(scheduleId: string, intervalMs: number): number {
-  const seconds = Math.max(1, Math.floor(intervalMs / 1000));
-  return (createHash('sha256').update(scheduleId).digest().readUInt32BE(0) % seconds) * 1000;
+  /** Creates the sweep schedule, or sets the interval of the one there. @returns whether it was created. */
+  private async ensureSweep(): Promise<boolean> {
+    const args: AgentRefreshSweepArgs = { intervalMs: this.intervalMs };
+    const spec = { intervals: [{ every: this.tickMs }] };
+    const action = {
+      type: 'startWorkflow' as const,
+      workflowType: REFRESH_SWEEP_WORKFLOW_TYPE,
+      // Temporal appends the scheduled time, so each run has its own id under this prefix.
+      workflowId: this.scheduleId,
+      taskQueue: this.opts.taskQueue,
+      args: [args],
+      workflowExecutionTimeout: Math.max(10 * 60_000, this.intervalMs),
+      staticSummary: `card refresh and liveness probe of the agents due (every ${Math.round(this.intervalMs / 1000)} s each)`,
+    };
+    try {
+      await this.opts.client.schedule.create({
+        scheduleId: this.scheduleId,
+        spec,
+        action,
+        // A sweep still running when the next tick comes is not doubled, and after an outage one catch-up run is
+        // enough: the next sweep finds every agent that fell due meanwhile.
+        policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: this.tickMs },
+        state: { note: `Switchboard agent refresh (task queue ${this.opts.taskQueue})` },
+      });
+      return true;
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+    }
+    await this.opts.client.schedule.getHandle(this.scheduleId).update((prev) => ({ ...prev, spec, action }));
+    return false;
+  }
 }

@@ -86,7 +86,7 @@ export class RegistrationError extends Error {}
 export class QueryError extends Error {}
 
 export interface RegistryOptions {
-  /** Creates and deletes each agent's refresh schedule. Without it agents are checked at registration only. */
+  /** Runs a new agent's first refresh in Temporal (the deployment's sweep does the later ones). */
   scheduler?: RefreshScheduler;
   /** Thresholds, timeouts and trusted key origins; the refresh activity must get the same. */
   policy?: Partial<RefreshPolicy>;
@@ -172,9 +172,10 @@ export class AgentRegistry {
     }
     if (this.opts.scheduler) {
       try {
-        await this.opts.scheduler.create(tenant, id);
+        // The first probe at once, rather than at the sweep's next look for agents due.
+        await this.opts.scheduler.refreshNow(tenant, id);
       } catch (err) {
-        // An agent nobody refreshes would go stale unseen: better no registration than a silent one.
+        // Temporal away: better no registration than an agent whose first probe never comes.
         await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
         throw err;
       }
@@ -261,7 +262,7 @@ export class AgentRegistry {
 
   /**
    * Refreshes the agent now, in this process: the card (when no longer fresh) and an endpoint probe. An
-   * operator's "check again", and the only refresh there is without a scheduler. The schedule keeps its pace.
+   * operator's "check again", and the only refresh there is without a scheduler. The sweep keeps its pace.
    * @returns the agent as it is afterwards, or undefined when there is no such agent.
    */
   async refreshNow(tenant: string, id: string): Promise<Agent | undefined> {
@@ -270,12 +271,10 @@ export class AgentRegistry {
   }
 
   /**
-   * Deletes the agent and its refresh schedule. The schedule goes first: if that fails nothing has changed and
-   * the delete can be retried; if the row delete then fails, a retry finds no schedule, which is fine.
+   * Deletes the agent; the refresh sweep no longer finds it.
    * @returns false when there was no such agent. Tasks already running keep their endpoint.
    */
   async remove(tenant: string, id: string): Promise<boolean> {
-    if (this.opts.scheduler && (await this.get(tenant, id))) await this.opts.scheduler.remove(tenant, id);
     const { rowCount } = await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
     return (rowCount ?? 0) > 0;
   }
