@@ -34,6 +34,7 @@ import type { AgentCredentials } from './agents/agent-credentials';
 import { DependencyUnavailable, Health } from './health';
 import { healthRoutes } from './routes/health';
 import { metricsRoutes } from './routes/metrics';
+import { type TemporalUi, taskRoutes } from './routes/tasks';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
 import { traceRequests } from './tracing';
@@ -72,6 +73,8 @@ export interface AppDeps {
   /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to GET /metrics. */
   workerMetricsUrl?: string;
   workerRunning?: () => boolean;
+  /** Where Temporal UI is (TEMPORAL_UI_URL, or the embedded dev server's), for the links from GET /tasks to each workflow. */
+  temporalUi?: TemporalUi;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
   auth: AppAuth;
 }
@@ -137,6 +140,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(codecRoutes, { codec: deps.auth.payloadCodec, corsOrigins: deps.auth.codecCorsOrigins ?? [] });
   await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl });
   await app.register(reputationRoutes, { pool: deps.pool });
+  await app.register(taskRoutes, { pool: deps.pool, temporalUi: deps.temporalUi });
   await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl });
   await app.register(accountRoutes, {
     pool: deps.pool,

@@ -33,6 +33,8 @@ const EnvSchema = z.object({
   /** The embedded dev server's gRPC port (without TEMPORAL_ADDRESS). */
   TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
   TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
+  /** Temporal UI's base URL, for the console's links to each task's workflow; default: the embedded dev server's UI. */
+  TEMPORAL_UI_URL: optionalUrl(/^https?$/),
   /** SSE: a comment is sent on a stream idle this long (ms). */
   SWITCHBOARD_SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).default(15_000),
   /** SSE: bytes buffered for a slow reader before Switchboard waits for it, and how long it waits (ms). */

@@ -175,6 +175,8 @@ async function main(): Promise<void> {
     }
 
     const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
+    // The console links each task to its workflow there: a UI of your own, else the embedded one.
+    const temporalUiUrl = config.TEMPORAL_UI_URL ?? uiUrl;
     const adminKey = config.SWITCHBOARD_ADMIN_KEY ? undefined : await ensureAdminKey(keys, dataDir);
     const app = await buildApp({
       auth: {
@@ -204,6 +206,7 @@ async function main(): Promise<void> {
       maxHops: config.SWITCHBOARD_MAX_HOPS,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       streams: streamSettingsOf(config),
+      temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
     });
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });

@@ -116,7 +116,9 @@ const MATRIX: Record<string, Row> = {
   'POST /codec/encode': { allowed: OPS, request: () => ({ path: '/codec/encode', body: { payloads: 'no' } }), ok: 400 },
   'POST /agents/:id/refresh': { allowed: OPS, request: () => ({ path: '/agents/no-such-agent/refresh' }), ok: 404 },
   'DELETE /agents/:id': { allowed: OPS, request: () => ({ path: '/agents/no-such-agent' }), ok: 404 },
+  'GET /tasks': { allowed: OPS, request: () => ({ path: '/tasks' }), ok: 200 },
   'GET /tasks/:id/route': { allowed: ALL, request: () => ({ path: `/tasks/${taskId}/route` }), ok: 200 },
+  'GET /accounts': { allowed: OPS, request: () => ({ path: '/accounts' }), ok: 200 },
   'POST /accounts/:account/deposits': { allowed: ADMIN, request: () => ({ path: '/accounts/requester:default/deposits', body: {} }), ok: 400 },
   // A client reads its tenant's requester account; an agent key only its own agent's account.
   'GET /accounts/:account': { allowed: ALL, request: () => ({ path: '/accounts/requester:default' }), ok: { admin: 200, operator: 200, client: 200, agent: 403 } },
@@ -161,7 +163,7 @@ describe('role × route matrix', () => {
   });
 
   test('each JSON-RPC method: 401 without a valid key, operators only read, clients and agents do everything', async () => {
-    const readOnly = new Set(['GetTask', 'ListTasks', 'tasks/get', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard']);
+    const readOnly = new Set(['GetTask', 'ListTasks', 'tasks/get', 'SubscribeToTask', 'tasks/resubscribe', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard']);
     const failures: string[] = [];
     for (const method of RPC_METHODS) {
       const legacy = method.includes('/');

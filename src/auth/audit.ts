@@ -4,7 +4,7 @@
  */
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { decodePageToken, encodePageToken } from '../db/page-token';
+import { PageTokenError, decodePageToken, encodePageToken } from '../db/page-token';
 
 export interface AuditEntry {
   id: string;
@@ -61,7 +61,7 @@ export async function listAudit(pool: Pool, opts: { tenant?: string; pageSize: n
   };
 }
 
-export class PageTokenError extends Error {}
+export { PageTokenError };
 
 const AuditCursor = z.object({ a: z.string().regex(/^\d{1,19}$/) });
 

@@ -5,7 +5,7 @@
  * Roles (issue 14):
  * - `admin`: tenants, keys, deposits, and everything else, in any tenant (X-Switchboard-Tenant picks one;
  *   default `default`);
- * - `operator`: its tenant's agents, accounts (read), ledger, reconcile, audit, and reading its tasks;
+ * - `operator`: its tenant's agents, accounts (read), ledger, reconcile, audit, and reading (and following) its tasks;
  * - `client`: send/get/list/cancel/subscribe/push-config for its tenant's tasks, its own account (read);
  * - `agent`: a key bound to one registered agent. It calls like a client, and it is the only caller whose
  *   new tasks may name a parent task (multi-agent jobs): an agent starting work for a task it is running.
@@ -42,8 +42,19 @@ export const access = {
   rpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
 } as const satisfies Record<string, { auth: Access }>;
 
-/** JSON-RPC methods an operator may call: reads only (operators inspect tasks; clients and agents run them). */
-const READ_METHODS = new Set(['GetTask', 'ListTasks', 'tasks/get', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard']);
+/**
+ * JSON-RPC methods an operator may call: reads only (operators inspect tasks; clients and agents run them).
+ * Subscribing reads a task's event log and changes nothing; the console follows a task's live events with it.
+ */
+export const READ_METHODS: ReadonlySet<string> = new Set([
+  'GetTask',
+  'ListTasks',
+  'tasks/get',
+  'SubscribeToTask',
+  'tasks/resubscribe',
+  'GetExtendedAgentCard',
+  'agent/getAuthenticatedExtendedCard',
+]);
 
 /** The roles that may call a JSON-RPC method on an A2A endpoint. */
 export function rpcMethodRoles(method: string): readonly Role[] {

@@ -5,6 +5,9 @@
  */
 import type { z } from 'zod';
 
+/** A page token that is not one the endpoint handed out: the caller's 400. */
+export class PageTokenError extends Error {}
+
 export function encodePageToken(cursor: unknown): string {
   return Buffer.from(JSON.stringify(cursor)).toString('base64url');
 }

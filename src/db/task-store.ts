@@ -1,11 +1,11 @@
 /** Reads of the task projection (written by activities/bookkeeping.ts). */
 import type { Pool } from 'pg';
 import type { ListTasksQuery } from '../a2a/schemas';
-import type { WireTask } from '../a2a/wire';
+import type { TaskState, WireTask } from '../a2a/wire';
 import { a2aError } from '../a2a/errors';
-import { viewTask } from '../../workflows/task-state';
+import { stateLabel, viewTask } from '../../workflows/task-state';
 import { z } from 'zod';
-import { decodePageToken, encodePageToken } from './page-token';
+import { PageTokenError, decodePageToken, encodePageToken } from './page-token';
 
 export interface StoredTask {
   task: WireTask;
@@ -122,4 +122,91 @@ export async function agentOfTask(pool: Pool, tenant: string, taskId: string): P
 export async function taskOfMessage(pool: Pool, tenant: string, messageId: string): Promise<string | undefined> {
   const { rows } = await pool.query<{ task_id: string }>('SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2', [tenant, messageId]);
   return rows[0]?.task_id;
+}
+
+/** One row of an operator's task list: what a person looks for first, without the task's history or artifacts. */
+export interface TaskSummary {
+  id: string;
+  contextId: string;
+  agentId: string;
+  /** `completed`, `input-required`, …: the spelling of Temporal UI's A2ATaskState. */
+  state: string;
+  /** The text of the status message, when the task has one (why it failed, what it asks). */
+  statusMessage?: string;
+  createdAt: string;
+  /** When the task last changed state (the status timestamp). */
+  updatedAt: string;
+  /** What the task's settlement charged; null until the task is terminal and settled. */
+  costMinor: number | null;
+  parentTaskId?: string;
+}
+
+export interface TaskSummaryPage {
+  tasks: TaskSummary[];
+  nextPageToken: string;
+}
+
+/**
+ * The tenant's tasks, newest status first, with their agent and settled cost: the operator's list (GET /tasks).
+ * Keyset pages on (status_timestamp, task_id), the cursor ListTasks uses.
+ * @throws PageTokenError when `pageToken` is not one this endpoint handed out (the route answers 400).
+ */
+export async function listTaskSummaries(
+  pool: Pool,
+  tenant: string,
+  q: { state?: TaskState; agentId?: string; pageSize: number; pageToken?: string },
+): Promise<TaskSummaryPage> {
+  const args: unknown[] = [tenant];
+  const where = ['t.tenant = $1'];
+  const add = (clause: string, ...values: unknown[]) => {
+    where.push(clause.replace(/\?/g, () => `$${args.push(values.shift())}`));
+  };
+  if (q.state) add('t.state = ?', q.state);
+  if (q.agentId) add('t.agent_id = ?', q.agentId);
+  if (q.pageToken) {
+    const c = decodePageToken(q.pageToken, CursorShape);
+    if (!c) throw new PageTokenError('pageToken is not one this endpoint handed out');
+    add('(t.status_timestamp, t.task_id) < (?::timestamptz, ?)', c.t, c.id);
+  }
+  args.push(q.pageSize + 1);
+  // Only the task's status is read from its JSON: the artifacts may be large and the list does not show them.
+  const { rows } = await pool.query<{
+    task_id: string;
+    context_id: string;
+    agent_id: string;
+    state: TaskState;
+    status: WireTask['status'];
+    created_at: Date;
+    status_timestamp: Date;
+    cursor_t: string;
+    parent_task_id: string | null;
+    cost_minor: string | null;
+  }>(
+    `SELECT t.task_id, t.context_id, t.agent_id, t.state, t.task->'status' AS status, t.created_at, t.status_timestamp,
+            to_char(t.status_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_t,
+            t.parent_task_id, s.amount_minor AS cost_minor
+       FROM tasks t LEFT JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id
+      WHERE ${where.join(' AND ')}
+      ORDER BY t.status_timestamp DESC, t.task_id DESC LIMIT $${args.length}`,
+    args,
+  );
+  const page = rows.slice(0, q.pageSize);
+  const last = page[page.length - 1];
+  return {
+    tasks: page.map((r) => {
+      const text = (r.status?.message?.parts ?? []).map((p) => p.text ?? '').join('');
+      return {
+        id: r.task_id,
+        contextId: r.context_id,
+        agentId: r.agent_id,
+        state: stateLabel(r.state),
+        ...(text ? { statusMessage: text } : {}),
+        createdAt: r.created_at.toISOString(),
+        updatedAt: r.status_timestamp.toISOString(),
+        costMinor: r.cost_minor === null ? null : Number(r.cost_minor),
+        ...(r.parent_task_id ? { parentTaskId: r.parent_task_id } : {}),
+      };
+    }),
+    nextPageToken: rows.length > q.pageSize && last ? encodeCursor({ t: last.cursor_t, id: last.task_id }) : '',
+  };
 }

@@ -41,6 +41,16 @@ export async function getAccount(pool: Pool, tenant: string, account: string, po
   return { account, kind, balanceMinor: 0, heldMinor: 0, availableMinor: 0, unlimited: kind === 'requester' && policy === 'unlimited' };
 }
 
+/** Every account of the tenant that has been used, requester accounts first, then agents', then external. */
+export async function listAccounts(pool: Pool, tenant: string): Promise<AccountView[]> {
+  const { rows } = await pool.query<AccountRow>(
+    `SELECT * FROM accounts WHERE tenant = $1
+      ORDER BY CASE kind WHEN 'requester' THEN 0 WHEN 'agent' THEN 1 ELSE 2 END, account`,
+    [tenant],
+  );
+  return rows.map(view);
+}
+
 /** The same idempotency key was used before for a different account or amount. */
 export class DepositConflictError extends Error {}
 

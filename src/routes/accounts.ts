@@ -1,11 +1,11 @@
 /**
- * Accounts and the ledger over HTTP: fund a requester account, read an account and its latest movements,
- * and reconcile the whole ledger.
+ * Accounts and the ledger over HTTP: fund a requester account, list the tenant's accounts, read an account and
+ * its latest movements, and reconcile the whole ledger.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { DepositConflictError, deposit, getAccount } from '../ledger/accounts';
+import { DepositConflictError, deposit, getAccount, listAccounts } from '../ledger/accounts';
 import type { UnfundedPolicy } from '../ledger/postings';
 import { reconcile } from '../ledger/reconcile';
 import { type Caller, access, callerOf } from '../auth/caller';
@@ -61,6 +61,9 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
       throw err;
     }
   });
+
+  // Every account of the tenant that has moved money (requester, agents, deposits), with balance, held and available.
+  app.get('/accounts', { config: access.operator }, async (req) => ({ accounts: await listAccounts(pool, callerOf(req).tenant) }));
 
   app.get<{ Params: { account: string } }>('/accounts/:account', { config: access.member }, async (req, reply) => {
     const caller = callerOf(req);

@@ -188,6 +188,8 @@ export interface GatewayOptions {
   jwt?: import('../../src/auth/plugin').BearerJwtVerifier;
   /** OpenTelemetry started by the test (src/tracing-sdk.ts): its plugin goes to the client, the worker and the bundle. */
   tracing?: import('../../src/tracing-sdk').Tracing;
+  /** Temporal UI's base URL and namespace (TEMPORAL_UI_URL): GET /tasks links each task's workflow there. */
+  temporalUi?: import('../../src/routes/tasks').TemporalUi;
   /** Where the gateway logs (at LOG_LEVEL, default silent), e.g. to search the log for secrets. */
   logTo?: { level: string; stream: import('pino').DestinationStream };
 }
@@ -254,6 +256,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     maxHops: opts.maxHops,
     streams: opts.streams,
     unfundedAccounts,
+    temporalUi: opts.temporalUi,
     pool: db.pool,
     temporal,
     taskQueue,

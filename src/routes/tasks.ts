@@ -1,0 +1,59 @@
+/**
+ * GET /tasks: the tenant's recent tasks for operators (the console's list), with each task's agent, state,
+ * settled cost, workflow id and, when Switchboard knows where Temporal UI is, a link to the workflow there.
+ * Clients list their tasks with the A2A method ListTasks; this list adds what operators look at.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Pool } from 'pg';
+import { z } from 'zod';
+import { TASK_STATES } from '../a2a/wire';
+import { listTaskSummaries } from '../db/task-store';
+import { PageTokenError } from '../db/page-token';
+import { access, callerOf } from '../auth/caller';
+import { workflowIdOf } from '../temporal/task-gateway';
+import { stateLabel } from '../../workflows/task-state';
+
+export interface TemporalUi {
+  /** Temporal UI's base URL, e.g. http://127.0.0.1:8233. */
+  url: string;
+  namespace: string;
+}
+
+const STATE_BY_LABEL = new Map(TASK_STATES.map((s) => [stateLabel(s), s]));
+
+/** Strict, like GET /agents: a misspelt parameter is an error, not a filter silently not applied. */
+const TasksQuery = z.strictObject({
+  state: z
+    .enum([...STATE_BY_LABEL.keys()] as [string, ...string[]])
+    .transform((s) => STATE_BY_LABEL.get(s)!)
+    .optional(),
+  agentId: z.string().min(1).max(200).optional(),
+  pageSize: z.coerce.number().int().min(1).max(100).default(20),
+  pageToken: z.string().min(1).max(2000).optional(),
+});
+
+/** The workflow's page in Temporal UI (the UI opens its latest run). */
+export function temporalUiLink(ui: TemporalUi, workflowId: string): string {
+  return `${ui.url.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(ui.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+}
+
+export async function taskRoutes(app: FastifyInstance, { pool, temporalUi }: { pool: Pool; temporalUi?: TemporalUi }): Promise<void> {
+  app.get('/tasks', { config: access.operator }, async (req, reply) => {
+    const q = TasksQuery.safeParse(req.query);
+    if (!q.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(q.error)}` });
+    const { tenant } = callerOf(req);
+    try {
+      const page = await listTaskSummaries(pool, tenant, q.data);
+      return {
+        tasks: page.tasks.map((t) => {
+          const workflowId = workflowIdOf(tenant, t.id);
+          return { ...t, workflowId, ...(temporalUi ? { temporalUiUrl: temporalUiLink(temporalUi, workflowId) } : {}) };
+        }),
+        nextPageToken: page.nextPageToken,
+      };
+    } catch (err) {
+      if (err instanceof PageTokenError) return reply.code(400).send({ error: err.message });
+      throw err;
+    }
+  });
+}
