@@ -34,6 +34,7 @@ import type { AgentCredentials } from './agents/agent-credentials';
 import { DependencyUnavailable, Health } from './health';
 import { healthRoutes } from './routes/health';
 import { metricsRoutes } from './routes/metrics';
+import { consoleRoutes } from './routes/console';
 import { type TemporalUi, taskRoutes } from './routes/tasks';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
@@ -141,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl });
   await app.register(reputationRoutes, { pool: deps.pool });
   await app.register(taskRoutes, { pool: deps.pool, temporalUi: deps.temporalUi });
+  await app.register(consoleRoutes);
   await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl });
   await app.register(accountRoutes, {
     pool: deps.pool,

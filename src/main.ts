@@ -212,6 +212,7 @@ async function main(): Promise<void> {
     const url = await app.listen({ host: config.HOST, port: config.PORT });
     const lines = [
       `Switchboard${role === 'api' ? ' (api only: workers run elsewhere)' : ''} is running at ${url}`,
+      `  console:            ${url}/console (with an operator or admin key)`,
       ...(adminKey?.created ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
       ...(adminKey && !adminKey.created ? [`  admin key:          ${adminKey.file}`] : []),
       `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,

@@ -94,6 +94,10 @@ const MATRIX: Record<string, Row> = {
   'GET /.well-known/agent.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent.json' }), ok: 200 },
   'GET /agents/:id/.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/.well-known/agent-card.json` }), ok: 200 },
   'GET /agents/:id/.well-known/agent.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/.well-known/agent.json` }), ok: 200 },
+  // The console is a page without data: it reads everything through the routes below with the key it is given.
+  'GET /console': { allowed: 'public', request: () => ({ path: '/console' }), ok: 200 },
+  'GET /console/console.js': { allowed: 'public', request: () => ({ path: '/console/console.js' }), ok: 200 },
+  'GET /console/console.css': { allowed: 'public', request: () => ({ path: '/console/console.css' }), ok: 200 },
   // Bodies that fail validation: the caller got past authorization, and nothing changes.
   'POST /tenants': { allowed: ADMIN, request: () => ({ path: '/tenants', body: {} }), ok: 400 },
   'GET /tenants': { allowed: ADMIN, request: () => ({ path: '/tenants' }), ok: 200 },

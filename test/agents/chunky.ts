@@ -1,7 +1,8 @@
 // Chunky agent: streams one artifact in `chunks` pieces ("c0 ", "c1 ", …; append after the first, lastChunk on
 // the last), with a progress status update every `progressEvery` chunks, then completes. `delayMs` spaces the
 // chunks. With `dropFirstAttemptAfter: k`, the first call for each messageId has its connection cut after k
-// SSE events, as a crashing or unreachable agent would: the caller sees a broken stream and retries.
+// SSE events, as a crashing or unreachable agent would: the caller sees a broken stream and retries. `gate`
+// holds each chunk until the test lets it go.
 import { randomUUID } from 'node:crypto';
 import { TaskState } from '@a2a-js/sdk';
 import type { Task } from '@a2a-js/sdk';
@@ -16,6 +17,8 @@ export interface ChunkyOptions extends AgentOptions {
   dropFirstAttemptAfter?: number;
   /** Extra characters per chunk, to make a stream heavy. */
   pad?: number;
+  /** Awaited before chunk `i` is sent: a test paces the stream itself (see test/console.test.ts). */
+  gate?: (i: number) => Promise<void>;
 }
 
 export const chunkText = (i: number, pad = 0) => `c${i} ${'x'.repeat(pad)}`;
@@ -34,6 +37,7 @@ class ChunkyExecutor extends BaseExecutor {
     const artifactId = randomUUID();
     for (let i = 0; i < n && !this.stopped; i++) {
       if (this.o.delayMs) await new Promise((r) => setTimeout(r, this.o.delayMs));
+      if (this.o.gate) await this.o.gate(i);
       bus.publish(
         AgentEvent.artifactUpdate({
           taskId: ctx.taskId,
