@@ -165,11 +165,11 @@ test('npm start with OTEL_EXPORTER_OTLP_ENDPOINT exports the same trace over OTL
     const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
     const traceId = hex(16);
     asTask(await client.sendMessage(request('export me'), { serviceParameters: { traceparent: `00-${traceId}-${hex(8)}-01` } }));
-    for (let i = 0; i < 100 && !received.some((s) => s.traceId === traceId && s.name.startsWith('RunWorkflow')); i++) await new Promise((r) => setTimeout(r, 100));
-    const names = received.filter((s) => s.traceId === traceId).map((s) => s.name);
-    for (const name of ['POST /agents/:id/a2a', 'UpdateWithStartWorkflow:sendMessage', 'RunWorkflow:taskWorkflow', 'RunActivity:forwardMessage']) {
-      assert.ok(names.includes(name), `${name} exported over OTLP (got ${names.join(', ')})`);
-    }
+    // Spans end in different threads and are exported in batches: wait for all of them.
+    const expected = ['POST /agents/:id/a2a', 'UpdateWithStartWorkflow:sendMessage', 'RunWorkflow:taskWorkflow', 'RunActivity:forwardMessage'];
+    const names = () => received.filter((s) => s.traceId === traceId).map((s) => s.name);
+    for (let i = 0; i < 100 && !expected.every((n) => names().includes(n)); i++) await new Promise((r) => setTimeout(r, 100));
+    for (const name of expected) assert.ok(names().includes(name), `${name} exported over OTLP (got ${names().join(', ')})`);
   } finally {
     await sb.kill();
     receiver.close();
