@@ -94,6 +94,8 @@ const MATRIX: Record<string, Row> = {
   'GET /.well-known/agent.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent.json' }), ok: 200 },
   'GET /agents/:id/.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/.well-known/agent-card.json` }), ok: 200 },
   'GET /agents/:id/.well-known/agent.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/.well-known/agent.json` }), ok: 200 },
+  'GET /agents/:id/a2a/.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/a2a/.well-known/agent-card.json` }), ok: 200 },
+  'GET /agents/:id/a2a/.well-known/agent.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/a2a/.well-known/agent.json` }), ok: 200 },
   // The console is a page without data: it reads everything through the routes below with the key it is given.
   'GET /console': { allowed: 'public', request: () => ({ path: '/console' }), ok: 200 },
   'GET /console/console.js': { allowed: 'public', request: () => ({ path: '/console/console.js' }), ok: 200 },

@@ -54,6 +54,8 @@ export async function answerPushMethod(method: string, dialect: Dialect, params:
       await d.gateway.get(d.tenant, request.taskId);
       return renderList(dialect, await d.store.list(d.tenant, request.taskId, { pageSize: request.pageSize ?? (dialect === '0.3' ? 100 : undefined), pageToken: request.pageToken }));
     case 'delete':
+      // An unknown task is TaskNotFound, as for get and list; an unknown config of a known task is a no-op.
+      await d.gateway.get(d.tenant, request.taskId);
       await d.store.delete(d.tenant, request.taskId, request.configId);
       return null;
   }

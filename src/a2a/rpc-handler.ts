@@ -25,6 +25,7 @@ import { DependencyUnavailable, type Health } from '../health';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
 import { type RpcEvent, envelope, idOf, legacyError, v1Error } from './rpc-errors';
 import { annotate } from '../tracing';
+import { withJsonNames } from './proto-json';
 
 /** A method's params schema, or the A2A error that answers it while the feature is not offered. */
 type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
@@ -98,6 +99,8 @@ export interface RpcRequest {
 /** One Server-Sent Event: a JSON-RPC response, with the event's log position as its `id:` when it has one. */
 export interface SseFrame {
   id?: number;
+  /** The SSE event name; unset is a message. 0.3 `tasks/resubscribe` sends its errors as `error` events. */
+  event?: string;
   data: RpcEvent;
 }
 
@@ -182,7 +185,12 @@ export class RpcCore {
     }
     // An error as the caller's dialect renders it, as an answer or as a stream's last frame.
     const rendered = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
-    const fail = (err: unknown, status = 200, headers?: Record<string, string>) => ok(rendered(err), status, headers);
+    // 0.3 tasks/resubscribe always answers a stream (§7.9): an early error is its one `error` event, as SDK agents
+    // send it. Every other method answers an early error as a plain JSON-RPC response.
+    const errorsAsStream = dialect === '0.3' && rpc.method === 'tasks/resubscribe';
+    const answerError = (body: RpcEvent, status: number, headers?: Record<string, string>): RpcAnswer =>
+      errorsAsStream && status === 200 ? errorStream(body, rendered) : ok(body, status, headers);
+    const fail = (err: unknown, status = 200, headers?: Record<string, string>) => answerError(rendered(err), status, headers);
     const unavailable = (err: DependencyUnavailable) => fail(a2aError('Unavailable', err.message), 503, { 'retry-after': String(err.retryAfterS) });
     const outage = (err: unknown) => {
       const dep = deps.health.report(err);
@@ -194,12 +202,13 @@ export class RpcCore {
     }
     const spec = METHODS[dialect][rpc.method];
     if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));
-    const checked = spec.safeParse(rpc.params);
+    // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
+    const checked = spec.safeParse(withJsonNames(rpc.params));
     if (!checked.success) {
       const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
       return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${z.prettifyError(checked.error)}`, violations));
     }
-    const nul = S.pathOfNul(rpc.params);
+    const nul = S.pathOfNul(checked.data);
     if (nul !== undefined) {
       // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
       return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
@@ -223,7 +232,7 @@ export class RpcCore {
     } catch (err) {
       return outage(err) ?? fail(err);
     }
-    if ('refuse' in target) return ok(envelope(id, { code: target.refuse.code, message: target.refuse.message }), target.refuse.httpStatus ?? 200);
+    if ('refuse' in target) return answerError(envelope(id, { code: target.refuse.code, message: target.refuse.message }), target.refuse.httpStatus ?? 200);
     if (PUSH_METHODS.has(rpc.method)) {
       try {
         const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: caller.tenant, agentId: target.agentId };
@@ -287,6 +296,17 @@ export class RpcCore {
     if (target.decorate && result.result !== undefined) return ok({ ...result, result: target.decorate(result.result) });
     return ok(result);
   }
+}
+
+/** A stream of one `error` event. */
+function errorStream(body: RpcEvent, rendered: (err: unknown) => RpcEvent): RpcAnswer {
+  return {
+    stream: (async function* () {
+      yield { event: 'error', data: body };
+    })(),
+    errorFrame: (err) => ({ event: 'error', data: rendered(err) }),
+    cutOffFrame: (message) => ({ event: 'error', data: { ...body, error: { code: A2A_ERRORS.Internal.code, message } } as RpcEvent }),
+  };
 }
 
 /**

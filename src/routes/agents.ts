@@ -131,13 +131,16 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
   });
 
   // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json: both get the same card. A card is a
-  // discovery document, readable without a key (agent ids are unique across tenants); calling needs one.
+  // discovery document, readable without a key (agent ids are unique across tenants); calling needs one. Clients
+  // given only the RPC URL derive the card from it (`<rpc url>/.well-known/…`): it is served there too.
   for (const file of ['agent-card.json', 'agent.json']) {
-    app.get<{ Params: { id: string } }>(`/agents/:id/.well-known/${file}`, { config: access.public }, async (req, reply) => {
-      const agent = await registry.getPublic(req.params.id);
-      if (!agent) return reply.code(404).send(notFound(req.params.id));
-      const base = baseUrlOf(req, publicUrl);
-      return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, `${base}/agents/${agent.id}/a2a`));
-    });
+    for (const path of [`/agents/:id/.well-known/${file}`, `/agents/:id/a2a/.well-known/${file}`]) {
+      app.get<{ Params: { id: string } }>(path, { config: access.public }, async (req, reply) => {
+        const agent = await registry.getPublic(req.params.id);
+        if (!agent) return reply.code(404).send(notFound(req.params.id));
+        const base = baseUrlOf(req, publicUrl);
+        return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, `${base}/agents/${agent.id}/a2a`));
+      });
+    }
   }
 }

@@ -43,7 +43,7 @@ export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal
 
   let lastId = 0;
   const write = (frame: SseFrame) => {
-    raw.write(`${frame.id !== undefined ? `id: ${frame.id}\n` : ''}data: ${JSON.stringify(frame.data)}\n\n`);
+    raw.write(`${frame.id !== undefined ? `id: ${frame.id}\n` : ''}${frame.event ? `event: ${frame.event}\n` : ''}data: ${JSON.stringify(frame.data)}\n\n`);
     if (frame.id !== undefined) lastId = frame.id;
     lastWrite = Date.now();
   };

@@ -7,6 +7,8 @@ import { keysFor } from './harness';
 
 export interface SseEvent {
   id?: number;
+  /** The `event:` name; absent for a plain message. */
+  event?: string;
   data: any;
 }
 
@@ -95,14 +97,16 @@ export async function sse(url: string, call: SseCall): Promise<SseRead> {
 
 function parseBlock(block: string, comments: string[]): SseEvent | undefined {
   let id: number | undefined;
+  let name: string | undefined;
   const data: string[] = [];
   for (const line of block.split('\n')) {
     if (line.startsWith(':')) comments.push(line.slice(1).trim());
     else if (line.startsWith('id:')) id = Number(line.slice(3).trim());
+    else if (line.startsWith('event:')) name = line.slice(6).trim();
     else if (line.startsWith('data:')) data.push(line.slice(5).trimStart());
   }
   if (data.length === 0) return undefined;
-  return { id, data: JSON.parse(data.join('\n')) };
+  return { id, ...(name ? { event: name } : {}), data: JSON.parse(data.join('\n')) };
 }
 
 /** The artifact text a 1.0 reader would assemble from `events` (append kept), dropping voided ranges. */
