@@ -128,7 +128,7 @@ async function deliverOne(
   const headers = {
     'content-type': contentType,
     ...authHeaders(config),
-    ...signDelivery(key, {
+    ...(await signDelivery(key, {
       deliveryId,
       timestamp: Math.floor(Date.now() / 1000),
       body,
@@ -136,7 +136,7 @@ async function deliverOne(
       configId: config.id,
       issuer: deps.issuer ?? 'switchboard',
       secret: config.hmacSecret,
-    }),
+    })),
   };
   const timeout = AbortSignal.timeout(POST_TIMEOUT_MS);
   let failure: string;

@@ -41,7 +41,7 @@ async function startReceiver(failFirst: number) {
       jwks ??= (await (await fetch(`${gw.url}/.well-known/jwks.json`)).json()) as Jwks;
       let verified = false;
       try {
-        verifyDelivery(req.headers, { body, jwks, secret: req.headers['x-switchboard-signature'] ? SECRET : undefined });
+        await verifyDelivery(req.headers, { body, jwks, secret: req.headers['x-switchboard-signature'] ? SECRET : undefined });
         verified = true;
       } catch {
         verified = false;

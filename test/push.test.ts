@@ -2,7 +2,7 @@
 // signing (src/push/signing.ts), the JWKS route and the delivery activity (activities/deliver-push.ts), against
 // the local PostgreSQL and a real node:http webhook receiver on 127.0.0.1.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -11,6 +11,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import Fastify from 'fastify';
+import { calculateJwkThumbprint, createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify } from 'jose';
 import { Pool } from 'pg';
 import { deliverPush, type DeliverPushArgs, type DeliverPushResult } from '../activities/deliver-push';
 import { appendEvents } from '../src/events/event-log';
@@ -290,56 +291,74 @@ describe('delivery signing', () => {
   test('a signed delivery verifies (HMAC and JWT) and carries the claims', async () => {
     const key = await signingKey(db.pool);
     const now = Math.floor(Date.now() / 1000);
-    const headers = signDelivery(key, { ...delivery, timestamp: now });
+    const headers = await signDelivery(key, { ...delivery, timestamp: now });
     assert.match(headers[DELIVERY_HEADERS.signature], /^v1=[0-9a-f]{64}$/);
-    const { claims } = verifyDelivery(new Headers(headers), { body: delivery.body, jwks: await jwks(db.pool), secret: SECRET, issuer: 'https://gw.example' });
+    const { claims } = await verifyDelivery(new Headers(headers), { body: delivery.body, jwks: await jwks(db.pool), secret: SECRET, issuer: 'https://gw.example' });
     assert.equal(claims.jti, 'cfg:1');
     assert.equal(claims.taskId, 't');
     assert.equal(claims.configId, 'cfg');
     assert.equal(claims.iat, now);
   });
 
+  test('the JWT on the wire: header {alg, typ, kid}, exactly the delivery claims, verifiable by a plain JWT library against the JWKS', async () => {
+    const key = await signingKey(db.pool);
+    const now = Math.floor(Date.now() / 1000);
+    const jwt = (await signDelivery(key, { ...delivery, timestamp: now }))[DELIVERY_HEADERS.jwt];
+    // Receivers built against the first release parse these; the header is exactly the three fields, in this order.
+    assert.deepEqual(Object.entries(decodeProtectedHeader(jwt)), [
+      ['alg', 'ES256'],
+      ['typ', 'JWT'],
+      ['kid', key.kid],
+    ]);
+    const keySet = await jwks(db.pool);
+    const { payload } = await jwtVerify(jwt, createLocalJWKSet(keySet), { algorithms: ['ES256'], issuer: 'https://gw.example', typ: 'JWT' });
+    const bodyHash = Buffer.from(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(delivery.body))).toString('base64url');
+    assert.deepEqual(payload, { iss: 'https://gw.example', iat: now, jti: 'cfg:1', taskId: 't', configId: 'cfg', body_sha256: bodyHash });
+    // The kid is the key's RFC 7638 thumbprint.
+    assert.equal(key.kid, await calculateJwkThumbprint(keySet.keys[0]));
+  });
+
   test('without a secret there is no HMAC header, and the JWT alone verifies', async () => {
     const key = await signingKey(db.pool);
-    const headers = signDelivery(key, { ...delivery, secret: undefined, timestamp: Math.floor(Date.now() / 1000) });
+    const headers = await signDelivery(key, { ...delivery, secret: undefined, timestamp: Math.floor(Date.now() / 1000) });
     assert.equal(headers[DELIVERY_HEADERS.signature], undefined);
-    verifyDelivery(new Headers(headers), { body: delivery.body, jwks: await jwks(db.pool) });
+    await verifyDelivery(new Headers(headers), { body: delivery.body, jwks: await jwks(db.pool) });
   });
 
   test('refuses a tampered body, a wrong secret, a wrong key, a stale or future timestamp, alg none, a swapped delivery id', async () => {
     const key = await signingKey(db.pool);
     const keySet = await jwks(db.pool);
     const now = Math.floor(Date.now() / 1000);
-    const headers = signDelivery(key, { ...delivery, timestamp: now });
+    const headers = await signDelivery(key, { ...delivery, timestamp: now });
     const refuses = (h: Record<string, string>, opts: Partial<Parameters<typeof verifyDelivery>[1]>, message: RegExp) =>
-      assert.throws(() => verifyDelivery(new Headers(h), { body: delivery.body, jwks: keySet, secret: SECRET, ...opts }), (err: unknown) => {
+      assert.rejects(verifyDelivery(new Headers(h), { body: delivery.body, jwks: keySet, secret: SECRET, ...opts }), (err: unknown) => {
         assert.ok(err instanceof DeliveryVerificationError, String(err));
         assert.match(err.message, message);
         return true;
       });
 
-    refuses(headers, { body: '{"statusUpdate":{"x":1}}' }, /HMAC/);
-    refuses(headers, { body: '{"statusUpdate":{"x":1}}', secret: undefined }, /body does not match/);
-    refuses(headers, { secret: 'another-secret-of-length' }, /HMAC/);
+    await refuses(headers, { body: '{"statusUpdate":{"x":1}}' }, /HMAC/);
+    await refuses(headers, { body: '{"statusUpdate":{"x":1}}', secret: undefined }, /body does not match/);
+    await refuses(headers, { secret: 'another-secret-of-length' }, /HMAC/);
     // The same kid with another key's public half: the signature cannot verify.
-    const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' }) as { x: string; y: string };
-    const wrongKeys: Jwks = { keys: [{ ...keySet.keys[0], x: other.x, y: other.y }] };
-    refuses(headers, { jwks: wrongKeys, secret: undefined }, /signature does not verify/);
-    refuses(headers, { jwks: { keys: [] }, secret: undefined }, /kid/);
-    refuses(headers, { now: now + 301 }, /stale or replayed/);
-    refuses(headers, { now: now - 301 }, /stale or replayed/);
-    refuses(signDelivery(key, { ...delivery, timestamp: now - 600 }), {}, /stale or replayed/);
+    const other = await exportJWK((await generateKeyPair('ES256')).publicKey);
+    const wrongKeys: Jwks = { keys: [{ ...keySet.keys[0], x: other.x!, y: other.y! }] };
+    await refuses(headers, { jwks: wrongKeys, secret: undefined }, /signature does not verify/);
+    await refuses(headers, { jwks: { keys: [] }, secret: undefined }, /kid/);
+    await refuses(headers, { now: now + 301 }, /stale or replayed/);
+    await refuses(headers, { now: now - 301 }, /stale or replayed/);
+    await refuses(await signDelivery(key, { ...delivery, timestamp: now - 600 }), {}, /stale or replayed/);
     // A later timestamp header pasted onto an old JWT fails the HMAC; without a secret, the JWT's own iat.
-    const replayed = signDelivery(key, { ...delivery, timestamp: now - 600 });
-    refuses({ ...replayed, [DELIVERY_HEADERS.timestamp]: String(now) }, {}, /HMAC/);
-    refuses({ ...replayed, [DELIVERY_HEADERS.timestamp]: String(now) }, { secret: undefined }, /JWT iat/);
+    const replayed = await signDelivery(key, { ...delivery, timestamp: now - 600 });
+    await refuses({ ...replayed, [DELIVERY_HEADERS.timestamp]: String(now) }, {}, /HMAC/);
+    await refuses({ ...replayed, [DELIVERY_HEADERS.timestamp]: String(now) }, { secret: undefined }, /JWT iat/);
     const jwt = headers[DELIVERY_HEADERS.jwt];
     const [, payload, signature] = jwt.split('.');
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', kid: key.kid })).toString('base64url')}.${payload}.${signature}`;
-    refuses({ ...headers, [DELIVERY_HEADERS.jwt]: none }, { secret: undefined }, /alg none/);
-    const otherDelivery = signJwt(key, { iss: 'x', iat: now, jti: 'cfg:2', taskId: 't', configId: 'cfg', body_sha256: 'x' });
-    refuses({ ...headers, [DELIVERY_HEADERS.jwt]: otherDelivery }, { secret: undefined }, /jti cfg:2/);
-    refuses(headers, { issuer: 'https://someone-else.example' }, /iss/);
+    await refuses({ ...headers, [DELIVERY_HEADERS.jwt]: none }, { secret: undefined }, /alg none/);
+    const otherDelivery = await signJwt(key, { iss: 'x', iat: now, jti: 'cfg:2', taskId: 't', configId: 'cfg', body_sha256: 'x' });
+    await refuses({ ...headers, [DELIVERY_HEADERS.jwt]: otherDelivery }, { secret: undefined }, /jti cfg:2/);
+    await refuses(headers, { issuer: 'https://someone-else.example' }, /iss/);
   });
 
   test('GET /.well-known/jwks.json serves the key set', async (t) => {
@@ -432,7 +451,7 @@ describe('deliverPush', () => {
       assert.equal(r.headers['x-a2a-notification-token'], 'tok');
       assert.equal(r.headers.authorization, undefined); // the HMAC secret signs; it is never sent
       assert.deepEqual(JSON.parse(r.body), logged[i].event);
-      const { claims } = verifyDelivery(r.headers, { body: r.body, jwks: keySet, secret: SECRET, issuer: 'https://gw.example' });
+      const { claims } = await verifyDelivery(r.headers, { body: r.body, jwks: keySet, secret: SECRET, issuer: 'https://gw.example' });
       assert.equal(claims.taskId, taskId);
       assert.equal(claims.configId, cfg.id);
     }
@@ -465,7 +484,7 @@ describe('deliverPush', () => {
       assert.match(String(r.headers['content-type']), /^application\/json/);
       assert.equal(r.headers.authorization, 'Bearer xyz');
       assert.equal(r.headers[DELIVERY_HEADERS.signature.toLowerCase()], undefined);
-      verifyDelivery(r.headers, { body: r.body, jwks: await jwks(db.pool) });
+      await verifyDelivery(r.headers, { body: r.body, jwks: await jwks(db.pool) });
     }
     const bodies = got.map((r) => JSON.parse(r.body));
     assert.equal(bodies[0].kind, 'task');

@@ -9,7 +9,20 @@
  * and only has to remember delivery ids for that long. The delivery id is the same on every redelivery of an
  * event (`<configId>:<seq>`), which is what makes receivers idempotent.
  */
-import { createHash, createHmac, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject, createPrivateKey, sign, timingSafeEqual, verify } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import {
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  decodeProtectedHeader,
+  errors,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  jwtVerify,
+  SignJWT,
+  type CryptoKey,
+  type JWK,
+} from 'jose';
 import type { Pool } from 'pg';
 
 export const DELIVERY_HEADERS = {
@@ -39,7 +52,7 @@ export interface Jwks {
 }
 export interface SigningKey {
   kid: string;
-  privateKey: KeyObject;
+  privateKey: CryptoKey;
   publicJwk: PublicJwk;
 }
 
@@ -68,7 +81,7 @@ async function loadOrCreate(pool: Pool): Promise<SigningKey> {
   if (existing) return existing;
   // Several processes may get here at once. The partial unique index lets exactly one insert win; everyone
   // then reads the winner, so all processes sign with the key the JWKS publishes.
-  const fresh = generateKey();
+  const fresh = await generateKey();
   await pool.query(
     `INSERT INTO signing_keys (kid, purpose, private_jwk, public_jwk) VALUES ($1, $2, $3, $4)
      ON CONFLICT (purpose) WHERE retired_at IS NULL DO NOTHING`,
@@ -80,28 +93,25 @@ async function loadOrCreate(pool: Pool): Promise<SigningKey> {
 }
 
 async function activeKey(pool: Pool): Promise<SigningKey | undefined> {
-  const { rows } = await pool.query<{ kid: string; private_jwk: JsonWebKey; public_jwk: PublicJwk }>(
+  const { rows } = await pool.query<{ kid: string; private_jwk: JWK; public_jwk: PublicJwk }>(
     'SELECT kid, private_jwk, public_jwk FROM signing_keys WHERE purpose = $1 AND retired_at IS NULL',
     [PUSH_KEY_PURPOSE],
   );
   const r = rows[0];
-  return r && { kid: r.kid, privateKey: createPrivateKey({ key: r.private_jwk, format: 'jwk' }), publicJwk: r.public_jwk };
+  return r && { kid: r.kid, privateKey: (await importJWK(r.private_jwk, 'ES256')) as CryptoKey, publicJwk: r.public_jwk };
 }
 
-function generateKey(): { kid: string; privateJwk: JsonWebKey; publicJwk: PublicJwk } {
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  const pub = publicKey.export({ format: 'jwk' }) as { x: string; y: string };
-  const kid = thumbprint(pub.x, pub.y);
+/** A new P-256 key; its kid is the RFC 7638 thumbprint, so a kid can never name two different keys. */
+async function generateKey(): Promise<{ kid: string; privateJwk: JWK; publicJwk: PublicJwk }> {
+  // Extractable: the private half is stored (as a JWK) so that every process signs with the one published key.
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+  const pub = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(pub, 'sha256');
   return {
     kid,
-    privateJwk: privateKey.export({ format: 'jwk' }),
-    publicJwk: { kty: 'EC', crv: 'P-256', x: pub.x, y: pub.y, kid, alg: 'ES256', use: 'sig' },
+    privateJwk: await exportJWK(privateKey),
+    publicJwk: { kty: 'EC', crv: 'P-256', x: pub.x!, y: pub.y!, kid, alg: 'ES256', use: 'sig' },
   };
-}
-
-/** RFC 7638 JWK thumbprint: a kid derived from the key itself, so it can never name two different keys. */
-function thumbprint(x: string, y: string): string {
-  return createHash('sha256').update(JSON.stringify({ crv: 'P-256', kty: 'EC', x, y })).digest('base64url');
 }
 
 /**
@@ -119,14 +129,11 @@ export async function jwks(pool: Pool): Promise<Jwks> {
 // ---------------------------------------------------------------------------------------------
 // Signing
 
-const b64url = (data: string | Buffer) => Buffer.from(data).toString('base64url');
 export const sha256Base64url = (body: string | Buffer) => createHash('sha256').update(body).digest('base64url');
 
-/** A compact JWS (RFC 7515) with header {alg: ES256, typ: JWT, kid}. ES256 wants the raw r||s signature, hence ieee-p1363. */
-export function signJwt(key: SigningKey, claims: Record<string, unknown>): string {
-  const input = `${b64url(JSON.stringify({ alg: 'ES256', typ: 'JWT', kid: key.kid }))}.${b64url(JSON.stringify(claims))}`;
-  const signature = sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' });
-  return `${input}.${signature.toString('base64url')}`;
+/** A compact JWS (RFC 7515) with header {alg: ES256, typ: JWT, kid} over the claims as given. */
+export function signJwt(key: SigningKey, claims: Record<string, unknown>): Promise<string> {
+  return new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: key.kid }).sign(key.privateKey);
 }
 
 /** `v1=<hex HMAC-SHA256(secret, "<timestamp>.<deliveryId>.<body>")>`; the version prefix leaves room for another scheme. */
@@ -148,12 +155,12 @@ export interface DeliveryToSign {
   secret?: string;
 }
 
-/** The X-Switchboard-* headers of one delivery attempt. Never throws. */
-export function signDelivery(key: SigningKey, d: DeliveryToSign): Record<string, string> {
+/** The X-Switchboard-* headers of one delivery attempt. Never rejects for a key that signingKey() returned. */
+export async function signDelivery(key: SigningKey, d: DeliveryToSign): Promise<Record<string, string>> {
   const headers: Record<string, string> = {
     [DELIVERY_HEADERS.deliveryId]: d.deliveryId,
     [DELIVERY_HEADERS.timestamp]: String(d.timestamp),
-    [DELIVERY_HEADERS.jwt]: signJwt(key, {
+    [DELIVERY_HEADERS.jwt]: await signJwt(key, {
       iss: d.issuer,
       iat: d.timestamp,
       jti: d.deliveryId,
@@ -201,32 +208,35 @@ export function verifyHmac(d: { secret: string; timestamp: number | string; deli
 }
 
 /**
- * Verifies an X-Switchboard-Jwt against a key set: ES256 only (the header's alg is not trusted to choose),
- * a known kid, the signature, and iat within the window. The body hash is checked by verifyDelivery.
+ * Verifies an X-Switchboard-Jwt against a key set (jose's jwtVerify): ES256 only (the header's alg is not trusted
+ * to choose), a kid of the set, the signature, and iat within the window. The body hash is checked by verifyDelivery.
  * @throws DeliveryVerificationError
  */
-export function verifyJwt(jwt: string, keySet: Jwks, opts: { now?: number; maxSkewSec?: number } = {}): DeliveryClaims {
-  const parts = jwt.split('.');
-  if (parts.length !== 3) throw new DeliveryVerificationError('JWT is not a compact JWS');
-  const [h, p, s] = parts;
-  const header = parseJson(h, 'JWT header') as { alg?: string; kid?: string };
-  if (header.alg !== 'ES256') throw new DeliveryVerificationError(`JWT alg ${header.alg} is not ES256`);
-  const jwk = keySet.keys.find((k) => k.kid === header.kid);
-  if (!jwk) throw new DeliveryVerificationError(`JWT kid ${header.kid} is not in the key set`);
-  const publicKey = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, format: 'jwk' });
-  const ok = verify('sha256', Buffer.from(`${h}.${p}`), { key: publicKey, dsaEncoding: 'ieee-p1363' }, Buffer.from(s, 'base64url'));
-  if (!ok) throw new DeliveryVerificationError('JWT signature does not verify');
-  const claims = parseJson(p, 'JWT payload') as DeliveryClaims;
+export async function verifyJwt(jwt: string, keySet: Jwks, opts: { now?: number; maxSkewSec?: number } = {}): Promise<DeliveryClaims> {
+  let claims: DeliveryClaims;
+  try {
+    ({ payload: claims } = await jwtVerify<DeliveryClaims>(jwt, createLocalJWKSet(keySet as { keys: JWK[] }), { algorithms: ['ES256'] }));
+  } catch (err) {
+    throw new DeliveryVerificationError(joseRefusal(err, jwt));
+  }
   checkFresh(claims.iat, opts.now ?? nowSec(), opts.maxSkewSec ?? DEFAULT_MAX_SKEW_SEC, 'JWT iat');
   return claims;
 }
 
-function parseJson(segment: string, what: string): unknown {
-  try {
-    return JSON.parse(Buffer.from(segment, 'base64url').toString());
-  } catch {
-    throw new DeliveryVerificationError(`${what} is not base64url JSON`);
-  }
+/** jose's refusal in a receiver's words, naming the header field at fault. */
+function joseRefusal(err: unknown, jwt: string): string {
+  const header = (): { alg?: unknown; kid?: unknown } => {
+    try {
+      return decodeProtectedHeader(jwt);
+    } catch {
+      return {};
+    }
+  };
+  if (err instanceof errors.JOSEAlgNotAllowed) return `JWT alg ${header().alg} is not ES256`;
+  if (err instanceof errors.JWKSNoMatchingKey) return `JWT kid ${header().kid} is not in the key set`;
+  if (err instanceof errors.JWSSignatureVerificationFailed) return 'JWT signature does not verify';
+  if (err instanceof errors.JOSEError) return `JWT refused: ${err.message}`;
+  return `JWT refused: ${String(err)}`;
 }
 
 type HeaderBag = Headers | Record<string, string | string[] | undefined>;
@@ -255,7 +265,7 @@ export interface VerifyOptions {
  * ids for the window and drop repeats: a redelivery is the same event again.
  * @throws DeliveryVerificationError naming the first check that failed.
  */
-export function verifyDelivery(headers: HeaderBag, o: VerifyOptions): { deliveryId: string; timestamp: number; claims: DeliveryClaims } {
+export async function verifyDelivery(headers: HeaderBag, o: VerifyOptions): Promise<{ deliveryId: string; timestamp: number; claims: DeliveryClaims }> {
   const now = o.now ?? nowSec();
   const maxSkewSec = o.maxSkewSec ?? DEFAULT_MAX_SKEW_SEC;
   const deliveryId = header(headers, DELIVERY_HEADERS.deliveryId);
@@ -271,7 +281,7 @@ export function verifyDelivery(headers: HeaderBag, o: VerifyOptions): { delivery
       throw new DeliveryVerificationError('HMAC signature does not match');
     }
   }
-  const claims = verifyJwt(jwt, o.jwks, { now, maxSkewSec });
+  const claims = await verifyJwt(jwt, o.jwks, { now, maxSkewSec });
   if (claims.jti !== deliveryId) throw new DeliveryVerificationError(`JWT jti ${claims.jti} is not delivery ${deliveryId}`);
   if (claims.body_sha256 !== sha256Base64url(o.body)) throw new DeliveryVerificationError('body does not match the JWT body_sha256');
   if (o.issuer !== undefined && claims.iss !== o.issuer) throw new DeliveryVerificationError(`JWT iss ${claims.iss} is not ${o.issuer}`);
