@@ -33,6 +33,7 @@ import { codecRoutes } from './routes/codec';
 import type { AgentCredentials } from './agents/agent-credentials';
 import { DependencyUnavailable, Health } from './health';
 import { healthRoutes } from './routes/health';
+import { installOpenApi } from './routes/openapi';
 import { metricsRoutes } from './routes/metrics';
 import { consoleRoutes } from './routes/console';
 import { type TemporalUi, taskRoutes } from './routes/tasks';
@@ -114,6 +115,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
   // First: every route registered after this declares who may call it, and is checked before its handler runs.
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
+  // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
+  await installOpenApi(app);
   const scheduler =
     deps.agentRefresh && (deps.agentRefresh.scheduler ?? new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs }));
   const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials });

@@ -90,6 +90,7 @@ const MATRIX: Record<string, Row> = {
   'GET /readyz': { allowed: 'public', request: () => ({ path: '/readyz' }), ok: 200 },
   'GET /metrics': { allowed: ADMIN, request: () => ({ path: '/metrics' }), ok: 200 },
   'GET /.well-known/jwks.json': { allowed: 'public', request: () => ({ path: '/.well-known/jwks.json' }), ok: 200 },
+  'GET /openapi.json': { allowed: 'public', request: () => ({ path: '/openapi.json' }), ok: 200 },
   'GET /.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent-card.json' }), ok: 200 },
   'GET /.well-known/agent.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent.json' }), ok: 200 },
   'GET /agents/:id/.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/.well-known/agent-card.json` }), ok: 200 },

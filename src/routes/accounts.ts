@@ -9,6 +9,7 @@ import { DepositConflictError, deposit, getAccount, listAccounts } from '../ledg
 import type { UnfundedPolicy } from '../ledger/postings';
 import { reconcile } from '../ledger/reconcile';
 import { type Caller, access, callerOf } from '../auth/caller';
+import { answer, describeOnly, errorBody, requestSchema } from './openapi';
 
 export interface AccountRoutesDeps {
   pool: Pool;
@@ -42,9 +43,23 @@ function mayRead(caller: Caller, account: string): boolean {
 }
 
 export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccounts, closedOpenTasks }: AccountRoutesDeps): Promise<void> {
+  describeOnly(app);
   const accountOf = (raw: string) => AccountName.safeParse(raw);
 
-  app.post<{ Params: { account: string } }>('/accounts/:account/deposits', { config: { ...access.admin, audit: 'account.deposit' } }, async (req, reply) => {
+  const params = requestSchema(z.object({ account: AccountName }));
+  const depositSchema = {
+    tags: ['accounts'],
+    summary: 'Fund a requester account (X-Switchboard-Tenant names the tenant); idempotent by idempotencyKey',
+    params,
+    body: requestSchema(DepositBody),
+    response: {
+      200: answer('{created: false, account}: this idempotencyKey was applied before; nothing added'),
+      201: answer('{created: true, account}'),
+      400: errorBody('Invalid account or deposit, naming the field'),
+      409: errorBody('The idempotencyKey was used with another amount or account'),
+    },
+  };
+  app.post<{ Params: { account: string } }>('/accounts/:account/deposits', { config: { ...access.admin, audit: 'account.deposit' }, schema: depositSchema }, async (req, reply) => {
     const { tenant } = callerOf(req);
     const account = accountOf(req.params.account);
     if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
@@ -63,9 +78,24 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
   });
 
   // Every account of the tenant that has moved money (requester, agents, deposits), with balance, held and available.
-  app.get('/accounts', { config: access.operator }, async (req) => ({ accounts: await listAccounts(pool, callerOf(req).tenant) }));
+  const listSchema = {
+    tags: ['accounts'],
+    summary: 'Every account of the caller\'s tenant that has moved money, with balance, held and available (operators)',
+    response: { 200: answer('{ accounts: [...] }') },
+  };
+  app.get('/accounts', { config: access.operator, schema: listSchema }, async (req) => ({ accounts: await listAccounts(pool, callerOf(req).tenant) }));
 
-  app.get<{ Params: { account: string } }>('/accounts/:account', { config: access.member }, async (req, reply) => {
+  const accountSchema = {
+    tags: ['accounts'],
+    summary: 'Balance, held, available and the latest 20 entries (clients: their requester account; agent keys: their agent\'s)',
+    params,
+    response: {
+      200: answer('The account with its latest entries'),
+      400: errorBody('Invalid account name'),
+      403: errorBody('A client or agent key asked for an account not its own (adds requiredRoles)'),
+    },
+  };
+  app.get<{ Params: { account: string } }>('/accounts/:account', { config: access.member, schema: accountSchema }, async (req, reply) => {
     const caller = callerOf(req);
     const { tenant } = caller;
     const account = accountOf(req.params.account);
@@ -92,7 +122,8 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
   });
 
   // The ledger's invariants, with every violation listed; 200 either way (`ok` says which).
-  app.get('/ledger/reconcile', { config: access.operator }, async (req) => {
+  const reconcileSchema = { tags: ['ledger'], summary: 'Check the ledger\'s invariants in one snapshot; 200 either way (`ok` says which)', response: { 200: answer('{ok, invariants}') } };
+  app.get('/ledger/reconcile', { config: access.operator, schema: reconcileSchema }, async (req) => {
     const { tenant } = callerOf(req);
     const report = await reconcile(pool, tenant);
     if (!closedOpenTasks) return report;

@@ -8,6 +8,7 @@ import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf } from './base-url';
+import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
 export interface AgentRoutesDeps {
   registry: AgentRegistry;
@@ -34,6 +35,7 @@ const ListAgentsQuery = z.strictObject({
 });
 
 export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }: AgentRoutesDeps): Promise<void> {
+  describeOnly(app);
   const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
   /** Agent views with the kind of outbound credential each has (`{type}` or null), never the secret. */
   const views = async (agents: RankedAgent[], tenant: string, base: string) => {
@@ -60,8 +62,16 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     card: a.card,
   });
   const notFound = (id: string) => ({ error: `No agent ${id}` });
+  const unknown = errorBody('No such agent in the caller\'s tenant');
+  const agentView = answer('The agent: registration, status, liveness, signature check, gateway URLs, card; credentials only as {type}');
 
-  app.post('/agents', { config: { ...access.operator, audit: 'agent.register' } }, async (req, reply) => {
+  const registerSchema = {
+    tags: ['agents'],
+    summary: 'Register an agent: fetch, validate and store its card',
+    body: requestSchema(RegisterAgentBody),
+    response: { 201: agentView, 400: errorBody('Invalid registration, naming the field'), 422: errorBody('The card could not be fetched or is not a valid agent card') },
+  };
+  app.post('/agents', { config: { ...access.operator, audit: 'agent.register' }, schema: registerSchema }, async (req, reply) => {
     const body = RegisterAgentBody.safeParse(req.body);
     if (!body.success) return reply.code(400).send({ error: `Invalid registration: ${z.prettifyError(body.error)}` });
     try {
@@ -75,7 +85,13 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
   });
 
   // List, or search with `q`; filters `tag`, `skill`, `status`; keyset pages (`pageSize`, `pageToken`).
-  app.get('/agents', { config: access.member }, async (req, reply) => {
+  const listSchema = {
+    tags: ['agents'],
+    summary: 'List the tenant\'s agents, or rank them by full-text search with q; filters and keyset pages',
+    querystring: requestSchema(ListAgentsQuery),
+    response: { 200: answer('{agents, nextPageToken}'), 400: errorBody('Invalid query, naming the parameter') },
+  };
+  app.get('/agents', { config: access.member, schema: listSchema }, async (req, reply) => {
     const query = ListAgentsQuery.safeParse(req.query);
     if (!query.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(query.error)}` });
     const { q, tag, skill, status, pageSize, pageToken } = query.data;
@@ -89,14 +105,21 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     }
   });
 
-  app.get<{ Params: { id: string } }>('/agents/:id', { config: access.member }, async (req, reply) => {
+  const getSchema = { tags: ['agents'], summary: 'One agent', response: { 200: agentView, 404: unknown } };
+  app.get<{ Params: { id: string } }>('/agents/:id', { config: access.member, schema: getSchema }, async (req, reply) => {
     const agent = await registry.get(tenantOf(req), req.params.id);
     if (!agent) return reply.code(404).send(notFound(req.params.id));
     return (await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0];
   });
 
   // Replace (rotate) or drop the credential Switchboard presents to the agent.
-  app.put<{ Params: { id: string } }>('/agents/:id/credentials', { config: { ...access.operator, audit: 'agent.credentials.set' } }, async (req, reply) => {
+  const putCredentialsSchema = {
+    tags: ['agents'],
+    summary: 'Set (rotate) the credentials Switchboard presents to the agent; sealed, never shown again',
+    body: requestSchema(AgentCredentialSpec),
+    response: { 204: noContent('Stored'), 400: errorBody('Invalid credentials, naming the field'), 404: unknown, 422: errorBody('The credentials cannot be used') },
+  };
+  app.put<{ Params: { id: string } }>('/agents/:id/credentials', { config: { ...access.operator, audit: 'agent.credentials.set' }, schema: putCredentialsSchema }, async (req, reply) => {
     const spec = AgentCredentialSpec.safeParse(req.body);
     if (!spec.success) return reply.code(400).send({ error: `Invalid credentials: ${z.prettifyError(spec.error)}` });
     try {
@@ -107,25 +130,29 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     }
     return reply.code(204).send();
   });
-  app.delete<{ Params: { id: string } }>('/agents/:id/credentials', { config: { ...access.operator, audit: 'agent.credentials.delete' } }, async (req, reply) => {
+  const deleteCredentialsSchema = { tags: ['agents'], summary: 'Drop the agent\'s credentials', response: { 204: noContent('Dropped'), 404: unknown } };
+  app.delete<{ Params: { id: string } }>('/agents/:id/credentials', { config: { ...access.operator, audit: 'agent.credentials.delete' }, schema: deleteCredentialsSchema }, async (req, reply) => {
     if (!(await registry.setCredentials(tenantOf(req), req.params.id, undefined))) return reply.code(404).send(notFound(req.params.id));
     return reply.code(204).send();
   });
 
   // The recent liveness probes (latency and outcome), newest first.
-  app.get<{ Params: { id: string } }>('/agents/:id/probes', { config: access.member }, async (req, reply) => {
+  const probesSchema = { tags: ['agents'], summary: 'The recent liveness probes, newest first', response: { 200: answer('{probes}'), 404: unknown } };
+  app.get<{ Params: { id: string } }>('/agents/:id/probes', { config: access.member, schema: probesSchema }, async (req, reply) => {
     if (!(await registry.get(tenantOf(req), req.params.id))) return reply.code(404).send(notFound(req.params.id));
     return { probes: await registry.probes(tenantOf(req), req.params.id) };
   });
 
   // Refresh the card and probe the agent now, answering with the result (the schedule keeps its own pace).
-  app.post<{ Params: { id: string } }>('/agents/:id/refresh', { config: { ...access.operator, audit: 'agent.refresh' } }, async (req, reply) => {
+  const refreshSchema = { tags: ['agents'], summary: 'Refresh the card and probe the agent now', response: { 200: agentView, 404: unknown } };
+  app.post<{ Params: { id: string } }>('/agents/:id/refresh', { config: { ...access.operator, audit: 'agent.refresh' }, schema: refreshSchema }, async (req, reply) => {
     const agent = await registry.refreshNow(tenantOf(req), req.params.id);
     if (!agent) return reply.code(404).send(notFound(req.params.id));
     return (await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0];
   });
 
-  app.delete<{ Params: { id: string } }>('/agents/:id', { config: { ...access.operator, audit: 'agent.delete' } }, async (req, reply) => {
+  const deleteSchema = { tags: ['agents'], summary: 'Remove the agent and its refresh schedule', response: { 204: noContent('Removed'), 404: unknown } };
+  app.delete<{ Params: { id: string } }>('/agents/:id', { config: { ...access.operator, audit: 'agent.delete' }, schema: deleteSchema }, async (req, reply) => {
     if (!(await registry.remove(tenantOf(req), req.params.id))) return reply.code(404).send(notFound(req.params.id));
     return reply.code(204).send();
   });
@@ -134,8 +161,13 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
   // discovery document, readable without a key (agent ids are unique across tenants); calling needs one. Clients
   // given only the RPC URL derive the card from it (`<rpc url>/.well-known/…`): it is served there too.
   for (const file of ['agent-card.json', 'agent.json']) {
+    const cardSchema = {
+      tags: ['agents', 'a2a'],
+      summary: `The agent's gateway card (${file}): the agent's card pointing A2A clients at Switchboard`,
+      response: { 200: answer('An A2A agent card'), 404: unknown },
+    };
     for (const path of [`/agents/:id/.well-known/${file}`, `/agents/:id/a2a/.well-known/${file}`]) {
-      app.get<{ Params: { id: string } }>(path, { config: access.public }, async (req, reply) => {
+      app.get<{ Params: { id: string } }>(path, { config: access.public, schema: cardSchema }, async (req, reply) => {
         const agent = await registry.getPublic(req.params.id);
         if (!agent) return reply.code(404).send(notFound(req.params.id));
         const base = baseUrlOf(req, publicUrl);

@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { z } from 'zod';
 import { access, callerOf } from '../auth/caller';
 import { PageTokenError, listAudit } from '../auth/audit';
+import { answer, describeOnly, errorBody, requestSchema } from './openapi';
 
 const AuditQuery = z.strictObject({
   tenant: z.string().min(1).max(63).optional(),
@@ -12,7 +13,18 @@ const AuditQuery = z.strictObject({
 });
 
 export async function auditRoutes(app: FastifyInstance, { pool }: { pool: Pool }): Promise<void> {
-  app.get('/audit', { config: access.operator }, async (req, reply) => {
+  describeOnly(app);
+  const schema = {
+    tags: ['audit'],
+    summary: 'The audit trail, newest first: operators their tenant\'s; admins every tenant\'s, or ?tenant=',
+    querystring: requestSchema(AuditQuery),
+    response: {
+      200: answer('{entries, nextPageToken}'),
+      400: errorBody('Invalid query or page token'),
+      403: errorBody('An operator asked for another tenant\'s trail'),
+    },
+  };
+  app.get('/audit', { config: access.operator, schema }, async (req, reply) => {
     const q = AuditQuery.safeParse(req.query);
     if (!q.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(q.error)}` });
     const caller = callerOf(req);

@@ -7,7 +7,8 @@
 import type { PayloadCodec } from '@temporalio/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { access } from '../auth/caller';
-import { CodecRequestError, applyCodecToJson } from '../temporal/encryption-codec';
+import { CodecBody, CodecRequestError, applyCodecToJson } from '../temporal/encryption-codec';
+import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
 export interface CodecRouteDeps {
   /** Unset (no SWITCHBOARD_PAYLOAD_KEY): payloads are plain and pass through unchanged. */
@@ -19,6 +20,7 @@ export interface CodecRouteDeps {
 const PLAIN: PayloadCodec = { encode: async (p) => p, decode: async (p) => p };
 
 export async function codecRoutes(app: FastifyInstance, { codec = PLAIN, corsOrigins }: CodecRouteDeps): Promise<void> {
+  describeOnly(app);
   const cors = (req: FastifyRequest, reply: FastifyReply) => {
     const origin = req.headers.origin;
     if (origin && corsOrigins.includes(origin)) {
@@ -31,11 +33,18 @@ export async function codecRoutes(app: FastifyInstance, { codec = PLAIN, corsOri
     }
   };
   for (const op of ['decode', 'encode'] as const) {
-    app.options(`/codec/${op}`, { config: access.public }, async (req, reply) => {
+    const preflight = { tags: ['codec'], summary: `CORS preflight for /codec/${op} from Temporal UI's origins`, response: { 204: noContent('CORS headers for allowed origins') } };
+    app.options(`/codec/${op}`, { config: access.public, schema: preflight }, async (req, reply) => {
       cors(req, reply);
       return reply.code(204).send();
     });
-    app.post(`/codec/${op}`, { config: access.operator }, async (req, reply) => {
+    const schema = {
+      tags: ['codec'],
+      summary: `Temporal codec server: ${op} payloads with Switchboard's payload codec`,
+      body: requestSchema(CodecBody),
+      response: { 200: answer('{payloads}'), 400: errorBody('Not a codec request'), 422: errorBody('A payload does not decrypt') },
+    };
+    app.post(`/codec/${op}`, { config: access.operator, schema }, async (req, reply) => {
       cors(req, reply);
       try {
         return await applyCodecToJson(codec, op, req.body);

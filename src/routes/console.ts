@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { access } from '../auth/caller';
+import { describeOnly } from './openapi';
 
 /**
  * Only this origin's script and stylesheet run, the page talks only to this origin, and nothing may frame it:
@@ -30,10 +31,12 @@ const FILES = [
 ];
 
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
+  describeOnly(app);
   for (const { url, file, type } of FILES) {
     // Read once at start-up: a missing file stops the server from starting rather than failing a request.
     const body = readFileSync(join(__dirname, '..', 'console', file));
-    app.get(url, { config: access.public }, async (_req, reply) =>
+    const schema = { tags: ['console'], summary: `The operator console: ${file} (static; it holds no data and reads the API with the key you give it)`, response: { 200: { description: type } } };
+    app.get(url, { config: access.public, schema }, async (_req, reply) =>
       reply
         .type(type)
         .header('content-security-policy', CONSOLE_CSP)

@@ -11,21 +11,29 @@ import { routeOf } from '../db/task-routes';
 import { findTask } from '../db/task-store';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf } from './base-url';
+import { answer, describeOnly, errorBody } from './openapi';
 
 export const FRONT_DOOR_PATHS = ['/a2a', '/api/v1/a2a'];
 
 export async function frontDoorRoutes(app: FastifyInstance, deps: { registry: AgentRegistry; pool: Pool; publicUrl?: string }): Promise<void> {
+  describeOnly(app);
   // Public, like every card; the skills it lists are those of the caller's tenant, so only a caller with a key
   // sees any (and a shared cache must not serve one tenant's card to another: `Vary`, private).
   for (const file of ['agent-card.json', 'agent.json']) {
-    app.get(`/.well-known/${file}`, { config: access.public }, async (req, reply) => {
+    const schema = { tags: ['a2a'], summary: `Switchboard's own agent card (${file}): the routing front door, with the skills of the caller's tenant`, response: { 200: answer('An A2A agent card') } };
+    app.get(`/.well-known/${file}`, { config: access.public, schema }, async (req, reply) => {
       const card = await switchboardCard(deps.registry, req.caller?.tenant, `${baseUrlOf(req, deps.publicUrl)}/a2a`);
       return reply.header('cache-control', req.caller ? 'private, max-age=60' : 'max-age=60').header('vary', 'authorization, x-api-key').send(card);
     });
   }
 
   // Who asked, who executes, which skill, and why: the front door's decision, or the agent asked directly.
-  app.get<{ Params: { id: string } }>('/tasks/:id/route', { config: access.member }, async (req, reply) => {
+  const routeSchema = {
+    tags: ['tasks'],
+    summary: 'Who asked, who executes, which skill and why: the front door\'s decision, or requestedVia agent',
+    response: { 200: answer('{taskId, requestedVia, requester, agentId, skillId, reason, …}'), 404: errorBody('No such task') },
+  };
+  app.get<{ Params: { id: string } }>('/tasks/:id/route', { config: access.member, schema: routeSchema }, async (req, reply) => {
     const { tenant } = callerOf(req);
     const route = await routeOf(deps.pool, tenant, req.params.id);
     if (route) return { ...route, requestedVia: 'router' };

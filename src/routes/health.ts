@@ -9,6 +9,7 @@ import type { Pool } from 'pg';
 import { access } from '../auth/caller';
 import { pendingMigrations } from '../db/migrate';
 import type { Health } from '../health';
+import { answer, describeOnly } from './openapi';
 
 export interface HealthRouteDeps {
   health: Health;
@@ -18,9 +19,16 @@ export interface HealthRouteDeps {
 }
 
 export async function healthRoutes(app: FastifyInstance, { health, pool, workerRunning }: HealthRouteDeps): Promise<void> {
-  app.get('/healthz', { config: access.public }, async () => ({ ok: true }));
+  describeOnly(app);
+  const tags = ['health'];
+  app.get('/healthz', { config: access.public, schema: { tags, summary: 'Liveness: 200 while the process runs', response: { 200: answer('{ok: true}') } } }, async () => ({ ok: true }));
 
-  app.get('/readyz', { config: access.public }, async (_req, reply) => {
+  const readySchema = {
+    tags,
+    summary: 'Readiness: PostgreSQL, Temporal, migrations and this process\'s worker',
+    response: { 200: answer('{ready: true, checks}'), 503: answer('{ready: false, missing, checks}') },
+  };
+  app.get('/readyz', { config: access.public, schema: readySchema }, async (_req, reply) => {
     const deps = await health.probe();
     const missing: string[] = [];
     // Public, so only up/down and since when: the errors (addresses, messages) go to the log, not to anyone asking.

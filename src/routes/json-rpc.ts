@@ -14,6 +14,7 @@ import { DependencyUnavailable } from '../health';
 import { baseUrlOf } from './base-url';
 import { FRONT_DOOR_PATHS } from './front-door';
 import { type SseOptions, writeSse } from './sse';
+import { answer, describeOnly } from './openapi';
 
 export interface JsonRpcRouteDeps extends RpcCoreDeps {
   publicUrl?: string;
@@ -21,6 +22,7 @@ export interface JsonRpcRouteDeps extends RpcCoreDeps {
 }
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
+  describeOnly(app);
   // Read every body as text, whatever its content type, so that parse errors become -32700 envelopes.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
@@ -45,11 +47,32 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   const frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool });
   // The per-agent endpoint serves the agent in its path; the routing front door picks an agent for each new
   // task and serves existing tasks of any agent of the tenant.
-  app.post('/agents/:id/a2a', { config: access.rpc }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
+  const schema = (summary: string) => ({
+    tags: ['a2a'],
+    summary,
+    description:
+      'A2A JSON-RPC 2.0, 1.0 methods (SendMessage, GetTask, …) and 0.3 (message/send, tasks/get, …). Every malformed request ' +
+      'is answered with a JSON-RPC error envelope and HTTP 200; streaming methods answer text/event-stream.',
+    body: {
+      type: 'object',
+      properties: { jsonrpc: { const: '2.0' }, id: { type: ['string', 'number', 'null'] }, method: { type: 'string' }, params: { type: 'object' } },
+      required: ['jsonrpc', 'method'],
+    },
+    headers: { type: 'object', properties: { 'a2a-version': { type: 'string', enum: ['1.0', '0.3'] }, 'last-event-id': { type: 'string' } } },
+    response: {
+      200: {
+        description: 'A JSON-RPC response (result or error), or an SSE stream for the streaming methods',
+        content: { 'application/json': { schema: answer('JSON-RPC response') }, 'text/event-stream': { schema: { type: 'string' } } },
+      },
+      413: answer('Body over the limit: a JSON-RPC error envelope'),
+      503: answer('A dependency is down: a JSON-RPC error envelope (-32054), Retry-After'),
+    },
+  });
+  app.post('/agents/:id/a2a', { config: access.rpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
     send(req, reply, core.agentEndpoint(req.params.id)),
   );
   for (const path of FRONT_DOOR_PATHS) {
-    app.post(path, { config: access.rpc }, (req, reply) => send(req, reply, (call) => frontDoor.resolve(call, deps)));
+    app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant') }, (req, reply) => send(req, reply, (call) => frontDoor.resolve(call, deps)));
   }
 
   async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver): Promise<unknown> {

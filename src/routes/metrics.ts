@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { access } from '../auth/caller';
 import { metricsText, readGaugesFrom, registry } from '../metrics';
+import { describeOnly } from './openapi';
 
 export interface MetricsRouteDeps {
   pool: Pool;
@@ -15,9 +16,15 @@ export interface MetricsRouteDeps {
 }
 
 export async function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): Promise<void> {
+  describeOnly(app);
   const stopReading = readGaugesFrom({ pool: deps.pool, openStreams: deps.openStreams });
   app.addHook('onClose', async () => stopReading());
-  app.get('/metrics', { config: access.admin }, async (_req, reply) =>
+  const schema = {
+    tags: ['health'],
+    summary: 'Prometheus metrics (text exposition format)',
+    response: { 200: { description: 'Prometheus text', content: { 'text/plain': { schema: { type: 'string' } } } } },
+  };
+  app.get('/metrics', { config: access.admin, schema }, async (_req, reply) =>
     reply.header('content-type', registry.contentType).send(await metricsText(deps.workerMetricsUrl)),
   );
 }

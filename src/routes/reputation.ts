@@ -3,13 +3,20 @@ import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { reputationOf } from '../trust/reputation';
 import { access, callerOf } from '../auth/caller';
+import { answer, describeOnly, errorBody } from './openapi';
 
 export interface ReputationRoutesDeps {
   pool: Pool;
 }
 
 export async function reputationRoutes(app: FastifyInstance, { pool }: ReputationRoutesDeps): Promise<void> {
-  app.get<{ Params: { id: string } }>('/agents/:id/reputation', { config: access.member }, async (req, reply) => {
+  describeOnly(app);
+  const schema = {
+    tags: ['agents'],
+    summary: 'How the agent has done: task counts by outcome, success rate, latency percentiles',
+    response: { 200: answer('The reputation'), 404: errorBody('No such agent') },
+  };
+  app.get<{ Params: { id: string } }>('/agents/:id/reputation', { config: access.member, schema }, async (req, reply) => {
     const reputation = await reputationOf(pool, callerOf(req).tenant, req.params.id);
     if (!reputation) return reply.code(404).send({ error: `No agent ${req.params.id}` });
     return reputation;

@@ -12,6 +12,7 @@ import { PageTokenError } from '../db/page-token';
 import { access, callerOf } from '../auth/caller';
 import { workflowIdOf } from '../temporal/task-gateway';
 import { stateLabel } from '../../workflows/task-state';
+import { answer, describeOnly, errorBody, requestSchema } from './openapi';
 
 export interface TemporalUi {
   /** Temporal UI's base URL, e.g. http://127.0.0.1:8233. */
@@ -38,7 +39,14 @@ export function temporalUiLink(ui: TemporalUi, workflowId: string): string {
 }
 
 export async function taskRoutes(app: FastifyInstance, { pool, temporalUi }: { pool: Pool; temporalUi?: TemporalUi }): Promise<void> {
-  app.get('/tasks', { config: access.operator }, async (req, reply) => {
+  describeOnly(app);
+  const schema = {
+    tags: ['tasks'],
+    summary: "The tenant's recent tasks, newest status first, with agent, state, settled cost, workflow id and Temporal UI link (operators)",
+    querystring: requestSchema(TasksQuery),
+    response: { 200: answer('{ tasks: [...], nextPageToken? }'), 400: errorBody('Invalid query parameter or page token') },
+  };
+  app.get('/tasks', { config: access.operator, schema }, async (req, reply) => {
     const q = TasksQuery.safeParse(req.query);
     if (!q.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(q.error)}` });
     const { tenant } = callerOf(req);

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { ROLES, access } from '../auth/caller';
 import { KeyConflictError, type KeyStore, UnknownTenantError } from '../auth/keys';
 import { QuotaPatchSchema, type TenantQuotas } from '../auth/quotas';
+import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
 export interface TenantRoutesDeps {
   keys: KeyStore;
@@ -32,8 +33,20 @@ const CreateKeyBody = z
   .refine((b) => (b.role === 'agent') === (b.agentId !== undefined), { message: 'agentId is required for role agent, and only for it', path: ['agentId'] })
   .refine((b) => b.expiresAt === undefined || Date.parse(b.expiresAt) > Date.now(), { message: 'expiresAt must be in the future', path: ['expiresAt'] });
 
+const PatchTenantBody = z.strictObject({ quotas: QuotaPatchSchema });
+
 export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: TenantRoutesDeps): Promise<void> {
-  app.post('/tenants', { config: { ...access.admin, audit: 'tenant.create' } }, async (req, reply) => {
+  describeOnly(app);
+  const tags = ['tenants'];
+  const noTenant = errorBody('No such tenant');
+  const tenantView = answer('The tenant, its own quota settings and the effective quotas');
+  const createSchema = {
+    tags,
+    summary: 'Make a tenant',
+    body: requestSchema(CreateTenantBody),
+    response: { 201: answer('The tenant'), 400: errorBody('Invalid tenant, naming the field'), 409: errorBody('The tenant exists') },
+  };
+  app.post('/tenants', { config: { ...access.admin, audit: 'tenant.create' }, schema: createSchema }, async (req, reply) => {
     const body = CreateTenantBody.safeParse(req.body);
     if (!body.success) return reply.code(400).send({ error: `Invalid tenant: ${z.prettifyError(body.error)}` });
     req.auditTarget = body.data.id;
@@ -46,17 +59,23 @@ export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: Tenan
     }
   });
 
-  app.get('/tenants', { config: access.admin }, async () => ({ tenants: await keys.listTenants() }));
+  app.get('/tenants', { config: access.admin, schema: { tags, summary: 'Every tenant', response: { 200: answer('{tenants}') } } }, async () => ({ tenants: await keys.listTenants() }));
 
-  app.get<{ Params: { id: string } }>('/tenants/:id', { config: access.admin }, async (req, reply) => {
+  app.get<{ Params: { id: string } }>('/tenants/:id', { config: access.admin, schema: { tags, summary: 'One tenant', response: { 200: tenantView, 404: noTenant } } }, async (req, reply) => {
     const tenant = await keys.getTenant(req.params.id);
     if (!tenant) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
     return { ...tenant, effectiveQuotas: await quotas.of(tenant.id) };
   });
 
   // Quotas: any subset; null puts one back to the process default. Applies within a couple of seconds everywhere.
-  app.patch<{ Params: { id: string } }>('/tenants/:id', { config: { ...access.admin, audit: 'tenant.quotas' } }, async (req, reply) => {
-    const body = z.strictObject({ quotas: QuotaPatchSchema }).safeParse(req.body);
+  const patchSchema = {
+    tags,
+    summary: 'Change quotas: any subset; null puts one back to the process default',
+    body: requestSchema(PatchTenantBody),
+    response: { 200: tenantView, 400: errorBody('Invalid change, naming the field'), 404: noTenant },
+  };
+  app.patch<{ Params: { id: string } }>('/tenants/:id', { config: { ...access.admin, audit: 'tenant.quotas' }, schema: patchSchema }, async (req, reply) => {
+    const body = PatchTenantBody.safeParse(req.body);
     if (!body.success) return reply.code(400).send({ error: `Invalid change: ${z.prettifyError(body.error)}` });
     const tenant = await keys.updateTenantQuotas(req.params.id, body.data.quotas as Record<string, number | null>);
     if (!tenant) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
@@ -64,7 +83,18 @@ export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: Tenan
     return { ...tenant, effectiveQuotas: await quotas.of(tenant.id) };
   });
 
-  app.post<{ Params: { id: string } }>('/tenants/:id/keys', { config: { ...access.admin, audit: 'key.create' } }, async (req, reply) => {
+  const createKeySchema = {
+    tags,
+    summary: 'Make an API key; its secret is in this answer and nowhere else, ever',
+    body: requestSchema(CreateKeyBody),
+    response: {
+      201: answer('The key\'s view and `key`, the secret'),
+      400: errorBody('Invalid key, naming the field (agentId with role agent only; expiresAt in the future)'),
+      404: noTenant,
+      422: errorBody('The agent is not the tenant\'s'),
+    },
+  };
+  app.post<{ Params: { id: string } }>('/tenants/:id/keys', { config: { ...access.admin, audit: 'key.create' }, schema: createKeySchema }, async (req, reply) => {
     const body = CreateKeyBody.safeParse(req.body);
     if (!body.success) return reply.code(400).send({ error: `Invalid key: ${z.prettifyError(body.error)}` });
     const { role, agentId, name, expiresAt } = body.data;
@@ -80,12 +110,14 @@ export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: Tenan
     }
   });
 
-  app.get<{ Params: { id: string } }>('/tenants/:id/keys', { config: access.admin }, async (req, reply) => {
+  const listKeysSchema = { tags, summary: 'The tenant\'s keys, without secrets', response: { 200: answer('{keys}'), 404: noTenant } };
+  app.get<{ Params: { id: string } }>('/tenants/:id/keys', { config: access.admin, schema: listKeysSchema }, async (req, reply) => {
     if (!(await keys.tenantExists(req.params.id))) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
     return { keys: await keys.list(req.params.id) };
   });
 
-  app.delete<{ Params: { id: string; keyId: string } }>('/tenants/:id/keys/:keyId', { config: { ...access.admin, audit: 'key.revoke' } }, async (req, reply) => {
+  const revokeSchema = { tags, summary: 'Revoke a key (other processes within 2 s)', response: { 204: noContent('Revoked'), 404: errorBody('No such key in the tenant') } };
+  app.delete<{ Params: { id: string; keyId: string } }>('/tenants/:id/keys/:keyId', { config: { ...access.admin, audit: 'key.revoke' }, schema: revokeSchema }, async (req, reply) => {
     if (!(await keys.revoke(req.params.id, req.params.keyId))) return reply.code(404).send({ error: `No key ${req.params.keyId} in tenant ${req.params.id}` });
     return reply.code(204).send();
   });

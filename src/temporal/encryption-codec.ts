@@ -91,7 +91,8 @@ export class EncryptionCodec implements PayloadCodec {
 export class CodecRequestError extends Error {}
 
 const Base64 = z.string().max(16 * 1024 * 1024).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
-const CodecBody = z.strictObject({
+/** Temporal's codec-server request body (also the route's documented body). */
+export const CodecBody = z.strictObject({
   payloads: z.array(z.object({ metadata: z.record(z.string(), Base64).optional(), data: Base64.optional() })).max(10_000),
 });
 
