@@ -22,7 +22,7 @@ import { version } from '../../package.json';
 /** One tag per area; every operation carries one (test/openapi.test.ts checks). */
 export const TAGS = [
   { name: 'agents', description: 'The agent registry, its refresh and liveness probes, reputation, and the gateway cards of agents' },
-  { name: 'tasks', description: 'Where a task went: the front door\'s routing decision' },
+  { name: 'tasks', description: 'Recent tasks for operators, and where a task went: the front door\'s routing decision' },
   { name: 'a2a', description: 'A2A JSON-RPC endpoints (1.0 and 0.3) and Switchboard\'s own card; the methods are A2A\'s, see the README' },
   { name: 'tenants', description: 'Tenants, their quotas and API keys (admin)' },
   { name: 'accounts', description: 'Requester and agent accounts, deposits' },
