@@ -8,7 +8,7 @@
  * their own key server. A key embedded in the header (`jwk`) proves nothing on its own for the same reason;
  * it is accepted only when the trusted key set publishes the same key.
  */
-import { createHash, createPublicKey, constants, verify, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { calculateJwkThumbprint, flattenedVerify, importJWK, type JWK } from 'jose';
 import { canonicalizeAgentCard, type AgentCard } from '@a2a-js/sdk';
 
 export type SignatureStatus = 'verified' | 'unsigned' | 'invalid';
@@ -38,21 +38,21 @@ export interface SignatureOptions {
 /** Where a card without a `jku` is expected to publish its keys: the card's origin, like the card itself. */
 export const DEFAULT_JWKS_PATH = '/.well-known/jwks.json';
 
-// RFC 7518 algorithms node:crypto verifies, with the key type each needs (checked, so that an RSA key cannot be
-// used under an EC algorithm name and the like). `none` and the HMAC family are absent on purpose: a public
-// card cannot be authenticated with a shared secret.
-const ALGORITHMS: Record<string, { hash: string | null; kty: string; crv?: string; ec?: boolean; pss?: boolean }> = {
-  ES256: { hash: 'sha256', kty: 'EC', crv: 'P-256', ec: true },
-  ES384: { hash: 'sha384', kty: 'EC', crv: 'P-384', ec: true },
-  ES512: { hash: 'sha512', kty: 'EC', crv: 'P-521', ec: true },
-  RS256: { hash: 'sha256', kty: 'RSA' },
-  RS384: { hash: 'sha384', kty: 'RSA' },
-  RS512: { hash: 'sha512', kty: 'RSA' },
-  PS256: { hash: 'sha256', kty: 'RSA', pss: true },
-  PS384: { hash: 'sha384', kty: 'RSA', pss: true },
-  PS512: { hash: 'sha512', kty: 'RSA', pss: true },
-  EdDSA: { hash: null, kty: 'OKP', crv: 'Ed25519' },
-  Ed25519: { hash: null, kty: 'OKP', crv: 'Ed25519' },
+// RFC 7518 algorithms accepted, with the key type each needs (checked, so that an RSA key cannot be used under an
+// EC algorithm name and the like). `none` and the HMAC family are absent on purpose: a public card cannot be
+// authenticated with a shared secret. jose does the verifying.
+const ALGORITHMS: Record<string, { kty: string; crv?: string }> = {
+  ES256: { kty: 'EC', crv: 'P-256' },
+  ES384: { kty: 'EC', crv: 'P-384' },
+  ES512: { kty: 'EC', crv: 'P-521' },
+  RS256: { kty: 'RSA' },
+  RS384: { kty: 'RSA' },
+  RS512: { kty: 'RSA' },
+  PS256: { kty: 'RSA' },
+  PS384: { kty: 'RSA' },
+  PS512: { kty: 'RSA' },
+  EdDSA: { kty: 'OKP', crv: 'Ed25519' },
+  Ed25519: { kty: 'OKP', crv: 'Ed25519' },
 };
 
 interface SignatureEntry {
@@ -77,7 +77,7 @@ export async function checkCardSignatures(card: Record<string, unknown>, cardUrl
   if (!Array.isArray(entries)) return { status: 'invalid', reason: '`signatures` is not an array', checkedAt };
 
   const payloads = canonicalPayloads(card);
-  const keySets = new Map<string, Promise<JsonWebKey[]>>(); // one fetch per key set per check
+  const keySets = new Map<string, Promise<JWK[]>>(); // one fetch per key set per check
   const problems: string[] = [];
   let firstKid: string | undefined;
   for (const [i, entry] of (entries as SignatureEntry[]).entries()) {
@@ -175,7 +175,7 @@ async function verifyEntry(
   payloads: { form: string; bytes: Buffer }[],
   cardUrl: string,
   opts: SignatureOptions,
-  keySets: Map<string, Promise<JsonWebKey[]>>,
+  keySets: Map<string, Promise<JWK[]>>,
 ): Promise<{ kid: string; alg: string; keyUrl: string; form: string }> {
   const header = headersOf(entry);
   const alg = header.alg;
@@ -191,15 +191,18 @@ async function verifyEntry(
   const jwks = await set;
   const jwk = jwks.find((k) => k.kid === kid);
   if (!jwk) throw new SignatureProblem(`key ${kid} is not in ${keyUrl}`);
-  if (header.jwk !== undefined && !(header.jwk && typeof header.jwk === 'object' && thumbprint(header.jwk as JsonWebKey) === thumbprint(jwk))) {
+  if (header.jwk !== undefined && !(header.jwk && typeof header.jwk === 'object' && (await sameKey(header.jwk as JWK, jwk)))) {
     throw new SignatureProblem(`the embedded jwk is not the key ${kid} published at ${keyUrl}`);
   }
-  const key = publicKey(jwk, alg, kid);
-  const signature = Buffer.from(entry.signature as string, 'base64url');
+  const key = await publicKey(jwk, alg, kid);
   for (const payload of payloads) {
-    // JWS signing input (RFC 7515 §5.2): ASCII(BASE64URL(protected) '.' BASE64URL(payload)).
-    const input = Buffer.from(`${entry.protected as string}.${payload.bytes.toString('base64url')}`, 'ascii');
-    if (verifyJws(alg, key, input, signature)) return { kid, alg, keyUrl, form: payload.form };
+    const jws = { protected: entry.protected as string, signature: entry.signature as string, payload: payload.bytes.toString('base64url') };
+    try {
+      await flattenedVerify(entry.header && typeof entry.header === 'object' ? { ...jws, header: entry.header as Record<string, unknown> } : jws, key, { algorithms: [alg] });
+      return { kid, alg, keyUrl, form: payload.form };
+    } catch {
+      // not this canonical form (or a malformed signature): try the next
+    }
   }
   throw new SignatureProblem(`the signature by ${kid} (${alg}) does not match the card: the card was changed after signing, or signed in another form`);
 }
@@ -225,7 +228,7 @@ function keySetUrl(jku: unknown, cardUrl: string, trusted: readonly string[]): s
   return url.toString();
 }
 
-async function fetchKeySet(url: string, opts: SignatureOptions): Promise<JsonWebKey[]> {
+async function fetchKeySet(url: string, opts: SignatureOptions): Promise<JWK[]> {
   let res: Response;
   let body: unknown;
   try {
@@ -237,10 +240,10 @@ async function fetchKeySet(url: string, opts: SignatureOptions): Promise<JsonWeb
   if (!res.ok) throw new SignatureProblem(`key set ${url} answered HTTP ${res.status}`);
   const keys = (body as { keys?: unknown } | undefined)?.keys;
   if (!Array.isArray(keys)) throw new SignatureProblem(`${url} is not a JWK set (no \`keys\` array)`);
-  return keys.filter((k): k is JsonWebKey => !!k && typeof k === 'object');
+  return keys.filter((k): k is JWK => !!k && typeof k === 'object');
 }
 
-function publicKey(jwk: JsonWebKey, alg: string, kid: string): KeyObject {
+async function publicKey(jwk: JWK, alg: string, kid: string) {
   const spec = ALGORITHMS[alg]!;
   if (jwk.kty !== spec.kty || (spec.crv && jwk.crv !== spec.crv)) {
     throw new SignatureProblem(`key ${kid} is ${jwk.kty}${jwk.crv ? ` ${jwk.crv}` : ''}, which cannot verify ${alg}`);
@@ -249,28 +252,17 @@ function publicKey(jwk: JsonWebKey, alg: string, kid: string): KeyObject {
   // Only the public members: a published private key (`d`) must not turn into a signing key here.
   const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
   try {
-    return createPublicKey({ key: pub, format: 'jwk' });
+    return await importJWK(pub, alg);
   } catch (err) {
     throw new SignatureProblem(`key ${kid} is not a usable public key: ${(err as Error).message}`);
   }
 }
 
-function verifyJws(alg: string, key: KeyObject, input: Buffer, signature: Buffer): boolean {
-  const spec = ALGORITHMS[alg]!;
+/** Whether two JWKs are the same key (RFC 7638 thumbprints); a malformed one is not. */
+async function sameKey(a: JWK, b: JWK): Promise<boolean> {
   try {
-    if (spec.ec) return verify(spec.hash, input, { key, dsaEncoding: 'ieee-p1363' }, signature); // JWS uses raw r||s
-    if (spec.pss) return verify(spec.hash, input, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }, signature);
-    return verify(spec.hash, input, key, signature);
+    return (await calculateJwkThumbprint(a)) === (await calculateJwkThumbprint(b));
   } catch {
-    return false; // a malformed signature is simply not a match
+    return false;
   }
-}
-
-/** RFC 7638 JWK thumbprint: the required public members in lexicographic order, hashed. */
-function thumbprint(jwk: JsonWebKey): string {
-  const members: Record<string, string[]> = { EC: ['crv', 'kty', 'x', 'y'], RSA: ['e', 'kty', 'n'], OKP: ['crv', 'kty', 'x'] };
-  const names = members[jwk.kty ?? ''];
-  if (!names) return `unknown:${JSON.stringify(jwk)}`;
-  const canonical = jcs(Object.fromEntries(names.map((n) => [n, (jwk as Record<string, unknown>)[n]])));
-  return createHash('sha256').update(canonical).digest('base64url');
 }
