@@ -25,21 +25,26 @@ interface Service {
   healthcheck?: unknown;
   restart?: string;
 }
-const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service> };
+// Merge keys (`<<: *switchboard`): compose resolves them, and so does the parser here.
+const compose = parse(read('docker-compose.yml'), { merge: true }) as { services: Record<string, Service> };
 const { services } = compose;
+
+/** The Switchboard services: two api processes and two workers (SWITCHBOARD_ROLE). */
+const SWITCHBOARD = ['switchboard-api-1', 'switchboard-api-2', 'switchboard-worker-1', 'switchboard-worker-2'];
 
 /** `${VAR:-default}` as compose resolves it with VAR unset. */
 const interpolate = (v: string | number) => String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1');
 
 test('has the Temporal-on-Postgres services, without the deprecated auto-setup image', () => {
   assert.deepEqual(Object.keys(services).sort(),
-    ['postgresql', 'switchboard', 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui']);
+    ['postgresql', ...SWITCHBOARD, 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui']);
   assert.match(interpolate(services.postgresql.image!), /^postgres:16\b/);
   assert.match(services.temporal.image!, /^temporalio\/server:/);
   assert.match(services['temporal-admin-tools'].image!, /^temporalio\/admin-tools:/);
   assert.match(services['temporal-ui'].image!, /^temporalio\/ui:/);
   for (const s of Object.values(services)) assert.doesNotMatch(s.image ?? '', /auto-setup/);
-  for (const name of ['postgresql', 'temporal', 'switchboard']) assert.ok(services[name].healthcheck, name);
+  // The workers serve no HTTP: their liveness is Temporal's (pollers on the task queue), not a health URL.
+  for (const name of ['postgresql', 'temporal', 'switchboard-api-1', 'switchboard-api-2']) assert.ok(services[name].healthcheck, name);
 });
 
 test('one-shots run in order: schema -> server -> namespace/search attributes -> switchboard', () => {
@@ -48,28 +53,43 @@ test('one-shots run in order: schema -> server -> namespace/search attributes ->
   assert.equal(cond('temporal', 'temporal-admin-tools'), 'service_completed_successfully');
   assert.equal(cond('temporal-setup', 'temporal'), 'service_healthy');
   assert.equal(cond('temporal-ui', 'temporal'), 'service_healthy');
-  assert.equal(cond('switchboard', 'temporal-admin-tools'), 'service_completed_successfully');
-  assert.equal(cond('switchboard', 'temporal-setup'), 'service_completed_successfully');
-  assert.equal(cond('switchboard', 'postgresql'), 'service_healthy');
+  for (const sb of SWITCHBOARD) {
+    assert.equal(cond(sb, 'temporal-admin-tools'), 'service_completed_successfully', sb);
+    assert.equal(cond(sb, 'temporal-setup'), 'service_completed_successfully', sb);
+    assert.equal(cond(sb, 'postgresql'), 'service_healthy', sb);
+  }
+  // The first api process migrates and makes the data volume's keys; the others start once it is up, so two
+  // processes never each make a different secrets-key in the shared volume.
+  for (const sb of SWITCHBOARD.slice(1)) assert.equal(cond(sb, 'switchboard-api-1'), 'service_healthy', sb);
+  assert.equal(cond('switchboard-api-1', 'switchboard-api-2'), undefined);
 });
 
-test('publishes Switchboard on 8080 and the Temporal UI on 8233', () => {
-  assert.deepEqual(services.switchboard.ports, ['8080:8080']);
+test('publishes the two api processes on 8080 and 8081, no worker, and the Temporal UI on 8233', () => {
+  assert.deepEqual(services['switchboard-api-1'].ports, ['8080:8080']);
+  assert.deepEqual(services['switchboard-api-2'].ports, ['8081:8080']);
+  for (const w of ['switchboard-worker-1', 'switchboard-worker-2']) assert.equal(services[w].ports, undefined, w);
   assert.deepEqual(services['temporal-ui'].ports, ['8233:8080']);
 });
 
-test('switchboard gets a valid config pointing at the compose services', () => {
-  const env = Object.fromEntries(
-    Object.entries(services.switchboard.environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
-  const config = loadConfig(env);
-  assert.equal(config.TEMPORAL_ADDRESS, 'temporal:7233');
-  assert.equal(config.TEMPORAL_NAMESPACE, 'default');
-  assert.equal(config.TEMPORAL_TASK_QUEUE, 'switchboard');
-  assert.equal(config.HOST, '0.0.0.0');
-  assert.equal(config.PORT, 8080);
-  const db = new URL(config.DATABASE_URL!);
-  assert.equal(db.hostname, 'postgresql');
-  assert.equal(db.pathname, '/switchboard');
+test('each Switchboard service gets a valid config with its role, all on the same database, Temporal and task queue', () => {
+  const configs = SWITCHBOARD.map((name) => {
+    const env = Object.fromEntries(Object.entries(services[name].environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
+    return loadConfig(env);
+  });
+  assert.deepEqual(configs.map((c) => c.SWITCHBOARD_ROLE), ['api', 'api', 'worker', 'worker']);
+  for (const config of configs) {
+    assert.equal(config.TEMPORAL_ADDRESS, 'temporal:7233');
+    assert.equal(config.TEMPORAL_NAMESPACE, 'default');
+    assert.equal(config.TEMPORAL_TASK_QUEUE, 'switchboard');
+    assert.equal(config.HOST, '0.0.0.0');
+    assert.equal(config.PORT, 8080);
+    const db = new URL(config.DATABASE_URL!);
+    assert.equal(db.hostname, 'postgresql');
+    assert.equal(db.pathname, '/switchboard');
+  }
+  // One image and one data volume (the admin key and the secrets key made by the first start).
+  assert.equal(new Set(SWITCHBOARD.map((s) => services[s].image)).size, 1);
+  for (const sb of SWITCHBOARD) assert.deepEqual(services[sb].volumes, ['switchboard-data:/app/.data'], sb);
   // That database is created by the schema one-shot, not by the postgres image.
   assert.match(read('docker/setup-postgres.sh'), /--db switchboard create/);
 });
@@ -84,7 +104,7 @@ test('the image runs Node 20 on glibc, starts node itself under an init, as a no
   assert.doesNotMatch(tag, /alpine/, `FROM ${from}`);
   // node is the process SIGTERM reaches (npm would not pass it on); compose runs it under an init.
   assert.match(dockerfile, /^CMD \["node", "--import", "tsx", "src\/main\.ts"\]$/m);
-  assert.equal((services.switchboard as Service & { init?: boolean }).init, true);
+  for (const sb of SWITCHBOARD) assert.equal((services[sb] as Service & { init?: boolean }).init, true, sb);
   assert.match(dockerfile, /^USER node$/m);
 });
 
@@ -140,4 +160,75 @@ test('every mounted file exists', () => {
   assert.equal(dynamic['limit.maxIDLength'][0].value, 255);
   // The same settings as every dev server Switchboard starts (one list, src/temporal/dev-server.ts).
   for (const [key, value] of Object.entries(DYNAMIC_CONFIG)) assert.equal(dynamic[key]?.[0]?.value, value, `${key} in ${dc}`);
+});
+
+/**
+ * scripts/temporal-cluster.sh is the same topology without Docker (the Temporal server on PostgreSQL, the
+ * namespace and search attributes by docker/setup-temporal.sh, the same dynamic config). Run here for real with
+ * stand-ins for the server, the SQL tool and the CLI that record how they are called; `npm run cluster` runs it
+ * with the real ones.
+ */
+test('scripts/temporal-cluster.sh sets up both databases, starts the server on its own ports, makes the namespace, stops, destroys', async () => {
+  const { freePort } = await import('../src/net');
+  const dir = mkdtempSync(path.join(tmpdir(), 'temporal-cluster-'));
+  const calls = path.join(dir, 'calls');
+  const bin = path.join(dir, 'bin');
+  const schemas = path.join(dir, 'schema');
+  const state = path.join(dir, 'state');
+  execFileSync('mkdir', ['-p', bin, path.join(schemas, 'temporal/versioned'), path.join(schemas, 'visibility/versioned')]);
+  const stub = (name: string, body: string) => writeFileSync(path.join(bin, name), `#!/bin/sh\necho "${name} $*" >> "${calls}"\n${body}\n`, { mode: 0o755 });
+  stub('temporal-sql-tool', 'exit 0');
+  stub('temporal-server', 'exec sleep 300'); // runs until stopped, as the server does
+  stub('temporal', 'case "$*" in *"namespace describe"*) exit 1 ;; *"cluster health"*) echo SERVING ;; esac; exit 0');
+  const port = await freePort();
+  const env = {
+    PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
+    TEMPORAL_CLUSTER_BIN: bin, TEMPORAL_CLUSTER_SCHEMA_DIR: schemas, TEMPORAL_CLUSTER_DIR: state, TEMPORAL_CLUSTER_PORT: String(port),
+    TEMPORAL_CLUSTER_DB: 'tc_test', TEMPORAL_CLI: path.join(bin, 'temporal'),
+  };
+  const script = (cmd: string) => execFileSync('bash', [path.join(root, 'scripts/temporal-cluster.sh'), cmd], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    assert.equal(script('start').trim(), `127.0.0.1:${port}`, 'prints the address to use as TEMPORAL_ADDRESS');
+    const log = () => readFileSync(calls, 'utf8').trim().split('\n');
+    const sql = log().filter((c) => c.startsWith('temporal-sql-tool')).map((c) => c.replace(/^.*--password  ?/, ''));
+    assert.deepEqual(sql, [
+      '--db tc_test create-database', '--db tc_test setup-schema -v 0.0', `--db tc_test update-schema -d ${schemas}/temporal/versioned`,
+      '--db tc_test_visibility create-database', '--db tc_test_visibility setup-schema -v 0.0', `--db tc_test_visibility update-schema -d ${schemas}/visibility/versioned`,
+    ]);
+    assert.ok(log().every((c) => !c.startsWith('temporal-sql-tool') || c.includes('--plugin postgres12 --ep 127.0.0.1 --port 5432 --user postgres')));
+    assert.deepEqual(log().filter((c) => c.startsWith('temporal-server')), [`temporal-server --root ${state} --config config --env cluster --allow-no-auth start`]);
+    // Namespace and search attributes through docker/setup-temporal.sh, at the cluster's address.
+    assert.ok(log().some((c) => c.startsWith(`temporal operator namespace create --namespace default --retention 168h --address 127.0.0.1:${port}`)), log().join('\n'));
+    const created = log().filter((c) => c.includes('search-attribute create')).map((c) => c.match(/--name (\S+)/)?.[1]);
+    assert.deepEqual(created.sort(), Object.keys(SEARCH_ATTRIBUTES).sort());
+
+    // The config the server got: PostgreSQL for both stores, every port derived from TEMPORAL_CLUSTER_PORT and
+    // distinct, and the dynamic config docker-compose's server reads.
+    const config = parse(readFileSync(path.join(state, 'config/cluster.yaml'), 'utf8'));
+    const stores = config.persistence.datastores;
+    assert.deepEqual([stores[config.persistence.defaultStore].sql.databaseName, stores[config.persistence.visibilityStore].sql.databaseName], ['tc_test', 'tc_test_visibility']);
+    assert.equal(stores['postgres-default'].sql.pluginName, services.temporal.environment?.DB, 'the plugin the compose server uses');
+    const rpc = Object.values(config.services as Record<string, { rpc: Record<string, number | boolean> }>).map((s) => s.rpc);
+    const ports = [...rpc.flatMap((r) => [r.grpcPort, r.membershipPort, r.httpPort].filter((p) => p !== undefined)), Number(config.global.metrics.prometheus.listenAddress.split(':')[1])];
+    assert.equal(new Set(ports).size, ports.length, `distinct ports: ${ports.join(', ')}`);
+    assert.equal(config.services.frontend.rpc.grpcPort, port);
+    assert.equal(config.clusterMetadata.clusterInformation.active.rpcAddress, `127.0.0.1:${port}`);
+    assert.equal(path.relative(root, config.dynamicConfigClient.filepath), path.join('docker', String(services.temporal.environment?.DYNAMIC_CONFIG_FILE_PATH).replace(/^config\//, '')));
+
+    assert.match(script('status'), /SERVING/, 'status asks the cluster');
+    const pid = Number(readFileSync(path.join(state, 'server.pid'), 'utf8'));
+    script('stop');
+    assert.throws(() => process.kill(pid, 0), 'the server is gone');
+    assert.throws(() => script('status'), 'status says not running (exit 1)');
+    script('destroy');
+    assert.deepEqual(log().filter((c) => c.includes('drop-database')).map((c) => c.match(/--db (\S+)/)?.[1]), ['tc_test', 'tc_test_visibility']);
+    assert.equal(existsSync(state), false);
+  } finally {
+    try {
+      script('stop');
+    } catch {
+      // already stopped
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
