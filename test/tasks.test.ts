@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
-import { activityInfo } from '@temporalio/activity';
+import { Context, activityInfo } from '@temporalio/activity';
 import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
 import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { workflowIdOf } from '../src/temporal/task-gateway';
@@ -18,11 +18,26 @@ const agents = new AgentPool();
 let crashAfterSettling = false;
 /** settleTask attempts per task id. */
 const settleAttempts = new Map<string, number>();
+/** Agent calls whose message text is this behave as on a worker that dies the moment it learns of a cancel. */
+const DIES_ON_CANCEL = 'die when canceled';
+let diedOnCancel = 0;
 
 before(async () => {
   gw = await startGateway({
     wrapActivities: (real) => ({
       ...real,
+      async forwardMessage(args) {
+        if (args.message.parts.map((p) => ('text' in p ? p.text : '')).join('') !== DIES_ON_CANCEL) return real.forwardMessage(args);
+        // Heartbeats until the cancel reaches it, then never again: to Temporal, a worker that died with the
+        // cancel requested. The attempt ends by heartbeat timeout (the late end of this one is discarded).
+        const ctx = Context.current();
+        const beat = setInterval(() => ctx.heartbeat(), 200);
+        await new Promise<void>((resolve) => ctx.cancellationSignal.addEventListener('abort', () => resolve()));
+        clearInterval(beat);
+        diedOnCancel++;
+        await new Promise((r) => setTimeout(r, 4_000));
+        throw new Error('this worker is gone');
+      },
       async settleTask(req) {
         settleAttempts.set(req.taskId, (settleAttempts.get(req.taskId) ?? 0) + 1);
         const outcome = await real.settleTask(req);
@@ -255,6 +270,19 @@ describe('cancel', () => {
     const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: first.id, metadata: undefined })) as any;
     assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
     assert.equal(asking.cancels.length, 1);
+  });
+
+  test('a cancel whose agent call then dies with its worker ends canceled, not failed (the attempt timed out after the cancel)', async () => {
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
+    const { client } = await clientFor(slow.url, { retry: { maxAttempts: 2, initialIntervalMs: 100, backoffCoefficient: 2, attemptTimeoutMs: 3_000 } });
+    const task = await send(client, DIES_ON_CANCEL, { configuration: { returnImmediately: true } });
+    const before = diedOnCancel;
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
+    assert.ok(diedOnCancel > before, 'the call saw the cancel, then stopped heartbeating');
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED', JSON.stringify(canceled.status));
+    const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+    assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
+    assert.equal(Number(settlement.amount_minor), 0);
   });
 
   test('cancel racing with completion ends in exactly one terminal state', async () => {

@@ -8,11 +8,13 @@
 import {
   ActivityCancellationType,
   ApplicationFailure,
+  CancelledFailure,
   CancellationScope,
   allHandlersFinished,
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -274,6 +276,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       });
     } catch (err) {
       if (isCancellation(err)) throw err;
+      // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
+      // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
+      // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).
+      if (main.consideredCancelled && patched('cancel-wins-over-a-failed-call')) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
       if (isTimeout(err)) trustOutcome = 'timeout';
       return { failure: describeFailure(err) };
     }
