@@ -89,8 +89,13 @@ schema_dir() {
   echo "$cache"
 }
 
+# The SQL tool logs every statement; its output goes to $DIR/setup.log and is shown only when a step fails.
 sql() {
-  "$SQL_TOOL" --plugin postgres12 --ep "$PGHOST" --port "$PGPORT" --user "$PGUSER" --password "$PGPASSWORD" "$@"
+  mkdir -p "$DIR"
+  if ! "$SQL_TOOL" --plugin postgres12 --ep "$PGHOST" --port "$PGPORT" --user "$PGUSER" --password "$PGPASSWORD" "$@" >>"$DIR/setup.log" 2>&1; then
+    tail -n 20 "$DIR/setup.log" >&2
+    die "temporal-sql-tool $* failed (log: $DIR/setup.log)"
+  fi
 }
 
 cmd_setup() {
@@ -102,9 +107,9 @@ cmd_setup() {
     [[ "$db" == "$VIS_DB" ]] && dir=visibility
     # Each step is idempotent: create skips an existing database, setup-schema keeps a newer version,
     # update-schema applies only the versions not applied yet.
-    sql --db "$db" create-database 2>&1 | grep -v 'already exists' >&2 || true
-    sql --db "$db" setup-schema -v 0.0 >&2
-    sql --db "$db" update-schema -d "$schemas/$dir/versioned" >&2
+    sql --db "$db" create-database
+    sql --db "$db" setup-schema -v 0.0
+    sql --db "$db" update-schema -d "$schemas/$dir/versioned"
   done
   log "databases $DB and $VIS_DB ready on $PGHOST:$PGPORT"
 }
@@ -227,8 +232,15 @@ cmd_start() {
     if ((SECONDS > deadline)); then tail -n 40 "$LOG_FILE" >&2; die "the server did not become healthy in 120 s (log: $LOG_FILE)"; fi
     sleep 1
   done
-  # The namespace and the search attributes, by the same script docker-compose's temporal-setup runs.
-  PATH="$(dirname "$cli"):$PATH" TEMPORAL_ADDRESS="$ADDRESS" TEMPORAL_NAMESPACE="$NAMESPACE" sh "$REPO_ROOT/docker/setup-temporal.sh" >&2
+  # The namespace and the search attributes, by the same script docker-compose's temporal-setup runs (and, as
+  # compose restarts it on failure, run again here: a namespace just created is not in the server's namespace
+  # cache for some seconds, and adding search attributes to it fails until it is).
+  local attempt
+  for attempt in $(seq 1 15); do
+    PATH="$(dirname "$cli"):$PATH" TEMPORAL_ADDRESS="$ADDRESS" TEMPORAL_NAMESPACE="$NAMESPACE" sh "$REPO_ROOT/docker/setup-temporal.sh" >&2 && break
+    ((attempt == 15)) && die "the namespace $NAMESPACE or its search attributes could not be created"
+    sleep 2
+  done
   log "ready at $ADDRESS (pid $(cat "$PID_FILE")): TEMPORAL_ADDRESS=$ADDRESS TEMPORAL_NAMESPACE=$NAMESPACE"
   echo "$ADDRESS"
 }
@@ -261,7 +273,7 @@ cmd_destroy() {
   cmd_stop
   if [[ -x "$SQL_TOOL" ]]; then
     local db
-    for db in "$DB" "$VIS_DB"; do sql --db "$db" drop-database --force >&2 || true; done
+    for db in "$DB" "$VIS_DB"; do sql --db "$db" drop-database --force; done
     log "dropped $DB and $VIS_DB"
   fi
   rm -rf "$DIR"
