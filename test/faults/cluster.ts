@@ -17,8 +17,8 @@
  * Not in `npm test`: a cold build of the Temporal server takes minutes (test/compose.test.ts checks the script
  * with stand-ins).
  *
- * Env: CLUSTER_ROUNDS (default 24; a round starts one task of each of the four kinds), CLUSTER_INTERVAL_MS (between
- * rounds, default 1000), CLUSTER_KILL_AFTER (rounds started before the kills, default half; CLUSTER_ROUNDS or more:
+ * Env: CLUSTER_ROUNDS (default 16; a round starts one task of each of the four kinds), CLUSTER_INTERVAL_MS (between
+ * rounds, default 2000), CLUSTER_KILL_AFTER (rounds started before the kills, default half; CLUSTER_ROUNDS or more:
  * no kills, a baseline), TEMPORAL_CLUSTER_PORT
  * (default 7533), CLUSTER_TEMPORAL_ADDRESS (use that Temporal server instead, e.g. a dev server, to compare),
  * CLUSTER_KEEP=1 (leave the Temporal server, its databases and the schema for a look afterwards),
@@ -40,8 +40,8 @@ const ROOT = path.resolve(__dirname, '../..');
 process.env.LOG_LEVEL ??= 'silent';
 process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 
-const ROUNDS = Number(process.env.CLUSTER_ROUNDS ?? 24);
-const INTERVAL_MS = Number(process.env.CLUSTER_INTERVAL_MS ?? 1000);
+const ROUNDS = Number(process.env.CLUSTER_ROUNDS ?? 16);
+const INTERVAL_MS = Number(process.env.CLUSTER_INTERVAL_MS ?? 2000);
 const KILL_AFTER = Number(process.env.CLUSTER_KILL_AFTER ?? Math.floor(ROUNDS / 2));
 const KILLS = KILL_AFTER < ROUNDS;
 const CLUSTER_PORT = process.env.TEMPORAL_CLUSTER_PORT ?? '7533';
@@ -418,7 +418,7 @@ async function main(): Promise<void> {
     }
     console.log(`\ntasks ${drill.tasks.length}, lost ${lost.length}, double settlements ${doubleSettlements}, missing settlements ${missingSettlements}, wrong amounts ${wrongAmounts}, duplicate ledger entries ${dupEntries.length}, workflows still running ${running}`);
     console.log(`ledger reconcile: ${reconcile?.ok ? 'clean' : 'NOT clean'}; requester charged ${DEPOSIT - account.balanceMinor} (expected ${charged})`);
-    console.log(`streams: ${streams.length}, ${resumed.length} resumed at the other api process with Last-Event-ID (kill → first resumed event p50 ${percentile(resumed.map((t) => t.resumedAfterMs!), 50)} ms, max ${Math.max(...resumed.map((t) => t.resumedAfterMs!), 0)} ms), ids consecutive and text whole in ${streams.filter((t) => !t.problems.some((p) => /ids|text/.test(p))).length}`);
+    console.log(`streams: ${streams.length}, ${resumed.length} resumed at the other api process with Last-Event-ID (kill → first event from the other process, which waits for the dead worker's attempt to be retried when that worker had the call: ${resumed.map((t) => t.resumedAfterMs).sort((a, b) => a! - b!).join(', ')} ms), ids consecutive and text whole in ${streams.filter((t) => !t.problems.some((p) => /ids|text/.test(p))).length}`);
     console.log(`agent calls made again with the same messageId (attempts of the dead worker retried): ${retriedAtAgent}`);
     if (killed) console.log(`time to recover: first task completed after the kills ${firstDoneAfterKill} ms; every task in flight at the kills ended ${recoverMs} ms after them`);
     console.log(`throughput: ${completed} tasks in ${loadS.toFixed(1)} s of load = ${(completed / loadS).toFixed(2)} tasks/s (kills included)`);
