@@ -31,7 +31,7 @@ import { auditRoutes } from './routes/audit';
 import { tenantRoutes } from './routes/tenants';
 import { codecRoutes } from './routes/codec';
 import type { AgentCredentials } from './agents/agent-credentials';
-import { DependencyUnavailable, Health } from './health';
+import { Health } from './health';
 import { healthRoutes } from './routes/health';
 import { installOpenApi } from './routes/openapi';
 import { metricsRoutes } from './routes/metrics';
@@ -127,11 +127,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onClose', async () => health.stop());
   // A dependency's outage is a 503 naming it, with Retry-After: never a 500, never a hang.
   app.setErrorHandler((err, req, reply) => {
-    const dep = health.report(err);
-    if (dep) {
-      const e = err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);
-      return reply.code(503).header('retry-after', String(e.retryAfterS)).send({ error: e.message, dependency: dep });
-    }
+    const e = health.unavailable(err);
+    if (e) return reply.code(503).header('retry-after', String(e.retryAfterS)).send({ error: e.message, dependency: e.dependency });
     if ((err as { statusCode?: number }).statusCode && (err as { statusCode: number }).statusCode < 500) return reply.send(err);
     req.log.error({ err }, 'request failed');
     return reply.code(500).send({ error: 'Internal error' });

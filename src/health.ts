@@ -5,7 +5,7 @@
  * a request marks it down at once, and the next good probe marks it up again.
  */
 import type { ConnectionLike } from '@temporalio/client';
-import type { Pool } from 'pg';
+import { Pool } from 'pg';
 import type { Logger } from 'pino';
 
 export type Dependency = 'postgresql' | 'temporal';
@@ -16,8 +16,10 @@ export class DependencyUnavailable extends Error {
     readonly dependency: Dependency,
     detail?: string,
     readonly retryAfterS = 5,
+    /** Up but saturated (every pooled connection in use), rather than down. */
+    readonly busy = false,
   ) {
-    super(`${dependency === 'postgresql' ? 'PostgreSQL' : 'Temporal'} is unavailable${detail ? ` (${detail})` : ''}; nothing was done, retry in ${retryAfterS} s`);
+    super(`${dependency === 'postgresql' ? 'PostgreSQL' : 'Temporal'} is ${busy ? 'busy' : 'unavailable'}${detail ? ` (${detail})` : ''}; nothing was done, retry in ${retryAfterS} s`);
   }
 }
 
@@ -25,6 +27,20 @@ const PG_OUTAGE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDO
 const PG_OUTAGE_TEXT = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection terminated unexpectedly|the database system is (starting up|shutting down|in recovery mode)/i;
 /** gRPC UNAVAILABLE and DEADLINE_EXCEEDED: the Temporal frontend did not answer. */
 const GRPC_OUTAGE = new Set([14, 4]);
+
+/**
+ * Whether `err` is a wait for a pooled connection that timed out while every connection of `pool` was taken: load,
+ * not an outage (pg-pool reports both with the same message). A connection attempt that hangs on a partitioned
+ * network also holds a slot; the health probe, on its own connection, tells that case apart within seconds.
+ */
+export function poolExhausted(err: unknown, pool: Pool): boolean {
+  return /timeout exceeded when trying to connect/i.test((err as Error | undefined)?.message ?? '') && pool.totalCount >= (pool.options.max ?? 10);
+}
+
+/** A request refused because `pool` had no free connection in time (503, retry in a second). */
+export function poolBusy(pool: Pool): DependencyUnavailable {
+  return new DependencyUnavailable('postgresql', `all ${pool.totalCount} connections of this process are in use`, 1, true);
+}
 
 /** The dependency whose outage `err` shows, if it shows one. */
 export function outageOf(err: unknown): Dependency | undefined {
@@ -58,9 +74,17 @@ export class Health {
   private timer?: NodeJS.Timeout;
   private probing = false;
 
+  /**
+   * The probe's own connection: probing through the request pool would time out whenever every pooled connection
+   * is busy, and a saturated pool would read as PostgreSQL being down.
+   */
+  private readonly probePool: Pool;
+
   constructor(private readonly o: HealthOptions) {
     const now = new Date().toISOString();
     this.state = { postgresql: { up: true, since: now }, temporal: { up: true, since: now } };
+    this.probePool = new Pool({ ...o.pool.options, max: 1, idleTimeoutMillis: 0 });
+    this.probePool.on('error', () => undefined); // a dropped idle connection: the next probe opens another
   }
 
   start(): void {
@@ -73,6 +97,7 @@ export class Health {
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    void this.probePool.end().catch(() => undefined);
   }
 
   isUp(dep: Dependency): boolean {
@@ -84,11 +109,18 @@ export class Health {
     for (const dep of deps) if (!this.state[dep].up) throw new DependencyUnavailable(dep, this.state[dep].error);
   }
 
-  /** An error seen on a request: when it shows an outage, the dependency is down until a probe says otherwise. */
-  report(err: unknown): Dependency | undefined {
+  /**
+   * An error seen on a request: when it shows an outage, the dependency is down until a probe says otherwise, and
+   * the request is answered with the returned error (503). A wait for a pooled connection that timed out while
+   * every connection was in use is load, not an outage: answered the same way, named busy, nothing marked down.
+   */
+  unavailable(err: unknown): DependencyUnavailable | undefined {
     const dep = outageOf(err);
-    if (dep) this.set(dep, false, (err as Error).message);
-    return dep;
+    if (!dep) return undefined;
+    if (err instanceof DependencyUnavailable && err.busy) return err;
+    if (dep === 'postgresql' && poolExhausted(err, this.o.pool)) return poolBusy(this.o.pool);
+    this.set(dep, false, (err as Error).message);
+    return err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);
   }
 
   snapshot(): Record<Dependency, State> {
@@ -102,7 +134,7 @@ export class Health {
     const timeout = this.o.timeoutMs ?? 2000;
     try {
       await Promise.all([
-        within(timeout, this.o.pool.query('SELECT 1')).then(
+        within(timeout, this.probePool.query('SELECT 1')).then(
           () => this.set('postgresql', true),
           (err: Error) => this.set('postgresql', false, err.message),
         ),

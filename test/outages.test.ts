@@ -258,3 +258,31 @@ describe('an agent that asks Switchboard to come back later', () => {
     assert.equal(new Set(ids).size, 1, 'one messageId on every attempt');
   });
 });
+
+describe('every pooled PostgreSQL connection in use (load, not an outage)', () => {
+  let gw: Gateway;
+  before(async () => {
+    gw = await startGateway();
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  test('a request that cannot get a connection in time is a 503 saying busy; PostgreSQL is not marked down, and it answers once one is free', async () => {
+    // Hold every connection of the gateway's pool, as a burst of slow requests would.
+    const held = await Promise.all(Array.from({ length: gw.db.pool.options.max ?? 10 }, () => gw.db.pool.connect()));
+    try {
+      const res = await gw.fetch(`${gw.url}/agents`, {}, 'operator');
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '1');
+      const body = (await res.json()) as { error: string; dependency: string };
+      assert.match(body.error, /^PostgreSQL is busy \(all \d+ connections of this process are in use\)/);
+      // The health probe has a connection of its own: the gateway stays ready.
+      const ready = await fetch(`${gw.url}/readyz`);
+      assert.equal(ready.status, 200, JSON.stringify(await ready.json()));
+    } finally {
+      for (const c of held) c.release();
+    }
+    assert.equal((await gw.fetch(`${gw.url}/agents`, {}, 'operator')).status, 200);
+  });
+});

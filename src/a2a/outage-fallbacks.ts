@@ -5,7 +5,7 @@
  */
 import { a2aError } from './errors';
 import type { Agent, AgentRegistry } from '../agents/registry';
-import { DependencyUnavailable, type Health, outageOf } from '../health';
+import { type Health, outageOf } from '../health';
 
 /**
  * The request handler with every outage error turned into the A2A error for it (-32054, naming the dependency),
@@ -13,8 +13,8 @@ import { DependencyUnavailable, type Health, outageOf } from '../health';
  */
 export function mappingOutages<T extends object>(handler: T, health: Health): T {
   const map = (err: unknown) => {
-    const dep = health.report(err);
-    return dep ? a2aError('Unavailable', (err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep)).message) : err;
+    const down = health.unavailable(err);
+    return down ? a2aError('Unavailable', down.message) : err;
   };
   return new Proxy(handler, {
     get(target, prop) {

@@ -193,8 +193,8 @@ export class RpcCore {
     const fail = (err: unknown, status = 200, headers?: Record<string, string>) => answerError(rendered(err), status, headers);
     const unavailable = (err: DependencyUnavailable) => fail(a2aError('Unavailable', err.message), 503, { 'retry-after': String(err.retryAfterS) });
     const outage = (err: unknown) => {
-      const dep = deps.health.report(err);
-      return dep ? unavailable(err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep)) : undefined;
+      const down = deps.health.unavailable(err);
+      return down ? unavailable(down) : undefined;
     };
 
     if (req.version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(req.version)) {

@@ -8,7 +8,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Caller, Role } from './caller';
-import { DependencyUnavailable, outageOf } from '../health';
+import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 
 export const KEY_PREFIX = 'sb_';
 /** The id SWITCHBOARD_ADMIN_KEY is known by in logs and the audit trail. */
@@ -113,7 +113,7 @@ export class KeyStore {
       // database, which holds it); an unknown one cannot be checked, which is the caller's 503, not a 401.
       if (!outageOf(err)) throw err;
       if (hit) return hit.identity;
-      throw new DependencyUnavailable('postgresql', 'API keys cannot be checked');
+      throw poolExhausted(err, this.pool) ? poolBusy(this.pool) : new DependencyUnavailable('postgresql', 'API keys cannot be checked');
     }
     const row = rows[0];
     const identity =

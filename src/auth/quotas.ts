@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import { inTransaction } from '../db/tx';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
-import { DependencyUnavailable, outageOf } from '../health';
+import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 import { quotaRefusals } from '../metrics';
 
 export const QuotasSchema = z.strictObject({
@@ -56,7 +56,8 @@ export class TenantQuotas {
     } catch (err) {
       // While PostgreSQL is away, what was last read stands (reads that need no database keep working).
       if (hit && outageOf(err)) return hit.exists ? hit.quotas : undefined;
-      throw outageOf(err) ? new DependencyUnavailable('postgresql', 'tenant quotas cannot be read') : err;
+      if (!outageOf(err)) throw err;
+      throw poolExhausted(err, this.pool) ? poolBusy(this.pool) : new DependencyUnavailable('postgresql', 'tenant quotas cannot be read');
     }
     const quotas = { ...this.defaults, ...(rows[0]?.quotas ?? {}) };
     if (this.cache.size > 10_000) this.cache.clear();

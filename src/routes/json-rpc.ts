@@ -10,7 +10,6 @@ import { FrontDoor } from '../a2a/front-door';
 import { type RpcCoreDeps, RpcCore, type RpcResolver } from '../a2a/rpc-handler';
 import { envelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
-import { DependencyUnavailable } from '../health';
 import { baseUrlOf } from './base-url';
 import { FRONT_DOOR_PATHS } from './front-door';
 import { type SseOptions, writeSse } from './sse';
@@ -30,11 +29,8 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return reply.code(413).send(envelope(null, { code: -32600, message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` }));
     }
-    const dep = deps.health.report(err);
-    if (dep) {
-      const e = err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);
-      return reply.code(503).header('retry-after', String(e.retryAfterS)).send(envelope(null, { code: A2A_ERRORS.Unavailable.code, message: e.message }));
-    }
+    const e = deps.health.unavailable(err);
+    if (e) return reply.code(503).header('retry-after', String(e.retryAfterS)).send(envelope(null, { code: A2A_ERRORS.Unavailable.code, message: e.message }));
     req.log.error({ err }, 'JSON-RPC request failed');
     return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
   });
