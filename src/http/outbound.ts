@@ -10,6 +10,7 @@ import * as dns from 'node:dns';
 import * as net from 'node:net';
 import { traceOutbound } from '../tracing';
 import { Agent, buildConnector, fetch as undiciFetch, Headers as UndiciHeaders, Response as UndiciResponse } from 'undici';
+import { createGrpcChannels, type GrpcChannels, GrpcTargetError } from './outbound-grpc';
 
 export interface OutboundOptions {
   /** SWITCHBOARD_ALLOW_PRIVATE_URLS; false = refuse loopback/private/link-local/etc. */
@@ -63,7 +64,13 @@ export interface Outbound {
     url: string,
     init?: { signal?: AbortSignal; headers?: Record<string, string> },
   ): Promise<{ status: number; headers: Headers; body: unknown }>;
-  /** Closes pooled connections; requests still running after a short grace period are destroyed. */
+  /**
+   * gRPC channels to agents under the same rules: the address is resolved and checked here (private ones
+   * refused unless allowPrivate) and the channel connects to it; messages are capped at maxResponseBytes.
+   * `channel()` rejects with OutboundError (INVALID_URL, BLOCKED_ADDRESS, NETWORK for a failed lookup).
+   */
+  grpc: GrpcChannels;
+  /** Closes pooled connections and gRPC channels; requests still running after a short grace period are destroyed. */
   close(): Promise<void>;
 }
 
@@ -166,6 +173,31 @@ function guardedLookup(resolve: typeof dns.lookup): net.LookupFunction {
       callback(null, addresses[0]!.address, addresses[0]!.family);
     });
   };
+}
+
+/**
+ * Resolves `hostname` to the address to connect to, as the HTTP connector does: unless allowPrivate, a literal
+ * private address, or a name with ANY private address, is refused. For callers that connect to the returned
+ * address themselves (gRPC), so the address checked is the address used.
+ * @throws OutboundError BLOCKED_ADDRESS, or NETWORK when the name does not resolve.
+ */
+export async function resolveChecked(hostname: string, url: string, options: Pick<OutboundOptions, 'allowPrivate' | 'lookup'>): Promise<{ address: string; family: number }> {
+  const family = net.isIP(hostname);
+  if (family) {
+    if (!options.allowPrivate && isPrivateAddress(hostname)) throw blockedError(hostname, hostname, url);
+    return { address: hostname, family };
+  }
+  const resolve = options.lookup ?? dns.lookup;
+  const addresses = await new Promise<dns.LookupAddress[]>((ok, fail) =>
+    resolve(hostname, { all: true }, (err, all) => (err ? fail(err) : ok(all))),
+  ).catch((err: NodeJS.ErrnoException) => {
+    throw new OutboundError('NETWORK', `${url}: cannot resolve ${hostname} (${err.code ?? err.message})`, url, { cause: err });
+  });
+  const bad = options.allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
+  if (bad) throw blockedError(hostname, bad.address, url);
+  const first = addresses[0];
+  if (!first) throw new OutboundError('NETWORK', `${url}: ${hostname} has no address`, url);
+  return first;
 }
 
 function createConnector(options: OutboundOptions): buildConnector.connector {
@@ -350,8 +382,26 @@ export function createOutbound(options: OutboundOptions): Outbound {
     return capBody(res, maxBytes, url, signal);
   }
 
+  const channels = createGrpcChannels({
+    allowPrivate: options.allowPrivate,
+    maxMessageBytes: maxBytes,
+    resolve: (host, url) => resolveChecked(host, url, options),
+  });
+  const grpc: GrpcChannels = {
+    async channel(url) {
+      try {
+        return await channels.channel(url);
+      } catch (err) {
+        if (err instanceof GrpcTargetError) throw new OutboundError('INVALID_URL', `not a gRPC target: ${url} (${err.message})`, url);
+        throw err;
+      }
+    },
+    close: () => channels.close(),
+  };
+
   return {
     fetch: outboundFetch as unknown as typeof globalThis.fetch,
+    grpc,
 
     async getJson(url, init) {
       const res = await outboundFetch(url, {
@@ -370,6 +420,7 @@ export function createOutbound(options: OutboundOptions): Outbound {
     },
 
     async close() {
+      channels.close();
       // A graceful close waits for in-flight requests, and an open SSE stream may never end;
       // don't let one hang shutdown.
       let timer: NodeJS.Timeout | undefined;
