@@ -1,7 +1,6 @@
-import { A2AError } from '@a2a-js/sdk/errors';
 import { Task } from '@a2a-js/sdk';
 import type { AgentEndpoint } from '../workflows/types';
-import { agentClient, type HttpTrace } from './agent-client';
+import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { classify } from './forward-message';
 
 export interface CancelAtAgentArgs {
@@ -17,14 +16,14 @@ export interface CancelAtAgentArgs {
  * "not found": the agent has answered); network trouble and 5xx are retried by Temporal.
  * @returns the agent's answer in a sentence, for the workflow's history.
  */
-export async function cancelAtAgent(fetchImpl: typeof fetch, args: CancelAtAgentArgs): Promise<string> {
+export async function cancelAtAgent(link: AgentLink, args: CancelAtAgentArgs, callTimeoutMs?: number): Promise<string> {
   const trace: HttpTrace = {};
   try {
-    const client = await agentClient(args.endpoint, fetchImpl, trace);
+    const client = await agentClient(args.endpoint, link, trace, { callTimeoutMs });
     const task = Task.toJSON(await client.cancelTask({ tenant: '', id: args.agentTaskId, metadata: undefined })) as { status?: { state?: string } };
     return `agent task ${args.agentTaskId} is ${task.status?.state ?? 'unknown'}`;
   } catch (err) {
-    if (err instanceof A2AError && (trace.lastStatus ?? 500) < 300) return `the agent answered: ${err.message}`;
+    if (agentAnswered(err, trace)) return `the agent answered: ${(err as Error).message}`;
     throw classify(err, trace);
   }
 }

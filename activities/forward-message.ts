@@ -16,7 +16,8 @@ import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import type { AgentEndpoint, ForwardResult } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
-import { PARENT_TASK_HEADER, agentClient, type HttpTrace } from './agent-client';
+import * as grpc from '@grpc/grpc-js';
+import { PARENT_TASK_HEADER, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
 
 export interface ForwardArgs {
@@ -33,8 +34,8 @@ export interface ForwardArgs {
 }
 
 export interface ForwardDeps {
-  /** The guarded outbound fetch. */
-  fetch: typeof fetch;
+  /** The guarded transports, with this agent's credential. */
+  link: AgentLink;
   pool: Pool;
   hub: EventHub;
 }
@@ -56,7 +57,11 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   try {
     if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt);
     // How the agent calls back: a task it starts through Switchboard with this id becomes this task's child.
-    const client = await agentClient(args.endpoint, deps.fetch, trace, { [PARENT_TASK_HEADER]: args.gatewayTaskId });
+    // gRPC calls get the attempt's own timeout as their deadline (HTTP ones are bounded by the outbound timeouts).
+    const client = await agentClient(args.endpoint, deps.link, trace, {
+      headers: { [PARENT_TASK_HEADER]: args.gatewayTaskId },
+      callTimeoutMs: ctx.info.startToCloseTimeoutMs,
+    });
     const switchboard = { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId };
     const request = SendMessageRequest.fromJSON({
       // The agent knows its task by its own ids, never by the gateway's.
@@ -289,9 +294,9 @@ function costOf(metadata: Record<string, unknown> | undefined): number | undefin
 }
 
 /**
- * Sorts a failure into "retrying may help" (network trouble, 5xx, 408/429) and "it cannot succeed"
- * (a JSON-RPC error, another 4xx, an unreadable answer, a refused address). The non-retryable types are
- * listed in NON_RETRYABLE_FORWARD_ERRORS in the workflow.
+ * Sorts a failure into "retrying may help" (network trouble, 5xx, 408/429; gRPC UNAVAILABLE and the like) and
+ * "it cannot succeed" (a JSON-RPC error, another 4xx, an unreadable answer, a refused address; gRPC
+ * INVALID_ARGUMENT and the like). The non-retryable types are listed in NON_RETRYABLE_FORWARD_ERRORS in the workflow.
  */
 export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   const outbound = findOutboundError(err);
@@ -300,6 +305,7 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
     return ApplicationFailure.create({ message: outbound.message, type: transient ? 'AgentUnavailable' : 'AgentUnreachable', nonRetryable: !transient });
   }
   const message = err instanceof Error ? err.message : String(err);
+  if (trace.grpcCode !== undefined) return classifyGrpc(trace.grpcCode, trace.grpcDetails ?? message);
   // A connection cut mid-answer (often mid-stream, after a 200) is network trouble, not a bad answer.
   if (connectionLost(err)) return ApplicationFailure.retryable(`the connection to the agent was lost: ${message}`, 'AgentUnavailable');
   if (err instanceof A2AError && trace.lastStatus !== undefined && trace.lastStatus < 300) {
@@ -319,6 +325,28 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   }
   if (status >= 400) return ApplicationFailure.nonRetryable(`the agent refused the request with HTTP ${status}: ${message}`, 'AgentRejected');
   return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');
+}
+
+/**
+ * gRPC status codes that mean "try again" (the gRPC counterparts of network trouble, 5xx, 408 and 429):
+ * the server could not take the call now, did not finish it in time, or failed inside (UNKNOWN is what a
+ * handler's uncaught exception becomes, INTERNAL a broken frame). Every other code is an answer about the
+ * request itself (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, PERMISSION_DENIED, UNAUTHENTICATED,
+ * UNIMPLEMENTED…) and is not retried.
+ */
+const RETRYABLE_GRPC = new Set<number>([
+  grpc.status.CANCELLED, grpc.status.UNKNOWN, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED,
+  grpc.status.ABORTED, grpc.status.INTERNAL, grpc.status.UNAVAILABLE,
+]);
+
+function classifyGrpc(code: number, details: string): ApplicationFailure {
+  const name = grpc.status[code] ?? String(code);
+  // grpc-js's own limit on what it reads (the outbound size cap), not the agent's: as an HTTP body over the cap.
+  if (code === grpc.status.RESOURCE_EXHAUSTED && /larger than max/i.test(details)) {
+    return ApplicationFailure.nonRetryable(`the agent's answer exceeds the size limit: ${details}`, 'AgentUnreachable');
+  }
+  if (RETRYABLE_GRPC.has(code)) return ApplicationFailure.retryable(`the agent answered gRPC ${name}: ${details}`, 'AgentUnavailable');
+  return ApplicationFailure.nonRetryable(`the agent refused the request with gRPC ${name}: ${details}`, 'AgentRejected');
 }
 
 function once<A>(fn: (a: A) => Promise<void>): (a: A) => Promise<void> {

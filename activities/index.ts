@@ -3,7 +3,9 @@
  */
 import type { Pool } from 'pg';
 import type { RefreshPolicy } from '../src/agents/refresh';
-import { type AgentCredentials, authorizedFetch } from '../src/agents/agent-credentials';
+import type { AgentCredentials } from '../src/agents/agent-credentials';
+import type { GrpcChannels } from '../src/http/outbound-grpc';
+import type { AgentLink } from './agent-client';
 import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
@@ -21,6 +23,8 @@ export interface ActivityDeps {
   pool: Pool;
   /** The guarded outbound fetch (src/http/outbound.ts): every call to an agent goes through it. */
   fetch: typeof fetch;
+  /** The guarded gRPC channels (Outbound.grpc): agents called over gRPC go through them. */
+  grpc?: GrpcChannels;
   /** Tells this process's streams about events as soon as they are committed (other processes hear NOTIFY). */
   hub?: EventHub;
   /** Agent-refresh policy (thresholds, timeouts, trusted jku origins); the registry in app.ts gets the same. */
@@ -33,14 +37,18 @@ export interface ActivityDeps {
   credentials?: AgentCredentials;
 }
 
-export function createActivities({ pool, fetch, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials }: ActivityDeps) {
-  // The fetch for one agent: Switchboard's guarded fetch, presenting that agent's credential (if it has one).
-  const agentFetch = (tenant: string, agentId: string | undefined) =>
-    credentials && agentId ? authorizedFetch(fetch, () => credentials.headersFor(tenant, agentId)) : fetch;
+export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials }: ActivityDeps) {
+  // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
+  const agentLink = (tenant: string, agentId: string | undefined): AgentLink => ({
+    fetch,
+    grpc,
+    credentials: credentials && agentId ? () => credentials.headersFor(tenant, agentId) : undefined,
+  });
   return {
-    ...createRegistryActivities({ pool, fetch, policy: registryPolicy, credentials }),
-    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ fetch: agentFetch(args.tenant, args.agentId), pool, hub }, args)),
-    cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(agentFetch(args.tenant ?? '', args.agentId), args),
+    ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
+    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub }, args)),
+    cancelAtAgent: (args: CancelAtAgentArgs) =>
+      cancelAtAgent(agentLink(args.tenant ?? '', args.agentId), args, Context.current().info.startToCloseTimeoutMs),
     cancelChildTask: (args: CancelChildArgs) => cancelChildTask(args),
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
     holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),

@@ -7,12 +7,15 @@ import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/agents/refresh';
 import type { AgentCredentials } from '../src/agents/agent-credentials';
+import type { GrpcChannels } from '../src/http/outbound-grpc';
 import type { AgentRefreshArgs } from '../workflows/types';
 
 export interface RegistryActivityDeps {
   pool: Pool;
   /** The guarded outbound fetch (src/http/outbound.ts). */
   fetch: typeof fetch;
+  /** The guarded gRPC channels (Outbound.grpc), for probing agents called over gRPC. */
+  grpc?: GrpcChannels;
   /** Overrides of DEFAULT_REFRESH_POLICY (thresholds, timeouts, trusted jku origins). */
   policy?: Partial<RefreshPolicy>;
   /** The agents' outbound credentials (looked up here, never passed through Temporal). */
@@ -22,8 +25,8 @@ export interface RegistryActivityDeps {
 /** Agents refreshed at once by a sweep: each is a few requests that mostly wait on the network. */
 const SWEEP_CONCURRENCY = 8;
 
-export function createRegistryActivities({ pool, fetch, policy, credentials }: RegistryActivityDeps) {
-  const deps = { pool, fetch, policy, credentials };
+export function createRegistryActivities({ pool, fetch, grpc, policy, credentials }: RegistryActivityDeps) {
+  const deps = { pool, fetch, grpc, policy, credentials };
   return {
     refreshAgent: (args: AgentRefreshArgs): Promise<RefreshResult> => refreshAgent(deps, args.tenant, args.agentId),
 

@@ -138,6 +138,7 @@ async function main(): Promise<void> {
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       pool,
       fetch: outbound.fetch,
+      grpc: outbound.grpc,
       hub,
       issuer: config.SWITCHBOARD_PUBLIC_URL,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,

@@ -4,11 +4,16 @@
  */
 import type { Dialect, StreamEvent, TaskState, WireArtifact, WireMessage, WireTask } from '../src/a2a/wire';
 
-/** How the forwarding activity reaches an agent: the JSON-RPC endpoint and the dialect its card declares. */
+/** The A2A protocol bindings Switchboard calls agents over (A2A 1.0 §5: `protocolBinding`; 0.3 `transport`). */
+export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
+
+/** How the forwarding activity reaches an agent: the interface's URL, binding, and the dialect its card declares. */
 export interface AgentEndpoint {
   url: string;
   protocolVersion: Dialect;
   streaming: boolean;
+  /** Absent in workflows started before agents had a binding: those are JSON-RPC. */
+  binding?: AgentBinding;
 }
 
 /** Per-agent retry policy for the forwarding activity (defaults: 3 attempts, 1 s / 2 s / 4 s, 30 s each). */

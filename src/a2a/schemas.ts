@@ -126,6 +126,8 @@ export const RegisterAgentBody = z.object({
   /** What Switchboard presents when it calls the agent (bearer, apiKey or oauth2 client credentials); never shown again. */
   credentials: AgentCredentialSpec.optional(),
   name: z.string().min(1).max(200).optional(),
+  /** The binding Switchboard calls the agent over; default: the card's JSON-RPC, else HTTP+JSON, else gRPC interface. */
+  binding: z.enum(['JSONRPC', 'HTTP+JSON', 'GRPC']).optional(),
   priceMinor: z.number().int().min(0).max(1e12).optional(),
   retry: z
     .object({

@@ -1,10 +1,11 @@
 /**
- * Agent cards: reading the card an agent publishes (1.0 or 0.3 shape), choosing the endpoint Switchboard
- * calls, and writing the card Switchboard publishes for it (every interface pointing at the gateway).
+ * Agent cards: reading the card an agent publishes (1.0 or 0.3 shape), choosing the endpoint (and binding)
+ * Switchboard calls, and writing the card Switchboard publishes for it (every interface pointing at the gateway).
  */
 import { z } from 'zod';
 import { pathOfNul } from '../a2a/schemas';
-import type { AgentEndpoint } from '../../workflows/types';
+import type { AgentBinding, AgentEndpoint } from '../../workflows/types';
+import { parseGrpcTarget } from '../http/outbound-grpc';
 
 const Skill = z.looseObject({
   id: z.string().min(1),
@@ -45,14 +46,25 @@ export type AgentCardJson = Record<string, unknown> & { name: string };
 export interface ParsedCard {
   card: AgentCardJson;
   name: string;
+  /** The interface Switchboard calls unless the registration names another binding (see chooseEndpoint). */
   endpoint: AgentEndpoint;
+  /** Every interface Switchboard can call, one per binding, in the order of AGENT_BINDINGS. */
+  interfaces: AgentEndpoint[];
 }
 
 export class CardError extends Error {}
 
+/** The bindings Switchboard calls agents over, in the order it prefers them (JSON-RPC first: the oldest path). */
+export const AGENT_BINDINGS: readonly AgentBinding[] = ['JSONRPC', 'HTTP+JSON', 'GRPC'];
+
+/** A registration that names a binding the card does not offer. */
+export class BindingError extends Error {}
+
 /**
- * Validates a fetched card and picks the JSON-RPC interface Switchboard will call: a 1.0 interface when the
- * agent offers one, else 0.3. Relative interface URLs are resolved against the card's own URL.
+ * Validates a fetched card and lists the interfaces Switchboard can call: per binding (JSON-RPC, HTTP+JSON,
+ * gRPC), a 1.0 interface when the agent offers one, else 0.3. `endpoint` is the preferred one: JSON-RPC, else
+ * HTTP+JSON, else gRPC. Relative JSON-RPC and HTTP+JSON URLs are resolved against the card's own URL; a gRPC
+ * URL is `host:port` or has a scheme (http, https, grpc, grpcs; see src/http/outbound-grpc.ts).
  * @throws CardError saying what is wrong with the card.
  */
 export function parseAgentCard(raw: unknown, cardUrl: string): ParsedCard {
@@ -60,15 +72,17 @@ export function parseAgentCard(raw: unknown, cardUrl: string): ParsedCard {
   // PostgreSQL cannot store U+0000 in jsonb; such a card would fail at the insert instead of here.
   const nul = pathOfNul(raw);
   if (nul !== undefined) throw new CardError(`the agent card contains a NUL character (U+0000) at ${nul || 'its root'}`);
-  const candidates: { url: string; version: '1.0' | '0.3' }[] = [];
+  const candidates: { url: string; version: '1.0' | '0.3'; binding: AgentBinding }[] = [];
   let base: z.infer<typeof CardV1> | z.infer<typeof CardV03>;
+  const bindingOf = (b: string) => AGENT_BINDINGS.find((known) => known === b);
   if ('supportedInterfaces' in raw) {
     const v1 = CardV1.safeParse(raw);
     if (!v1.success) throw new CardError(`invalid 1.0 agent card: ${z.prettifyError(v1.error)}`);
     base = v1.data;
     for (const i of v1.data.supportedInterfaces) {
       const version = versionOf(i.protocolVersion ?? '1.0');
-      if (i.protocolBinding === 'JSONRPC' && version) candidates.push({ url: i.url, version });
+      const binding = bindingOf(i.protocolBinding);
+      if (binding && version) candidates.push({ url: i.url, version, binding });
     }
   } else {
     const v03 = CardV03.safeParse(raw);
@@ -76,23 +90,63 @@ export function parseAgentCard(raw: unknown, cardUrl: string): ParsedCard {
     base = v03.data;
     const version = versionOf(v03.data.protocolVersion ?? '0.3');
     if (!version) throw new CardError(`the card declares protocolVersion ${v03.data.protocolVersion}, which Switchboard does not speak (1.0, 0.3)`);
-    if ((v03.data.preferredTransport ?? 'JSONRPC') === 'JSONRPC') candidates.push({ url: v03.data.url, version });
-    for (const i of v03.data.additionalInterfaces ?? []) if (i.transport === 'JSONRPC') candidates.push({ url: i.url, version });
+    const preferred = bindingOf(v03.data.preferredTransport ?? 'JSONRPC');
+    if (preferred) candidates.push({ url: v03.data.url, version, binding: preferred });
+    for (const i of v03.data.additionalInterfaces ?? []) {
+      const binding = bindingOf(i.transport);
+      if (binding) candidates.push({ url: i.url, version, binding });
+    }
   }
-  const chosen = candidates.find((c) => c.version === '1.0') ?? candidates[0];
-  if (!chosen) throw new CardError('the card declares no JSON-RPC interface for protocol 1.0 or 0.3');
+  const streaming = base.capabilities?.streaming === true;
+  const interfaces: AgentEndpoint[] = [];
+  // An unusable URL drops its interface (the agent stays reachable over the others); with none left, it is the error.
+  let unusable: CardError | undefined;
+  for (const binding of AGENT_BINDINGS) {
+    const offered = candidates.filter((c) => c.binding === binding);
+    const chosen = offered.find((c) => c.version === '1.0') ?? offered[0];
+    if (!chosen) continue;
+    try {
+      interfaces.push({ url: interfaceUrl(chosen.url, binding, cardUrl), protocolVersion: chosen.version, streaming, binding });
+    } catch (err) {
+      if (!(err instanceof CardError)) throw err;
+      unusable ??= err;
+    }
+  }
+  const endpoint = interfaces[0];
+  if (!endpoint) throw unusable ?? new CardError(`the card declares no ${AGENT_BINDINGS.join(', ')} interface for protocol 1.0 or 0.3`);
+  return { card: raw as AgentCardJson, name: base.name, endpoint, interfaces };
+}
+
+/**
+ * The interface a registration asked for (`binding`), or the card's preferred one.
+ * @throws BindingError naming the bindings the card offers when it does not offer the one asked for.
+ */
+export function chooseEndpoint(parsed: Pick<ParsedCard, 'endpoint' | 'interfaces'>, binding: AgentBinding | undefined): AgentEndpoint {
+  if (!binding) return parsed.endpoint;
+  const found = parsed.interfaces.find((i) => i.binding === binding);
+  if (!found) throw new BindingError(`the agent's card offers no ${binding} interface; it offers ${parsed.interfaces.map((i) => i.binding).join(', ')}`);
+  return found;
+}
+
+/** An interface's URL as Switchboard will call it. @throws CardError when it is not one. */
+function interfaceUrl(raw: string, binding: AgentBinding, cardUrl: string): string {
+  if (binding === 'GRPC') {
+    try {
+      parseGrpcTarget(raw);
+    } catch (err) {
+      throw new CardError(`the card's GRPC interface URL ${JSON.stringify(raw)} is not usable: ${(err as Error).message}`);
+    }
+    return raw;
+  }
   let url: URL;
   try {
-    url = new URL(chosen.url, cardUrl);
+    url = new URL(raw, cardUrl);
   } catch {
-    throw new CardError(`the card's interface URL ${JSON.stringify(chosen.url)} is not a URL`);
+    throw new CardError(`the card's interface URL ${JSON.stringify(raw)} is not a URL`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CardError(`the card's interface URL ${url} is not http(s)`);
-  return {
-    card: raw as AgentCardJson,
-    name: base.name,
-    endpoint: { url: url.toString(), protocolVersion: chosen.version, streaming: base.capabilities?.streaming === true },
-  };
+  // HTTP+JSON paths (`/message:send`) are appended to the URL: a trailing slash would double.
+  return binding === 'HTTP+JSON' ? url.toString().replace(/\/+$/, '') : url.toString();
 }
 
 function versionOf(v: string): '1.0' | '0.3' | undefined {

@@ -1,12 +1,15 @@
 /**
  * Keeping a registered agent true: re-reading its card (as an HTTP cache would: max-age, no-store, ETag) and
- * probing its JSON-RPC endpoint, then deriving its health. Registration runs the same steps once; afterwards a
+ * probing its endpoint (over the agent's binding), then deriving its health. Registration runs the same steps once; afterwards a
  * Temporal Schedule per agent runs `refreshAgent` (activities/registry.ts), so refreshes survive restarts and
  * show up in Temporal UI. Every request goes through the guarded outbound fetch.
  */
 import { performance } from 'node:perf_hooks';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Pool } from 'pg';
-import type { AgentEndpoint } from '../../workflows/types';
+import type { AgentBinding, AgentEndpoint } from '../../workflows/types';
+import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../../activities/agent-client';
+import type { GrpcChannels } from '../http/outbound-grpc';
 import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from './cards';
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';
 import { type AgentCredentials, authorizedFetch } from './agent-credentials';
@@ -121,12 +124,14 @@ export interface EndpointProbe {
 const PROBE_TASK_ID = 'switchboard-liveness-probe';
 
 /**
- * Asks the agent's JSON-RPC endpoint for a task that does not exist (`GetTask` / 0.3 `tasks/get`): a read that
- * starts no work, yet proves the endpoint is up and speaks JSON-RPC. Any JSON-RPC answer counts, the expected
- * one being -32001 TaskNotFound. A 401/403 counts too: the agent is up, it wants credentials Switchboard's
- * probe does not send. Never throws.
+ * Asks the agent's endpoint for a task that does not exist (`GetTask` / 0.3 `tasks/get`, over the agent's
+ * binding): a read that starts no work, yet proves the endpoint is up and speaks A2A. Any A2A answer counts,
+ * the expected one being TaskNotFound. A 401/403 (gRPC UNAUTHENTICATED/PERMISSION_DENIED) counts too: the agent
+ * is up, it wants credentials Switchboard's probe does not send. Never throws.
  */
-export async function probeEndpoint(fetchImpl: typeof fetch, endpoint: AgentEndpoint, timeoutMs: number): Promise<EndpointProbe> {
+export async function probeEndpoint(link: AgentLink, endpoint: AgentEndpoint, timeoutMs: number): Promise<EndpointProbe> {
+  if ((endpoint.binding ?? 'JSONRPC') !== 'JSONRPC') return probeWithClient(link, endpoint, timeoutMs);
+  const fetchImpl = link.credentials ? authorizedFetch(link.fetch, link.credentials) : link.fetch;
   const v1 = endpoint.protocolVersion === '1.0';
   const body = JSON.stringify({ jsonrpc: '2.0', id: 'switchboard-probe', method: v1 ? 'GetTask' : 'tasks/get', params: { id: PROBE_TASK_ID } });
   const started = performance.now();
@@ -154,6 +159,30 @@ export async function probeEndpoint(fetchImpl: typeof fetch, endpoint: AgentEndp
     return { ok: true, latencyMs };
   } catch (err) {
     return { ok: false, latencyMs: elapsed(), detail: describeError(err, endpoint.url, timeoutMs) };
+  }
+}
+
+/** The probe over HTTP+JSON or gRPC: the SDK's client reads the answer, whatever the binding's error form. */
+async function probeWithClient(link: AgentLink, endpoint: AgentEndpoint, timeoutMs: number): Promise<EndpointProbe> {
+  const trace: HttpTrace = {};
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  try {
+    const client = await agentClient(endpoint, link, trace, { callTimeoutMs: timeoutMs });
+    await client.getTask({ tenant: '', id: PROBE_TASK_ID }, { signal: AbortSignal.timeout(timeoutMs) });
+    return { ok: true, latencyMs: elapsed() };
+  } catch (err) {
+    const latencyMs = elapsed();
+    if (agentAnswered(err, trace)) return { ok: true, latencyMs };
+    const denied =
+      trace.grpcCode === undefined
+        ? trace.lastStatus === 401 || trace.lastStatus === 403
+        : trace.grpcCode === grpcStatus.UNAUTHENTICATED || trace.grpcCode === grpcStatus.PERMISSION_DENIED;
+    if (denied) return { ok: true, latencyMs, detail: `${trace.grpcCode === undefined ? `HTTP ${trace.lastStatus}` : `gRPC ${grpcStatus[trace.grpcCode!]}`}: the endpoint requires credentials` };
+    if (trace.grpcCode === grpcStatus.DEADLINE_EXCEEDED) return { ok: false, latencyMs, detail: `${endpoint.url}: no answer within ${timeoutMs} ms` };
+    if (trace.grpcCode !== undefined) return { ok: false, latencyMs, detail: `${endpoint.url}: gRPC ${grpcStatus[trace.grpcCode]}: ${trace.grpcDetails ?? ''}`.trim() };
+    if (trace.lastStatus !== undefined && trace.lastStatus >= 300) return { ok: false, latencyMs, detail: `${endpoint.url}: HTTP ${trace.lastStatus}` };
+    return { ok: false, latencyMs, detail: describeError(err, endpoint.url, timeoutMs) };
   }
 }
 
@@ -225,6 +254,8 @@ export interface RefreshDeps {
   policy?: Partial<RefreshPolicy>;
   /** The agents' outbound credentials: the card request and the probe present them (key sets are fetched without). */
   credentials?: AgentCredentials;
+  /** The guarded gRPC channels (Outbound.grpc), for agents called over gRPC. */
+  grpc?: GrpcChannels;
 }
 
 export type RefreshResult =
@@ -247,6 +278,7 @@ interface StoredAgent {
   endpoint_url: string;
   protocol_version: '1.0' | '0.3';
   streaming: boolean;
+  binding: AgentBinding;
   card_etag: string | null;
   card_no_store: boolean;
   card_fresh_until: Date | null;
@@ -267,7 +299,7 @@ export const PROBES_KEPT = 100;
 export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: string): Promise<RefreshResult> {
   const policy = { ...DEFAULT_REFRESH_POLICY, ...deps.policy };
   const { rows } = await deps.pool.query<StoredAgent>(
-    `SELECT card_url, card, endpoint_url, protocol_version, streaming, card_etag, card_no_store, card_fresh_until, signature
+    `SELECT card_url, card, endpoint_url, protocol_version, streaming, binding, card_etag, card_no_store, card_fresh_until, signature
        FROM agents WHERE tenant = $1 AND id = $2`,
     [tenant, agentId],
   );
@@ -324,9 +356,12 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
     }
   }
 
-  // Probe the endpoint the agent will be called at from now on: the new card's when it changed.
-  const endpoint = adopt?.parsed.endpoint ?? { url: stored.endpoint_url, protocolVersion: stored.protocol_version, streaming: stored.streaming };
-  const probed = await probeEndpoint(agentFetch, endpoint, policy.requestTimeoutMs);
+  // Probe the endpoint the agent will be called at from now on: the new card's when it changed, over the same
+  // binding while the card still offers it (else the card's preferred one).
+  const adopted = adopt && (adopt.parsed.interfaces.find((i) => i.binding === stored.binding) ?? adopt.parsed.endpoint);
+  const endpoint = adopted ?? { url: stored.endpoint_url, protocolVersion: stored.protocol_version, streaming: stored.streaming, binding: stored.binding };
+  const link: AgentLink = { fetch: deps.fetch, grpc: deps.grpc, credentials: credentials ? () => credentials.headersFor(tenant, agentId) : undefined };
+  const probed = await probeEndpoint(link, endpoint, policy.requestTimeoutMs);
   const probe: ProbeRecord = { at: now.toISOString(), ok: probed.ok, latencyMs: probed.latencyMs, endpoint: probed, card };
 
   return inTransaction(deps.pool, async (client): Promise<RefreshResult> => {
@@ -351,13 +386,14 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
          endpoint_url = COALESCE($13, endpoint_url),
          protocol_version = COALESCE($14, protocol_version),
          streaming = COALESCE($15, streaming),
+         binding = COALESCE($16, binding),
          updated_at = now()
        WHERE tenant = $1 AND id = $2`,
       [
         tenant, agentId, health.status, health.reason, health.consecutiveFailures, probe,
         cacheUpdate !== undefined, cacheUpdate?.etag ?? null, cacheUpdate?.noStore ?? false, cacheUpdate?.freshUntil ?? null,
         cacheUpdate?.signature ?? null,
-        adopt?.parsed.card ?? null, adopt?.parsed.endpoint.url ?? null, adopt?.parsed.endpoint.protocolVersion ?? null, adopt?.parsed.endpoint.streaming ?? null,
+        adopt?.parsed.card ?? null, adopted?.url ?? null, adopted?.protocolVersion ?? null, adopted?.streaming ?? null, adopted?.binding ?? null,
       ],
     );
     await recordProbe(client, tenant, agentId, probe, health.status);

@@ -8,8 +8,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from '../a2a/schemas';
-import type { AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
-import { type AgentCardJson, CardError, parseAgentCard } from './cards';
+import type { AgentBinding, AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
+import { type AgentCardJson, BindingError, CardError, chooseEndpoint, parseAgentCard } from './cards';
 import {
   type AgentStatus,
   cacheColumns,
@@ -80,8 +80,16 @@ export interface ProbeEntry {
   detail: Pick<ProbeRecord, 'endpoint' | 'card'>;
 }
 
-/** A registration that cannot succeed as asked: the message says why (HTTP 422). */
-export class RegistrationError extends Error {}
+/** A registration that cannot succeed as asked: the message says why (HTTP 422, or `status`). */
+export class RegistrationError extends Error {
+  constructor(
+    message: string,
+    /** 400 when the request contradicts the card (a binding it does not offer); 422 when the card is at fault. */
+    readonly status: 400 | 422 = 422,
+  ) {
+    super(message);
+  }
+}
 /** A search or list request that cannot be answered as asked, e.g. a page token from another query (HTTP 400). */
 export class QueryError extends Error {}
 
@@ -99,7 +107,7 @@ const DEFAULT_PAGE_SIZE = 50;
 
 // Every column but the search document and filter keys, which are large and only used inside queries.
 const COLUMN_NAMES = [
-  'tenant', 'id', 'name', 'source_url', 'card_url', 'card', 'endpoint_url', 'protocol_version', 'streaming', 'price_minor', 'retry',
+  'tenant', 'id', 'name', 'source_url', 'card_url', 'card', 'endpoint_url', 'protocol_version', 'streaming', 'binding', 'price_minor', 'retry',
   'created_at', 'updated_at', 'status', 'status_reason', 'status_changed_at', 'consecutive_failures', 'last_probe', 'signature',
   'card_etag', 'card_no_store', 'card_fetched_at', 'card_fresh_until',
 ];
@@ -141,6 +149,13 @@ export class AgentRegistry {
       if (err instanceof CardError) throw new RegistrationError(`${fetched.cardUrl}: ${err.message}`);
       throw err;
     }
+    let endpoint;
+    try {
+      endpoint = chooseEndpoint(parsed, body.binding);
+    } catch (err) {
+      if (err instanceof BindingError) throw new RegistrationError(`${fetched.cardUrl}: ${err.message}`, 400);
+      throw err;
+    }
     const signature = await checkCardSignatures(parsed.card, fetched.cardUrl, {
       fetch: this.outbound.fetch,
       trustedJkuOrigins: this.policy.trustedJkuOrigins,
@@ -154,11 +169,11 @@ export class AgentRegistry {
     const id = `${slug(name)}-${randomBytes(6).toString('hex')}`;
     const retry = { ...DEFAULT_RETRY, ...body.retry };
     const { rows } = await this.pool.query<AgentRow>(
-      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry,
+      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, binding, price_minor, retry,
                            status, status_reason, signature, card_etag, card_no_store, card_fresh_until)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'healthy', $12, $13, $14, $15, $16) RETURNING ${COLUMNS}`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'healthy', $13, $14, $15, $16, $17) RETURNING ${COLUMNS}`,
       [
-        tenant, id, name, body.url, fetched.cardUrl, parsed.card, parsed.endpoint.url, parsed.endpoint.protocolVersion, parsed.endpoint.streaming,
+        tenant, id, name, body.url, fetched.cardUrl, parsed.card, endpoint.url, endpoint.protocolVersion, endpoint.streaming, endpoint.binding ?? 'JSONRPC',
         body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil,
       ],
     );
@@ -266,7 +281,7 @@ export class AgentRegistry {
    * @returns the agent as it is afterwards, or undefined when there is no such agent.
    */
   async refreshNow(tenant: string, id: string): Promise<Agent | undefined> {
-    const result = await refreshAgent({ pool: this.pool, fetch: this.outbound.fetch, policy: this.policy, credentials: this.opts.credentials }, tenant, id);
+    const result = await refreshAgent({ pool: this.pool, fetch: this.outbound.fetch, grpc: this.outbound.grpc, policy: this.policy, credentials: this.opts.credentials }, tenant, id);
     return result.gone ? undefined : this.get(tenant, id);
   }
 
@@ -356,6 +371,7 @@ interface AgentRow {
   endpoint_url: string;
   protocol_version: '1.0' | '0.3';
   streaming: boolean;
+  binding: AgentBinding;
   price_minor: string;
   retry: AgentRetryPolicy;
   created_at: Date;
@@ -380,7 +396,7 @@ function toAgent(r: AgentRow): Agent {
     sourceUrl: r.source_url,
     cardUrl: r.card_url,
     card: r.card,
-    endpoint: { url: r.endpoint_url, protocolVersion: r.protocol_version, streaming: r.streaming },
+    endpoint: { url: r.endpoint_url, protocolVersion: r.protocol_version, streaming: r.streaming, binding: r.binding },
     priceMinor: Number(r.price_minor),
     retry: { ...DEFAULT_RETRY, ...r.retry },
     createdAt: r.created_at.toISOString(),

@@ -79,7 +79,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
       req.auditTarget = agent.id;
       return reply.code(201).send((await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0]);
     } catch (err) {
-      if (err instanceof RegistrationError) return reply.code(422).send({ error: err.message });
+      if (err instanceof RegistrationError) return reply.code(err.status).send({ error: err.message });
       throw err;
     }
   });
@@ -125,7 +125,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     try {
       if (!(await registry.setCredentials(tenantOf(req), req.params.id, spec.data))) return reply.code(404).send(notFound(req.params.id));
     } catch (err) {
-      if (err instanceof RegistrationError) return reply.code(422).send({ error: err.message });
+      if (err instanceof RegistrationError) return reply.code(err.status).send({ error: err.message });
       throw err;
     }
     return reply.code(204).send();

@@ -222,7 +222,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // A restarted worker keeps the test's activity wrapper unless given another. Supervised as in production: a
   // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, hub, unfundedAccounts, credentials });
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials });
     const make = () =>
       createWorker({
         payloadCodec,

@@ -56,7 +56,7 @@ export async function startRegistryGateway(opts: RegistryGatewayOptions = {}): P
       namespace: env.namespace ?? 'default',
       taskQueue,
       workflowBundle: await workflowBundle,
-      activities: createRegistryActivities({ pool: db.pool, fetch: outbound.fetch, policy: opts.policy }),
+      activities: createRegistryActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, policy: opts.policy }),
     });
     running = worker.run();
     scheduler = new RefreshScheduler({ client: env.client, taskQueue, intervalMs: opts.intervalMs });
