@@ -180,18 +180,22 @@ function grpcInterceptor(
             nextStatus(status);
           },
         };
+        const fail = (code: grpc.status, details: string) => {
+          trace.grpcCode = code;
+          trace.grpcDetails = details;
+          listener.onReceiveStatus?.({ code, details, metadata: new grpc.Metadata() });
+        };
         const send = (extra: Record<string, string>) => {
-          // gRPC metadata keys are lower case (HTTP/2 header names).
-          for (const [k, v] of Object.entries({ ...headers, ...extra })) metadata.set(k.toLowerCase(), v);
+          try {
+            // gRPC metadata keys are lower case (HTTP/2 header names); grpc-js refuses some HTTP header names.
+            for (const [k, v] of Object.entries({ ...headers, ...extra })) metadata.set(k.toLowerCase(), v);
+          } catch (err) {
+            return fail(grpc.status.INVALID_ARGUMENT, `a header cannot be sent as gRPC metadata: ${(err as Error).message}`);
+          }
           next(metadata, recorded);
         };
         if (!credentials) return send({});
-        credentials().then(send, (err: unknown) => {
-          const status = { code: grpc.status.UNAVAILABLE, details: `the agent's credential could not be had: ${(err as Error).message}`, metadata: new grpc.Metadata() };
-          trace.grpcCode = status.code;
-          trace.grpcDetails = status.details;
-          listener.onReceiveStatus?.(status);
-        });
+        credentials().then(send, (err: unknown) => fail(grpc.status.UNAVAILABLE, `the agent's credential could not be had: ${(err as Error).message}`));
       },
     });
   };

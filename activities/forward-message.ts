@@ -299,15 +299,18 @@ function costOf(metadata: Record<string, unknown> | undefined): number | undefin
  * INVALID_ARGUMENT and the like). The non-retryable types are listed in NON_RETRYABLE_FORWARD_ERRORS in the workflow.
  */
 export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
+  if (err instanceof ApplicationFailure) return err; // already classified here (e.g. a stream that ended without a task)
   const outbound = findOutboundError(err);
   if (outbound) {
     const transient = outbound.code === 'TIMEOUT' || outbound.code === 'NETWORK';
     return ApplicationFailure.create({ message: outbound.message, type: transient ? 'AgentUnavailable' : 'AgentUnreachable', nonRetryable: !transient });
   }
   const message = err instanceof Error ? err.message : String(err);
-  if (trace.grpcCode !== undefined) return classifyGrpc(trace.grpcCode, trace.grpcDetails ?? message);
+  // OK: the call itself succeeded, and what failed was reading its answer (as after an HTTP 200, below).
+  if (trace.grpcCode !== undefined && trace.grpcCode !== grpc.status.OK) return classifyGrpc(trace.grpcCode, trace.grpcDetails ?? message);
   // A connection cut mid-answer (often mid-stream, after a 200) is network trouble, not a bad answer.
   if (connectionLost(err)) return ApplicationFailure.retryable(`the connection to the agent was lost: ${message}`, 'AgentUnavailable');
+  if (trace.grpcCode === grpc.status.OK) return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');
   if (err instanceof A2AError && trace.lastStatus !== undefined && trace.lastStatus < 300) {
     return ApplicationFailure.nonRetryable(`the agent answered with an error: ${message}`, 'AgentRejected');
   }
