@@ -196,7 +196,7 @@ describe('card refresh', () => {
     assert.equal(after.liveness.lastProbe.card.outcome, 'changed');
     assert.equal(after.card.description, 'Now forecasts zeppelin weather');
     assert.equal(after.name, 'Renamed agent', 'a name that came from the card follows the card');
-    assert.deepEqual(after.endpoint, { url: `${agent.url}${ALT_RPC_PATH}`, protocolVersion: '1.0', streaming: false });
+    assert.deepEqual(after.endpoint, { url: `${agent.url}${ALT_RPC_PATH}`, protocolVersion: '1.0', streaming: false, binding: 'JSONRPC' });
     assert.equal(after.status, 'healthy', 'the probe went to the new endpoint, which answers');
     assert.notEqual(after.cardCache.etag, a.cardCache.etag, 'the new validator is kept');
 

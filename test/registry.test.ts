@@ -117,7 +117,9 @@ before(async () => {
     '/empty-interfaces.json': { body: JSON.stringify(card10(url, 'Empty', { supportedInterfaces: [] })) },
     '/array.json': { body: JSON.stringify([card10(url, 'In an array')]) },
     '/grpc.json': { body: JSON.stringify(card10(url, 'Grpc only', { supportedInterfaces: [{ url: 'grpc.example.com:443', protocolBinding: 'GRPC', protocolVersion: '1.0' }] })) },
-    '/grpc-03.json': { body: JSON.stringify({ ...card03(url, 'Grpc 0.3'), preferredTransport: 'GRPC' }) },
+    '/websocket.json': { body: JSON.stringify(card10(url, 'Socket only', { supportedInterfaces: [{ url: 'wss://socket.example.com/a2a', protocolBinding: 'WEBSOCKET', protocolVersion: '1.0' }] })) },
+    '/grpc-03.json': { body: JSON.stringify({ ...card03(url, 'Grpc 0.3'), preferredTransport: 'GRPC', url: 'grpc://grpc.example.com:50051' }) },
+    '/grpc-path.json': { body: JSON.stringify({ ...card03(url, 'Grpc path'), preferredTransport: 'GRPC' }) },
     '/v01.json': { body: JSON.stringify({ ...card03(url, 'Ancient'), protocolVersion: '0.1.0' }) },
     '/bad-url.json': { body: JSON.stringify(card10(url, 'Bad URL', { supportedInterfaces: [{ url: 'file:///etc/passwd', protocolBinding: 'JSONRPC', protocolVersion: '1.0' }] })) },
     '/gone.json': { body: JSON.stringify({ error: 'gone' }), status: 410 },
@@ -184,7 +186,7 @@ describe('POST /agents', () => {
     assert.equal(a.url, echo.url);
     assert.equal(a.cardUrl, `${echo.url}/.well-known/agent-card.json`);
     assert.deepEqual(a.card, echo.card, 'the stored card is the agent card as served');
-    assert.deepEqual(a.endpoint, { url: `${echo.url}${RPC_PATH}`, protocolVersion: '1.0', streaming: true });
+    assert.deepEqual(a.endpoint, { url: `${echo.url}${RPC_PATH}`, protocolVersion: '1.0', streaming: true, binding: 'JSONRPC' });
     assert.deepEqual(a.gateway, {
       card: `${gw.url}/agents/${a.id}/.well-known/agent-card.json`,
       jsonRpc: `${gw.url}/agents/${a.id}/a2a`,
@@ -205,7 +207,7 @@ describe('POST /agents', () => {
     const a = await registered(gw, { url: legacy.url });
     assert.equal(a.name, 'Legacy echo');
     assert.equal(a.card.protocolVersion, '0.3.0');
-    assert.deepEqual(a.endpoint, { url: `${legacy.url}${RPC_PATH}`, protocolVersion: '0.3', streaming: true });
+    assert.deepEqual(a.endpoint, { url: `${legacy.url}${RPC_PATH}`, protocolVersion: '0.3', streaming: true, binding: 'JSONRPC' });
   });
 
   it('falls back to /.well-known/agent.json when agent-card.json is missing', async () => {
@@ -213,7 +215,7 @@ describe('POST /agents', () => {
     const a = await registered(gw, { url: cards.url });
     assert.equal(a.name, 'Fallback');
     assert.equal(a.cardUrl, `${cards.url}/.well-known/agent.json`);
-    assert.deepEqual(a.endpoint, { url: `${cards.url}/rpc`, protocolVersion: '0.3', streaming: false });
+    assert.deepEqual(a.endpoint, { url: `${cards.url}/rpc`, protocolVersion: '0.3', streaming: false, binding: 'JSONRPC' });
     assert.deepEqual(cards.requests.slice(seen), ['/.well-known/agent-card.json', '/.well-known/agent.json'], 'agent-card.json first, then agent.json');
   });
 
@@ -317,9 +319,15 @@ describe('registration errors', () => {
     await refused(gw, { url: `${cards.url}/nul.json` }, 422, /NUL character/, /description/);
   });
 
-  it('a card with only a gRPC interface: 422 (1.0 and 0.3 shapes)', async () => {
-    await refused(gw, { url: `${cards.url}/grpc.json` }, 422, /JSON-RPC/);
-    await refused(gw, { url: `${cards.url}/grpc-03.json` }, 422, /JSON-RPC/);
+  it('a card with only a gRPC interface registers over gRPC (1.0 and 0.3 shapes); one with no binding Switchboard speaks: 422', async () => {
+    const v1 = await registered(gw, { url: `${cards.url}/grpc.json` });
+    assert.deepEqual(v1.endpoint, { url: 'grpc.example.com:443', protocolVersion: '1.0', streaming: true, binding: 'GRPC' });
+    const v03 = await registered(gw, { url: `${cards.url}/grpc-03.json` });
+    assert.equal(v03.endpoint.binding, 'GRPC');
+    assert.equal(v03.endpoint.protocolVersion, '0.3');
+    await refused(gw, { url: `${cards.url}/websocket.json` }, 422, /JSONRPC, HTTP\+JSON, GRPC/);
+    // gRPC has no path prefix: a URL with one would be called without it.
+    await refused(gw, { url: `${cards.url}/grpc-path.json` }, 422, /GRPC interface URL .*\/rpc.* no path/);
   });
 
   it('SSRF: a gateway that refuses private addresses refuses a 127.0.0.1 agent URL with 422, and never connects', async () => {

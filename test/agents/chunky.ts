@@ -7,8 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { TaskState } from '@a2a-js/sdk';
 import type { Task } from '@a2a-js/sdk';
 import { AgentEvent, InMemoryTaskStore, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server';
-import { RPC_PATH, startAgentServer } from './harness';
-import { BaseExecutor, mountV1Agent, statusEvent, taskEvent, textPart, type AgentOptions } from './v1';
+import type express from 'express';
+import { RPC_PATH } from './harness';
+import { BaseExecutor, startV1Agent, statusEvent, taskEvent, textPart, type AgentOptions } from './v1';
 
 export interface ChunkyOptions extends AgentOptions {
   chunks?: number;
@@ -77,7 +78,7 @@ class ByReferenceTaskStore extends InMemoryTaskStore {
 export function startChunkyAgent(o: ChunkyOptions = {}) {
   const executor = new ChunkyExecutor(o);
   const seen = new Set<string>();
-  return startAgentServer((app, url) => {
+  const before = (app: express.Express) => {
     if (o.dropFirstAttemptAfter !== undefined) {
       const limit = o.dropFirstAttemptAfter;
       app.post(RPC_PATH, (req, res, next) => {
@@ -99,7 +100,6 @@ export function startChunkyAgent(o: ChunkyOptions = {}) {
         next();
       });
     }
-    mountV1Agent(app, url, executor, 'Chunky', 'Streams a long artifact in chunks', { taskStore: new ByReferenceTaskStore(), ...o });
-    return () => executor.stop();
-  });
+  };
+  return startV1Agent(executor, 'Chunky', 'Streams a long artifact in chunks', { taskStore: new ByReferenceTaskStore(), ...o }, before);
 }

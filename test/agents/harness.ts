@@ -4,17 +4,26 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 
 export interface RecordedCall {
+  /** The binding the call came over (JSON-RPC unless the agent serves others too). */
+  binding?: 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
   method: string;
   params: any;
   headers: Record<string, string | string[] | undefined>;
 }
+
+/** Logs a call the agent received (and, for a cancel, the task it names). */
+export type Recorder = ((call: RecordedCall) => void) & { calls: RecordedCall[] };
 
 export interface TestAgent {
   /** Base URL, e.g. http://127.0.0.1:PORT (card at `${url}/.well-known/agent-card.json`). */
   url: string;
   /** The card JSON as served (fetched with `A2A-Version: 1.0`). */
   card: unknown;
-  /** Every JSON-RPC request received, in order (parsed body as received + headers). */
+  /**
+   * Every request received, in order: JSON-RPC (parsed body as received + headers), and for agents serving
+   * them, HTTP+JSON (method named as in JSON-RPC 1.0, the body, headers) and gRPC (method, the request as
+   * ts-proto object, metadata).
+   */
   calls: RecordedCall[];
   /** Agent-side task ids named by a received cancel request (`CancelTask` / `tasks/cancel`). */
   cancels: string[];
@@ -23,6 +32,8 @@ export interface TestAgent {
 
 /** Every agent serves JSON-RPC here: `${url}${RPC_PATH}`. */
 export const RPC_PATH = '/a2a/jsonrpc';
+/** Agents serving HTTP+JSON serve it under `${url}${REST_PATH}`. */
+export const REST_PATH = '/a2a/rest';
 const CANCEL_METHODS = new Set(['CancelTask', 'tasks/cancel']);
 
 /**
@@ -30,10 +41,17 @@ const CANCEL_METHODS = new Set(['CancelTask', 'tasks/cancel']);
  * real port. The recorder runs ahead of whatever `mount` installs; `mount` may return a cleanup hook for close().
  */
 export async function startAgentServer(
-  mount: (app: express.Express, url: string) => void | (() => void),
+  mount: (app: express.Express, url: string, record: Recorder) => void | (() => void),
 ): Promise<TestAgent> {
   const calls: RecordedCall[] = [];
   const cancels: string[] = [];
+  const record: Recorder = Object.assign(
+    (call: RecordedCall) => {
+      calls.push(call);
+      if (CANCEL_METHODS.has(call.method) && typeof call.params?.id === 'string') cancels.push(call.params.id);
+    },
+    { calls },
+  );
   const server = http.createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -51,11 +69,10 @@ export async function startAgentServer(
       /* leave it raw: the SDK answers -32700 */
     }
     const body = req.body;
-    calls.push({ method: body?.method, params: body?.params, headers: { ...req.headers } });
-    if (CANCEL_METHODS.has(body?.method) && typeof body?.params?.id === 'string') cancels.push(body.params.id);
+    record({ binding: 'JSONRPC', method: body?.method, params: body?.params, headers: { ...req.headers } });
     next();
   });
-  const cleanup = mount(app, url);
+  const cleanup = mount(app, url, record);
   server.on('request', app);
 
   const card = await (await fetch(`${url}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '1.0' } })).json();
