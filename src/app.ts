@@ -21,6 +21,9 @@ import { accountRoutes } from './routes/accounts';
 import { agentRoutes } from './routes/agents';
 import { frontDoorRoutes } from './routes/front-door';
 import { jsonRpcRoutes } from './routes/json-rpc';
+import { restRoutes } from './routes/rest';
+import { A2AEndpoints } from './a2a/endpoints';
+import { GrpcServer } from './grpc/server';
 import { reputationRoutes } from './routes/reputation';
 import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
@@ -79,6 +82,18 @@ export interface AppDeps {
   temporalUi?: TemporalUi;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
   auth: AppAuth;
+  /**
+   * The gRPC binding (SWITCHBOARD_GRPC_PORT): the port the cards advertise. buildApp never listens: the caller
+   * starts `app.grpc.listen(host, port)` beside `app.listen`; `app.close()` stops it. Unset: no gRPC.
+   */
+  grpc?: { port: number };
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The gRPC server (not yet listening) when AppDeps.grpc is set. */
+    grpc?: GrpcServer;
+  }
 }
 
 export interface AppAuth {
@@ -139,22 +154,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
   await app.register(auditRoutes, { pool: deps.pool });
   await app.register(codecRoutes, { codec: deps.auth.payloadCodec, corsOrigins: deps.auth.codecCorsOrigins ?? [] });
-  await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl });
+  await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl, grpcPort: deps.grpc?.port });
   await app.register(reputationRoutes, { pool: deps.pool });
   await app.register(taskRoutes, { pool: deps.pool, temporalUi: deps.temporalUi });
   await app.register(consoleRoutes);
-  await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl });
+  await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl, grpcPort: deps.grpc?.port });
   await app.register(accountRoutes, {
     pool: deps.pool,
     unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
     closedOpenTasks: (tenant) => closedOpenTaskIds(deps.temporal, deps.taskQueue, tenant),
   });
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
-  await app.register(jsonRpcRoutes, {
+  const rpcDeps = {
     registry,
     quotas,
     health,
-    publicUrl: deps.publicUrl,
     gateway,
     pool: deps.pool,
     hub: deps.hub,
@@ -163,7 +177,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     pushRetryInitialMs: deps.pushRetryInitialMs,
     maxHops: deps.maxHops ?? DEFAULT_MAX_HOPS,
     streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
-    sse: { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs },
-  });
+  };
+  // One RPC core and front door behind every binding (JSON-RPC, HTTP+JSON, gRPC).
+  const endpoints = new A2AEndpoints(rpcDeps);
+  const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
+  await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl: deps.publicUrl, sse });
+  await app.register(restRoutes, { endpoints, health, publicUrl: deps.publicUrl, sse });
+  if (deps.grpc) {
+    const grpc = new GrpcServer({
+      endpoints,
+      authenticator: app.authenticator,
+      rateLimitCall: app.rateLimitCall,
+      publicUrl: deps.publicUrl,
+      maxReceiveBytes: app.initialConfig.bodyLimit ?? 1024 * 1024,
+      drainTimeoutMs: streams.drainTimeoutMs,
+      keepaliveMs: streams.heartbeatMs,
+      log: deps.log,
+    });
+    app.decorate('grpc', grpc);
+    // Like the SSE streams: open gRPC streams end (naming where to resume) before the HTTP server waits for clients.
+    app.addHook('preClose', async () => grpc.close());
+  }
   return app;
 }

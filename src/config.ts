@@ -12,6 +12,8 @@ const optionalUrl = (protocols: RegExp) => z.url({ protocol: protocols, error: '
 const EnvSchema = z.object({
   PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
+  /** The A2A gRPC binding's port (on HOST; the cards advertise it on SWITCHBOARD_PUBLIC_URL's host). 0: no gRPC. */
+  SWITCHBOARD_GRPC_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(8081),
   /** Unset: an embedded PostgreSQL (PGlite) under SWITCHBOARD_DATA_DIR. */
   DATABASE_URL: optionalUrl(/^postgres(ql)?$/),
   /** Unset: a Temporal dev server started by Switchboard, persisted under SWITCHBOARD_DATA_DIR. */

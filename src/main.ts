@@ -208,12 +208,15 @@ async function main(): Promise<void> {
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       streams: streamSettingsOf(config),
       temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
+      grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT } : undefined,
     });
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });
+    const grpcPort = app.grpc && (await app.grpc.listen(config.HOST, config.SWITCHBOARD_GRPC_PORT));
     const lines = [
       `Switchboard${role === 'api' ? ' (api only: workers run elsewhere)' : ''} is running at ${url}`,
       `  console:            ${url}/console (with an operator or admin key)`,
+      `  A2A bindings:       JSON-RPC ${url}/agents/<id>/a2a, HTTP+JSON ${url}/agents/<id>/rest, ${grpcPort ? `gRPC ${config.HOST}:${grpcPort} (tenant <id>)` : 'gRPC off (SWITCHBOARD_GRPC_PORT=0)'}`,
       ...(adminKey?.created ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
       ...(adminKey && !adminKey.created ? [`  admin key:          ${adminKey.file}`] : []),
       `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import { FrontDoorHandler } from './front-door-handler';
 import { a2aError } from './errors';
 import type { RpcCall, RpcCoreDeps, RpcTarget } from './rpc-handler';
-import { gatewayCard } from '../agents/cards';
+import { type GatewayEndpoints, gatewayCard } from '../agents/cards';
 import type { Agent, AgentRegistry } from '../agents/registry';
 import { type RoutableMessage, Router } from '../agents/router';
 import { claimWithinQuota } from '../auth/quotas';
@@ -43,7 +43,7 @@ export class FrontDoor {
     const { caller } = call;
     const { tenant } = caller;
     const rpcUrl = `${call.base}/a2a`;
-    const card = () => switchboardCard(this.d.registry, tenant, rpcUrl);
+    const card = () => switchboardCard(this.d.registry, tenant, { jsonRpc: rpcUrl });
     const target = (agent: Agent | undefined, route?: StoredRoute): RpcTarget => ({
       handler: (cursor, dialect) => new FrontDoorHandler(agent, { caller, card }, rpcUrl, deps, cursor, dialect),
       decorate: route && ((result) => withRouting(result, route)),
@@ -90,10 +90,10 @@ function withRouting(result: unknown, route: StoredRoute & { tiedWith?: string[]
 }
 
 /**
- * Switchboard's own card: the gateway card shape (1.0 and 0.3 interfaces at `rpcUrl`), with a summary of the
- * skills of the agents routing can use now (healthy and degraded, first CARD_SKILLS distinct skill ids).
+ * Switchboard's own card: the gateway card shape (its interfaces at `endpoints`), with a summary of the skills of
+ * the agents routing can use now (healthy and degraded, first CARD_SKILLS distinct skill ids).
  */
-export async function switchboardCard(registry: AgentRegistry, tenant: string | undefined, rpcUrl: string): Promise<Record<string, unknown>> {
+export async function switchboardCard(registry: AgentRegistry, tenant: string | undefined, endpoints: GatewayEndpoints): Promise<Record<string, unknown>> {
   const { agents } = tenant ? await registry.search(tenant, { statuses: ['healthy', 'degraded'], pageSize: 100 }) : { agents: [] };
   const skills = new Map<string, Record<string, unknown>>();
   for (const a of agents) {
@@ -113,6 +113,6 @@ export async function switchboardCard(registry: AgentRegistry, tenant: string | 
       version: '1.0.0',
       skills: [...skills.values()],
     },
-    rpcUrl,
+    endpoints,
   );
 }

@@ -57,7 +57,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   async getAgentCard(): Promise<AgentCard> {
-    return AgentCard.fromJSON(gatewayCard(this.agent.card, this.rpcUrl));
+    return AgentCard.fromJSON(gatewayCard(this.agent.card, { jsonRpc: this.rpcUrl }));
   }
 
   async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {

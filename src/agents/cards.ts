@@ -188,14 +188,40 @@ export const GATEWAY_SECURITY = {
 } as const;
 
 /**
- * The card Switchboard publishes for a registered agent. It is readable by 1.0 clients (supportedInterfaces
- * for 1.0 and 0.3, first preferred) and by 0.3 clients (`url`, `protocolVersion`, `preferredTransport`), and it
- * advertises only what the gateway itself implements. The agent's signatures are dropped: the card changed.
+ * Where clients reach one gateway endpoint (an agent's, or the routing front door's) in each binding: JSON-RPC
+ * and HTTP+JSON URLs, and the gRPC target (`host:port`) with the A2A `tenant` that names the agent on the one
+ * gRPC port every endpoint shares (none: the front door).
  */
-export function gatewayCard(agentCard: AgentCardJson, rpcUrl: string): Record<string, unknown> {
+export interface GatewayEndpoints {
+  jsonRpc: string;
+  rest?: string;
+  grpc?: { target: string; tenant?: string };
+}
+
+/**
+ * The endpoints of an agent (`agentId`) or of the front door (undefined) under the gateway's base URL; gRPC when
+ * the gateway serves it (`grpcPort`), on the base URL's host.
+ */
+export function gatewayEndpoints(base: string, agentId: string | undefined, grpcPort?: number): GatewayEndpoints {
+  const root = agentId === undefined ? base : `${base}/agents/${agentId}`;
+  return {
+    jsonRpc: `${root}/a2a`,
+    rest: `${root}/rest`,
+    ...(grpcPort ? { grpc: { target: `${new URL(base).hostname}:${grpcPort}`, ...(agentId !== undefined ? { tenant: agentId } : {}) } } : {}),
+  };
+}
+
+/**
+ * The card Switchboard publishes for a registered agent. It is readable by 1.0 clients (supportedInterfaces: JSON-RPC
+ * for 1.0 and 0.3 first, preferred, then HTTP+JSON and gRPC for 1.0) and by 0.3 clients (`url`, `protocolVersion`,
+ * `preferredTransport`, `additionalInterfaces`), and it advertises only what the gateway itself implements. The
+ * agent's signatures are dropped: the card changed.
+ */
+export function gatewayCard(agentCard: AgentCardJson, endpoints: GatewayEndpoints): Record<string, unknown> {
   const card: Record<string, unknown> = { ...agentCard };
   for (const k of AGENT_SPECIFIC) delete card[k];
   const capabilities = (agentCard.capabilities ?? {}) as Record<string, unknown>;
+  const { jsonRpc, rest, grpc } = endpoints;
   return {
     ...card,
     description: agentCard.description ?? '',
@@ -205,12 +231,17 @@ export function gatewayCard(agentCard: AgentCardJson, rpcUrl: string): Record<st
     defaultOutputModes: agentCard.defaultOutputModes ?? ['text/plain'],
     capabilities: { ...capabilities, streaming: true, pushNotifications: true, extendedAgentCard: false, stateTransitionHistory: false },
     supportedInterfaces: [
-      { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
-      { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+      { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+      { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+      ...(rest ? [{ url: rest, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' }] : []),
+      // The gRPC port is shared: the A2A `tenant` of every request names the agent (SDK clients send it).
+      ...(grpc ? [{ url: grpc.target, protocolBinding: 'GRPC', protocolVersion: '1.0', ...(grpc.tenant ? { tenant: grpc.tenant } : {}) }] : []),
     ],
-    url: rpcUrl,
+    url: jsonRpc,
     preferredTransport: 'JSONRPC',
     protocolVersion: '0.3.0',
+    // 0.3 lists every interface of its own protocol version: HTTP+JSON and gRPC are served in 1.0 only.
+    additionalInterfaces: [{ url: jsonRpc, transport: 'JSONRPC' }],
     ...GATEWAY_SECURITY,
   };
 }

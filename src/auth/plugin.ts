@@ -55,6 +55,13 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Every route with its access policy, in registration order (filled by installAuth's onRoute hook). */
     accessTable: AccessEntry[];
+    /** Authentication for transports outside Fastify's routes (the gRPC server): the same keys, JWTs and tenants. */
+    authenticator: Authenticator;
+    /**
+     * The per-tenant and per-key rate limits for a call outside Fastify's routes (the gRPC server): counts the
+     * call, and returns the refusal when one is exceeded.
+     */
+    rateLimitCall(caller: Caller): Promise<RateRefusal | undefined>;
   }
   interface FastifyRequest {
     /** What the audit entry names as the target, when the route's params do not (e.g. the id a POST created). */
@@ -64,10 +71,13 @@ declare module 'fastify' {
 
 type Presented = { token: string } | { malformed: string } | undefined;
 
+/** Request headers (HTTP) or call metadata (gRPC), lower-case names. */
+export type CredentialHeaders = Record<string, string | string[] | undefined>;
+
 /** The credential in the request, if any: a Bearer token or an X-API-Key. */
-function presented(req: FastifyRequest): Presented {
-  const auth = req.headers.authorization;
-  const apiKey = req.headers['x-api-key'];
+function presented(headers: CredentialHeaders): Presented {
+  const auth = first(headers.authorization);
+  const apiKey = headers['x-api-key'];
   if (auth !== undefined) {
     const m = /^Bearer +(\S+) *$/i.exec(auth);
     if (!m) return { malformed: 'Authorization must be "Bearer <API key or JWT>"' };
@@ -81,7 +91,10 @@ function presented(req: FastifyRequest): Presented {
   return undefined;
 }
 
-class AuthFailure {
+const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+/** Why a call is refused before it runs: 401 (no or bad credentials), 403, 404 (no such tenant) or 503. */
+export class AuthFailure {
   constructor(
     readonly status: 401 | 403 | 404 | 503,
     readonly error: string,
@@ -89,16 +102,23 @@ class AuthFailure {
   ) {}
 }
 
-export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise<void> {
-  // Every route must say who may call it; a route that forgot fails here, at start-up, not in production.
-  const table: AccessEntry[] = [];
-  app.decorate('accessTable', table);
-  app.addHook('onRoute', (route) => {
-    const auth = route.config?.auth as Access | undefined;
-    if (!auth) throw new Error(`route ${route.method} ${route.url} declares no access policy (config.auth)`);
-    for (const method of [route.method].flat()) if (method !== 'HEAD') table.push({ method, url: route.url, access: auth });
-  });
+/**
+ * Credentials to a caller, for every transport: the HTTP hook below passes request headers, the gRPC server
+ * (src/grpc/server.ts) call metadata. `authenticate` returns the caller (undefined on a public route without
+ * valid credentials) or throws AuthFailure (or DependencyUnavailable while keys cannot be checked).
+ */
+export interface Authenticator {
+  authenticate(headers: CredentialHeaders, policy: Access): Promise<Caller | undefined>;
+}
 
+/** A rate limit that refused a call: which quota, the message, and when to retry. */
+export interface RateRefusal {
+  quota: string;
+  message: string;
+  retryAfterS: number;
+}
+
+export function createAuthenticator(deps: Pick<AuthDeps, 'keys' | 'quotas' | 'jwt'>): Authenticator {
   async function identify(token: string): Promise<KeyIdentity> {
     if (deps.jwt && looksLikeJwt(token)) {
       try {
@@ -116,8 +136,8 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
   }
 
   /** The tenant a request acts in: a non-admin's own; an admin's pick (X-Switchboard-Tenant), `default` if none. */
-  async function tenantOf(req: FastifyRequest, id: KeyIdentity): Promise<string> {
-    const raw = req.headers[TENANT_HEADER];
+  async function tenantOf(headers: CredentialHeaders, id: KeyIdentity): Promise<string> {
+    const raw = first(headers[TENANT_HEADER]);
     const requested = typeof raw === 'string' && raw !== '' ? raw : undefined;
     if (id.role === 'admin') {
       const tenant = requested ?? DEFAULT_TENANT;
@@ -131,19 +151,19 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
     return id.tenant;
   }
 
-  async function authenticate(req: FastifyRequest, policy: Access): Promise<void> {
-    const cred = presented(req);
+  async function authenticate(headers: CredentialHeaders, policy: Access): Promise<Caller | undefined> {
+    const cred = presented(headers);
     if ('public' in policy) {
       // A public route serves everyone; valid credentials only add what the caller may see (its tenant's skills).
       if (cred && 'token' in cred) {
         try {
           const id = await identify(cred.token);
-          req.caller = { ...id, tenant: await tenantOf(req, id) };
+          return { ...id, tenant: await tenantOf(headers, id) };
         } catch {
           // a bad credential on a public document is ignored, not refused
         }
       }
-      return;
+      return undefined;
     }
     if (!cred) throw new AuthFailure(401, 'Authentication required: send Authorization: Bearer <API key or JWT>, or X-API-Key: <API key>');
     if ('malformed' in cred) throw new AuthFailure(401, cred.malformed);
@@ -151,8 +171,26 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
     if (!policy.roles.includes(id.role)) {
       throw new AuthFailure(403, `This needs the role ${policy.roles.join(' or ')}; this key's role is ${id.role}`, { requiredRoles: policy.roles });
     }
-    const caller: Caller = { keyId: id.keyId, role: id.role, tenant: await tenantOf(req, id), via: id.via, ...(id.agentId ? { agentId: id.agentId } : {}) };
-    req.caller = caller;
+    return { keyId: id.keyId, role: id.role, tenant: await tenantOf(headers, id), via: id.via, ...(id.agentId ? { agentId: id.agentId } : {}) };
+  }
+  return { authenticate };
+}
+
+export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise<void> {
+  // Every route must say who may call it; a route that forgot fails here, at start-up, not in production.
+  const table: AccessEntry[] = [];
+  app.decorate('accessTable', table);
+  app.addHook('onRoute', (route) => {
+    const auth = route.config?.auth as Access | undefined;
+    if (!auth) throw new Error(`route ${route.method} ${route.url} declares no access policy (config.auth)`);
+    for (const method of [route.method].flat()) if (method !== 'HEAD') table.push({ method, url: route.url, access: auth });
+  });
+
+  const authenticator = createAuthenticator(deps);
+  app.decorate('authenticator', authenticator);
+  async function authenticate(req: FastifyRequest, policy: Access): Promise<void> {
+    const caller = await authenticator.authenticate(req.headers, policy);
+    if (caller) req.caller = caller;
   }
 
   await app.register(rateLimit, {
@@ -183,6 +221,20 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
       .send({ error: `Rate limit reached: ${r.max} requests per second ${scope}; retry after the Retry-After seconds` });
   };
 
+  app.decorate('rateLimitCall', async (caller: Caller): Promise<RateRefusal | undefined> => {
+    // The limiters read only the caller and the route's (absent) rate-limit group.
+    const call = { caller, routeOptions: { config: {} } } as unknown as FastifyRequest;
+    const refusal = (quota: string, scope: string, r: { max?: number; ttlInSeconds?: number }) => {
+      quotaRefusals.inc({ quota });
+      return { quota, message: `Rate limit reached: ${r.max} requests per second ${scope}; retry after ${Math.max(1, r.ttlInSeconds ?? 1)} s`, retryAfterS: Math.max(1, r.ttlInSeconds ?? 1) };
+    };
+    const tenant = await perTenant(call);
+    if (exceeded(tenant)) return refusal('requestsPerSecond', `for tenant ${caller.tenant}`, tenant);
+    const key = await perKey(call);
+    if (exceeded(key)) return refusal('requestsPerSecondPerKey', 'for this key', key);
+    return undefined;
+  });
+
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     const policy = req.routeOptions.config?.auth as Access | undefined;
@@ -194,7 +246,7 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
         return reply.code(503).header('retry-after', String(err.retryAfterS)).send({ error: err.message, dependency: err.dependency });
       }
       if (!(err instanceof AuthFailure)) throw err;
-      if (err.status === 401) reply.header('www-authenticate', `${REALM}${presented(req) ? ', error="invalid_token"' : ''}`);
+      if (err.status === 401) reply.header('www-authenticate', `${REALM}${presented(req.headers) ? ', error="invalid_token"' : ''}`);
       if (err.status === 503) reply.header('retry-after', '5');
       const limited = await anonymous(req);
       if (exceeded(limited)) return tooMany(reply, 'anonymousRequestsPerSecond', 'from this address without valid credentials', limited);

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { RegisterAgentBody } from '../a2a/schemas';
 import { AgentCredentialSpec } from '../agents/agent-credentials';
-import { gatewayCard } from '../agents/cards';
+import { gatewayCard, gatewayEndpoints } from '../agents/cards';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
@@ -13,6 +13,8 @@ import { answer, describeOnly, errorBody, noContent, requestSchema } from './ope
 export interface AgentRoutesDeps {
   registry: AgentRegistry;
   publicUrl?: string;
+  /** The gRPC port the cards advertise (unset: gRPC is off). */
+  grpcPort?: number;
 }
 
 /** A query parameter that may be repeated (`?tag=a&tag=b`) or, for status, comma-separated. */
@@ -34,7 +36,7 @@ const ListAgentsQuery = z.strictObject({
   pageToken: z.string().min(1).max(2000).optional(),
 });
 
-export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }: AgentRoutesDeps): Promise<void> {
+export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, grpcPort }: AgentRoutesDeps): Promise<void> {
   describeOnly(app);
   const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
   /** Agent views with the kind of outbound credential each has (`{type}` or null), never the secret. */
@@ -58,7 +60,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
     liveness: { consecutiveFailures: a.consecutiveFailures, lastProbe: a.lastProbe },
     signature: a.signature,
     cardCache: a.cardCache,
-    gateway: { card: `${base}/agents/${a.id}/.well-known/agent-card.json`, jsonRpc: `${base}/agents/${a.id}/a2a` },
+    gateway: { card: `${base}/agents/${a.id}/.well-known/agent-card.json`, ...gatewayEndpoints(base, a.id, grpcPort) },
     card: a.card,
   });
   const notFound = (id: string) => ({ error: `No agent ${id}` });
@@ -171,7 +173,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl }:
         const agent = await registry.getPublic(req.params.id);
         if (!agent) return reply.code(404).send(notFound(req.params.id));
         const base = baseUrlOf(req, publicUrl);
-        return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, `${base}/agents/${agent.id}/a2a`));
+        return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpcPort)));
       });
     }
   }

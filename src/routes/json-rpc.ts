@@ -6,8 +6,8 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
-import { FrontDoor } from '../a2a/front-door';
-import { type RpcCoreDeps, RpcCore, type RpcResolver } from '../a2a/rpc-handler';
+import type { A2AEndpoints } from '../a2a/endpoints';
+import type { RpcCoreDeps, RpcResolver } from '../a2a/rpc-handler';
 import { envelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf } from './base-url';
@@ -16,6 +16,8 @@ import { type SseOptions, writeSse } from './sse';
 import { answer, describeOnly } from './openapi';
 
 export interface JsonRpcRouteDeps extends RpcCoreDeps {
+  /** The endpoints every binding shares (src/a2a/endpoints.ts). */
+  endpoints: A2AEndpoints;
   publicUrl?: string;
   sse: SseOptions;
 }
@@ -35,12 +37,11 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
   });
 
-  const core = new RpcCore(deps);
+  const core = deps.endpoints.core;
   // On shutdown (app.close) every open stream gets a last event naming where to resume, and ends, so the close
   // does not wait for clients to leave.
   const closing = new AbortController();
   app.addHook('preClose', async () => closing.abort());
-  const frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool });
   // The per-agent endpoint serves the agent in its path; the routing front door picks an agent for each new
   // task and serves existing tasks of any agent of the tenant.
   const schema = (summary: string) => ({
@@ -65,10 +66,11 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     },
   });
   app.post('/agents/:id/a2a', { config: access.rpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
-    send(req, reply, core.agentEndpoint(req.params.id)),
+    send(req, reply, deps.endpoints.resolver(req.params.id)),
   );
+  const frontDoor = deps.endpoints.resolver(undefined);
   for (const path of FRONT_DOOR_PATHS) {
-    app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant') }, (req, reply) => send(req, reply, (call) => frontDoor.resolve(call, deps)));
+    app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant') }, (req, reply) => send(req, reply, frontDoor));
   }
 
   async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver): Promise<unknown> {

@@ -148,6 +148,8 @@ export interface Gateway {
   taskQueue: string;
   /** Keys for tenant `default` (admin, operator, client); rpc() and register() use them by default. */
   keys: TestKeys;
+  /** The gRPC binding's host:port, when GatewayOptions.grpc asked for it. */
+  grpc?: string;
   /** fetch as the tenant's client (or as `role`). */
   fetch(url: string, init?: RequestInit, role?: keyof TestKeys): Promise<Response>;
   /** Starts a worker (one runs after startGateway); `wrap` replaces activities, for fault injection. */
@@ -192,6 +194,8 @@ export interface GatewayOptions {
   temporalUi?: import('../../src/routes/tasks').TemporalUi;
   /** Where the gateway logs (at LOG_LEVEL, default silent), e.g. to search the log for secrets. */
   logTo?: { level: string; stream: import('pino').DestinationStream };
+  /** Serve the gRPC binding too (SWITCHBOARD_GRPC_PORT), on a free port: Gateway.grpc is its host:port. */
+  grpc?: boolean;
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -247,7 +251,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
 
   if (opts.worker ?? true) await startWorker(opts.wrapActivities);
   const keyStore = new KeyStore(db.pool, { envAdminKey: TEST_ADMIN_KEY });
+  const grpcPort = opts.grpc ? await freePort() : undefined;
   const app = await buildApp({
+    grpc: grpcPort ? { port: grpcPort } : undefined,
     auth: { keys: keyStore, jwt: opts.jwt, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl, payloadCodec, codecCorsOrigins: ['http://ui.test'] },
     credentials,
     hub,
@@ -265,6 +271,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  if (grpcPort) await app.grpc!.listen('127.0.0.1', grpcPort);
   const keys: TestKeys = {
     admin: TEST_ADMIN_KEY,
     operator: (await keyStore.create({ tenant: 'default', role: 'operator', name: 'test operator' })).key,
@@ -275,6 +282,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     url,
     app,
     keys,
+    grpc: grpcPort ? `127.0.0.1:${grpcPort}` : undefined,
     fetch: (target, init, role = 'client') => authFetch(keys[role])(target, init),
     env,
     db,
