@@ -74,7 +74,7 @@ after(async () => {
 interface Row {
   /** Who passes authentication and authorization; `public` is everyone, credentials or not. */
   allowed: 'public' | readonly Role[];
-  request: () => { path: string; body?: unknown };
+  request: () => { path: string; body?: unknown; headers?: Record<string, string> };
   /** The status an allowed caller gets (the route's own answer to this request), per role where it differs. */
   ok: number | Partial<Record<Principal, number>>;
 }
@@ -82,6 +82,8 @@ interface Row {
 const ALL: readonly Role[] = ['admin', 'operator', 'client', 'agent'];
 const OPS: readonly Role[] = ['admin', 'operator'];
 const ADMIN: readonly Role[] = ['admin'];
+/** The A2A methods that change something: everyone but operators (rpcMethodRoles). */
+const WRITERS: readonly Role[] = ['admin', 'client', 'agent'];
 const rpcBody = () => ({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: randomUUID() } });
 
 /** One row per route: the test fails when the app has a route this table does not name, or the other way round. */
@@ -133,6 +135,13 @@ const MATRIX: Record<string, Row> = {
   'POST /agents/:id/a2a': { allowed: ALL, request: () => ({ path: `/agents/${echoId}/a2a`, body: rpcBody() }), ok: 200 },
   'POST /a2a': { allowed: ALL, request: () => ({ path: '/a2a', body: rpcBody() }), ok: 200 },
   'POST /api/v1/a2a': { allowed: ALL, request: () => ({ path: '/api/v1/a2a', body: rpcBody() }), ok: 200 },
+  // HTTP+JSON (REST): every A2A method under one route per HTTP method; the method's roles are the JSON-RPC ones.
+  'GET /agents/:id/rest/*': { allowed: ALL, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
+  'POST /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/message:send`, body: {}, headers: V1 }), ok: 400 },
+  'DELETE /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 204 },
+  'GET /rest/*': { allowed: ALL, request: () => ({ path: `/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
+  'POST /rest/*': { allowed: WRITERS, request: () => ({ path: '/rest/message:send', body: {}, headers: V1 }), ok: 400 },
+  'DELETE /rest/*': { allowed: WRITERS, request: () => ({ path: `/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 204 },
 };
 
 function expected(row: Row, who: Principal): number {
@@ -153,8 +162,8 @@ describe('role × route matrix', () => {
     for (const [route, row] of Object.entries(MATRIX)) {
       const method = route.split(' ')[0];
       for (const who of PRINCIPALS) {
-        const { path, body } = row.request();
-        const res = await call(method, path, { key: key[who], body });
+        const { path, body, headers } = row.request();
+        const res = await call(method, path, { key: key[who], body, headers });
         const want = expected(row, who);
         if (res.status !== want) failures.push(`${route} as ${who}: ${res.status} (want ${want}) ${res.text.slice(0, 200)}`);
         if (want === 401) {

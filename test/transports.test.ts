@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
+import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { A2AService } from '@a2a-js/sdk/server/grpc';
 import { type TestAgent, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
-import { type Gateway, register, startGateway } from './helpers/harness';
+import { type Gateway, eventually, register, startGateway } from './helpers/harness';
 import {
   CLIENT_BINDINGS,
   SCENARIOS,
@@ -84,6 +85,10 @@ function unary(method: string, request: unknown, metadata: Record<string, string
     }),
   );
 }
+
+/** A SendMessage request in the SDK's proto type, for the raw gRPC client. */
+const sendRequest = (tenant: string, text: string) =>
+  SendMessageRequest.fromJSON({ tenant, message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } });
 
 describe('cards', () => {
   test('an agent\'s gateway card lists JSON-RPC (1.0, 0.3), HTTP+JSON and gRPC (tenant = the agent)', async () => {
@@ -199,7 +204,7 @@ describe('gRPC on the wire', () => {
   test('status codes: NOT_FOUND, UNAUTHENTICATED, PERMISSION_DENIED; the tenant names the agent', async () => {
     const tenant = agents.echo.id;
     const missing = await unary('getTask', { tenant, id: randomUUID() }, { authorization: `Bearer ${gw.keys.client}`, 'a2a-version': '1.0' });
-    assert.equal(missing.err?.code, grpc.status.NOT_FOUND);
+    assert.equal(missing.err?.code, grpc.status.NOT_FOUND, missing.err?.details);
     assert.ok(missing.err?.metadata.get('grpc-status-details-bin').length, 'with google.rpc.Status details');
 
     const none = await unary('getTask', { tenant, id: randomUUID() }, { 'a2a-version': '1.0' });
@@ -207,8 +212,7 @@ describe('gRPC on the wire', () => {
     const bad = await unary('getTask', { tenant, id: randomUUID() }, { 'x-api-key': 'sb_' + 'y'.repeat(43), 'a2a-version': '1.0' });
     assert.equal(bad.err?.code, grpc.status.UNAUTHENTICATED);
 
-    const message = { messageId: randomUUID(), role: 1, parts: [{ content: { $case: 'text', value: 'x' } }] };
-    const denied = await unary('sendMessage', { tenant, message }, { authorization: `Bearer ${gw.keys.operator}`, 'a2a-version': '1.0' });
+    const denied = await unary('sendMessage', sendRequest(tenant, 'x'), { authorization: `Bearer ${gw.keys.operator}`, 'a2a-version': '1.0' });
     assert.equal(denied.err?.code, grpc.status.PERMISSION_DENIED);
 
     const unknownAgent = await unary('getTask', { tenant: 'no-such-agent', id: randomUUID() }, { authorization: `Bearer ${gw.keys.client}`, 'a2a-version': '1.0' });
@@ -222,9 +226,8 @@ describe('gRPC on the wire', () => {
   });
 
   test('requests over the size cap are refused with RESOURCE_EXHAUSTED', async () => {
-    const message = { messageId: randomUUID(), role: 1, parts: [{ content: { $case: 'text', value: 'x'.repeat(2 * 1024 * 1024) } }] };
-    const big = await unary('sendMessage', { tenant: agents.echo.id, message }, { authorization: `Bearer ${gw.keys.client}`, 'a2a-version': '1.0' });
-    assert.equal(big.err?.code, grpc.status.RESOURCE_EXHAUSTED);
+    const big = await unary('sendMessage', sendRequest(agents.echo.id, 'x'.repeat(2 * 1024 * 1024)), { authorization: `Bearer ${gw.keys.client}`, 'a2a-version': '1.0' });
+    assert.equal(big.err?.code, grpc.status.RESOURCE_EXHAUSTED, big.err?.details);
   });
 
   test('a deadline that passes ends the call with DEADLINE_EXCEEDED; the task lives on', async () => {
@@ -233,14 +236,17 @@ describe('gRPC on the wire', () => {
     const md = new grpc.Metadata();
     md.set('authorization', `Bearer ${gw.keys.client}`);
     md.set('a2a-version', '1.0');
-    const message = { messageId: randomUUID(), role: 1, parts: [{ content: { $case: 'text', value: 'slow' } }] };
     const err = await new Promise<grpc.ServiceError | null>((resolve) =>
-      (client.sendMessage as any)({ tenant: agents.slow.id, message }, md, { deadline: Date.now() + 1500 }, (e: grpc.ServiceError | null) => resolve(e)),
+      (client.sendMessage as any)(sendRequest(agents.slow.id, 'slow'), md, { deadline: Date.now() + 1500 }, (e: grpc.ServiceError | null) => resolve(e)),
     );
     client.close();
-    assert.equal(err?.code, grpc.status.DEADLINE_EXCEEDED);
-    const page = await c.listTasks({ tenant: '', contextId: '', status: 0, pageToken: '', includeArtifacts: false } as never);
-    assert.ok(page.tasks.length > 0);
+    assert.equal(err?.code, grpc.status.DEADLINE_EXCEEDED, err?.details);
+    // The task goes on without the caller: it is there, working, and is canceled here so that nothing waits on it.
+    const working = await eventually(async () => {
+      const page = await c.listTasks({ tenant: '', contextId: '', status: TaskState.TASK_STATE_WORKING, pageToken: '', includeArtifacts: false } as never);
+      return page.tasks.length ? page.tasks : undefined;
+    }, 20_000, 'the task to be working');
+    for (const t of working) await c.cancelTask({ id: t.id, tenant: '', metadata: undefined });
   });
 
 });
