@@ -190,6 +190,7 @@ describe('POST /agents', () => {
     assert.deepEqual(a.gateway, {
       card: `${gw.url}/agents/${a.id}/.well-known/agent-card.json`,
       jsonRpc: `${gw.url}/agents/${a.id}/a2a`,
+      rest: `${gw.url}/agents/${a.id}/rest`,
     });
     assert.equal(a.priceMinor, 0);
     assert.ok(!Number.isNaN(Date.parse(a.createdAt)));
@@ -360,6 +361,7 @@ describe('the card the gateway publishes', () => {
     assert.deepEqual(card.supportedInterfaces, [
       { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
       { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+      { url: rpcUrl.replace(/\/a2a$/, '/rest'), protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
     ]);
     assert.equal(card.url, rpcUrl);
     assert.equal(card.preferredTransport, 'JSONRPC');
@@ -412,6 +414,7 @@ describe('the card the gateway publishes', () => {
       [
         [url, '1.0'],
         [url, '0.3'],
+        [`${gw.url}/agents/${a.id}/rest`, '1.0'],
       ],
     );
     assert.equal(card.url, url);

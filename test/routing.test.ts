@@ -62,6 +62,7 @@ describe('the front door card', () => {
       assert.deepEqual(card.supportedInterfaces, [
         { url: `${gw.url}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
         { url: `${gw.url}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+        { url: `${gw.url}/rest`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
       ]);
       assert.equal(card.url, `${gw.url}/a2a`);
       assert.equal(card.capabilities.streaming, true);

@@ -25,7 +25,8 @@ process.once('exit', () => {
 });
 
 /** A TCP port free right now on 127.0.0.1, so a restarted process can listen on the same URL. */
-export { freePort } from '../../src/net';
+import { freePort } from '../../src/net';
+export { freePort };
 
 /**
  * Starts `node --import tsx src/main.ts` with `env` and waits until it is ready: /healthz answers, or for a process
@@ -38,7 +39,8 @@ export async function startSwitchboard(env: Record<string, string>, opts: { read
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: REPO_ROOT,
     // Only what Switchboard reads, plus PATH/HOME: nothing from the test runner (NODE_TEST_CONTEXT, NODE_OPTIONS...).
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    // The gRPC binding on a free port unless the test picks one (the default, 8081, may be taken).
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SWITCHBOARD_GRPC_PORT: String(await freePort()), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
