@@ -138,10 +138,10 @@ const MATRIX: Record<string, Row> = {
   // HTTP+JSON (REST): every A2A method under one route per HTTP method; the method's roles are the JSON-RPC ones.
   'GET /agents/:id/rest/*': { allowed: ALL, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
   'POST /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/message:send`, body: {}, headers: V1 }), ok: 400 },
-  'DELETE /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 204 },
+  'DELETE /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 404 },
   'GET /rest/*': { allowed: ALL, request: () => ({ path: `/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
   'POST /rest/*': { allowed: WRITERS, request: () => ({ path: '/rest/message:send', body: {}, headers: V1 }), ok: 400 },
-  'DELETE /rest/*': { allowed: WRITERS, request: () => ({ path: `/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 204 },
+  'DELETE /rest/*': { allowed: WRITERS, request: () => ({ path: `/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 404 },
 };
 
 function expected(row: Row, who: Principal): number {

@@ -23,7 +23,7 @@ type Operation = {
 };
 const operation = (method: string, path: string): Operation | undefined => doc.paths[path]?.[method.toLowerCase()];
 /** Fastify's `/agents/:id` is OpenAPI's `/agents/{id}`. */
-const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}').replace(/\*$/, '{*}');
 
 async function call(method: string, path: string, body?: unknown) {
   const headers: Record<string, string> = { authorization: `Bearer ${gw.keys.admin}` };
