@@ -1,6 +1,7 @@
 /**
- * Every A2A binding on the client side: @a2a-js/sdk clients preferring JSON-RPC, HTTP+JSON (REST) and gRPC each
- * run the scenario table (test/helpers/binding-scenarios.ts) against the gateway and real SDK agents; then what
+ * Every A2A binding, both ways: @a2a-js/sdk clients preferring JSON-RPC, HTTP+JSON (REST) and gRPC each run the
+ * scenario table (test/helpers/binding-scenarios.ts) against SDK agents that serve only JSON-RPC, only HTTP+JSON or
+ * only gRPC (3 × 3 pairs: a gRPC client reaches a REST-only agent and so on); then what
  * is particular to each binding: cards, event ids and resume on the wire, errors in each binding's own form,
  * authentication and roles, and the same task read identically through all three (TCK transport equivalence).
  */
@@ -22,24 +23,38 @@ import {
   send,
 } from './helpers/binding-scenarios';
 
-/** How Switchboard reaches the agents: the agent-side bindings join this list (3 × 3 pairs). */
-const AGENT_BINDINGS = ['JSONRPC'] as const;
+/** How Switchboard reaches the agents: each agent binding with each client binding, 3 × 3 pairs. */
+const AGENT_BINDINGS = ['JSONRPC', 'HTTP+JSON', 'GRPC'] as const;
+type AgentBinding = (typeof AGENT_BINDINGS)[number];
 const CHUNKS = 12;
 
 let gw: Gateway;
+/** The scenario agents per agent binding; `agents` (JSON-RPC ones) serve the binding-specific tests below. */
+const agentsBy = {} as Record<AgentBinding, ScenarioAgents>;
 let agents: ScenarioAgents;
 const running: TestAgent[] = [];
 
-before(async () => {
-  gw = await startGateway({ grpc: true });
-  const [echo, asking, slow, chunky] = await Promise.all([startEchoAgent(), startAskingAgent(), startSlowAgent(), startChunkyAgent({ chunks: CHUNKS })]);
+async function startScenarioAgents(binding: AgentBinding): Promise<ScenarioAgents> {
+  const bindings = [binding];
+  const [echo, asking, slow, chunky] = await Promise.all([
+    startEchoAgent({ bindings }),
+    startAskingAgent({ bindings }),
+    startSlowAgent({ bindings }),
+    startChunkyAgent({ chunks: CHUNKS, bindings }),
+  ]);
   running.push(echo, asking, slow, chunky);
-  agents = {
+  return {
     echo: { id: (await register(gw, echo.url)).id, agent: echo },
     asking: { id: (await register(gw, asking.url)).id, agent: asking },
     slow: { id: (await register(gw, slow.url)).id, agent: slow },
     chunky: { id: (await register(gw, chunky.url)).id, agent: chunky, chunks: CHUNKS },
   };
+}
+
+before(async () => {
+  gw = await startGateway({ grpc: true });
+  for (const binding of AGENT_BINDINGS) agentsBy[binding] = await startScenarioAgents(binding);
+  agents = agentsBy.JSONRPC;
 });
 
 after(async () => {
@@ -55,7 +70,7 @@ for (const agentBinding of AGENT_BINDINGS) {
           await scenario.run({
             gw,
             binding,
-            agents,
+            agents: agentsBy[agentBinding],
             client: async (agentId, key = gw.keys.client) => {
               const c = await bindingFactory(binding, key).createFromUrl(`${gw.url}/agents/${agentId}/`);
               assert.equal(c.transport.protocolName, binding, 'the client uses the binding it prefers');
