@@ -6,7 +6,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
- * `search`, `routing` or `auth`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth` or `bindings`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,6 +20,7 @@ import { benchRouting, printRouting, type RoutingReport } from './routing';
 import { runSearchBench, type SearchBenchResult } from './search';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 import { type AuthReport, benchAuth, printAuth } from './auth';
+import { type BindingsReport, benchBindings, printBindings } from './bindings';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -30,12 +31,13 @@ const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
 const ONLY = process.env.BENCH_ONLY ?? '';
-if (!['', 'tasks', 'streaming', 'search', 'routing', 'auth'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming, search, routing or auth`);
+if (!['', 'tasks', 'streaming', 'search', 'routing', 'auth', 'bindings'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming, search, routing, auth or bindings`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
 const RUN_SEARCH = ONLY === '' || ONLY === 'search';
 const RUN_ROUTING = ONLY === '' || ONLY === 'routing';
 const RUN_AUTH = ONLY === '' || ONLY === 'auth';
+const RUN_BINDINGS = ONLY === '' || ONLY === 'bindings';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -129,11 +131,12 @@ async function main() {
   const { startEchoAgent } = await import('../test/agents');
 
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
-  const [gw, echo, echoBlocking] = await Promise.all([startGateway(), startEchoAgent(), startEchoAgent({ streaming: false })]);
+  const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true }), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
   let streaming: StreamingReport | undefined;
   let routing: RoutingReport | undefined;
   let auth: AuthReport | undefined;
+  let bindings: BindingsReport | undefined;
   try {
     if (RUN_TASKS) {
       const factory = new ClientFactory();
@@ -154,6 +157,8 @@ async function main() {
     // The front door (POST /a2a) against the agent's own endpoint (bench/routing.ts).
     if (RUN_ROUTING) routing = await benchRouting(gw, echoBlocking.url, deadline);
     if (RUN_AUTH) auth = await benchAuth(gw, echoBlocking.url, deadline);
+    // Each client binding × agent binding against JSON-RPC → JSON-RPC (bench/bindings.ts).
+    if (RUN_BINDINGS) bindings = await benchBindings(gw, deadline);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
@@ -162,6 +167,7 @@ async function main() {
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
   report(results, streaming, search, routing);
   if (auth) printAuth(auth);
+  if (bindings) printBindings(bindings);
 }
 
 function printSearch(r: SearchBenchResult) {
