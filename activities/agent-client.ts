@@ -29,6 +29,7 @@ import {
 } from '@a2a-js/sdk/errors';
 import type { GrpcChannels } from '../src/http/outbound-grpc';
 import type { AgentBinding, AgentEndpoint } from '../workflows/types';
+import { traceHeaders } from '../src/tracing';
 
 export interface HttpTrace {
   /** The HTTP status of the most recent response, so failures can be classified as retryable or not. */
@@ -188,7 +189,7 @@ function grpcInterceptor(
         const send = (extra: Record<string, string>) => {
           try {
             // gRPC metadata keys are lower case (HTTP/2 header names); grpc-js refuses some HTTP header names.
-            for (const [k, v] of Object.entries({ ...headers, ...extra })) metadata.set(k.toLowerCase(), v);
+            for (const [k, v] of Object.entries({ ...traceHeaders(), ...headers, ...extra })) metadata.set(k.toLowerCase(), v);
           } catch (err) {
             return fail(grpc.status.INVALID_ARGUMENT, `a header cannot be sent as gRPC metadata: ${(err as Error).message}`);
           }

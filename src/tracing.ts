@@ -109,3 +109,14 @@ export async function traceOutbound<R extends { status: number }>(
     span.end();
   }
 }
+
+/**
+ * The active trace context as W3C headers (`traceparent`, `tracestate`), for calls that are not HTTP requests
+ * through the outbound client (gRPC metadata); empty while tracing is off.
+ */
+export function traceHeaders(): Record<string, string> {
+  if (!enabled) return {};
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}

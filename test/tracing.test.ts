@@ -117,6 +117,20 @@ test("GetTask of a waiting task is a workflow query in the request's trace", asy
   assert.equal(server.attributes['rpc.method'], 'GetTask');
 });
 
+test('a gRPC agent receives the trace context as metadata', async () => {
+  const echo = await agents.add(startEchoAgent({ bindings: ['GRPC'] }));
+  const { base } = await register(gw, echo.url);
+  const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
+  const traceId = hex(16);
+  asTask(await client.sendMessage(request('over grpc'), { serviceParameters: { traceparent: `00-${traceId}-${hex(8)}-01` } }));
+  const call = echo.calls.find(isSend);
+  assert.ok(call, 'the agent was called');
+  const value = call.headers.traceparent;
+  const received = traceparentOf({ traceparent: Array.isArray(value) ? String(value[0]) : value === undefined ? undefined : String(value) });
+  assert.ok(received, `traceparent in the gRPC metadata (got ${String(value)})`);
+  assert.equal(received.traceId, traceId);
+});
+
 test('a request without traceparent starts a trace of its own, and the agent still receives it', async () => {
   const echo = await agents.add(startEchoAgent());
   const { base } = await register(gw, echo.url);
