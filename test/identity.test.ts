@@ -481,7 +481,16 @@ describe('quotas', () => {
     assert.equal(second.status, 429, JSON.stringify(second));
     assert.equal(second.json.error.code, -32053);
     assert.match(second.json.error.message, /streamsPerKey \(1\)/);
-    assert.equal(slow.calls.length, 1, 'the refused stream started nothing');
+    // The same quota over HTTP+JSON (it counts a key's streams on every binding), with the Retry-After the SDK's
+    // REST error renderer would not set by itself.
+    const restSecond = await fetch(`${gw.url}/agents/${id}/rest/message:stream`, {
+      method: 'POST',
+      headers: { ...auth, ...V1, 'content-type': 'application/json' },
+      body: JSON.stringify({ message: userMessage('me too, over REST') }),
+    });
+    assert.equal(restSecond.status, 429, await restSecond.clone().text());
+    assert.equal(restSecond.headers.get('retry-after'), '5');
+    assert.equal(slow.calls.length, 1, 'the refused streams started nothing');
     assert.equal((await rpc(rpcUrl, { jsonrpc: '2.0', id: 4, method: 'ListTasks', params: {} }, { ...V1, ...auth })).status, 200, 'other calls still pass');
     assert.equal(stateOf((await first).events.at(-1)), 'TASK_STATE_COMPLETED');
     // Once the stream has closed, the key may open another.

@@ -62,6 +62,8 @@ export interface BindingCallOptions {
   closing: AbortSignal;
   /** Told the log position of each stream event just before it is written (REST writes it as the SSE `id:`). */
   onEvent?: (id: number | undefined) => void;
+  /** Told when the core refuses the call with a `Retry-After` (a 429 or 503): REST sends it as that header. */
+  onRetryAfter?: (seconds: string) => void;
   sink?: StreamSink;
   /** How long a backlogged reader may take to catch up before its stream is cut off. */
   drainTimeoutMs: number;
@@ -151,10 +153,17 @@ export class BindingHandler implements A2ARequestHandler {
     return this.stream('SubscribeToTask', params, SubscribeToTaskRequest.toJSON(params), context);
   }
 
+  /** A refusal's Retry-After, handed to the binding (the SDK's error renderer sets no headers of its own). */
+  private passRetryAfter(answer: { headers?: Record<string, string> }, context: ServerCallContext): void {
+    const after = answer.headers?.['retry-after'];
+    if (after) this.callOf(context).o.onRetryAfter?.(after);
+  }
+
   /** One unary call through the RPC core; its JSON-RPC result, or the binding's error. */
   private async call(method: string, request: { tenant?: string }, params: unknown, context: ServerCallContext): Promise<unknown> {
     const answer = await this.answer(method, request, params, context);
     if ('stream' in answer) throw this.error({ code: A2A_ERRORS.Internal.code, message: `${method} answered with a stream` }, 500);
+    this.passRetryAfter(answer, context);
     const body = answer.body as { result?: unknown; error?: JsonRpcError; requiredRoles?: string[] };
     if (body.error && typeof body.error === 'object') throw this.error(body.error, answer.status);
     if (answer.status === 403) throw this.denied((body as { error?: unknown }).error);
@@ -170,6 +179,7 @@ export class BindingHandler implements A2ARequestHandler {
     const call = this.callOf(context);
     const answer = await this.answer(method, request, params, context);
     if (!('stream' in answer)) {
+      this.passRetryAfter(answer, context);
       const body = answer.body as { error?: JsonRpcError | string };
       if (body.error && typeof body.error === 'object') throw this.error(body.error, answer.status);
       throw answer.status === 403 ? this.denied(body.error) : this.error({ code: A2A_ERROR_INTERNAL, message: `${method} did not answer with a stream` }, 500);

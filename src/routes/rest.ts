@@ -119,6 +119,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
       signal: gone.signal,
       closing: closing.signal,
       onEvent: events.next,
+      onRetryAfter: (seconds) => res.setHeader('retry-after', seconds),
       sink: {
         backlogged: () => res.writableLength > sse.maxBufferBytes,
         once: (e, l) => res.once(e, l),
