@@ -6,7 +6,7 @@
 // dependency in production) or present at another version means the install is stale.
 'use strict';
 const { execFileSync } = require('node:child_process');
-const { readFileSync } = require('node:fs');
+const { mkdirSync, readFileSync, rmSync, statSync } = require('node:fs');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
@@ -39,9 +39,48 @@ function staleness() {
   return undefined;
 }
 
-const why = staleness();
-if (why) {
-  console.error(`ensure-deps: ${why}; running npm ci`);
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  execFileSync(npm, ['ci', '--no-audit', '--no-fund'], { cwd: root, stdio: 'inherit' });
+/**
+ * Runs `fn` holding a lock directory, so that two commands started at once on a fresh clone (`npm start` in one
+ * terminal, `npm run example:agent` in another) do not run npm ci over each other: the second waits, then finds
+ * the modules installed. A lock left by a killed install is taken over after 15 minutes.
+ */
+function locked(fn) {
+  const lock = path.join(root, '.ensure-deps.lock');
+  const stale = 15 * 60_000;
+  for (let said = false; ; ) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+      let age = 0;
+      try {
+        age = Date.now() - statSync(lock).mtimeMs;
+      } catch {
+        continue; // released meanwhile
+      }
+      if (age > stale) {
+        rmSync(lock, { recursive: true, force: true });
+        continue;
+      }
+      if (!said) console.error('ensure-deps: another command is installing the dependencies; waiting for it');
+      said = true;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+if (staleness()) {
+  locked(() => {
+    const why = staleness(); // again: whoever held the lock may have installed them
+    if (!why) return;
+    console.error(`ensure-deps: ${why}; running npm ci`);
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    execFileSync(npm, ['ci', '--no-audit', '--no-fund'], { cwd: root, stdio: 'inherit' });
+  });
 }

@@ -2,7 +2,7 @@
 // `npm ci` exactly when node_modules is missing or differs from package-lock.json. A stand-in `npm` on PATH
 // records the call instead of installing.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -71,4 +71,25 @@ test('production (npm ci --omit=dev, as the Dockerfile does): dev dependencies a
   installed({ 'node_modules/a': { version: '1.0.0' } });
   assert.equal(run({ NODE_ENV: 'production' }).ranCi, false);
   assert.equal(run().ranCi, true);
+});
+
+test('two commands started at once on a fresh clone: one runs npm ci, the other waits for it and runs none', async () => {
+  rmSync(path.join(dir, 'node_modules'), { recursive: true, force: true });
+  rmSync(calls, { force: true });
+  // An npm that takes a second to "install" what the lock file names.
+  const slowBin = path.join(dir, 'slow-bin');
+  mkdirSync(slowBin, { recursive: true });
+  const done = JSON.stringify({ name: 'p', lockfileVersion: 3, packages: { 'node_modules/a': { version: '1.0.0' }, 'node_modules/b': { version: '2.0.0' } } });
+  writeFileSync(
+    path.join(slowBin, 'npm'),
+    `#!/bin/sh\necho "$*" >> "${calls}"\nsleep 1\nmkdir -p "${dir}/node_modules"\necho '${done}' > "${dir}/node_modules/.package-lock.json"\n`,
+    { mode: 0o755 },
+  );
+  const start = () =>
+    new Promise<number>((resolve) =>
+      spawn(process.execPath, [path.join(dir, 'scripts', 'ensure-deps.js')], { env: { PATH: `${slowBin}:${process.env.PATH}` }, stdio: 'ignore' }).on('exit', (code) => resolve(code ?? -1)),
+    );
+  assert.deepEqual(await Promise.all([start(), start()]), [0, 0]);
+  assert.equal(readFileSync(calls, 'utf8').split('\n').filter((l) => /^ci\b/.test(l)).length, 1, 'npm ci ran once');
+  assert.equal(existsSync(path.join(dir, '.ensure-deps.lock')), false, 'the lock is released');
 });
