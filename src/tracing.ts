@@ -120,3 +120,22 @@ export function traceHeaders(): Record<string, string> {
   propagation.inject(context.active(), carrier);
   return carrier;
 }
+
+/**
+ * A server span for a call that does not come through Fastify (gRPC), parented on the `traceparent` in its
+ * metadata; `run` goes on inside it and ends it with the call's status code (0 = OK).
+ */
+export function traceServerCall(name: string, carrier: Record<string, string>, attributes: Record<string, string>, run: (end: (code?: number) => void) => void): void {
+  if (!enabled) return run(() => undefined);
+  const parent = propagation.extract(ROOT_CONTEXT, carrier);
+  const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+  let ended = false;
+  const end = (code?: number) => {
+    if (ended) return;
+    ended = true;
+    if (code !== undefined) span.setAttribute('rpc.grpc.status_code', code);
+    if (code) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  };
+  context.with(trace.setSpan(parent, span), () => run(end));
+}

@@ -12,6 +12,7 @@ import { type Message, SendMessageRequest, type Task, TaskState } from '@a2a-js/
 import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
+import { bindingFactory } from './helpers/binding-scenarios';
 import { startTracing, type Tracing } from '../src/tracing-sdk';
 
 const exporter = new InMemorySpanExporter();
@@ -21,7 +22,7 @@ const agents = new AgentPool();
 
 before(async () => {
   tracing = startTracing({ spanProcessor: new SimpleSpanProcessor(exporter), serviceName: 'switchboard-test' });
-  gw = await startGateway({ tracing });
+  gw = await startGateway({ tracing, grpc: true });
 });
 after(async () => {
   await gw?.close();
@@ -129,6 +130,25 @@ test('a gRPC agent receives the trace context as metadata', async () => {
   const received = traceparentOf({ traceparent: Array.isArray(value) ? String(value[0]) : value === undefined ? undefined : String(value) });
   assert.ok(received, `traceparent in the gRPC metadata (got ${String(value)})`);
   assert.equal(received.traceId, traceId);
+});
+
+test("a gRPC request to the gateway joins the traceparent of its metadata, through to the agent", async () => {
+  const echo = await agents.add(startEchoAgent());
+  const { id } = await register(gw, echo.url);
+  const client = await bindingFactory('GRPC', gw.keys.client).createFromUrl(`${gw.url}/agents/${id}/`);
+  assert.equal(client.transport.protocolName, 'GRPC');
+  const traceId = hex(16);
+  const clientSpanId = hex(8);
+  asTask(await client.sendMessage(request('grpc in'), { serviceParameters: { traceparent: `00-${traceId}-${clientSpanId}-01` } }));
+  const received = traceparentOf(echo.calls.find(isSend)!.headers);
+  assert.equal(received?.traceId, traceId, 'the agent got the same trace');
+  const spans = await traceOf(traceId, (s) => s.some((x) => x.name === 'grpc SendMessage') && s.some((x) => x.spanContext().spanId === received!.parentId));
+  const server = spans.find((s) => s.name === 'grpc SendMessage')!;
+  assert.equal(server.kind, SpanKind.SERVER);
+  assert.equal(server.parentSpanId, clientSpanId, "the call's span is the client's span's child");
+  assert.equal(server.attributes['rpc.grpc.status_code'], 0);
+  const chain = ancestry(spans, spans.find((s) => s.spanContext().spanId === received!.parentId)!).map((s) => s.name);
+  assert.equal(chain.at(-1), 'grpc SendMessage', `the chain reaches the gRPC call: ${chain.join(' ← ')}`);
 });
 
 test('a request without traceparent starts a trace of its own, and the agent still receives it', async () => {

@@ -22,6 +22,7 @@ import type { A2AEndpoints } from '../a2a/endpoints';
 import { type Caller, access, rpcMethodRoles } from '../auth/caller';
 import { AuthFailure, type Authenticator, type RateRefusal } from '../auth/plugin';
 import { DependencyUnavailable } from '../health';
+import { traceServerCall } from '../tracing';
 
 export interface GrpcServerDeps {
   endpoints: A2AEndpoints;
@@ -182,6 +183,11 @@ export class GrpcServer {
       sink,
       drainTimeoutMs: deps.drainTimeoutMs,
     });
-    sdk(call, callback);
+    traceServerCall(`grpc ${method}`, headers, { 'rpc.system': 'grpc', 'rpc.method': method, 'switchboard.tenant': caller.tenant }, (end) => {
+      call.on('cancelled', () => end(grpc.status.CANCELLED));
+      call.on('finish', () => end(grpc.status.OK));
+      call.on('error', (err: { code?: number }) => end(err.code ?? grpc.status.UNKNOWN));
+      sdk(call, callback && ((err, value) => (end(err ? (err.code ?? grpc.status.UNKNOWN) : grpc.status.OK), callback(err, value))));
+    });
   }
 }
