@@ -6,10 +6,7 @@
  *
  * Env: BENCH_BINDINGS_N1 (calls per pair at c=1, default 100), BENCH_BINDINGS_N8 (at c=8, default 200).
  */
-import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
-import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import type { Client } from '@a2a-js/sdk/client';
+import { sendBlocking, timeCalls } from './measure';
 import type { Gateway } from '../test/helpers/harness';
 import type { TestAgent } from '../test/agents';
 
@@ -32,39 +29,6 @@ export interface BindingResult {
 }
 export type BindingsReport = BindingResult[];
 
-async function send(client: Client): Promise<void> {
-  const reply = await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] } }));
-  const state = 'id' in reply ? (Task.toJSON(reply as Task) as { status: { state: string } }).status.state : 'message';
-  if (state !== 'TASK_STATE_COMPLETED') throw new Error(`task ended ${state}`);
-}
-
-async function measure(client: Client, concurrency: number, n: number, deadline: number) {
-  let warm = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => { while (warm++ < WARMUP) await send(client); }));
-  const latencies: number[] = [];
-  let next = 0;
-  let errors = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n && Date.now() < deadline) {
-        next++;
-        const s = performance.now();
-        try {
-          await send(client);
-          latencies.push(performance.now() - s);
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { n: latencies.length, errors, p50: pct(50), p99: pct(99), tps: latencies.length / seconds };
-}
-
 export async function benchBindings(gw: Gateway, deadline: number): Promise<BindingsReport> {
   const { register } = await import('../test/helpers/harness');
   const { startEchoAgent } = await import('../test/agents');
@@ -82,7 +46,7 @@ export async function benchBindings(gw: Gateway, deadline: number): Promise<Bind
       for (const client of BINDINGS) {
         for (const agent of BINDINGS) {
           const c = await bindingFactory(client, gw.keys.client).createFromUrl(`${gw.url}/agents/${idOf[agent]}/`);
-          const r = await measure(c, concurrency, concurrency === 1 ? N1 : N8, deadline);
+          const r = await timeCalls(() => sendBlocking(c), { concurrency, n: concurrency === 1 ? N1 : N8, warmup: WARMUP, deadline });
           console.error(`  bindings ${client} → ${agent} c=${concurrency}: ${r.n} ok, ${r.errors} errors`);
           out.push({ client, agent, concurrency, ...r });
         }

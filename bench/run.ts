@@ -9,17 +9,15 @@
  * `search`, `routing`, `auth` or `bindings`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { type Client, ClientFactory } from '@a2a-js/sdk/client';
 import { benchRouting, printRouting, type RoutingReport } from './routing';
 import { runSearchBench, type SearchBenchResult } from './search';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 import { type AuthReport, benchAuth, printAuth } from './auth';
+import { sendBlocking, timeCalls } from './measure';
 import { type BindingsReport, benchBindings, printBindings } from './bindings';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -68,60 +66,11 @@ interface Result {
   truncated: boolean;
 }
 
-/** One blocking SendMessage with a fresh messageId; throws unless the task completed. */
-async function send(client: Client): Promise<void> {
-  const req = SendMessageRequest.fromJSON({
-    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] },
-    configuration: { returnImmediately: false },
-  });
-  const reply = await client.sendMessage(req);
-  const state = 'id' in reply ? (Task.toJSON(reply as Task) as { status: { state: string } }).status.state : 'message';
-  if (state !== 'TASK_STATE_COMPLETED') throw new Error(`task ended ${state}`);
-}
-
-/** `n` calls from `concurrency` loops; latencies of successful calls only. Stops launching at the deadline. */
+/** `n` blocking SendMessages from `concurrency` loops (bench/measure.ts), as the scenario `scenario`. */
 async function measure(scenario: string, client: Client, concurrency: number, n: number): Promise<Result> {
-  let warm = 0; // warm-up: connections, JIT, caches; not measured
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (warm++ < WARMUP) await send(client);
-    }),
-  );
-  const latencies: number[] = [];
-  let next = 0;
-  let errors = 0;
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n && Date.now() < deadline) {
-        next++;
-        const s = performance.now();
-        try {
-          await send(client);
-          latencies.push(performance.now() - s);
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  const cpu = process.cpuUsage(cpu0);
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  const r: Result = {
-    scenario,
-    concurrency,
-    n: latencies.length,
-    errors,
-    p50: pct(50),
-    p99: pct(99),
-    tps: latencies.length / seconds,
-    cpuMs: (cpu.user + cpu.system) / 1000 / latencies.length,
-    truncated: next < n,
-  };
-  console.error(`  ${scenario} c=${concurrency}: ${r.n} ok, ${errors} errors in ${seconds.toFixed(1)}s`);
+  const t = await timeCalls(() => sendBlocking(client), { concurrency, n, warmup: WARMUP, deadline });
+  const r: Result = { scenario, concurrency, n: t.n, errors: t.errors, p50: t.p50, p99: t.p99, tps: t.tps, cpuMs: t.cpuMs, truncated: t.truncated };
+  console.error(`  ${scenario} c=${concurrency}: ${r.n} ok, ${r.errors} errors in ${t.seconds.toFixed(1)}s`);
   return r;
 }
 

@@ -21,6 +21,7 @@ import type { TenantQuotas } from './quotas';
 import { DependencyUnavailable } from '../health';
 import { looksLikeJwt } from './jwt';
 import { quotaRefusals } from '../metrics';
+import { firstValue } from '../routes/base-url';
 
 export const TENANT_HEADER = 'x-switchboard-tenant';
 export const DEFAULT_TENANT = 'default';
@@ -76,7 +77,7 @@ export type CredentialHeaders = Record<string, string | string[] | undefined>;
 
 /** The credential in the request, if any: a Bearer token or an X-API-Key. */
 function presented(headers: CredentialHeaders): Presented {
-  const auth = first(headers.authorization);
+  const auth = firstValue(headers.authorization);
   const apiKey = headers['x-api-key'];
   if (auth !== undefined) {
     const m = /^Bearer +(\S+) *$/i.exec(auth);
@@ -91,7 +92,6 @@ function presented(headers: CredentialHeaders): Presented {
   return undefined;
 }
 
-const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 /** Why a call is refused before it runs: 401 (no or bad credentials), 403, 404 (no such tenant) or 503. */
 export class AuthFailure {
@@ -137,7 +137,7 @@ export function createAuthenticator(deps: Pick<AuthDeps, 'keys' | 'quotas' | 'jw
 
   /** The tenant a request acts in: a non-admin's own; an admin's pick (X-Switchboard-Tenant), `default` if none. */
   async function tenantOf(headers: CredentialHeaders, id: KeyIdentity): Promise<string> {
-    const raw = first(headers[TENANT_HEADER]);
+    const raw = firstValue(headers[TENANT_HEADER]);
     const requested = typeof raw === 'string' && raw !== '' ? raw : undefined;
     if (id.role === 'admin') {
       const tenant = requested ?? DEFAULT_TENANT;

@@ -1,6 +1,8 @@
 /**
  * The A2A gRPC binding: one gRPC server per process (SWITCHBOARD_GRPC_PORT) serving the SDK's `grpcService` over
  * BindingHandler (src/a2a/binding-handler.ts), which answers through the same RPC core as JSON-RPC and REST.
+ * The SDK's gRPC modules load `@grpc/grpc-js` and `@bufbuild/protobuf`, optional peers of @a2a-js/sdk, so
+ * package.json names both (the agent side, activities/agent-client.ts, loads them too).
  *
  * Which endpoint: a request's A2A `tenant` field names the agent (the gateway card's GRPC interface carries
  * `tenant: <agentId>`, and SDK clients send it on every call); no tenant is the routing front door.

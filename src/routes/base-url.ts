@@ -5,3 +5,6 @@ export function baseUrlOf(req: FastifyRequest, publicUrl?: string): string {
   if (publicUrl) return publicUrl.replace(/\/+$/, '');
   return `${req.protocol}://${req.host}`;
 }
+
+/** A request header's value; for one sent several times, the first. */
+export const firstValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);

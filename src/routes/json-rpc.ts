@@ -10,7 +10,7 @@ import type { A2AEndpoints } from '../a2a/endpoints';
 import type { RpcCoreDeps, RpcResolver } from '../a2a/rpc-handler';
 import { envelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
-import { baseUrlOf } from './base-url';
+import { baseUrlOf, firstValue } from './base-url';
 import { FRONT_DOOR_PATHS } from './front-door';
 import { type SseOptions, writeSse } from './sse';
 import { answer, describeOnly } from './openapi';
@@ -82,7 +82,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
         caller: callerOf(req),
         headers: req.headers,
         version: requestedVersion(req),
-        lastEventId: first(req.headers['last-event-id']),
+        lastEventId: firstValue(req.headers['last-event-id']),
         base: baseUrlOf(req, deps.publicUrl),
         signal: gone.signal,
       },
@@ -98,10 +98,9 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   }
 }
 
-const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 function requestedVersion(req: FastifyRequest): string | undefined {
   const query = (req.query as Record<string, unknown> | undefined)?.['A2A-Version'];
-  const v = first(req.headers['a2a-version']) ?? (typeof query === 'string' ? query : undefined);
+  const v = firstValue(req.headers['a2a-version']) ?? (typeof query === 'string' ? query : undefined);
   return v === '' ? undefined : v;
 }

@@ -24,7 +24,7 @@ import type { A2AEndpoints } from '../a2a/endpoints';
 import { access, callerOf, rpcMethodRoles } from '../auth/caller';
 import type { Health } from '../health';
 import { answer, describeOnly } from './openapi';
-import { baseUrlOf } from './base-url';
+import { baseUrlOf, firstValue } from './base-url';
 import type { SseOptions } from './sse';
 
 export interface RestRouteDeps {
@@ -114,7 +114,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
       caller,
       agentId,
       headers: req.headers,
-      lastEventId: first(req.headers['last-event-id']),
+      lastEventId: firstValue(req.headers['last-event-id']),
       base: baseUrlOf(req, deps.publicUrl),
       signal: gone.signal,
       closing: closing.signal,
@@ -209,4 +209,3 @@ function isJson(contentType: string | undefined): boolean {
   return media === 'application/json' || media === 'application/a2a+json';
 }
 
-const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
