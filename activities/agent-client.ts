@@ -1,6 +1,7 @@
 /**
  * Builds an @a2a-js/sdk client for one agent endpoint, over the binding the registry chose for it (JSON-RPC,
- * HTTP+JSON or gRPC), in the dialect the endpoint declares (1.0, or 0.3 through the SDK's compat transports).
+ * HTTP+JSON or gRPC), in the dialect the endpoint declares (1.0, or 0.3 through the SDK's compat transports; 0.1
+ * and NEXUS through Switchboard's own transports in activities/transports/).
  * JSON-RPC and HTTP+JSON requests go through Switchboard's guarded fetch; gRPC calls go over a guarded channel
  * (src/http/outbound-grpc.ts), with a deadline per call, the agent's credential as metadata, and their status
  * recorded so failures are classified like HTTP ones.
@@ -28,8 +29,10 @@ import {
   VersionNotSupportedError,
 } from '@a2a-js/sdk/errors';
 import type { GrpcChannels } from '../src/http/outbound-grpc';
-import type { AgentBinding, AgentEndpoint } from '../workflows/types';
+import type { AgentBinding, AgentDialect, AgentEndpoint } from '../workflows/types';
 import { traceHeaders } from '../src/tracing';
+import { A2aV01TransportFactory, type LegacyTransportOptions } from './transports/a2a-v01';
+import { NexusTransportFactory } from './transports/nexus';
 
 export interface HttpTrace {
   /** The HTTP status of the most recent response, so failures can be classified as retryable or not. */
@@ -60,7 +63,18 @@ export interface AgentClientOptions {
   headers?: Record<string, string>;
   /** gRPC: each call's deadline, from its start (the HTTP bindings are bounded by the outbound timeouts). */
   callTimeoutMs?: number;
+  /** The id a new task is sent with in dialects where the client names tasks (0.1, NEXUS): the gateway task's. */
+  newTaskId?: string;
 }
+
+/**
+ * The dialects the SDK does not speak, one transport each (over JSON-RPC, the only binding they have). Adding
+ * a dialect is one file in activities/transports/ and one row here.
+ */
+const LEGACY_DIALECTS: Partial<Record<AgentDialect, (o: LegacyTransportOptions) => TransportFactory>> = {
+  '0.1': (o) => new A2aV01TransportFactory(o),
+  nexus: (o) => new NexusTransportFactory(o),
+};
 
 /** Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms; undefined when absent or unreadable. */
 export function retryAfterMs(value: string | null, now = Date.now()): number | undefined {
@@ -115,7 +129,9 @@ export async function agentClient(endpoint: AgentEndpoint, link: AgentLink, trac
       return res;
     };
     const options = { fetchImpl: tracingFetch, legacyCompat: { enabled: true } };
-    transport = binding === 'HTTP+JSON' ? new RestTransportFactory(options) : new JsonRpcTransportFactory(options);
+    const legacy = binding === 'JSONRPC' ? LEGACY_DIALECTS[endpoint.protocolVersion] : undefined;
+    if (legacy) transport = legacy({ fetchImpl: tracingFetch, newTaskId: opts.newTaskId });
+    else transport = binding === 'HTTP+JSON' ? new RestTransportFactory(options) : new JsonRpcTransportFactory(options);
   }
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [transport], preferredTransports: [binding] }),

@@ -7,10 +7,17 @@ import type { Dialect, StreamEvent, TaskState, WireArtifact, WireMessage, WireTa
 /** The A2A protocol bindings Switchboard calls agents over (A2A 1.0 §5: `protocolBinding`; 0.3 `transport`). */
 export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
 
+/**
+ * The dialects Switchboard calls agents in: the two it serves (1.0, and 0.3, which 0.2.x shares on the wire),
+ * A2A 0.1 (`tasks/send`, `type` parts, `sessionId`) and NEXUS (`message/send` with `{type, data}` parts,
+ * answered `{id, status: "<state>", messages, artifacts}`). activities/agent-client.ts has one transport per dialect.
+ */
+export type AgentDialect = Dialect | '0.1' | 'nexus';
+
 /** How the forwarding activity reaches an agent: the interface's URL, binding, and the dialect its card declares. */
 export interface AgentEndpoint {
   url: string;
-  protocolVersion: Dialect;
+  protocolVersion: AgentDialect;
   streaming: boolean;
   /** Absent in workflows started before agents had a binding: those are JSON-RPC. */
   binding?: AgentBinding;
@@ -107,6 +114,15 @@ export interface AgentTaskRef {
   agentContextId?: string;
 }
 
+/**
+ * An agent's JSON-RPC error, as the forwarding activity's failure carries it (`details[0].agentError`): the client
+ * of a new task gets it as the error of its request.
+ */
+export interface AgentRpcError {
+  code: number;
+  message: string;
+}
+
 /** What one forwarding attempt learned from the agent. */
 export interface ForwardResult {
   agentTaskId?: string;
@@ -116,8 +132,10 @@ export interface ForwardResult {
   statusMessage?: WireMessage;
   /** The agent's artifacts for the task so far (they replace the previous list). */
   artifacts: WireArtifact[];
-  /** A cost the agent reported in the task's metadata (`metadata.cost`, integer minor units). */
+  /** A cost the agent reported in the task's metadata (`metadata.cost`, see activities/agent-cost.ts), in minor units. */
   costMinor?: number;
+  /** The agent's task metadata (its `switchboard` key dropped): kept on the gateway's task for the client. */
+  metadata?: Record<string, unknown>;
 }
 
 /** One row of the PostgreSQL projection, written by the `recordTask` activity on every state change. */

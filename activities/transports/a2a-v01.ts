@@ -1,0 +1,192 @@
+/**
+ * Calling an A2A 0.1 agent (Society AI's dialect: `tasks/send`, `tasks/sendSubscribe`, `type` parts,
+ * `sessionId`) through the SDK's Transport interface, so the forwarding activity, the cancel and the probe
+ * use it as they use the SDK's own transports. In 0.1 the client names the task: a new one gets the gateway
+ * task's id (AgentClientOptions.newTaskId), a follow-up the agent's task id; `sessionId` is the context id.
+ */
+import { randomUUID } from 'node:crypto';
+import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, type SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
+import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
+import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
+import { JsonRpcChannel, objectOr, stateOf, unsupported } from './json-rpc';
+
+export interface LegacyTransportOptions {
+  /** The guarded fetch (with the agent's credential and the trace). */
+  fetchImpl: typeof fetch;
+  /** The task id a new task is sent with, in dialects where the client names it (the gateway task's id). */
+  newTaskId?: string;
+}
+
+type V01Params = { id: string; sessionId?: string; message: Record<string, unknown>; metadata?: Record<string, unknown>; historyLength?: number };
+
+export class A2aV01TransportFactory implements TransportFactory {
+  constructor(private readonly opts: LegacyTransportOptions) {}
+
+  get protocolName(): string {
+    return 'JSONRPC';
+  }
+
+  async create(url: string): Promise<Transport> {
+    return new A2aV01Transport(new JsonRpcChannel(url, this.opts.fetchImpl), this.opts.newTaskId);
+  }
+}
+
+class A2aV01Transport implements Transport {
+  constructor(
+    private readonly rpc: JsonRpcChannel,
+    private readonly newTaskId: string | undefined,
+  ) {}
+
+  get protocolName(): string {
+    return 'JSONRPC';
+  }
+
+  get protocolVersion(): string {
+    return '0.1';
+  }
+
+  async sendMessage(params: SendMessageRequest, options?: RequestOptions): Promise<Task> {
+    const sent = this.sendParams(params);
+    return Task.fromJSON(fromV01Task(await this.rpc.call('tasks/send', sent, options), sent));
+  }
+
+  async *sendMessageStream(params: SendMessageRequest, options?: RequestOptions): AsyncGenerator<StreamResponse, void, undefined> {
+    const sent = this.sendParams(params);
+    yield* this.events(this.rpc.stream('tasks/sendSubscribe', sent, options), sent);
+  }
+
+  async getTask(params: GetTaskRequest, options?: RequestOptions): Promise<Task> {
+    const sent = { id: params.id, ...(params.historyLength !== undefined ? { historyLength: params.historyLength } : {}) };
+    return Task.fromJSON(fromV01Task(await this.rpc.call('tasks/get', sent, options), sent));
+  }
+
+  async cancelTask(params: CancelTaskRequest, options?: RequestOptions): Promise<Task> {
+    const sent = { id: params.id };
+    return Task.fromJSON(fromV01Task(await this.rpc.call('tasks/cancel', sent, options), sent));
+  }
+
+  async *resubscribeTask(params: SubscribeToTaskRequest, options?: RequestOptions): AsyncGenerator<StreamResponse, void, undefined> {
+    yield* this.events(this.rpc.stream('tasks/resubscribe', { id: params.id }, options), { id: params.id });
+  }
+
+  getExtendedAgentCard(): never {
+    return unsupported('A2A 0.1', 'the extended agent card');
+  }
+  createTaskPushNotificationConfig(): never {
+    return unsupported('A2A 0.1', 'push-config creation through Switchboard');
+  }
+  getTaskPushNotificationConfig(): never {
+    return unsupported('A2A 0.1', 'push-config reads through Switchboard');
+  }
+  listTaskPushNotificationConfig(): never {
+    return unsupported('A2A 0.1', 'listing push configs');
+  }
+  deleteTaskPushNotificationConfig(): never {
+    return unsupported('A2A 0.1', 'deleting push configs');
+  }
+  listTasks(): never {
+    return unsupported('A2A 0.1', 'listing tasks');
+  }
+
+  private sendParams(params: SendMessageRequest): V01Params {
+    const req = SendMessageRequest.toJSON(params) as { message: WireMessage; metadata?: Record<string, unknown>; configuration?: { historyLength?: number } };
+    const m = req.message;
+    return {
+      id: m.taskId || this.newTaskId || randomUUID(),
+      ...(m.contextId ? { sessionId: m.contextId } : {}),
+      message: { role: m.role === 'ROLE_AGENT' ? 'agent' : 'user', parts: m.parts.map(toV01Part), ...(m.metadata ? { metadata: m.metadata } : {}) },
+      ...(req.metadata && Object.keys(req.metadata).length ? { metadata: req.metadata } : {}),
+      ...(req.configuration?.historyLength !== undefined ? { historyLength: req.configuration.historyLength } : {}),
+    };
+  }
+
+  /** 0.1 stream events as 1.0 ones; the stream ends at the event marked `final` (input-required included). */
+  private async *events(results: AsyncGenerator<unknown>, sent: Pick<V01Params, 'id' | 'sessionId'>): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const result of results) {
+      const r = objectOr(result);
+      if (!r) throw new Error('a tasks/sendSubscribe event is not an object');
+      const ids = { taskId: String(r.id ?? sent.id), contextId: String(r.sessionId ?? sent.sessionId ?? '') };
+      const metadata = objectOr(r.metadata);
+      const artifact = objectOr(r.artifact);
+      if (artifact) {
+        yield StreamResponse.fromJSON({
+          artifactUpdate: { ...ids, artifact: fromV01Artifact(artifact, 0), append: artifact.append === true, lastChunk: artifact.lastChunk === true, metadata },
+        });
+      } else {
+        yield StreamResponse.fromJSON({ statusUpdate: { ...ids, status: fromV01Status(r.status), metadata } });
+      }
+      if (r.final === true) return;
+    }
+  }
+}
+
+/** A 0.1 Task (`sessionId`, `type` parts, artifacts by index) as the 1.0 wire task. */
+function fromV01Task(result: unknown, sent: { id: string; sessionId?: string }): WireTask {
+  const t = objectOr(result);
+  if (!t) throw new Error('the 0.1 answer is not a task object');
+  const artifacts = Array.isArray(t.artifacts) ? t.artifacts.map((a, i) => fromV01Artifact(objectOr(a) ?? {}, i)) : undefined;
+  const history = Array.isArray(t.history) ? t.history.map((m) => fromV01Message(objectOr(m) ?? {})) : undefined;
+  return {
+    id: String(t.id ?? sent.id),
+    contextId: String(t.sessionId ?? sent.sessionId ?? ''),
+    status: fromV01Status(t.status),
+    ...(artifacts ? { artifacts } : {}),
+    ...(history ? { history } : {}),
+    ...(objectOr(t.metadata) ? { metadata: objectOr(t.metadata) } : {}),
+  };
+}
+
+function fromV01Status(raw: unknown): WireTask['status'] {
+  const s = objectOr(raw);
+  if (!s) throw new Error('the 0.1 answer has no status object');
+  const message = objectOr(s.message);
+  return {
+    state: stateOf(s.state),
+    ...(message ? { message: fromV01Message(message) } : {}),
+    ...(typeof s.timestamp === 'string' ? { timestamp: s.timestamp } : {}),
+  };
+}
+
+function fromV01Message(m: Record<string, unknown>): WireMessage {
+  return {
+    // 0.1 messages carry no id; later versions need one.
+    messageId: typeof m.messageId === 'string' ? m.messageId : randomUUID(),
+    role: m.role === 'user' ? 'ROLE_USER' : 'ROLE_AGENT',
+    parts: Array.isArray(m.parts) ? m.parts.map(fromV01Part) : [],
+    ...(objectOr(m.metadata) ? { metadata: objectOr(m.metadata) } : {}),
+  };
+}
+
+/** 0.1 artifacts have an index, not an id: the index (else the position) names it. */
+function fromV01Artifact(a: Record<string, unknown>, position: number): WireArtifact {
+  return {
+    artifactId: `artifact-${typeof a.index === 'number' ? a.index : position}`,
+    ...(typeof a.name === 'string' ? { name: a.name } : {}),
+    ...(typeof a.description === 'string' ? { description: a.description } : {}),
+    parts: Array.isArray(a.parts) ? a.parts.map(fromV01Part) : [],
+    ...(objectOr(a.metadata) ? { metadata: objectOr(a.metadata) } : {}),
+  };
+}
+
+/** `{type:"text",text}`, `{type:"data",data}`, `{type:"file",file:{name,mimeType,bytes|uri}}` → 1.0 parts. */
+export function fromV01Part(raw: unknown): WirePart {
+  const p = objectOr(raw) ?? {};
+  const metadata = objectOr(p.metadata) ? { metadata: objectOr(p.metadata) } : {};
+  const file = objectOr(p.file);
+  if (file) {
+    const named = { ...(typeof file.name === 'string' ? { filename: file.name } : {}), ...(typeof file.mimeType === 'string' ? { mediaType: file.mimeType } : {}) };
+    return typeof file.bytes === 'string' ? { raw: file.bytes, ...named, ...metadata } : { url: String(file.uri ?? ''), ...named, ...metadata };
+  }
+  if (typeof p.text === 'string') return { text: p.text, ...metadata };
+  return { data: p.data ?? null, ...metadata };
+}
+
+export function toV01Part(p: WirePart): Record<string, unknown> {
+  const metadata = p.metadata ? { metadata: p.metadata } : {};
+  if (typeof p.text === 'string') return { type: 'text', text: p.text, ...metadata };
+  if (p.raw !== undefined || p.url !== undefined) {
+    const file = { ...(p.filename ? { name: p.filename } : {}), ...(p.mediaType ? { mimeType: p.mediaType } : {}), ...(p.raw !== undefined ? { bytes: p.raw } : { uri: p.url }) };
+    return { type: 'file', file, ...metadata };
+  }
+  return { type: 'data', data: p.data, ...metadata };
+}

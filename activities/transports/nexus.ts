@@ -1,0 +1,127 @@
+/**
+ * Calling a NEXUS agent (seed 000: `message/send` with `{type, data}` parts and `params.id` as the task id,
+ * answered `{id, status: "<state>", messages, artifacts}`) through the SDK's Transport interface. NEXUS has
+ * no streaming shape and no context: a stream is the one answer, the context is the gateway's.
+ */
+import { randomUUID } from 'node:crypto';
+import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
+import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
+import type { WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
+import { JsonRpcChannel, objectOr, stateOf, unsupported } from './json-rpc';
+import type { LegacyTransportOptions } from './a2a-v01';
+
+export class NexusTransportFactory implements TransportFactory {
+  constructor(private readonly opts: LegacyTransportOptions) {}
+
+  get protocolName(): string {
+    return 'JSONRPC';
+  }
+
+  async create(url: string): Promise<Transport> {
+    return new NexusTransport(new JsonRpcChannel(url, this.opts.fetchImpl), this.opts.newTaskId);
+  }
+}
+
+class NexusTransport implements Transport {
+  constructor(
+    private readonly rpc: JsonRpcChannel,
+    private readonly newTaskId: string | undefined,
+  ) {}
+
+  get protocolName(): string {
+    return 'JSONRPC';
+  }
+
+  get protocolVersion(): string {
+    return 'nexus';
+  }
+
+  async sendMessage(params: SendMessageRequest, options?: RequestOptions): Promise<Task> {
+    const { message } = SendMessageRequest.toJSON(params) as { message: WireMessage };
+    const id = message.taskId || this.newTaskId || randomUUID();
+    const sent = { id, message: { role: message.role === 'ROLE_AGENT' ? 'agent' : 'user', parts: message.parts.map(toNexusPart) } };
+    // NEXUS's own gateway uses the task id as the request id too.
+    return Task.fromJSON(fromNexusTask(await this.rpc.call('message/send', sent, options, id), id, message.contextId));
+  }
+
+  async *sendMessageStream(params: SendMessageRequest, options?: RequestOptions): AsyncGenerator<StreamResponse, void, undefined> {
+    yield StreamResponse.fromJSON({ task: Task.toJSON(await this.sendMessage(params, options)) });
+  }
+
+  async getTask(params: GetTaskRequest, options?: RequestOptions): Promise<Task> {
+    return Task.fromJSON(fromNexusTask(await this.rpc.call('tasks/get', { id: params.id }, options), params.id));
+  }
+
+  async cancelTask(params: CancelTaskRequest, options?: RequestOptions): Promise<Task> {
+    return Task.fromJSON(fromNexusTask(await this.rpc.call('tasks/cancel', { id: params.id }, options), params.id));
+  }
+
+  resubscribeTask(): never {
+    return unsupported('NEXUS', 'resubscribing');
+  }
+  getExtendedAgentCard(): never {
+    return unsupported('NEXUS', 'the extended agent card');
+  }
+  createTaskPushNotificationConfig(): never {
+    return unsupported('NEXUS', 'push configs');
+  }
+  getTaskPushNotificationConfig(): never {
+    return unsupported('NEXUS', 'push configs');
+  }
+  listTaskPushNotificationConfig(): never {
+    return unsupported('NEXUS', 'push configs');
+  }
+  deleteTaskPushNotificationConfig(): never {
+    return unsupported('NEXUS', 'push configs');
+  }
+  listTasks(): never {
+    return unsupported('NEXUS', 'listing tasks');
+  }
+}
+
+/**
+ * `{id, status, messages, artifacts}` as the 1.0 wire task: `messages` is the history, the last agent message
+ * the status message. `status` is a state name (NEXUS) or a status object (tolerated).
+ */
+function fromNexusTask(result: unknown, id: string, contextId = ''): WireTask {
+  const t = objectOr(result);
+  if (!t) throw new Error('the NEXUS answer is not a task object');
+  const history = (Array.isArray(t.messages) ? t.messages : []).map((m): WireMessage => {
+    const o = objectOr(m) ?? {};
+    return { messageId: randomUUID(), role: o.role === 'user' ? 'ROLE_USER' : 'ROLE_AGENT', parts: (Array.isArray(o.parts) ? o.parts : []).map(fromNexusPart) };
+  });
+  const status = objectOr(t.status);
+  const reply = [...history].reverse().find((m) => m.role === 'ROLE_AGENT');
+  const artifacts = (Array.isArray(t.artifacts) ? t.artifacts : []).map((a, i) => {
+    const o = objectOr(a) ?? {};
+    return {
+      artifactId: typeof o.artifactId === 'string' ? o.artifactId : `artifact-${i}`,
+      ...(typeof o.name === 'string' ? { name: o.name } : {}),
+      ...(typeof o.description === 'string' ? { description: o.description } : {}),
+      parts: (Array.isArray(o.parts) ? o.parts : []).map(fromNexusPart),
+    };
+  });
+  return {
+    id: String(t.id ?? id),
+    contextId,
+    status: { state: stateOf(status ? status.state : t.status), ...(reply ? { message: reply } : {}) },
+    artifacts,
+    history,
+    ...(objectOr(t.metadata) ? { metadata: objectOr(t.metadata) } : {}),
+  };
+}
+
+/** `{type:"text", data}` is text; any other type keeps its payload as data and its type in the part's metadata. */
+function fromNexusPart(raw: unknown): WirePart {
+  const p = objectOr(raw) ?? {};
+  const type = typeof p.type === 'string' ? p.type : 'text';
+  if (type === 'text') return { text: typeof p.data === 'string' ? p.data : typeof p.text === 'string' ? p.text : JSON.stringify(p.data ?? '') };
+  return { data: p.data ?? null, metadata: { nexusType: type } };
+}
+
+function toNexusPart(p: WirePart): { type: string; data: unknown } {
+  if (typeof p.text === 'string') return { type: 'text', data: p.text };
+  if (p.raw !== undefined || p.url !== undefined) return { type: 'file', data: p.raw ?? p.url };
+  const type = p.metadata?.nexusType;
+  return { type: typeof type === 'string' ? type : 'data', data: p.data };
+}
