@@ -6,7 +6,7 @@
  * not into workflow history: the result holds only the turn's outcome. A retried attempt first logs an event
  * that voids the previous attempt's partial output, so readers drop it instead of seeing it twice.
  */
-import { A2AError } from '@a2a-js/sdk/errors';
+import { A2AError, isJsonRpcError } from '@a2a-js/sdk/errors';
 import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
 import { agentTaskSignal } from '../workflows/messages';
@@ -14,11 +14,12 @@ import type { Pool } from 'pg';
 import { seqRangeOf } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
-import type { AgentEndpoint, ForwardResult } from '../workflows/types';
+import type { AgentEndpoint, AgentRpcError, ForwardResult } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
+import { costOf } from './agent-cost';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -43,6 +44,7 @@ export interface ForwardDeps {
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
 const SETTLED = (s: TaskState) => s !== 'TASK_STATE_SUBMITTED' && s !== 'TASK_STATE_WORKING';
+const INTERRUPTED = (s: TaskState) => s === 'TASK_STATE_INPUT_REQUIRED' || s === 'TASK_STATE_AUTH_REQUIRED';
 const POLL_MS = 500;
 
 export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Promise<ForwardResult> {
@@ -61,14 +63,18 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
     const client = await agentClient(args.endpoint, deps.link, trace, {
       headers: { [PARENT_TASK_HEADER]: args.gatewayTaskId },
       callTimeoutMs: ctx.info.startToCloseTimeoutMs,
+      newTaskId: args.gatewayTaskId,
     });
     const switchboard = { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId };
     const request = SendMessageRequest.fromJSON({
-      // The agent knows its task by its own ids, never by the gateway's.
-      message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId, metadata: { ...args.message.metadata, switchboard } },
+      // The agent knows its task by its own ids, never by the gateway's; until it has named a context, the
+      // client's (the gateway task's context: the client's contextId / sessionId when it gave one) is the context.
+      message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId ?? args.gatewayContextId, metadata: { ...args.message.metadata, switchboard } },
       configuration: { returnImmediately: false },
     });
-    const options = { signal: ctx.cancellationSignal };
+    // Stopped once the agent's task is interrupted: an agent may keep its stream open then (below).
+    const streamDone = new AbortController();
+    const options = { signal: AbortSignal.any([ctx.cancellationSignal, streamDone.signal]) };
     let task: WireTask | undefined;
     const announce = once(async (t: WireTask) => {
       // The workflow needs the agent's task id to pass a cancel on while this call is still running.
@@ -85,7 +91,11 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
         acc.add(event);
         await relay.event(event);
         if (acc.task) announced ??= announce(acc.task).then(() => undefined, (err: unknown) => err);
+        // input-required with the stream left open (the coding-agent seed: "Not final; stream stays open"): the
+        // turn ends here for the client, and the answer goes to the same agent task as a new message.
+        if (acc.task && INTERRUPTED(acc.task.status.state)) break;
       }
+      streamDone.abort(); // an agent that keeps the stream open gets it closed
       const signalFailure = await announced;
       if (signalFailure) throw signalFailure;
       task = acc.task;
@@ -134,12 +144,15 @@ class StreamAccumulator {
       for (const a of this.task.artifacts ?? []) this.artifacts.set(a.artifactId, a);
     } else if (p.$case === 'message') {
       this.message = Message.toJSON(p.value) as WireMessage;
-    } else if (p.$case === 'statusUpdate' && this.task) {
-      const u = TaskStatusUpdateEvent.toJSON(p.value) as { status: WireTask['status']; metadata?: Record<string, unknown> };
+    } else if (p.$case === 'statusUpdate') {
+      const u = TaskStatusUpdateEvent.toJSON(p.value) as WireStatusUpdate;
+      // A stream may start with an update instead of the task (the coding-agent seed's does): it names the task.
+      this.task ??= { id: u.taskId, contextId: u.contextId, status: u.status };
       this.task.status = u.status;
       if (u.metadata) this.task.metadata = { ...this.task.metadata, ...u.metadata };
     } else if (p.$case === 'artifactUpdate') {
-      const u = TaskArtifactUpdateEvent.toJSON(p.value) as { artifact: WireArtifact; append?: boolean };
+      const u = TaskArtifactUpdateEvent.toJSON(p.value) as WireArtifactUpdate;
+      this.task ??= { id: u.taskId, contextId: u.contextId, status: { state: 'TASK_STATE_WORKING' } };
       const prev = this.artifacts.get(u.artifact.artifactId);
       if (u.append && prev) prev.parts.push(...u.artifact.parts); // in place: long streams append thousands of chunks
       else this.artifacts.set(u.artifact.artifactId, { ...u.artifact, parts: [...u.artifact.parts] });
@@ -243,6 +256,7 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     statusMessage: m ? { ...m, taskId: args.gatewayTaskId, contextId: args.gatewayContextId } : undefined,
     artifacts: withinBudget((task.artifacts ?? []).map(compactArtifact)),
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
+    metadata: agentMetadata(task.metadata),
   };
 }
 
@@ -287,10 +301,19 @@ export function withinBudget(artifacts: WireArtifact[]): WireArtifact[] {
   });
 }
 
-/** Agents report what a task cost as `metadata.cost` in integer minor units; anything else is ignored. */
-function costOf(metadata: Record<string, unknown> | undefined): number | undefined {
-  const cost = metadata?.cost;
-  return typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 0 ? cost : undefined;
+/** The most of the agent's task metadata a turn carries into the workflow (it is the client's to read, not a store). */
+export const AGENT_METADATA_BUDGET_BYTES = 64 * 1024;
+
+/**
+ * The agent's task metadata as the gateway task keeps it: without `switchboard` (the gateway's own key), and
+ * replaced by a note when it is over AGENT_METADATA_BUDGET_BYTES.
+ */
+function agentMetadata(metadata: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!metadata) return undefined;
+  const { switchboard: _own, ...rest } = metadata;
+  if (Object.keys(rest).length === 0) return undefined;
+  const size = Buffer.byteLength(JSON.stringify(rest));
+  return size <= AGENT_METADATA_BUDGET_BYTES ? rest : { agentMetadataDropped: `${size} bytes, over the ${AGENT_METADATA_BUDGET_BYTES}-byte budget` };
 }
 
 /**
@@ -311,8 +334,16 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   // A connection cut mid-answer (often mid-stream, after a 200) is network trouble, not a bad answer.
   if (connectionLost(err)) return ApplicationFailure.retryable(`the connection to the agent was lost: ${message}`, 'AgentUnavailable');
   if (trace.grpcCode === grpc.status.OK) return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');
-  if (err instanceof A2AError && trace.lastStatus !== undefined && trace.lastStatus < 300) {
-    return ApplicationFailure.nonRetryable(`the agent answered with an error: ${message}`, 'AgentRejected');
+  if (trace.lastStatus !== undefined && trace.lastStatus < 300 && (err instanceof A2AError || jsonRpcErrorOf(err))) {
+    // The agent's own JSON-RPC error (in a stream, wrapped by the SDK), kept whole: the workflow passes it to
+    // the client of a new task as is.
+    const rpc = jsonRpcErrorOf(err);
+    return ApplicationFailure.create({
+      message: `the agent answered with an error: ${rpc ? `${rpc.message} (JSON-RPC ${rpc.code})` : message}`,
+      type: 'AgentRejected',
+      nonRetryable: true,
+      ...(rpc ? { details: [{ agentError: rpc }] } : {}),
+    });
   }
   const status = trace.lastStatus;
   if (status === undefined) return ApplicationFailure.retryable(`the agent could not be reached: ${message}`, 'AgentUnavailable');
@@ -369,6 +400,14 @@ function connectionLost(err: unknown): boolean {
     if (e instanceof TypeError && e.message === 'terminated') return true; // undici's body stream, cut
   }
   return false;
+}
+
+/** The agent's JSON-RPC error (code and message) behind a failure, also when a stream wrapped it. */
+function jsonRpcErrorOf(err: unknown): AgentRpcError | undefined {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (isJsonRpcError(e)) return { code: e.envelopeCode, message: e.message };
+  }
+  return undefined;
 }
 
 function findOutboundError(err: unknown): OutboundError | undefined {
