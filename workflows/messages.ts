@@ -49,4 +49,6 @@ export const FailureTypes = {
   TaskNotCancelable: 'TaskNotCancelable',
   /** The requester's account cannot cover the task's hold; the task ends rejected before the agent is called. */
   InsufficientFunds: 'InsufficientFunds',
+  /** The agent answered a new task's first message with a JSON-RPC error (details: {code, message}); passed on as is. */
+  AgentError: 'AgentError',
 } as const;

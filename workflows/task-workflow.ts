@@ -25,13 +25,13 @@ import {
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
-import { describeFailure, humanDuration, isTimeout } from './failures';
+import { agentErrorOf, describeFailure, humanDuration, isTimeout } from './failures';
 import { Funding } from './funding';
 import { Job } from './job';
-import { SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
+import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { PushDelivery } from './push-delivery';
 import { isTerminal, refuseCancel, refuseMessage, stateLabel, submittedTask, viewTask } from './task-state';
-import type { ForwardResult, TaskInput, TrustOutcome } from './types';
+import type { AgentRpcError, ForwardResult, TaskInput, TrustOutcome } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -68,6 +68,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   // Turn counters let a blocking sender wait for the end of *its* turn.
   let turnsAccepted = 0;
   let turnsDone = 0;
+  /** The agent's JSON-RPC error that ended the first turn, for its sender. */
+  let firstTurnError: AgentRpcError | undefined;
   const state = (): TaskState => task.status.state;
 
   const funding = new Funding(input);
@@ -121,6 +123,11 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       const refusal = funding.refusal();
       if (refusal) throw refusal;
       if (!returnImmediately) await condition(() => turnsDone >= turn || isTerminal(state()));
+      // The agent refused a new task with a JSON-RPC error: its client gets that error (code and message), as it
+      // would calling the agent itself; the task has ended failed, saying the same.
+      if (turn === 1 && firstTurnError && patched('agent-error-to-client')) {
+        throw ApplicationFailure.create({ type: FailureTypes.AgentError, message: firstTurnError.message, details: [firstTurnError], nonRetryable: true });
+      }
       return viewTask(task, historyLength);
     },
     {
@@ -281,6 +288,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).
       if (main.consideredCancelled && patched('cancel-wins-over-a-failed-call')) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
       if (isTimeout(err)) trustOutcome = 'timeout';
+      if (turnsDone === 0) firstTurnError = agentErrorOf(err);
       return { failure: describeFailure(err) };
     }
   }
@@ -291,6 +299,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     if (r.artifacts.length > 0) task.artifacts = r.artifacts;
     if (r.statusMessage) task.history = [...(task.history ?? []), r.statusMessage];
     if (r.costMinor !== undefined) costMinor = r.costMinor;
+    // The agent's task metadata is the client's to read; `switchboard` stays the gateway's own.
+    if (r.metadata) task.metadata = { ...task.metadata, ...r.metadata, ...(task.metadata?.switchboard ? { switchboard: task.metadata.switchboard } : {}) };
     setStatus(r.state, r.statusMessage);
   }
 

@@ -12,6 +12,7 @@ import {
   JsonRpcTransportError,
   JsonRpcUnsupportedOperationError,
   JsonRpcVersionNotSupportedError,
+  fromJsonRpcErrorResponse,
 } from '@a2a-js/sdk/errors';
 
 export const A2A_ERRORS = {
@@ -64,6 +65,14 @@ export type A2AErrorName = keyof typeof A2A_ERRORS;
 /** Raises the named A2A error; `data` is only used by InvalidParams (the field violations). */
 export function a2aError(name: A2AErrorName, message: string, data?: Record<string, unknown>[]): Error {
   return A2A_ERRORS[name].make(message, data);
+}
+
+/**
+ * An agent's own JSON-RPC error, passed to the client unchanged (code and message): the SDK's class for the code
+ * when A2A names it, so each dialect renders it as it renders that error, else the code as is.
+ */
+export function agentRpcError(code: number, message: string): Error {
+  return fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: { code, message } });
 }
 
 /** Workflow failure types (workflows/messages.ts FailureTypes) → the A2A error a client sees. */

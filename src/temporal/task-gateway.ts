@@ -21,13 +21,13 @@ import {
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
-import { WORKFLOW_FAILURE_TO_A2A, a2aError } from '../a2a/errors';
+import { WORKFLOW_FAILURE_TO_A2A, a2aError, agentRpcError } from '../a2a/errors';
 import { findTask } from '../db/task-store';
 import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
 import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../workflows/task-state';
 import { lastEvent } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
-import type { SendMessageArgs, TaskInput } from '../../workflows/types';
+import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../workflows/types';
 import type { WireTask } from '../a2a/wire';
 import type { Health } from '../health';
 
@@ -210,6 +210,10 @@ export class TaskGateway {
 
   private toA2A(err: unknown, taskId: string): Error {
     if (err instanceof WorkflowNotFoundError) return a2aError('TaskNotFound', `Task ${taskId} not found`);
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === FailureTypes.AgentError) {
+      const e = err.cause.details?.[0] as AgentRpcError | undefined;
+      if (e) return agentRpcError(e.code, e.message);
+    }
     if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && Object.hasOwn(WORKFLOW_FAILURE_TO_A2A, err.cause.type ?? '')) {
       return refused({ type: err.cause.type as Refusal['type'], message: err.cause.message });
     }
