@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { pathOfNul } from '../a2a/schemas';
-import type { AgentBinding, AgentEndpoint } from '../../workflows/types';
+import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../workflows/types';
 import { parseGrpcTarget } from '../http/outbound-grpc';
 
 const Skill = z.looseObject({
@@ -72,7 +72,7 @@ export function parseAgentCard(raw: unknown, cardUrl: string): ParsedCard {
   // PostgreSQL cannot store U+0000 in jsonb; such a card would fail at the insert instead of here.
   const nul = pathOfNul(raw);
   if (nul !== undefined) throw new CardError(`the agent card contains a NUL character (U+0000) at ${nul || 'its root'}`);
-  const candidates: { url: string; version: '1.0' | '0.3'; binding: AgentBinding }[] = [];
+  const candidates: { url: string; version: '1.0' | '0.3' | '0.1'; binding: AgentBinding }[] = [];
   let base: z.infer<typeof CardV1> | z.infer<typeof CardV03>;
   const bindingOf = (b: string) => AGENT_BINDINGS.find((known) => known === b);
   if ('supportedInterfaces' in raw) {
@@ -82,14 +82,17 @@ export function parseAgentCard(raw: unknown, cardUrl: string): ParsedCard {
     for (const i of v1.data.supportedInterfaces) {
       const version = versionOf(i.protocolVersion ?? '1.0');
       const binding = bindingOf(i.protocolBinding);
-      if (binding && version) candidates.push({ url: i.url, version, binding });
+      if (binding && version && version !== '0.1') candidates.push({ url: i.url, version, binding });
     }
   } else {
     const v03 = CardV03.safeParse(raw);
     if (!v03.success) throw new CardError(`invalid agent card (neither 1.0 supportedInterfaces nor a 0.3 url): ${z.prettifyError(v03.error)}`);
     base = v03.data;
-    const version = versionOf(v03.data.protocolVersion ?? '0.3');
-    if (!version) throw new CardError(`the card declares protocolVersion ${v03.data.protocolVersion}, which Switchboard does not speak (1.0, 0.3)`);
+    // A card that names no version: 0.1's shape (an `authentication` object, no securitySchemes, which 0.2 brought)
+    // is a 0.1 agent (Society AI's cards are); otherwise 0.3.
+    const declared = v03.data.protocolVersion;
+    const version = declared ? versionOf(declared) : 'authentication' in raw && !('securitySchemes' in raw) ? '0.1' : '0.3';
+    if (!version) throw new CardError(`the card declares protocolVersion ${declared}, which Switchboard does not speak (1.0, 0.3/0.2, 0.1)`);
     const preferred = bindingOf(v03.data.preferredTransport ?? 'JSONRPC');
     if (preferred) candidates.push({ url: v03.data.url, version, binding: preferred });
     for (const i of v03.data.additionalInterfaces ?? []) {
@@ -149,10 +152,43 @@ function interfaceUrl(raw: string, binding: AgentBinding, cardUrl: string): stri
   return binding === 'HTTP+JSON' ? url.toString().replace(/\/+$/, '') : url.toString();
 }
 
-function versionOf(v: string): '1.0' | '0.3' | undefined {
+/** 0.2.x shares 0.3's wire (message/send, `kind`); 0.1 is its own (tasks/send, `type`). */
+function versionOf(v: string): '1.0' | '0.3' | '0.1' | undefined {
   if (/^1\.0(\.\d+)?$/.test(v)) return '1.0';
   if (/^0\.[23](\.\d+)?$/.test(v)) return '0.3';
+  if (/^0\.1(\.\d+)?$/.test(v)) return '0.1';
   return undefined;
+}
+
+/** The `protocol` a registration may name, as the dialect Switchboard calls in. */
+export type RegisteredProtocol = '1.0' | '0.3' | '0.2' | '0.1' | 'nexus';
+
+/**
+ * The endpoint in the dialect the registration names (its card did not say, or said otherwise). The SDK-less
+ * dialects (0.1, NEXUS) exist over JSON-RPC only; NEXUS has no stream shape, so it is called without streaming.
+ * @throws BindingError when the endpoint's binding is not JSON-RPC for those.
+ */
+export function inDialect(endpoint: AgentEndpoint, protocol: RegisteredProtocol | undefined): AgentEndpoint {
+  if (!protocol) return endpoint;
+  const dialect: AgentDialect = protocol === '0.2' ? '0.3' : protocol;
+  if ((dialect === '0.1' || dialect === 'nexus') && (endpoint.binding ?? 'JSONRPC') !== 'JSONRPC') {
+    throw new BindingError(`protocol ${protocol} is spoken over JSON-RPC only, and the endpoint chosen is ${endpoint.binding}`);
+  }
+  return { ...endpoint, protocolVersion: dialect, streaming: dialect === 'nexus' ? false : endpoint.streaming };
+}
+
+/**
+ * The card of an agent that publishes none (0.1 or NEXUS, registered with `protocol`): what the registration
+ * says about it, so search and the gateway card work as for any agent.
+ */
+export function cardOfRegistration(body: { url: string; name?: string; description?: string; skills?: unknown[] }): AgentCardJson {
+  return {
+    name: body.name ?? new URL(body.url).host,
+    description: body.description ?? '',
+    url: body.url,
+    capabilities: { streaming: false },
+    skills: body.skills ?? [],
+  };
 }
 
 // Fields that describe how to reach or authenticate to the agent itself; the gateway card replaces them.

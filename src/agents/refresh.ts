@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Pool } from 'pg';
-import type { AgentBinding, AgentEndpoint } from '../../workflows/types';
+import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../workflows/types';
 import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../../activities/agent-client';
 import type { GrpcChannels } from '../http/outbound-grpc';
 import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from './cards';
@@ -198,6 +198,7 @@ function describeError(err: unknown, url: string, timeoutMs: number): string {
 
 export type CardOutcome =
   | { outcome: 'fresh' } // within max-age: not asked
+  | { outcome: 'none' } // the agent publishes no card (0.1 or NEXUS, registered with `protocol`): nothing to read
   // the same card; `warning` when its signature verified before and no longer does (a key rotated away or revoked)
   | { outcome: 'not-modified'; latencyMs: number; warning?: string }
   | { outcome: 'unchanged'; latencyMs: number; warning?: string }
@@ -273,10 +274,12 @@ export type RefreshResult =
     };
 
 interface StoredAgent {
-  card_url: string;
+  card_url: string | null;
   card: AgentCardJson;
   endpoint_url: string;
-  protocol_version: '1.0' | '0.3';
+  protocol_version: AgentDialect;
+  /** The dialect the registration named: the endpoint stays as registered whatever the card says. */
+  protocol: string | null;
   streaming: boolean;
   binding: AgentBinding;
   card_etag: string | null;
@@ -299,7 +302,7 @@ export const PROBES_KEPT = 100;
 export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: string): Promise<RefreshResult> {
   const policy = { ...DEFAULT_REFRESH_POLICY, ...deps.policy };
   const { rows } = await deps.pool.query<StoredAgent>(
-    `SELECT card_url, card, endpoint_url, protocol_version, streaming, binding, card_etag, card_no_store, card_fresh_until, signature
+    `SELECT card_url, card, endpoint_url, protocol_version, protocol, streaming, binding, card_etag, card_no_store, card_fresh_until, signature
        FROM agents WHERE tenant = $1 AND id = $2`,
     [tenant, agentId],
   );
@@ -314,15 +317,18 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
   let adopt: { parsed: ParsedCard } | undefined;
   let cacheUpdate: { etag: string | null; noStore: boolean; freshUntil: Date | null; signature?: SignatureCheck } | undefined;
 
+  const cardUrl = stored.card_url;
   const checkSignature = (c: AgentCardJson) =>
-    checkCardSignatures(c, stored.card_url, { fetch: deps.fetch, trustedJkuOrigins: policy.trustedJkuOrigins, timeoutMs: policy.requestTimeoutMs });
+    checkCardSignatures(c, cardUrl ?? '', { fetch: deps.fetch, trustedJkuOrigins: policy.trustedJkuOrigins, timeoutMs: policy.requestTimeoutMs });
   const lostVerification = (check?: SignatureCheck) =>
     stored.signature.status === 'verified' && check && check.status !== 'verified' ? `the card's signature no longer verifies: ${check.reason ?? check.status}` : undefined;
 
   const due = stored.card_no_store || !stored.card_fresh_until || stored.card_fresh_until <= now;
-  if (due) {
+  if (cardUrl === null) {
+    card = { outcome: 'none' };
+  } else if (due) {
     // no-store forbids keeping a validator, so the request is unconditional (RFC 9111 §5.2.2.5).
-    const fetched = await fetchCard(agentFetch, stored.card_url, { etag: stored.card_no_store ? undefined : stored.card_etag ?? undefined, timeoutMs: policy.requestTimeoutMs });
+    const fetched = await fetchCard(agentFetch, cardUrl, { etag: stored.card_no_store ? undefined : stored.card_etag ?? undefined, timeoutMs: policy.requestTimeoutMs });
     if (fetched.outcome === 'failed') {
       card = { outcome: 'failed', latencyMs: fetched.latencyMs, error: fetched.error };
     } else if (fetched.outcome === 'not-modified') {
@@ -333,7 +339,7 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
       cacheUpdate = { ...cacheColumns(fetched.etag, fetched.cache, now, policy), signature };
     } else {
       try {
-        const parsed = parseAgentCard(fetched.raw, stored.card_url);
+        const parsed = parseAgentCard(fetched.raw, cardUrl);
         const signature = await checkSignature(parsed.card);
         const cache = cacheColumns(fetched.etag, fetched.cache, now, policy);
         if (jcs(parsed.card) === jcs(stored.card)) {
@@ -351,14 +357,15 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
         }
       } catch (err) {
         if (!(err instanceof CardError)) throw err;
-        card = { outcome: 'failed', latencyMs: fetched.latencyMs, error: `${stored.card_url}: ${err.message}` };
+        card = { outcome: 'failed', latencyMs: fetched.latencyMs, error: `${cardUrl}: ${err.message}` };
       }
     }
   }
 
   // Probe the endpoint the agent will be called at from now on: the new card's when it changed, over the same
   // binding while the card still offers it (else the card's preferred one).
-  const adopted = adopt && (adopt.parsed.interfaces.find((i) => i.binding === stored.binding) ?? adopt.parsed.endpoint);
+  // A dialect the registration named pins the endpoint (a NEXUS one was found by probing, not in the card).
+  const adopted = adopt && !stored.protocol ? (adopt.parsed.interfaces.find((i) => i.binding === stored.binding) ?? adopt.parsed.endpoint) : undefined;
   const endpoint = adopted ?? { url: stored.endpoint_url, protocolVersion: stored.protocol_version, streaming: stored.streaming, binding: stored.binding };
   const link: AgentLink = { fetch: deps.fetch, grpc: deps.grpc, credentials: credentials ? () => credentials.headersFor(tenant, agentId) : undefined };
   const probed = await probeEndpoint(link, endpoint, policy.requestTimeoutMs);

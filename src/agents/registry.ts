@@ -8,18 +8,20 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from '../a2a/schemas';
-import type { AgentBinding, AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
-import { type AgentCardJson, BindingError, CardError, chooseEndpoint, parseAgentCard } from './cards';
+import type { AgentBinding, AgentDialect, AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
+import { type AgentCardJson, BindingError, CardError, cardOfRegistration, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard } from './cards';
 import {
   type AgentStatus,
   cacheColumns,
   DEFAULT_REFRESH_POLICY,
   fetchCard,
+  probeEndpoint,
   type ProbeRecord,
   refreshAgent,
   type RefreshPolicy,
 } from './refresh';
 import type { RefreshScheduler } from './refresh-schedules';
+import type { AgentLink } from '../../activities/agent-client';
 import { checkCardSignatures, type SignatureCheck } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
 import { z } from 'zod';
@@ -32,7 +34,8 @@ export interface Agent {
   tenant: string;
   name: string;
   sourceUrl: string;
-  cardUrl: string;
+  /** Null for an agent that publishes no card (0.1 or NEXUS registered with `protocol`). */
+  cardUrl: string | null;
   card: AgentCardJson;
   endpoint: AgentEndpoint;
   priceMinor: number;
@@ -141,28 +144,33 @@ export class AgentRegistry {
       if (err instanceof CredentialError) throw new RegistrationError(err.message);
       throw err;
     }
-    const fetched = await this.fetchFirstCard(body.url, headers);
+    // 0.1 and NEXUS agents may publish no card: the registration then says what a card would.
+    const cardOptional = body.protocol === '0.1' || body.protocol === 'nexus';
+    const fetched = await this.fetchFirstCard(body.url, headers, cardOptional);
     let parsed;
     try {
-      parsed = parseAgentCard(fetched.raw, fetched.cardUrl);
+      parsed = fetched
+        ? parseAgentCard(fetched.raw, fetched.cardUrl)
+        : { card: cardOfRegistration(body), name: cardOfRegistration(body).name, endpoint: { url: body.url, protocolVersion: '0.1' as const, streaming: false, binding: 'JSONRPC' as const } };
     } catch (err) {
-      if (err instanceof CardError) throw new RegistrationError(`${fetched.cardUrl}: ${err.message}`);
+      if (err instanceof CardError) throw new RegistrationError(`${fetched?.cardUrl}: ${err.message}`);
       throw err;
     }
+    const where = fetched?.cardUrl ?? body.url;
     let endpoint;
     try {
-      endpoint = chooseEndpoint(parsed, body.binding);
+      endpoint = inDialect(fetched ? chooseEndpoint(parsed as ParsedCard, body.binding) : parsed.endpoint, body.protocol);
     } catch (err) {
-      if (err instanceof BindingError) throw new RegistrationError(`${fetched.cardUrl}: ${err.message}`, 400);
+      if (err instanceof BindingError) throw new RegistrationError(`${where}: ${err.message}`, 400);
       throw err;
     }
-    const signature = await checkCardSignatures(parsed.card, fetched.cardUrl, {
-      fetch: this.outbound.fetch,
-      trustedJkuOrigins: this.policy.trustedJkuOrigins,
-      timeoutMs: this.policy.requestTimeoutMs,
-    });
-    const cache = cacheColumns(fetched.etag, fetched.cache, new Date(), this.policy);
-    const reason = this.opts.scheduler ? 'registered: the card was read; the first probe of the endpoint is under way' : 'registered: the card was read; the endpoint has not been probed';
+    if (endpoint.protocolVersion === 'nexus') endpoint = await this.findNexusEndpoint(endpoint, headers);
+    const signature = fetched
+      ? await checkCardSignatures(parsed.card, fetched.cardUrl, { fetch: this.outbound.fetch, trustedJkuOrigins: this.policy.trustedJkuOrigins, timeoutMs: this.policy.requestTimeoutMs })
+      : { status: 'unsigned' as const, checkedAt: new Date().toISOString() };
+    const cache = fetched ? cacheColumns(fetched.etag, fetched.cache, new Date(), this.policy) : { etag: null, noStore: false, freshUntil: null };
+    const read = fetched ? 'the card was read' : 'no card is published: it was composed from the registration';
+    const reason = this.opts.scheduler ? `registered: ${read}; the first probe of the endpoint is under way` : `registered: ${read}; the endpoint has not been probed`;
 
     const name = body.name ?? parsed.name;
     // Random enough to be unique across tenants (ids are global for the public cards) and not worth guessing.
@@ -170,11 +178,11 @@ export class AgentRegistry {
     const retry = { ...DEFAULT_RETRY, ...body.retry };
     const { rows } = await this.pool.query<AgentRow>(
       `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, binding, price_minor, retry,
-                           status, status_reason, signature, card_etag, card_no_store, card_fresh_until)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'healthy', $13, $14, $15, $16, $17) RETURNING ${COLUMNS}`,
+                           status, status_reason, signature, card_etag, card_no_store, card_fresh_until, protocol)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'healthy', $13, $14, $15, $16, $17, $18) RETURNING ${COLUMNS}`,
       [
-        tenant, id, name, body.url, fetched.cardUrl, parsed.card, endpoint.url, endpoint.protocolVersion, endpoint.streaming, endpoint.binding ?? 'JSONRPC',
-        body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil,
+        tenant, id, name, body.url, fetched?.cardUrl ?? null, parsed.card, endpoint.url, endpoint.protocolVersion, endpoint.streaming, endpoint.binding ?? 'JSONRPC',
+        body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil, body.protocol ?? null,
       ],
     );
     if (body.credentials && credentials) {
@@ -323,7 +331,26 @@ export class AgentRegistry {
     return new Map(rows.map((r) => [r.agent_id, r.kind]));
   }
 
-  private async fetchFirstCard(url: string, headers: Record<string, string> = {}) {
+  /**
+   * A NEXUS agent answers at its root URL or at /rpc (seed 000): the first of the two that answers JSON-RPC (a
+   * `tasks/get` of a task that does not exist) is its endpoint.
+   * @throws RegistrationError naming what each answered when neither does.
+   */
+  private async findNexusEndpoint(endpoint: AgentEndpoint, headers: Record<string, string>): Promise<AgentEndpoint> {
+    const root = endpoint.url.replace(/\/+$/, '');
+    const urls = root.endsWith('/rpc') ? [endpoint.url] : [endpoint.url, `${root}/rpc`];
+    const link: AgentLink = { fetch: this.outbound.fetch, credentials: Object.keys(headers).length ? async () => headers : undefined };
+    const problems: string[] = [];
+    for (const url of urls) {
+      const probe = await probeEndpoint(link, { ...endpoint, url }, this.policy.requestTimeoutMs);
+      if (probe.ok) return { ...endpoint, url };
+      problems.push(probe.detail ?? `${url}: no answer`);
+    }
+    throw new RegistrationError(`no NEXUS JSON-RPC endpoint answered at / or /rpc (${problems.join('; ')})`);
+  }
+
+  /** @returns undefined when no card is found and `optional` (the agent's registration stands in for it). */
+  private async fetchFirstCard(url: string, headers: Record<string, string> = {}, optional = false): Promise<CardFound | undefined> {
     const given = new URL(url);
     const urls = given.pathname.endsWith('.json')
       ? [given.toString()]
@@ -335,9 +362,12 @@ export class AgentRegistry {
       if (res.outcome === 'fetched') return { ...res, cardUrl };
       problems.push(res.outcome === 'failed' ? res.error : `${cardUrl}: HTTP 304`);
     }
+    if (optional) return undefined;
     throw new RegistrationError(`no agent card could be fetched (${problems.join('; ')})`);
   }
 }
+
+type CardFound = Extract<Awaited<ReturnType<typeof fetchCard>>, { outcome: 'fetched' }> & { cardUrl: string };
 
 // ---- page tokens: base64url JSON {f: query fingerprint, k: last sort key, id: last id} ----
 
@@ -366,10 +396,10 @@ interface AgentRow {
   id: string;
   name: string;
   source_url: string;
-  card_url: string;
+  card_url: string | null;
   card: AgentCardJson;
   endpoint_url: string;
-  protocol_version: '1.0' | '0.3';
+  protocol_version: AgentDialect;
   streaming: boolean;
   binding: AgentBinding;
   price_minor: string;
