@@ -1,0 +1,393 @@
+/**
+ * The agents of the seed systems, behind Switchboard unchanged (issue 11, the forwarding side). Each stand-in is
+ * a plain node:http JSON-RPC server built here from its seed's documented wire shapes, with no SDK: a Society
+ * AI-style A2A 0.1 agent (tasks/send, tasks/sendSubscribe, `type` parts, sessionId, a {usd, tokens} cost), NEXUS
+ * agents (one with only /.well-known/agent.json, one with no card at /rpc), a coding-agent-style 0.3 agent
+ * whose stream starts with a status-update and stays open at input-required, and an agent answering a JSON-RPC
+ * error. A real @a2a-js/sdk client drives each through a real Switchboard (Temporal dev server, PostgreSQL).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { SendMessageRequest, Task } from '@a2a-js/sdk';
+import type { Client } from '@a2a-js/sdk/client';
+import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
+
+let gw: Gateway;
+const servers: StandIn[] = [];
+
+before(async () => {
+  gw = await startGateway();
+});
+after(async () => {
+  await gw?.close();
+  await Promise.all(servers.map((s) => s.close()));
+});
+
+// ---- stand-ins: one HTTP server each, recording every JSON-RPC call ----
+
+interface RpcCall {
+  path: string;
+  method: string;
+  params: any;
+}
+interface StandIn {
+  url: string;
+  calls: RpcCall[];
+  close(): Promise<void>;
+}
+type Reply = (res: ServerResponse) => void;
+type Handler = (call: RpcCall & { id: unknown }) => Reply | undefined;
+
+/** A server answering GET `cards` (path → JSON) and JSON-RPC POSTs at `rpcPaths` through `handle`; 404 elsewhere. */
+async function standIn(cards: (base: string) => Record<string, unknown>, rpcPaths: string[], handle: Handler): Promise<StandIn> {
+  const calls: RpcCall[] = [];
+  const open = new Set<ServerResponse>();
+  let base = '';
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = new URL(req.url ?? '/', base).pathname;
+      const card = cards(base)[path];
+      if (req.method === 'GET' && card) return json(res, 200, card);
+      if (req.method !== 'POST' || !rpcPaths.includes(path)) return json(res, 404, { error: 'not found' });
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const call = { path, method: body.method, params: body.params };
+      calls.push(call);
+      const reply = handle({ ...call, id: body.id });
+      if (!reply) return json(res, 200, { jsonrpc: '2.0', id: body.id, error: { code: -32601, message: `Method not found: ${body.method}` } });
+      open.add(res);
+      res.on('close', () => open.delete(res));
+      reply(res);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const s: StandIn = {
+    url: base,
+    calls,
+    close: async () => {
+      for (const res of open) res.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+  servers.push(s);
+  return s;
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+const result = (id: unknown, value: unknown): Reply => (res) => json(res, 200, { jsonrpc: '2.0', id, result: value });
+/** An SSE answer: each event a JSON-RPC response; `open` leaves the stream open after the last one. */
+const sse = (id: unknown, events: unknown[], open = false): Reply => (res) => {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const e of events) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: e })}\n\n`);
+  if (!open) res.end();
+};
+
+const textOf = (parts: any[] = []) => parts.map((p) => p.text ?? p.data ?? '').join('');
+
+/**
+ * Society AI (seed 003), A2A 0.1: the card (no protocolVersion, an `authentication` object) at agent.json; the
+ * client names the task; "ask" makes it input-required until the same task id is sent again.
+ */
+async function startV01Agent(opts: { streaming?: boolean; withCard?: boolean } = {}) {
+  const tasks = new Map<string, any>();
+  const answer = (p: any) => {
+    const text = textOf(p.message.parts);
+    const prev = tasks.get(p.id);
+    const reply = (t: string) => ({ role: 'agent', parts: [{ type: 'text', text: t }] });
+    const task =
+      text === 'ask' && !prev
+        ? { id: p.id, sessionId: p.sessionId, status: { state: 'input-required', message: reply('Which city?') }, metadata: { executor: { name: 'v01-agent' } } }
+        : {
+            id: p.id,
+            sessionId: p.sessionId,
+            status: { state: 'completed', message: reply(prev ? `weather in ${text}: sunny` : `echo: ${text}`) },
+            artifacts: [{ name: 'answer', index: 0, parts: [{ type: 'text', text: prev ? `sunny in ${text}` : `echo: ${text}` }] }],
+            metadata: { executor: { name: 'v01-agent' }, cost: { usd: 0.42, tokens: 1234 } },
+          };
+    tasks.set(p.id, task);
+    return task;
+  };
+  return standIn(
+    (base) =>
+      opts.withCard === false
+        ? {}
+        : {
+            '/.well-known/agent.json': {
+              name: 'research-agent',
+              description: 'Deep research agent (A2A 0.1, Society AI style)',
+              url: `${base}/tasks/process`,
+              version: '1.0.0',
+              capabilities: { streaming: opts.streaming ?? false, pushNotifications: false, stateTransitionHistory: true },
+              skills: [{ id: 'research-topic', name: 'Topic Research', description: 'Research any topic', tags: ['research'] }],
+              authentication: { schemes: ['bearer'], credentials: null },
+            },
+          },
+    ['/tasks/process'],
+    ({ id, method, params }) => {
+      if (method === 'tasks/send') return result(id, answer(params));
+      if (method === 'tasks/sendSubscribe') {
+        const task = answer(params);
+        const ids = { id: params.id, sessionId: params.sessionId };
+        return sse(id, [
+          { ...ids, status: { state: 'working', message: { role: 'agent', parts: [{ type: 'text', text: 'Researching...' }] } }, final: false },
+          ...(task.artifacts ?? []).map((artifact: unknown) => ({ ...ids, artifact })),
+          { ...ids, status: task.status, final: true, metadata: task.metadata },
+        ]);
+      }
+      if (method === 'tasks/get') return tasks.has(params.id) ? result(id, tasks.get(params.id)) : (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32001, message: 'Task not found' } });
+      if (method === 'tasks/cancel') {
+        const t = tasks.get(params.id);
+        if (t) t.status = { state: 'canceled' };
+        return result(id, t ?? { id: params.id, status: { state: 'canceled' } });
+      }
+      return undefined;
+    },
+  );
+}
+
+/** NEXUS (seed 000): message/send with {type, data} parts, answered {id, status, messages, artifacts}. */
+async function startNexusAgent(opts: { card: boolean; rpcPath: '/' | '/rpc' }) {
+  const tasks = new Map<string, any>();
+  return standIn(
+    (base) =>
+      opts.card
+        ? {
+            '/.well-known/agent.json': {
+              name: 'Echo Agent',
+              description: 'A simple agent that echoes back messages.',
+              url: base,
+              version: '1.0.0',
+              capabilities: { streaming: false, pushNotifications: false, stateTransitionHistory: false },
+              skills: [{ id: 'echo', name: 'Echo', description: 'Echoes back the input message', tags: ['utility', 'testing'] }],
+              authentication: { schemes: ['bearer'] },
+            },
+          }
+        : {},
+    [opts.rpcPath],
+    ({ id, method, params }) => {
+      if (method === 'message/send') {
+        const text = textOf(params.message.parts);
+        const task = {
+          id: params.id,
+          status: 'completed',
+          messages: [params.message, { role: 'agent', parts: [{ type: 'text', data: `Here is the summary: ${text}` }] }],
+          artifacts: [{ name: 'summary', description: 'Article summary', parts: [{ type: 'text', data: `summary of ${text}` }] }],
+        };
+        tasks.set(params.id, task);
+        return result(id, task);
+      }
+      if (method === 'tasks/get') {
+        const t = tasks.get(params.id);
+        return t ? result(id, t) : (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32602, message: 'Invalid params: task not found' } });
+      }
+      return undefined;
+    },
+  );
+}
+
+/**
+ * coding-agent-a2a (seed 004), 0.3: message/stream starts with a status-update (no Task). A prompt with "rm" asks
+ * for approval: input-required, final: false, and the stream stays open; the answer (same taskId) resumes it.
+ */
+async function startCodingAgent() {
+  const waiting = new Set<string>();
+  const paused: ServerResponse[] = [];
+  const agent = await standIn(
+    (base) => ({
+      '/.well-known/agent-card.json': {
+        name: 'coding-agent-a2a (cursor)',
+        description: 'Delegates coding tasks to the cursor agent and streams results back via the A2A protocol.',
+        protocolVersion: '0.3.0',
+        version: '0.1.0',
+        url: `${base}/a2a/jsonrpc`,
+        capabilities: { streaming: true, pushNotifications: false, stateTransitionHistory: true },
+        defaultInputModes: ['text/plain'],
+        defaultOutputModes: ['text/plain', 'application/json'],
+        skills: [{ id: 'code-task', name: 'Execute coding task', description: 'Runs a coding task', tags: ['coding'] }],
+      },
+    }),
+    ['/a2a/jsonrpc'],
+    ({ id, method, params }) => {
+      if (method !== 'message/stream') return method === 'tasks/cancel' ? result(id, { kind: 'task', id: params.id, contextId: 'c', status: { state: 'canceled' } }) : undefined;
+      const m = params.message;
+      const resumed = m.taskId && waiting.has(m.taskId);
+      const taskId = resumed ? m.taskId : randomUUID();
+      const ids = { taskId, contextId: m.contextId ?? randomUUID() };
+      const status = (state: string, final: boolean, text?: string) => ({
+        kind: 'status-update', ...ids, final,
+        status: { state, timestamp: new Date().toISOString(), ...(text ? { message: { kind: 'message', messageId: randomUUID(), role: 'agent', parts: [{ kind: 'text', text }] } } : {}) },
+      });
+      const artifact = (text: string) => ({ kind: 'artifact-update', ...ids, artifact: { artifactId: `res-${taskId}`, name: 'result', parts: [{ kind: 'text', text }] } });
+      if (resumed) {
+        waiting.delete(taskId);
+        return sse(id, [status('working', false), artifact(`approved with "${textOf(m.parts)}": build removed`), status('completed', true)]);
+      }
+      if (textOf(m.parts).includes('rm')) {
+        waiting.add(taskId);
+        return (res) => {
+          paused.push(res);
+          sse(id, [status('working', false), status('input-required', false, 'Approve running `rm -rf build`? (y/n)')], true)(res);
+        };
+      }
+      return sse(id, [status('working', false), artifact(`done: ${textOf(m.parts)}`), status('completed', true)]);
+    },
+  );
+  return { ...agent, paused };
+}
+
+/** An agent that refuses every new task with a JSON-RPC error of its own. */
+async function startErrorAgent() {
+  return standIn(
+    (base) => ({ '/.well-known/agent-card.json': { name: 'Quota agent', description: 'Refuses', protocolVersion: '0.3.0', version: '1', url: `${base}/rpc`, capabilities: {}, defaultInputModes: [], defaultOutputModes: [], skills: [] } }),
+    ['/rpc'],
+    ({ id, method }) =>
+      method === 'message/send' ? (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32031, message: 'Model quota exhausted for this key' } }) : undefined,
+  );
+}
+
+// ---- the client side: a real SDK client of the agent's gateway endpoint ----
+
+const clientOf = (agentId: string): Promise<Client> => clientFactory(gw.keys.client).createFromUrl(`${gw.url}/agents/${agentId}/.well-known/agent-card.json`, '');
+
+async function send(client: Client, text: string, extra: Record<string, unknown> = {}): Promise<any> {
+  const reply = await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra } }));
+  assert.ok(!('messageId' in reply), 'the gateway answers with a task');
+  return Task.toJSON(reply as Task);
+}
+
+const agentView = async (id: string): Promise<any> => (await gw.fetch(`${gw.url}/agents/${id}`, {}, 'operator')).json();
+
+describe('A2A 0.1 agents (Society AI)', () => {
+  test('a card without protocolVersion in 0.1 shape: tasks/send with the gateway task id and the client context as sessionId; answers, metadata and cost come back', async () => {
+    const agent = await startV01Agent();
+    const { id } = await register(gw, agent.url, { priceMinor: 500 });
+    assert.equal((await agentView(id)).endpoint.protocolVersion, '0.1');
+    const client = await clientOf(id);
+    const contextId = `session-${randomUUID()}`;
+    const task = await send(client, 'What is quantum computing?', { contextId });
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(task.status.message.parts), 'echo: What is quantum computing?');
+    assert.equal(textOf(task.artifacts[0].parts), 'echo: What is quantum computing?');
+    assert.equal(task.contextId, contextId);
+    const call = agent.calls.find((c) => c.method === 'tasks/send')!;
+    assert.equal(call.params.id, task.id, 'the 0.1 task id is the gateway task id');
+    assert.equal(call.params.sessionId, contextId, "the client's context reaches the agent as sessionId");
+    assert.deepEqual(call.params.message.parts, [{ type: 'text', text: 'What is quantum computing?' }]);
+    assert.deepEqual(task.metadata.executor, { name: 'v01-agent' }, "the agent's task metadata reaches the client");
+    assert.deepEqual(task.metadata.cost, { usd: 0.42, tokens: 1234 });
+    const settled = await eventually(async () => (await gw.db.pool.query('SELECT amount_minor FROM settlements WHERE task_id = $1', [task.id])).rows[0], 15_000, 'settlement');
+    assert.equal(Number(settled.amount_minor), 42, '{usd: 0.42} is charged as 42 minor units (cents), not the 500 list price');
+  });
+
+  test('input-required and the answer continue the same 0.1 task id; streaming agents get tasks/sendSubscribe', async () => {
+    const agent = await startV01Agent({ streaming: true });
+    const { id } = await register(gw, agent.url);
+    const client = await clientOf(id);
+    const first = await send(client, 'ask');
+    assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    assert.equal(textOf(first.status.message.parts), 'Which city?');
+    const second = await send(client, 'Paris', { taskId: first.id, contextId: first.contextId });
+    assert.equal(second.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(second.artifacts[0].parts), 'sunny in Paris');
+    const sends = agent.calls.filter((c) => c.method === 'tasks/sendSubscribe');
+    assert.equal(sends.length, 2);
+    assert.equal(sends[0]!.params.id, first.id);
+    assert.equal(sends[1]!.params.id, first.id, 'the answer goes to the same 0.1 task');
+  });
+
+  test('a card-less 0.1 agent registers with protocol, name and skills; cancel goes as tasks/cancel', async () => {
+    const agent = await startV01Agent({ withCard: false });
+    const { id } = await register(gw, `${agent.url}/tasks/process`, { protocol: '0.1', name: 'Card-less researcher', skills: [{ id: 'research-topic', name: 'Topic Research' }] });
+    const view = await agentView(id);
+    assert.equal(view.cardUrl, null);
+    assert.equal(view.name, 'Card-less researcher');
+    assert.deepEqual(view.card.skills.map((s: any) => s.id), ['research-topic']);
+    const client = await clientOf(id);
+    const asked = await send(client, 'ask');
+    assert.equal(asked.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: asked.id, metadata: undefined })) as any;
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    await eventually(() => agent.calls.find((c) => c.method === 'tasks/cancel' && c.params.id === asked.id), 15_000, 'tasks/cancel at the agent');
+  });
+});
+
+describe('NEXUS agents', () => {
+  for (const shape of [
+    { name: 'with only /.well-known/agent.json, answering at /', card: true, rpcPath: '/' as const },
+    { name: 'with no card, answering at /rpc (found by probing)', card: false, rpcPath: '/rpc' as const },
+  ]) {
+    test(`${shape.name}: message/send with {type, data} parts, the answer translated`, async () => {
+      const agent = await startNexusAgent(shape);
+      const { id } = await register(gw, agent.url, { protocol: 'nexus', ...(shape.card ? {} : { name: 'Nexus summarizer', skills: [{ id: 'summarize', name: 'Summarize' }] }) });
+      const view = await agentView(id);
+      assert.equal(view.endpoint.protocolVersion, 'nexus');
+      assert.equal(view.endpoint.url.replace(/\/$/, ''), `${agent.url}${shape.rpcPath === '/rpc' ? '/rpc' : ''}`);
+      const client = await clientOf(id);
+      const task = await send(client, 'Summarize this article...');
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+      assert.equal(textOf(task.status.message.parts), 'Here is the summary: Summarize this article...');
+      assert.equal(task.artifacts[0].name, 'summary');
+      assert.equal(textOf(task.artifacts[0].parts), 'summary of Summarize this article...');
+      const call = agent.calls.find((c) => c.method === 'message/send')!;
+      assert.equal(call.params.id, task.id, 'params.id is the gateway task id');
+      assert.deepEqual(call.params.message, { role: 'user', parts: [{ type: 'text', data: 'Summarize this article...' }] });
+    });
+  }
+
+  test('a NEXUS registration with no endpoint at / or /rpc is refused, naming both', async () => {
+    const nothing = await standIn(() => ({}), [], () => undefined);
+    const res = await gw.fetch(`${gw.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: nothing.url, protocol: 'nexus' }) }, 'operator');
+    assert.equal(res.status, 422);
+    assert.match(((await res.json()) as { error: string }).error, /no NEXUS JSON-RPC endpoint answered at \/ or \/rpc/);
+  });
+});
+
+describe('coding-agent-style streams (0.3)', () => {
+  test('a stream that starts with a status-update completes the task', async () => {
+    const agent = await startCodingAgent();
+    const { id } = await register(gw, agent.url);
+    const task = await send(await clientOf(id), 'Explain the main function');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(task.artifacts[0].parts), 'done: Explain the main function');
+  });
+
+  test('input-required with the stream left open ends the turn at once; the answer resumes the same agent task', async () => {
+    const agent = await startCodingAgent();
+    const { id } = await register(gw, agent.url);
+    const client = await clientOf(id);
+    const started = Date.now();
+    const asked = await send(client, 'rm the build directory');
+    assert.equal(asked.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    assert.equal(textOf(asked.status.message.parts), 'Approve running `rm -rf build`? (y/n)', 'the prompt reaches the client');
+    assert.ok(Date.now() - started < 10_000, `the turn ended when the agent asked (${Date.now() - started} ms), not at the attempt timeout`);
+    await eventually(() => agent.paused.every((res) => res.destroyed || res.writableEnded), 5_000, 'the open agent stream to be closed');
+    const done = await send(client, 'y', { taskId: asked.id, contextId: asked.contextId });
+    assert.equal(done.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(textOf(done.artifacts[0].parts), 'approved with "y": build removed');
+    const streams = agent.calls.filter((c) => c.method === 'message/stream');
+    assert.equal(streams.length, 2, 'the turn was sent once, never re-sent');
+    assert.ok(streams[1]!.params.message.taskId, 'the answer names the agent task');
+  });
+});
+
+describe('agent errors', () => {
+  test("an agent's JSON-RPC error on a new task is the client's error, code and message", async () => {
+    const agent = await startErrorAgent();
+    const { id, rpc: rpcUrl } = await register(gw, agent.url);
+    await assert.rejects(send(await clientOf(id), 'hello'), (err: any) => {
+      assert.equal(err.envelopeCode, -32031);
+      assert.equal(err.message, 'Model quota exhausted for this key');
+      return true;
+    });
+    const raw = await rpc(rpcUrl, { jsonrpc: '2.0', id: 7, method: 'message/send', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'hi' }] } } });
+    assert.deepEqual([raw.json.error.code, raw.json.error.message], [-32031, 'Model quota exhausted for this key'], 'the 0.3 dialect too');
+    assert.equal(agent.calls.length, 2, 'not retried');
+  });
+});
