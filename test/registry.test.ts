@@ -315,9 +315,14 @@ describe('registration errors', () => {
     await refused(gw, { url: `${cards.url}/no-name.json` }, 422, /no-name\.json/, /name/);
     await refused(gw, { url: `${cards.url}/no-interface.json` }, 422, /supportedInterfaces|url/);
     await refused(gw, { url: `${cards.url}/empty-interfaces.json` }, 422, /supportedInterfaces/);
-    await refused(gw, { url: `${cards.url}/v01.json` }, 422, /0\.1\.0/);
     await refused(gw, { url: `${cards.url}/bad-url.json` }, 422, /file:/);
     await refused(gw, { url: `${cards.url}/nul.json` }, 422, /NUL character/, /description/);
+  });
+
+  it('a card declaring 0.1.0 registers in the 0.1 dialect (tasks/send; issue 11)', async () => {
+    const v01 = await registered(gw, { url: `${cards.url}/v01.json` });
+    assert.equal(v01.endpoint.protocolVersion, '0.1');
+    assert.equal(v01.endpoint.binding, 'JSONRPC');
   });
 
   it('a card with only a gRPC interface registers over gRPC (1.0 and 0.3 shapes); one with no binding Switchboard speaks: 422', async () => {
