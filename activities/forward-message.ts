@@ -72,9 +72,7 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
       message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId ?? args.gatewayContextId, metadata: { ...args.message.metadata, switchboard } },
       configuration: { returnImmediately: false },
     });
-    // Stopped once the agent's task is interrupted: an agent may keep its stream open then (below).
-    const streamDone = new AbortController();
-    const options = { signal: AbortSignal.any([ctx.cancellationSignal, streamDone.signal]) };
+    const options = { signal: ctx.cancellationSignal };
     let task: WireTask | undefined;
     const announce = once(async (t: WireTask) => {
       // The workflow needs the agent's task id to pass a cancel on while this call is still running.
@@ -87,7 +85,9 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
       const acc = new StreamAccumulator();
       // Not awaited in the loop: the signal's round trip must not hold up the first chunk.
       let announced: Promise<unknown> | undefined;
-      for await (const event of client.sendMessageStream(request, options)) {
+      // Closed once the agent's task is interrupted: an agent may keep its stream open then (below).
+      const streamDone = new AbortController();
+      for await (const event of client.sendMessageStream(request, { signal: AbortSignal.any([ctx.cancellationSignal, streamDone.signal]) })) {
         acc.add(event);
         await relay.event(event);
         if (acc.task) announced ??= announce(acc.task).then(() => undefined, (err: unknown) => err);
