@@ -263,9 +263,11 @@ describe('holds and captures', () => {
     await resetTo(500);
     const failing = await agents.add(startFailingAgent({ mode: 'jsonrpc-error' }));
     const { rpc: failUrl } = await register(gw, failing.url, { priceMinor: 200 });
-    const failed = (await send(failUrl, 'boom')).json.result.task;
-    assert.equal(failed.status.state, 'TASK_STATE_FAILED');
-    assert.equal(Number((await settled(failed.id)).amount_minor), 0);
+    // Not blocking: a blocking sender of a new task gets the agent's JSON-RPC error itself (issue 11).
+    const failed = (await send(failUrl, 'boom', { returnImmediately: true })).json.result.task;
+    const failedSettlement = await settled(failed.id);
+    assert.equal(failedSettlement.final_state, 'TASK_STATE_FAILED');
+    assert.equal(Number(failedSettlement.amount_minor), 0);
 
     const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const { rpc: slowUrl } = await register(gw, slow.url, { priceMinor: 300 });
@@ -376,7 +378,7 @@ describe('reconcile', () => {
     ]);
     const sends = [
       ...Array.from({ length: 10 }, (_, i) => send(e.rpc, `ok ${i}`)),
-      ...Array.from({ length: 5 }, (_, i) => send(f.rpc, `bad ${i}`)),
+      ...Array.from({ length: 5 }, (_, i) => send(f.rpc, `bad ${i}`, { returnImmediately: true })),
       ...Array.from({ length: 5 }, (_, i) => send(s.rpc, `stuck ${i}`, { returnImmediately: true })),
     ];
     const results = await Promise.all(sends);

@@ -349,16 +349,24 @@ describe('failures and retries', () => {
     assert.equal((await handle.describe()).status.name, 'COMPLETED');
   });
 
-  for (const mode of ['jsonrpc-error', 'invalid-response'] as const) {
-    test(`an answer that cannot succeed on retry (${mode}) fails the task at once`, async () => {
-      const failing = await agents.add(startFailingAgent({ mode }));
-      const { client } = await clientFor(failing.url, fastRetry);
-      const task = await send(client, 'no');
-      assert.equal(task.status.state, 'TASK_STATE_FAILED');
-      assert.equal(failing.calls.length, 1, 'not retried');
-      assert.match(textOf(task.status.message.parts), mode === 'jsonrpc-error' ? /agent exploded/ : /not a valid A2A response/);
+  test('an answer that cannot succeed on retry (invalid-response) fails the task at once', async () => {
+    const failing = await agents.add(startFailingAgent({ mode: 'invalid-response' }));
+    const { client } = await clientFor(failing.url, fastRetry);
+    const task = await send(client, 'no');
+    assert.equal(task.status.state, 'TASK_STATE_FAILED');
+    assert.equal(failing.calls.length, 1, 'not retried');
+    assert.match(textOf(task.status.message.parts), /not a valid A2A response/);
+  });
+
+  test("an agent's JSON-RPC error on a new task is not retried, and is the client's error (issue 11)", async () => {
+    const failing = await agents.add(startFailingAgent({ mode: 'jsonrpc-error' }));
+    const { client } = await clientFor(failing.url, fastRetry);
+    await assert.rejects(send(client, 'no'), (err: any) => {
+      assert.deepEqual([err.envelopeCode, err.message], [-32603, 'agent exploded']);
+      return true;
     });
-  }
+    assert.equal(failing.calls.length, 1, 'not retried');
+  });
 
   test('an agent that hangs times out per attempt and the task fails', async () => {
     const failing = await agents.add(startFailingAgent({ mode: 'hang' }));
