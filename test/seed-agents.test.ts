@@ -338,6 +338,11 @@ describe('NEXUS agents', () => {
       const call = agent.calls.find((c) => c.method === 'message/send')!;
       assert.equal(call.params.id, task.id, 'params.id is the gateway task id');
       assert.deepEqual(call.params.message, { role: 'user', parts: [{ type: 'text', data: 'Summarize this article...' }] });
+      // A refresh probes the endpoint found at registration, reads no card when there is none, and keeps the dialect.
+      const refreshed = (await (await gw.fetch(`${gw.url}/agents/${id}/refresh`, { method: 'POST' }, 'operator')).json()) as any;
+      assert.equal(refreshed.status, 'healthy', refreshed.statusReason);
+      assert.equal(refreshed.liveness.lastProbe.card.outcome, shape.card ? 'unchanged' : 'none');
+      assert.deepEqual(refreshed.endpoint, view.endpoint);
     });
   }
 
