@@ -81,7 +81,7 @@ async function readJson(res: Response, method: string): Promise<RpcAnswer> {
 
 function resultOf(answer: RpcAnswer, method: string): unknown {
   if (answer && typeof answer === 'object' && answer.error && typeof answer.error.code === 'number') {
-    throw fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: { code: answer.error.code, message: String(answer.error.message ?? ''), data: answer.error.data } } as never);
+    throw fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: { code: answer.error.code, message: String(answer.error.message ?? '') } });
   }
   if (!answer || typeof answer !== 'object' || answer.result === undefined || answer.result === null) {
     throw new Error(`${method}: the answer is not a JSON-RPC result`);

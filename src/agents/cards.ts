@@ -179,16 +179,14 @@ export function inDialect(endpoint: AgentEndpoint, protocol: RegisteredProtocol 
 
 /**
  * The card of an agent that publishes none (0.1 or NEXUS, registered with `protocol`): what the registration
- * says about it, so search and the gateway card work as for any agent.
+ * says about it, so search and the gateway card work as for any agent. Its one interface is the registered URL
+ * (JSON-RPC, without streaming); inDialect then names the dialect.
  */
-export function cardOfRegistration(body: { url: string; name?: string; description?: string; skills?: unknown[] }): AgentCardJson {
-  return {
-    name: body.name ?? new URL(body.url).host,
-    description: body.description ?? '',
-    url: body.url,
-    capabilities: { streaming: false },
-    skills: body.skills ?? [],
-  };
+export function parsedFromRegistration(body: { url: string; name?: string; description?: string; skills?: unknown[] }): ParsedCard {
+  const name = body.name ?? new URL(body.url).host;
+  const card = { name, description: body.description ?? '', url: body.url, capabilities: { streaming: false }, skills: body.skills ?? [] };
+  const endpoint: AgentEndpoint = { url: body.url, protocolVersion: '0.1', streaming: false, binding: 'JSONRPC' };
+  return { card, name, endpoint, interfaces: [endpoint] };
 }
 
 // Fields that describe how to reach or authenticate to the agent itself; the gateway card replaces them.

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from '../a2a/schemas';
 import type { AgentBinding, AgentDialect, AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
-import { type AgentCardJson, BindingError, CardError, cardOfRegistration, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard } from './cards';
+import { type AgentCardJson, BindingError, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration } from './cards';
 import {
   type AgentStatus,
   cacheColumns,
@@ -147,11 +147,9 @@ export class AgentRegistry {
     // 0.1 and NEXUS agents may publish no card: the registration then says what a card would.
     const cardOptional = body.protocol === '0.1' || body.protocol === 'nexus';
     const fetched = await this.fetchFirstCard(body.url, headers, cardOptional);
-    let parsed;
+    let parsed: ParsedCard;
     try {
-      parsed = fetched
-        ? parseAgentCard(fetched.raw, fetched.cardUrl)
-        : { card: cardOfRegistration(body), name: cardOfRegistration(body).name, endpoint: { url: body.url, protocolVersion: '0.1' as const, streaming: false, binding: 'JSONRPC' as const } };
+      parsed = fetched ? parseAgentCard(fetched.raw, fetched.cardUrl) : parsedFromRegistration(body);
     } catch (err) {
       if (err instanceof CardError) throw new RegistrationError(`${fetched?.cardUrl}: ${err.message}`);
       throw err;
@@ -159,7 +157,7 @@ export class AgentRegistry {
     const where = fetched?.cardUrl ?? body.url;
     let endpoint;
     try {
-      endpoint = inDialect(fetched ? chooseEndpoint(parsed as ParsedCard, body.binding) : parsed.endpoint, body.protocol);
+      endpoint = inDialect(chooseEndpoint(parsed, body.binding), body.protocol);
     } catch (err) {
       if (err instanceof BindingError) throw new RegistrationError(`${where}: ${err.message}`, 400);
       throw err;
