@@ -242,13 +242,27 @@ async function startCodingAgent() {
   return { ...agent, paused };
 }
 
-/** An agent that refuses every new task with a JSON-RPC error of its own. */
-async function startErrorAgent() {
+/** An agent that refuses every new task with a JSON-RPC error of its own (streaming: as the stream's one SSE event). */
+async function startErrorAgent(opts: { streaming?: boolean } = {}) {
+  const error = { code: -32031, message: 'Model quota exhausted for this key' };
   return standIn(
-    (base) => ({ '/.well-known/agent-card.json': { name: 'Quota agent', description: 'Refuses', protocolVersion: '0.3.0', version: '1', url: `${base}/rpc`, capabilities: {}, defaultInputModes: [], defaultOutputModes: [], skills: [] } }),
+    (base) => ({
+      '/.well-known/agent-card.json': {
+        name: 'Quota agent', description: 'Refuses', protocolVersion: '0.3.0', version: '1', url: `${base}/rpc`,
+        capabilities: { streaming: opts.streaming ?? false }, defaultInputModes: [], defaultOutputModes: [], skills: [],
+      },
+    }),
     ['/rpc'],
-    ({ id, method }) =>
-      method === 'message/send' ? (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32031, message: 'Model quota exhausted for this key' } }) : undefined,
+    ({ id, method }) => {
+      if (method === 'message/send') return (res) => json(res, 200, { jsonrpc: '2.0', id, error });
+      if (method === 'message/stream') {
+        return (res) => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(`data: ${JSON.stringify({ jsonrpc: '2.0', id, error })}\n\n`);
+        };
+      }
+      return undefined;
+    },
   );
 }
 
@@ -394,5 +408,15 @@ describe('agent errors', () => {
     const raw = await rpc(rpcUrl, { jsonrpc: '2.0', id: 7, method: 'message/send', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'hi' }] } } });
     assert.deepEqual([raw.json.error.code, raw.json.error.message], [-32031, 'Model quota exhausted for this key'], 'the 0.3 dialect too');
     assert.equal(agent.calls.length, 2, 'not retried');
+  });
+
+  test('the same error as the SSE event of a streaming agent', async () => {
+    const agent = await startErrorAgent({ streaming: true });
+    const { id } = await register(gw, agent.url);
+    await assert.rejects(send(await clientOf(id), 'hello'), (err: any) => {
+      assert.deepEqual([err.envelopeCode, err.message], [-32031, 'Model quota exhausted for this key']);
+      return true;
+    });
+    assert.deepEqual(agent.calls.map((c) => c.method), ['message/stream'], 'not retried');
   });
 });
