@@ -12,6 +12,7 @@ import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/ty
 import { holdFunds, recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
+import { deliverGenesisEvent, finishGenesisDelivery, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
 import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
@@ -54,6 +55,8 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),
     settleTask: (req: SettlementRequest) => settleTask(pool, unfundedAccounts, req),
     deliverPush: (args: DeliverPushArgs) => deliverPush({ pool, fetch, hub, issuer }, args),
+    deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer }, args),
+    finishGenesisDelivery: (f: GenesisDeliveryFinal) => finishGenesisDelivery(pool, f),
     endOrphanedTasks: () => endOrphanedTasks({ pool, hub, unfundedAccounts }),
   };
 }

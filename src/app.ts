@@ -43,6 +43,9 @@ import { type TemporalUi, taskRoutes } from './routes/tasks';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import type { PayloadCodec } from '@temporalio/common';
 import { traceRequests } from './tracing';
+import { GenesisService } from './genesis/service';
+import { GenesisStore } from './genesis/store';
+import { genesisRoutes } from './routes/genesis';
 
 export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
@@ -87,6 +90,8 @@ export interface AppDeps {
    * starts `app.grpc.listen(host, port)` beside `app.listen`; `app.close()` stops it. Unset: no gRPC.
    */
   grpc?: { port: number };
+  /** Genesis Nexus envelopes: the clock skew accepted (SWITCHBOARD_GENESIS_MAX_SKEW_MS), the first retry delay of event deliveries (ms). */
+  genesis?: { maxSkewMs?: number; eventRetryInitialMs?: number };
 }
 
 declare module 'fastify' {
@@ -183,6 +188,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
   await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl: deps.publicUrl, sse });
   await app.register(restRoutes, { endpoints, health, publicUrl: deps.publicUrl, sse });
+  const genesisStore = new GenesisStore(deps.pool, deps.credentials?.box);
+  const genesis = new GenesisService({
+    store: genesisStore,
+    registry,
+    intake: rpcDeps,
+    temporal: deps.temporal,
+    taskQueue: deps.taskQueue,
+    maxSkewMs: deps.genesis?.maxSkewMs ?? DEFAULTS.SWITCHBOARD_GENESIS_MAX_SKEW_MS,
+    eventRetryInitialMs: deps.genesis?.eventRetryInitialMs ?? deps.pushRetryInitialMs,
+  });
+  await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: deps.allowPrivateUrls ?? false });
   if (deps.grpc) {
     const grpc = new GrpcServer({
       endpoints,

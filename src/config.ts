@@ -62,6 +62,8 @@ const EnvSchema = z.object({
   SWITCHBOARD_ORPHAN_SWEEP_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Multi-agent jobs: how many hops below its root task a task started by an agent may be. */
   SWITCHBOARD_MAX_HOPS: z.coerce.number().int().min(0).max(100).default(5),
+  /** Genesis Nexus envelopes: how far an envelope's timestamp may be from the gateway's clock, either way (ms). */
+  SWITCHBOARD_GENESIS_MAX_SKEW_MS: z.coerce.number().int().min(1000).default(300_000),
   /**
    * An admin API key (any string of 32+ characters; `sb_…` from POST /tenants/:id/keys works too). Unset: the
    * embedded start makes one on first run, prints it once and keeps it in SWITCHBOARD_DATA_DIR/admin-key (0600).

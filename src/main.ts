@@ -205,6 +205,7 @@ async function main(): Promise<void> {
       hub,
       allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
       maxHops: config.SWITCHBOARD_MAX_HOPS,
+      genesis: { maxSkewMs: config.SWITCHBOARD_GENESIS_MAX_SKEW_MS },
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       streams: streamSettingsOf(config),
       temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,

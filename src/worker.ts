@@ -16,6 +16,8 @@ export interface WorkerDeps extends ActivityDeps {
   payloadCodec?: PayloadCodec;
   /** Worker plugins, e.g. OpenTelemetry's (its workflow interceptors must be in a pre-built bundle too). */
   plugins?: WorkerOptions['plugins'];
+  /** Slot counts other than the defaults below, e.g. a saturated one-slot worker in a priority test. */
+  slots?: Partial<Pick<WorkerOptions, 'maxConcurrentWorkflowTaskExecutions' | 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentLocalActivityExecutions'>>;
 }
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
@@ -32,6 +34,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,
+    ...d.slots,
     shutdownGraceTime: '10s',
     // After a worker dies, Temporal waits this long on its sticky queue before giving the task to another
     // worker (default 10 s): a resuming client would wait that long for its first answer.

@@ -2,3 +2,4 @@
 export { taskWorkflow } from './task-workflow';
 export { agentRefreshWorkflow, agentRefreshSweepWorkflow } from './registry-workflow';
 export { orphanSweepWorkflow } from './orphans-workflow';
+export { genesisEventWorkflow } from './genesis-events';

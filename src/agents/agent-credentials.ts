@@ -89,6 +89,11 @@ export class AgentCredentials {
 
   constructor(private readonly d: AgentCredentialsDeps) {}
 
+  /** The box credentials are sealed in: Genesis secrets (src/genesis/store.ts) are sealed in it too. */
+  get box(): SecretBox {
+    return this.d.box;
+  }
+
   /** Stores (or replaces) the agent's credential, sealed. */
   async put(tenant: string, agentId: string, spec: AgentCredentialSpec): Promise<void> {
     const { keyId, sealed } = this.d.box.seal(Buffer.from(JSON.stringify(spec)), aadOf(tenant, agentId));

@@ -29,6 +29,7 @@ export const TAGS = [
   { name: 'ledger', description: 'The ledger\'s invariants' },
   { name: 'push', description: 'The keys that sign push-notification deliveries' },
   { name: 'audit', description: 'The audit trail of mutations' },
+  { name: 'genesis', description: 'Genesis Nexus envelopes: signed, optionally encrypted COMMAND/QUERY/EVENT/RESPONSE messages, secrets, topic subscriptions' },
   { name: 'health', description: 'Liveness, readiness and metrics' },
   { name: 'codec', description: 'Temporal codec server for encrypted payloads' },
   { name: 'console', description: 'The operator console\'s static files (the page reads the API with the key it is given)' },

@@ -44,6 +44,8 @@ export const DYNAMIC_CONFIG: Readonly<Record<string, boolean | number>> = {
   'system.enableEagerWorkflowStart': true,
   'history.transferProcessorMaxPollRPS': 10_000,
   'system.enableActivityEagerExecution': true,
+  // Genesis envelopes' priority (Temporal priority keys) orders backlogged tasks only with the new matcher.
+  'matching.useNewMatcher': true,
 };
 
 /** DYNAMIC_CONFIG as `temporal server start-dev` arguments. */

@@ -18,7 +18,7 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, type Priority } from '@temporalio/common';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { WORKFLOW_FAILURE_TO_A2A, a2aError, agentRpcError } from '../a2a/errors';
@@ -70,7 +70,7 @@ export class TaskGateway {
    * Starts the task's workflow and delivers its first message in one call (update-with-start).
    * @returns the task when the turn ends, or at once with `returnImmediately`.
    */
-  async start(input: TaskInput, args: SendMessageArgs): Promise<WireTask> {
+  async start(input: TaskInput, args: SendMessageArgs, opts: { priority?: Priority } = {}): Promise<WireTask> {
     const op = new WithStartWorkflowOperation<typeof taskWorkflow>('taskWorkflow', {
       workflowId: workflowIdOf(input.tenant, input.taskId),
       taskQueue: this.o.taskQueue,
@@ -86,6 +86,8 @@ export class TaskGateway {
         { key: SA_TENANT, value: input.tenant },
       ],
       staticSummary: `A2A task ${input.taskId} → agent ${input.agent.agentId}`,
+      // Backlogged tasks run in priority-key order (Genesis envelopes' priority); shown in Temporal UI.
+      ...(opts.priority ? { priority: opts.priority } : {}),
       staticDetails: `tenant \`${input.tenant}\`, context \`${input.contextId}\`, agent endpoint ${input.agent.endpoint.url} (A2A ${input.agent.endpoint.protocolVersion})`,
     });
     try {

@@ -1,0 +1,96 @@
+/**
+ * Delivers one published Genesis EVENT to one subscriber: one POST of the envelope (decrypted), signed like a
+ * push delivery (src/push/signing.ts: the gateway's ES256 JWT over the body, with a delivery id), through the
+ * guarded outbound fetch. The workflow (workflows/genesis-events.ts) gives the retry policy the guarantee asks
+ * for; this activity refuses to send past the envelope's TTL, and never sends again once a POST was acknowledged.
+ *
+ * Delivery ids: `exactly-once` keeps one id per (event, subscriber) on every attempt, which is what the
+ * subscriber dedupes on; `at-least-once` and `at-most-once` get a new id per attempt.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Pool } from 'pg';
+import type { DeliveryGuarantee } from '../src/genesis/envelope';
+import { GenesisStore } from '../src/genesis/store';
+import { signDelivery, signingKey } from '../src/push/signing';
+
+export interface GenesisDeliveryDeps {
+  pool: Pool;
+  /** The guarded outbound fetch: subscriber URLs are user input. */
+  fetch: typeof fetch;
+  issuer?: string;
+}
+
+export interface GenesisDeliveryArgs {
+  tenant: string;
+  messageId: string;
+  subscriptionId: string;
+  guarantee: DeliveryGuarantee;
+}
+
+export type GenesisDeliveryOutcome = 'delivered' | 'expired' | 'gone';
+
+export interface GenesisDeliveryFinal extends Omit<GenesisDeliveryArgs, 'guarantee'> {
+  status: 'failed' | 'expired';
+  error: string;
+}
+
+const POST_TIMEOUT_MS = 15_000;
+
+/** @throws ApplicationFailure GenesisDeliveryFailed (retryable) unless the subscriber answered 2xx. */
+export async function deliverGenesisEvent(deps: GenesisDeliveryDeps, args: GenesisDeliveryArgs): Promise<GenesisDeliveryOutcome> {
+  const { tenant, messageId, subscriptionId } = args;
+  const store = new GenesisStore(deps.pool);
+  const [message, subscription, delivery] = await Promise.all([store.find(tenant, messageId), store.subscription(tenant, subscriptionId), store.delivery(tenant, messageId, subscriptionId)]);
+  if (!message || !subscription) {
+    await store.recordAttempt(tenant, messageId, subscriptionId, { error: 'the subscription was deleted', final: 'failed', attempted: false });
+    return 'gone';
+  }
+  // Acknowledged before (an earlier attempt's 2xx whose activity result was lost): never send it again.
+  if (delivery?.status === 'delivered') return 'delivered';
+  if (message.expiresAt && message.expiresAt.getTime() <= Date.now()) {
+    await store.recordAttempt(tenant, messageId, subscriptionId, { error: 'the envelope\'s ttl passed while its delivery was queued', final: 'expired', attempted: false });
+    return 'expired';
+  }
+  const attempt = activityAttempt();
+  const deliveryId = args.guarantee === 'exactly-once' ? `${messageId}:${subscriptionId}` : `${messageId}:${subscriptionId}:${attempt}`;
+  const body = JSON.stringify(message.envelope);
+  const headers = {
+    'content-type': 'application/json',
+    ...(await signDelivery(await signingKey(deps.pool), {
+      deliveryId,
+      timestamp: Math.floor(Date.now() / 1000),
+      body,
+      // The push JWT's claims name a task and a config: here the event and the subscription.
+      taskId: messageId,
+      configId: subscriptionId,
+      issuer: deps.issuer ?? 'switchboard',
+    })),
+  };
+  let failure: string;
+  try {
+    const res = await deps.fetch(subscription.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(POST_TIMEOUT_MS) });
+    await res.body?.cancel().catch(() => undefined);
+    if (res.ok) {
+      await store.recordAttempt(tenant, messageId, subscriptionId, { delivered: true });
+      return 'delivered';
+    }
+    failure = `HTTP ${res.status}`;
+  } catch (err) {
+    failure = (err as Error).message;
+  }
+  await store.recordAttempt(tenant, messageId, subscriptionId, { error: `attempt ${attempt}: ${failure}`, attempted: true, final: args.guarantee === 'at-most-once' ? 'failed' : undefined });
+  throw ApplicationFailure.retryable(`genesis delivery ${deliveryId} to ${subscription.url} failed: ${failure}`, 'GenesisDeliveryFailed');
+}
+
+/** Records why a delivery ended without an acknowledgement (its retries ran out, or its ttl passed). */
+export async function finishGenesisDelivery(pool: Pool, f: GenesisDeliveryFinal): Promise<void> {
+  await new GenesisStore(pool).recordAttempt(f.tenant, f.messageId, f.subscriptionId, { error: f.error, final: f.status, attempted: false });
+}
+
+function activityAttempt(): number {
+  try {
+    return Context.current().info.attempt;
+  } catch {
+    return 1; // called outside an activity (bench, scripts)
+  }
+}

@@ -1,0 +1,297 @@
+/**
+ * POST /genesis/messages: one Genesis Nexus envelope, checked and applied. In order: its shape, its sender and
+ * recipient (agents of the caller's tenant), its signature, whether its id was seen (a replay is answered as the
+ * first time and applies nothing again), the clock skew and ttl, decryption, then the typed shape, and only
+ * then is it applied:
+ * - COMMAND: a task for the `to` agent through the A2A task intake (TaskIntake + TaskGateway, the envelope id
+ *   as messageId), started with the envelope's priority; answered with the task's outcome, or at once with an
+ *   ack when requiresAck (the result is then fetched with GET /genesis/messages/:id).
+ * - QUERY: get_status (a task's state), get_metrics (an agent's telemetry), get_state (a task's workflow).
+ * - RESPONSE: an agent's answer to a request it was sent, recorded on that request.
+ * - EVENT: a durable fan-out to the topic's subscribers (workflows/genesis-events.ts).
+ * Every apply is idempotent, so a replay whose first handling never finished is applied again safely.
+ */
+import type { Client } from '@temporalio/client';
+import { toJsonRpcError } from '@a2a-js/sdk/errors';
+import { z } from 'zod';
+import type { AgentRegistry } from '../agents/registry';
+import type { Caller } from '../auth/caller';
+import { type IntakeDeps, TaskIntake } from '../a2a/task-intake';
+import type { WireMessage, WireTask } from '../a2a/wire';
+import { outageOf } from '../health';
+import { reputationOf } from '../trust/reputation';
+import { workflowIdOf } from '../temporal/task-gateway';
+import { isTerminal, stateLabel } from '../../workflows/task-state';
+import type { genesisEventWorkflow } from '../../workflows/genesis-events';
+import {
+  Envelope,
+  EnvelopeError,
+  EnvelopeHeader,
+  PRIORITY_KEYS,
+  type ResponseStatus,
+  answerEnvelope,
+  decryptFields,
+  idOf,
+  pairKey,
+  verifySignature,
+} from './envelope';
+import type { GenesisStore, MessageRow, StoredAnswer } from './store';
+
+export interface GenesisDeps {
+  store: GenesisStore;
+  registry: AgentRegistry;
+  /** What a new task needs (the same as the A2A endpoints'). */
+  intake: IntakeDeps;
+  temporal: Client;
+  taskQueue: string;
+  /** How far an envelope's timestamp may be from now, either way (SWITCHBOARD_GENESIS_MAX_SKEW_MS). */
+  maxSkewMs: number;
+  /** First retry delay of a failed event delivery (ms); default 1 s. */
+  eventRetryInitialMs?: number;
+}
+
+/** Temporal workflow id of a published event: one fan-out per envelope id, however often it is sent. */
+export const eventWorkflowIdOf = (tenant: string, messageId: string) => `genesis-event:${tenant}:${messageId}`;
+
+/** A task's state as a RESPONSE status: done, failed (or canceled/rejected), or not (yet) done. */
+export function responseStatusOf(task: WireTask): ResponseStatus {
+  const s = task.status.state;
+  if (s === 'TASK_STATE_COMPLETED') return 'SUCCESS';
+  return isTerminal(s) ? 'FAILURE' : 'PARTIAL';
+}
+
+/** A RESPONSE status as the task state it reports (for an agent's RESPONSE to a COMMAND). */
+export const TASK_STATE_OF_STATUS = { SUCCESS: 'completed', FAILURE: 'failed', PARTIAL: 'working' } as const;
+
+interface Checked {
+  envelope: Envelope;
+  fromId: string;
+  toId: string;
+  secret?: string;
+  key?: Buffer;
+}
+
+export class GenesisService {
+  constructor(private readonly d: GenesisDeps) {}
+
+  /** @returns the HTTP status and body to answer with. @throws EnvelopeError for a refusal (nothing applied). */
+  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
+    const header = EnvelopeHeader.safeParse(body);
+    if (!header.success) throw new EnvelopeError(400, `Invalid envelope: ${z.prettifyError(header.error)}`);
+    const h = header.data;
+    const raw = body as Record<string, unknown>;
+    const fromId = idOf(h.from);
+    const toId = idOf(h.to);
+    const tenant = caller.tenant;
+    if (caller.role === 'agent' && caller.agentId !== fromId) {
+      throw new EnvelopeError(403, `An agent key sends envelopes only from its own agent (${caller.agentId}), not from ${fromId}`);
+    }
+    if (!(await this.d.registry.get(tenant, fromId))) throw new EnvelopeError(404, `from: no agent ${fromId} in this tenant`);
+    const broadcast = h.type === 'EVENT' && toId === '*';
+    if (!broadcast && !(await this.d.registry.get(tenant, toId))) throw new EnvelopeError(404, `to: no agent ${toId} in this tenant`);
+
+    // A sender with a secret always signs: otherwise anyone with a key of the tenant could speak for it.
+    const secret = await this.d.store.secretOf(tenant, fromId);
+    if (h.requiresSignature || secret) {
+      if (!secret) throw new EnvelopeError(401, `requiresSignature is set but agent ${fromId} has no Genesis secret (POST /agents/${fromId}/genesis-secret issues one)`);
+      if (!verifySignature({ ...raw, signature: h.signature } as Parameters<typeof verifySignature>[0], secret)) {
+        throw new EnvelopeError(401, 'signature: not the HMAC-SHA256 (hex) of JSON.stringify({id, type, from, to, timestamp}) with the sender\'s Genesis secret');
+      }
+    }
+
+    const seen = await this.d.store.find(tenant, h.id);
+    if (seen && seen.rememberUntil.getTime() > Date.now()) {
+      if (seen.type !== h.type || seen.fromAgent !== fromId || seen.toAgent !== toId || seen.envelope.timestamp !== h.timestamp) {
+        throw new EnvelopeError(409, `id ${h.id} was already used by another envelope`);
+      }
+      if (seen.answer) return seen.answer;
+    }
+
+    const now = Date.now();
+    if (Math.abs(now - h.timestamp) > this.d.maxSkewMs) {
+      throw new EnvelopeError(400, `timestamp: ${h.timestamp} is ${Math.round((now - h.timestamp) / 1000)} s from the gateway's clock; at most ${this.d.maxSkewMs / 1000} s either way is accepted`);
+    }
+    const expiresAt = h.ttl > 0 ? h.timestamp + h.ttl : undefined;
+    if (expiresAt !== undefined && expiresAt <= now) throw new EnvelopeError(400, `ttl: the envelope expired ${now - expiresAt} ms ago (timestamp + ttl); nothing was applied`);
+
+    let key: Buffer | undefined;
+    let fields: Record<string, unknown> = raw;
+    if (h.encryption) {
+      if (!secret) throw new EnvelopeError(400, `encryption: agent ${fromId} has no Genesis secret, so there is no pair key to decrypt with`);
+      key = pairKey(secret, fromId, toId);
+      const { encryption: _sealed, ...clear } = raw;
+      fields = { ...clear, ...decryptFields(key, h.encryption) };
+    }
+    const parsed = Envelope.safeParse(fields);
+    if (!parsed.success) throw new EnvelopeError(400, `Invalid ${h.type} envelope: ${z.prettifyError(parsed.error)}`);
+    const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key };
+
+    const { encryption: _e, ...stored } = parsed.data;
+    await this.d.store.claim({
+      tenant,
+      id: h.id,
+      type: h.type,
+      fromAgent: fromId,
+      toAgent: toId,
+      encrypted: !!key,
+      envelope: stored,
+      expiresAt: expiresAt === undefined ? undefined : new Date(expiresAt),
+      // Past this, a replay is refused anyway: by the ttl, or by the skew.
+      rememberUntil: new Date(h.timestamp + Math.max(h.ttl, this.d.maxSkewMs) + 1000),
+    });
+    let answer: StoredAnswer;
+    try {
+      answer = await this.apply(caller, checked, headers);
+    } catch (err) {
+      const rpc = err instanceof EnvelopeError || outageOf(err) ? undefined : toJsonRpcError(err);
+      if (!rpc || rpc.code === -32603) {
+        // A refusal, an outage (503) or a bug: nothing is remembered, so sending it again applies it.
+        await this.d.store.unclaim(tenant, h.id);
+        throw err;
+      }
+      // An A2A refusal (quota, funds, unknown task…): the answer, as the first time on a replay.
+      answer = { status: 200, body: this.answer(checked, 'FAILURE', { error: { code: rpc.code, message: rpc.message } }) };
+    }
+    await this.d.store.setAnswer(tenant, h.id, answer);
+    return answer;
+  }
+
+  /**
+   * GET /genesis/messages/:id: what became of an envelope: the answer given, and for a COMMAND its result now (a
+   * RESPONSE envelope, PARTIAL until the task is done), for an EVENT each subscriber's delivery.
+   */
+  async view(caller: Caller, id: string): Promise<Record<string, unknown> | undefined> {
+    const row = await this.d.store.find(caller.tenant, id);
+    if (!row) return undefined;
+    if (caller.role === 'agent' && caller.agentId !== row.fromAgent && caller.agentId !== row.toAgent) return undefined;
+    const out: Record<string, unknown> = {
+      id: row.id,
+      type: row.type,
+      from: row.fromAgent,
+      to: row.toAgent,
+      encrypted: row.encrypted,
+      receivedAt: row.createdAt.toISOString(),
+      ...(row.expiresAt ? { expiresAt: row.expiresAt.toISOString() } : {}),
+      answer: row.answer?.body ?? null,
+    };
+    if (row.taskId) {
+      const task = await this.d.intake.gateway.get(caller.tenant, row.taskId);
+      out.taskId = row.taskId;
+      out.result = await this.resultOf(row, task);
+    }
+    if (row.response) out.response = row.response;
+    if (row.type === 'EVENT') out.deliveries = await this.d.store.deliveries(caller.tenant, row.id);
+    return out;
+  }
+
+  private async resultOf(row: MessageRow, task: WireTask): Promise<Record<string, unknown>> {
+    const secret = await this.d.store.secretOf(row.tenant, row.fromAgent);
+    const env = row.envelope as unknown as Envelope;
+    return answerEnvelope({
+      request: env,
+      status: responseStatusOf(task),
+      data: taskData(task),
+      secret,
+      key: row.encrypted && secret ? pairKey(secret, row.fromAgent, row.toAgent) : undefined,
+    });
+  }
+
+  private answer(c: Checked, status: ResponseStatus, more: { data?: unknown; error?: { code: string | number; message: string }; action?: string } = {}) {
+    return answerEnvelope({ request: c.envelope, status, ...more, secret: c.secret, key: c.key, processingTime: Date.now() - c.envelope.timestamp });
+  }
+
+  private async apply(caller: Caller, c: Checked, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
+    const e = c.envelope;
+    switch (e.type) {
+      case 'COMMAND':
+        return this.command(caller, c, e, headers);
+      case 'QUERY':
+        return { status: 200, body: this.answer(c, 'SUCCESS', { data: await this.query(caller.tenant, e.action, e.payload.resourceId) }) };
+      case 'RESPONSE':
+        return this.response(caller.tenant, c, e);
+      case 'EVENT':
+        return this.publish(caller.tenant, c, e);
+    }
+  }
+
+  private async command(caller: Caller, c: Checked, e: Extract<Envelope, { type: 'COMMAND' }>, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
+    const agent = (await this.d.registry.get(caller.tenant, c.toId))!;
+    const message: WireMessage = {
+      messageId: e.id,
+      role: 'ROLE_USER',
+      parts: [{ text: JSON.stringify({ action: e.action, ...(e.payload.parameters ? { parameters: e.payload.parameters } : {}) }), mediaType: 'application/json' }],
+      metadata: { genesis: { id: e.id, from: c.fromId, action: e.action, priority: e.priority, ...(e.payload.workflowId ? { workflowId: e.payload.workflowId } : {}) } },
+    };
+    const intake = new TaskIntake(agent, caller, this.d.intake, '1.0');
+    const prepared = await intake.prepare(message, { returnImmediately: e.requiresAck }, undefined, headers);
+    await this.d.store.setTask(caller.tenant, e.id, prepared.input.taskId);
+    const task = await this.d.intake.gateway.start(prepared.input, prepared.args, { priority: { priorityKey: PRIORITY_KEYS[e.priority] } });
+    if (e.requiresAck) {
+      return { status: 202, body: this.answer(c, 'PARTIAL', { action: 'ack', data: { acknowledged: true, taskId: task.id, state: stateLabel(task.status.state), result: `/genesis/messages/${e.id}` } }) };
+    }
+    return { status: 200, body: this.answer(c, responseStatusOf(task), { data: taskData(task) }) };
+  }
+
+  private async query(tenant: string, action: Extract<Envelope, { type: 'QUERY' }>['action'], resourceId: string): Promise<unknown> {
+    if (action === 'get_metrics') {
+      const agent = await this.d.registry.get(tenant, resourceId);
+      if (!agent) throw new EnvelopeError(404, `payload.resourceId: no agent ${resourceId} in this tenant`);
+      const probes = await this.d.registry.probes(tenant, resourceId);
+      const latencies = probes.map((p) => p.latencyMs).filter((l): l is number => l !== null);
+      return {
+        agentId: agent.id,
+        status: agent.status,
+        statusReason: agent.statusReason,
+        liveness: { consecutiveFailures: agent.consecutiveFailures, lastProbe: agent.lastProbe, recentProbes: probes.length, meanLatencyMs: latencies.length ? latencies.reduce((a, b) => a + b, 0) / latencies.length : null },
+        reputation: (await reputationOf(this.d.intake.pool, tenant, resourceId)) ?? null,
+      };
+    }
+    // A COMMAND's envelope id names its task too.
+    const taskId = (await this.d.store.find(tenant, resourceId))?.taskId ?? resourceId;
+    const task = await this.d.intake.gateway.get(tenant, taskId);
+    if (action === 'get_status') return { taskId, state: stateLabel(task.status.state), status: task.status };
+    const described = await this.d.temporal.workflow
+      .getHandle(workflowIdOf(tenant, taskId))
+      .describe()
+      .then(
+        (d) => ({ workflowId: d.workflowId, runId: d.runId, status: d.status.name, priority: d.priority, historyLength: d.historyLength, startTime: d.startTime.toISOString(), closeTime: d.closeTime?.toISOString() ?? null }),
+        () => null, // closed and past retention: the task's own state below still answers
+      );
+    return { taskId, workflow: described, task };
+  }
+
+  private async response(tenant: string, c: Checked, e: Extract<Envelope, { type: 'RESPONSE' }>): Promise<StoredAnswer> {
+    const request = await this.d.store.find(tenant, e.requestId);
+    if (!request || request.type === 'RESPONSE') throw new EnvelopeError(404, `requestId: no request ${e.requestId} in this tenant`);
+    if (request.toAgent !== c.fromId) throw new EnvelopeError(403, `requestId: request ${e.requestId} was sent to ${request.toAgent}; only that agent may answer it`);
+    const { encryption: _e, signature: _s, ...response } = e;
+    await this.d.store.setResponse(tenant, e.requestId, { ...response, taskState: TASK_STATE_OF_STATUS[e.status] });
+    return { status: 200, body: this.answer(c, 'SUCCESS', { data: { recorded: true, requestId: e.requestId, taskState: TASK_STATE_OF_STATUS[e.status] } }) };
+  }
+
+  private async publish(tenant: string, c: Checked, e: Extract<Envelope, { type: 'EVENT' }>): Promise<StoredAnswer> {
+    const subscriptions = await this.d.store.subscriptions(tenant, { eventType: e.eventType, agentId: c.toId === '*' ? undefined : c.toId });
+    const ids = subscriptions.map((s) => s.id);
+    await this.d.store.createDeliveries(tenant, e.id, ids);
+    await this.d.temporal.workflow.start<typeof genesisEventWorkflow>('genesisEventWorkflow', {
+      workflowId: eventWorkflowIdOf(tenant, e.id),
+      taskQueue: this.d.taskQueue,
+      args: [{ tenant, messageId: e.id, guarantee: e.deliveryGuarantee, expiresAt: e.ttl > 0 ? e.timestamp + e.ttl : undefined, subscriptionIds: ids, retryInitialMs: this.d.eventRetryInitialMs }],
+      // The same envelope sent again finds its fan-out rather than starting another.
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      priority: { priorityKey: PRIORITY_KEYS[e.priority] },
+      staticSummary: `Genesis EVENT ${e.eventType}/${e.eventName} → ${ids.length} subscriber(s), ${e.deliveryGuarantee}, priority ${e.priority}`,
+    });
+    return { status: 202, body: this.answer(c, 'SUCCESS', { data: { published: true, eventType: e.eventType, subscribers: ids.length, deliveryGuarantee: e.deliveryGuarantee, deliveries: `/genesis/messages/${e.id}` } }) };
+  }
+}
+
+/** What a COMMAND's task produced: its state, the agent's last message and its artifacts. */
+function taskData(task: WireTask): Record<string, unknown> {
+  return {
+    taskId: task.id,
+    state: stateLabel(task.status.state),
+    ...(task.status.message ? { message: task.status.message } : {}),
+    ...(task.artifacts?.length ? { artifacts: task.artifacts } : {}),
+  };
+}
