@@ -5,7 +5,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { SecretBox } from '../agents/agent-credentials';
-import type { DeliveryGuarantee } from './envelope';
 
 /** The answer given to an envelope: replayed as is. */
 export interface StoredAnswer {
