@@ -142,6 +142,13 @@ const MATRIX: Record<string, Row> = {
   'GET /rest/*': { allowed: ALL, request: () => ({ path: `/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
   'POST /rest/*': { allowed: WRITERS, request: () => ({ path: '/rest/message:send', body: {}, headers: V1 }), ok: 400 },
   'DELETE /rest/*': { allowed: WRITERS, request: () => ({ path: `/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 404 },
+  // Genesis Nexus: envelopes are sent like A2A writes; secrets are the operators'; subscriptions the agents' (or their operators').
+  'POST /genesis/messages': { allowed: WRITERS, request: () => ({ path: '/genesis/messages', body: {} }), ok: 400 },
+  'GET /genesis/messages/:id': { allowed: ALL, request: () => ({ path: '/genesis/messages/no-such-envelope' }), ok: 404 },
+  'POST /agents/:id/genesis-secret': { allowed: OPS, request: () => ({ path: '/agents/no-such-agent/genesis-secret' }), ok: 404 },
+  'POST /genesis/subscriptions': { allowed: ['admin', 'operator', 'agent'], request: () => ({ path: '/genesis/subscriptions', body: {} }), ok: 400 },
+  'GET /genesis/subscriptions': { allowed: ALL, request: () => ({ path: '/genesis/subscriptions' }), ok: 200 },
+  'DELETE /genesis/subscriptions/:id': { allowed: ['admin', 'operator', 'agent'], request: () => ({ path: '/genesis/subscriptions/no-such-subscription' }), ok: 404 },
 };
 
 function expected(row: Row, who: Principal): number {

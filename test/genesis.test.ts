@@ -1,0 +1,491 @@
+/**
+ * Genesis Nexus envelopes (seeds/002) end to end on real components: the seed's own signMessage and
+ * verifySignature (verbatim) against POST /genesis/messages; every signed field tampered; replays; skew and ttl;
+ * AES-256-GCM with a wrong tag; COMMAND/QUERY/RESPONSE/ack; priority under a saturated one-slot worker; and
+ * pub-sub fan-out to three subscribers, one of them down for a while, counted per delivery guarantee.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createCipheriv, createDecipheriv, hkdfSync, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Worker } from '@temporalio/worker';
+import { AgentPool, startEchoAgent, type TestAgent } from './agents';
+import { type Gateway, agentKey, eventually, register, startGateway, workflowBundle } from './helpers/harness';
+import { createActivities } from '../activities';
+import { createWorker } from '../src/worker';
+import { workflowIdOf } from '../workflows/messages';
+
+// ---- the seed's Security section, verbatim (types: the seed's A2AMessage is any envelope) ----
+type A2AMessage = any;
+
+async function signMessage(
+message: A2AMessage,
+secretKey: string
+): Promise<string> {
+const payload = JSON.stringify({
+id: message.id,
+type: message.type,
+from: message.from,
+to: message.to,
+timestamp: message.timestamp,
+});
+
+const encoder = new TextEncoder();
+const key = await crypto.subtle.importKey(
+'raw',
+encoder.encode(secretKey),
+{ name: 'HMAC', hash: 'SHA-256' },
+false,
+['sign']
+);
+
+const signature = await crypto.subtle.sign(
+'HMAC',
+key,
+encoder.encode(payload)
+);
+
+return Array.from(new Uint8Array(signature))
+.map(b => b.toString(16).padStart(2, '0'))
+.join('');
+}
+
+async function verifySignature(
+message: A2AMessage,
+secretKey: string
+): Promise<boolean> {
+const expected = await signMessage(message, secretKey);
+return message.signature === expected;
+}
+// ---- end of the seed ----
+
+let gw: Gateway;
+const agents = new AgentPool();
+let sender: string; // A: has a Genesis secret
+let worker: string; // B: the echo agent COMMANDs go to
+let secret: string;
+let workerAgent: TestAgent;
+
+/** The pair key as README "Genesis Nexus envelopes" defines it, computed here independently of the gateway. */
+const pairKey = (s: string, from: string, to: string) => Buffer.from(hkdfSync('sha256', Buffer.from(s), 'genesis-nexus', `aes-256-gcm:${from}:${to}`, 32));
+
+function encrypt(key: Buffer, fields: unknown) {
+  const iv = Buffer.from(randomUUID().replace(/-/g, '').slice(0, 24), 'hex');
+  const c = createCipheriv('aes-256-gcm', key, iv);
+  const ciphertext = Buffer.concat([c.update(JSON.stringify(fields)), c.final()]);
+  return { algorithm: 'AES-256-GCM', iv: iv.toString('base64'), ciphertext: ciphertext.toString('base64'), authTag: c.getAuthTag().toString('base64') };
+}
+function decrypt(key: Buffer, e: { iv: string; ciphertext: string; authTag: string }) {
+  const d = createDecipheriv('aes-256-gcm', key, Buffer.from(e.iv, 'base64'));
+  d.setAuthTag(Buffer.from(e.authTag, 'base64'));
+  return JSON.parse(Buffer.concat([d.update(Buffer.from(e.ciphertext, 'base64')), d.final()]).toString());
+}
+
+/** A COMMAND as the seed's CommandMessage, unsigned. */
+function command(action: string, extra: Record<string, unknown> = {}): A2AMessage {
+  return {
+    id: randomUUID(),
+    type: 'COMMAND',
+    version: '1.0.0',
+    timestamp: Date.now(),
+    from: sender,
+    to: worker,
+    action,
+    payload: { parameters: { n: 1 } },
+    signature: '',
+    priority: 'normal',
+    ttl: 60_000,
+    requiresAck: false,
+    requiresSignature: true,
+    ...extra,
+  };
+}
+const signed = async (m: A2AMessage, s = secret) => ({ ...m, signature: await signMessage(m, s) });
+
+async function post(body: unknown, key = gw.keys.client, path = '/genesis/messages') {
+  const headers = { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+  const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.status, json: (await res.json().catch(() => undefined)) as any };
+}
+async function get(path: string, key = gw.keys.client) {
+  const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  return { status: res.status, json: (await res.json().catch(() => undefined)) as any };
+}
+/** The COMMAND actions the echo agent received, in order. */
+const actionsReceived = (a: TestAgent) => a.calls.filter((c) => c.method === 'SendMessage').map((c) => JSON.parse(c.params.message.parts[0].text).action as string);
+
+before(async () => {
+  gw = await startGateway({ pushRetryInitialMs: 200 });
+  const a = await agents.add(startEchoAgent());
+  workerAgent = await agents.add(startEchoAgent());
+  sender = (await register(gw, a.url)).id;
+  worker = (await register(gw, workerAgent.url)).id;
+  const issued = await post(undefined, gw.keys.operator, `/agents/${sender}/genesis-secret`);
+  assert.equal(issued.status, 201);
+  secret = issued.json.secret;
+  assert.match(secret, /^[0-9a-f]{64}$/);
+});
+
+after(async () => {
+  await gw?.close();
+  await agents.closeAll();
+});
+
+describe('signatures', () => {
+  test('a COMMAND signed with the seed\'s signMessage runs a task on the to agent; the answer verifies with the seed\'s verifySignature', async () => {
+    const m = await signed(command('summarize'));
+    const r = await post(m);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.type, 'RESPONSE');
+    assert.equal(r.json.requestId, m.id);
+    assert.equal(r.json.status, 'SUCCESS');
+    assert.equal(r.json.data.state, 'completed');
+    assert.match(JSON.stringify(r.json.data.artifacts), /echo: .*summarize/);
+    assert.deepEqual([r.json.from, r.json.to], [worker, sender]);
+    assert.equal(await verifySignature(r.json, secret), true);
+    // The agent got the action and its parameters as the message.
+    const call = workerAgent.calls.find((c) => c.params?.message?.messageId === m.id)!;
+    assert.deepEqual(JSON.parse(call.params.message.parts[0].text), { action: 'summarize', parameters: { n: 1 } });
+  });
+
+  test('each signed field tampered (and the signature itself) is refused with 401, and nothing is applied', async () => {
+    const before = workerAgent.calls.length;
+    const tampers: Record<string, (m: A2AMessage) => A2AMessage> = {
+      id: (m) => ({ ...m, id: randomUUID() }),
+      type: (m) => ({ ...m, type: 'QUERY', action: 'get_status', payload: { resourceId: 'x' } }),
+      from: (m) => ({ ...m, from: { id: sender } }),
+      to: (m) => ({ ...m, to: sender }),
+      timestamp: (m) => ({ ...m, timestamp: m.timestamp + 1 }),
+      signature: (m) => ({ ...m, signature: m.signature.replace(/^./, (c: string) => (c === '0' ? '1' : '0')) }),
+      'signature (short)': (m) => ({ ...m, signature: m.signature.slice(0, 10) }),
+      'no signature from a sender with a secret': (m) => ({ ...m, signature: '', requiresSignature: false }),
+    };
+    for (const [field, tamper] of Object.entries(tampers)) {
+      const m = tamper(await signed(command(`tampered-${field}`)));
+      const r = await post(m);
+      assert.equal(r.status, 401, `${field}: ${JSON.stringify(r.json)}`);
+      assert.match(r.json.error, /signature|Genesis secret/);
+      assert.equal((await get(`/genesis/messages/${m.id}`)).status, 404, field);
+    }
+    assert.equal(workerAgent.calls.length, before);
+  });
+
+  test('requiresSignature from a sender without a secret: 401; bad shapes: 400 naming the field', async () => {
+    const unsigned = { ...command('x'), from: worker, to: sender };
+    const r = await post(unsigned);
+    assert.equal(r.status, 401);
+    assert.match(r.json.error, /has no Genesis secret/);
+    const bad = await post({ ...command('x'), priority: 'urgent' });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error, /priority/);
+    const noAction = await post(await signed({ ...command('x'), action: undefined }));
+    assert.equal(noAction.status, 400);
+    assert.match(noAction.json.error, /action/);
+    assert.equal((await post({})).status, 400);
+    assert.equal((await post(await signed({ ...command('x'), type: 'QUERY', action: 'get_everything', payload: { resourceId: 'x' } }))).status, 400);
+  });
+
+  test('senders and recipients are agents of the caller\'s tenant', async () => {
+    const admin = { authorization: `Bearer ${gw.keys.admin}`, 'content-type': 'application/json' };
+    await fetch(`${gw.url}/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ id: 'genesis-other', name: 'other' }) });
+    const keyRes = await fetch(`${gw.url}/tenants/genesis-other/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ role: 'client', name: 'c' }) });
+    const key = ((await keyRes.json()) as { key: string }).key;
+    const r = await post(await signed(command('cross-tenant')), key);
+    assert.equal(r.status, 404);
+    assert.match(r.json.error, /no agent/);
+    // An agent key speaks only for its own agent.
+    const asWorker = await post(await signed(command('impersonate')), await agentKey(gw, worker));
+    assert.equal(asWorker.status, 403);
+  });
+});
+
+describe('replay, skew and ttl', () => {
+  test('a replayed id is answered as the first time and applied once', async () => {
+    const m = await signed(command('once'));
+    const first = await post(m);
+    const again = await post(m);
+    assert.equal(first.status, 200);
+    assert.deepEqual(again, first);
+    assert.equal(actionsReceived(workerAgent).filter((a) => a === 'once').length, 1);
+    // The same id with other content signed anew is not a replay: refused.
+    const reused = await post(await signed({ ...m, timestamp: m.timestamp + 5 }));
+    assert.equal(reused.status, 409);
+  });
+
+  test('a timestamp outside the skew and a passed ttl are refused; nothing is applied', async () => {
+    const old = await signed(command('stale', { timestamp: Date.now() - 10 * 60_000, ttl: 0 }));
+    const r = await post(old);
+    assert.equal(r.status, 400);
+    assert.match(r.json.error, /timestamp/);
+    const expired = await signed(command('expired', { timestamp: Date.now() - 2000, ttl: 1000 }));
+    const e = await post(expired);
+    assert.equal(e.status, 400);
+    assert.match(e.json.error, /ttl: the envelope expired/);
+    assert.equal((await get(`/genesis/messages/${expired.id}`)).status, 404);
+    assert.deepEqual(actionsReceived(workerAgent).filter((a) => a === 'stale' || a === 'expired'), []);
+  });
+});
+
+describe('encryption', () => {
+  test('an encrypted COMMAND is decrypted with the pair key, and its answer is encrypted with it', async () => {
+    const key = pairKey(secret, sender, worker);
+    const { action: _a, payload: _p, ...clear } = command('');
+    const m = await signed({ ...clear, encryption: encrypt(key, { action: 'secret-plan', payload: { parameters: { q: 'classified' } } }) });
+    const r = await post(m);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.data, undefined, 'the answer\'s data is not in the clear');
+    const inner = decrypt(key, r.json.encryption);
+    assert.equal(inner.data.state, 'completed');
+    assert.match(JSON.stringify(inner.data.artifacts), /secret-plan/);
+    assert.equal(await verifySignature(r.json, secret), true);
+    // GET shows the result encrypted too.
+    const view = await get(`/genesis/messages/${m.id}`);
+    assert.equal(decrypt(key, view.json.result.encryption).data.state, 'completed');
+  });
+
+  test('a wrong GCM tag (or a wrong key) is refused and nothing is applied', async () => {
+    const before = workerAgent.calls.length;
+    const key = pairKey(secret, sender, worker);
+    const { action: _a, payload: _p, ...clear } = command('');
+    const enc = encrypt(key, { action: 'tampered-ciphertext' });
+    const tag = Buffer.from(enc.authTag, 'base64');
+    tag[0] ^= 1;
+    const m = await signed({ ...clear, encryption: { ...enc, authTag: tag.toString('base64') } });
+    const r = await post(m);
+    assert.equal(r.status, 400);
+    assert.match(r.json.error, /authentication tag does not match/);
+    const wrongKey = await signed({ ...clear, id: randomUUID(), encryption: encrypt(pairKey('not-the-secret', sender, worker), { action: 'x' }) });
+    assert.equal((await post(wrongKey)).status, 400);
+    assert.equal((await get(`/genesis/messages/${m.id}`)).status, 404);
+    assert.equal(workerAgent.calls.length, before);
+  });
+});
+
+describe('COMMAND, QUERY, RESPONSE, ack', () => {
+  test('requiresAck: an immediate ack envelope, then the result at GET /genesis/messages/:id', async () => {
+    const m = await signed(command('acked', { requiresAck: true }));
+    const r = await post(m);
+    assert.equal(r.status, 202);
+    assert.equal(r.json.action, 'ack');
+    assert.equal(r.json.status, 'PARTIAL');
+    assert.equal(r.json.data.acknowledged, true);
+    const done = await eventually(async () => {
+      const v = await get(`/genesis/messages/${m.id}`);
+      return v.json.result?.status === 'SUCCESS' ? v.json : undefined;
+    });
+    assert.equal(done.result.data.state, 'completed');
+    assert.equal(done.result.requestId, m.id);
+  });
+
+  test('QUERY get_status, get_state and get_metrics', async () => {
+    const cmd = await signed(command('to-query', { priority: 'high' }));
+    await post(cmd);
+    const q = async (action: string, resourceId: string) => post(await signed({ ...command(''), type: 'QUERY', action, payload: { resourceId } }));
+    const status = await q('get_status', cmd.id);
+    assert.equal(status.status, 200);
+    assert.equal(status.json.data.state, 'completed');
+    const state = await q('get_state', cmd.id);
+    assert.equal(state.json.data.workflow.status, 'COMPLETED');
+    assert.equal(state.json.data.workflow.priority.priorityKey, 2);
+    const metrics = await q('get_metrics', worker);
+    assert.equal(metrics.json.data.agentId, worker);
+    assert.ok(metrics.json.data.reputation.completed >= 1);
+    const unknown = await q('get_status', randomUUID());
+    assert.equal(unknown.json.status, 'FAILURE');
+    assert.equal(unknown.json.error.code, -32001);
+  });
+
+  test('RESPONSE from the agent a request went to is recorded on it, its status mapped to a task state', async () => {
+    const cmd = await signed(command('to-answer', { requiresAck: true }));
+    await post(cmd);
+    const response = {
+      id: randomUUID(),
+      type: 'RESPONSE',
+      version: '1.0.0',
+      timestamp: Date.now(),
+      from: worker,
+      to: sender,
+      correlationId: cmd.id,
+      requestId: cmd.id,
+      status: 'PARTIAL',
+      data: { progress: 0.5 },
+      signature: '',
+      priority: 'normal',
+      ttl: 0,
+      requiresAck: false,
+      requiresSignature: false,
+    };
+    const r = await post(response, await agentKey(gw, worker));
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.data.taskState, 'working');
+    const view = await get(`/genesis/messages/${cmd.id}`);
+    assert.equal(view.json.response.status, 'PARTIAL');
+    assert.deepEqual(view.json.response.data, { progress: 0.5 });
+    // Only the addressee answers.
+    const forged = await post(await signed({ ...response, id: randomUUID(), from: sender, to: worker }));
+    assert.equal(forged.status, 403);
+  });
+});
+
+describe('priority', () => {
+  test('under a saturated one-slot worker, high-priority COMMANDs are dispatched before the low ones queued earlier', async () => {
+    const target = await agents.add(startEchoAgent());
+    const targetId = (await register(gw, target.url)).id;
+    await gw.stopWorker();
+    let saturated: Worker | undefined;
+    let run: Promise<void> | undefined;
+    try {
+      const send = (action: string, priority: string) => signed(command(action, { to: targetId, priority, requiresAck: true })).then(post);
+      // Queue lows first, then highs, while no worker polls: all wait in the task queue's backlog.
+      const lows = ['low-1', 'low-2', 'low-3', 'low-4'].map((a) => send(a, 'low'));
+      await waitForTasks(4);
+      const highs = ['high-1', 'high-2', 'high-3', 'high-4'].map((a) => send(a, 'high'));
+      await waitForTasks(8);
+      saturated = await createWorker({
+        connection: gw.env.nativeConnection,
+        namespace: gw.env.namespace ?? 'default',
+        taskQueue: gw.taskQueue,
+        pool: gw.db.pool,
+        fetch: gw.outbound.fetch,
+        workflowBundle: await workflowBundle(),
+        activities: createActivities({ pool: gw.db.pool, fetch: gw.outbound.fetch, hub: gw.hub, unfundedAccounts: 'unlimited' }),
+        slots: { maxConcurrentWorkflowTaskExecutions: 2, maxConcurrentActivityTaskExecutions: 1, maxConcurrentLocalActivityExecutions: 1 },
+      });
+      run = saturated.run();
+      for (const r of await Promise.all([...lows, ...highs])) assert.equal(r.status, 202);
+      const order = await eventually(() => (actionsReceived(target).length === 8 ? actionsReceived(target) : undefined), 60_000, 'all eight at the agent');
+      assert.deepEqual(order.slice(0, 4).map((a) => a.split('-')[0]), ['high', 'high', 'high', 'high'], `dispatch order: ${order.join(', ')}`);
+    } finally {
+      saturated?.shutdown();
+      await run;
+      await gw.startWorker();
+    }
+
+    /** Waits until `n` COMMAND tasks to the target have their workflow in Temporal. */
+    async function waitForTasks(n: number) {
+      await eventually(async () => {
+        const { rows } = await gw.db.pool.query<{ task_id: string }>("SELECT task_id FROM genesis_messages WHERE to_agent = $1 AND task_id IS NOT NULL", [targetId]);
+        if (rows.length < n) return undefined;
+        const described = await Promise.all(rows.map((r) => gw.env.client.workflow.getHandle(workflowIdOf('default', r.task_id)).describe().then(() => true, () => false)));
+        return described.every(Boolean) || undefined;
+      }, 30_000, `${n} queued task workflows`);
+    }
+  });
+});
+
+// ---- publish-subscribe ----
+
+interface Subscriber {
+  url: string;
+  /** Every POST received: the event's id, the delivery id, and whether it was acknowledged (2xx). */
+  posts: { eventId: string; deliveryId: string; acked: boolean }[];
+  down: boolean;
+  close(): Promise<void>;
+}
+
+/** A subscriber endpoint; while `down` it answers 503 (a delivery reaches it but is not acknowledged). */
+async function startSubscriber(): Promise<Subscriber> {
+  const sub: Subscriber = { url: '', posts: [], down: false, close: async () => {} };
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const acked = !sub.down;
+      sub.posts.push({ eventId: JSON.parse(body).id, deliveryId: String(req.headers['x-switchboard-delivery-id']), acked });
+      res.writeHead(acked ? 200 : 503).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  sub.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/events`;
+  sub.close = () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r())));
+  return sub;
+}
+
+describe('publish-subscribe', () => {
+  const subs: Subscriber[] = [];
+  let topic: string;
+  before(async () => {
+    topic = `orders-${randomUUID()}`;
+    for (let i = 0; i < 3; i++) {
+      const s = await startSubscriber();
+      subs.push(s);
+      const agent = (await register(gw, (await agents.add(startEchoAgent())).url)).id;
+      const r = await post({ agentId: agent, eventType: topic, url: s.url }, gw.keys.operator, '/genesis/subscriptions');
+      assert.equal(r.status, 201, JSON.stringify(r.json));
+    }
+  });
+  after(async () => {
+    for (const s of subs) await s.close();
+  });
+
+  const event = (guarantee: string, extra: Record<string, unknown> = {}) =>
+    signed({
+      ...command(''),
+      action: undefined,
+      type: 'EVENT',
+      to: '*',
+      eventType: topic,
+      eventName: 'order.created',
+      payload: { data: { orderId: randomUUID() }, metadata: { schemaVersion: '1.0', contentType: 'application/json' } },
+      deliveryGuarantee: guarantee,
+      ...extra,
+    });
+
+  /** Publishes with the third subscriber down for `downMs`, and waits for the fan-out to end. */
+  async function publish(guarantee: string, downMs: number, extra: Record<string, unknown> = {}) {
+    const m = await event(guarantee, extra);
+    subs[2].down = true;
+    const r = await post(m);
+    assert.equal(r.status, 202, JSON.stringify(r.json));
+    assert.equal(r.json.data.subscribers, 3);
+    await new Promise((res) => setTimeout(res, downMs));
+    subs[2].down = false;
+    const outcome = await gw.env.client.workflow.getHandle(`genesis-event:default:${m.id}`).result();
+    const counts = subs.map((s) => s.posts.filter((p) => p.eventId === m.id));
+    return { m, outcome, counts, view: (await get(`/genesis/messages/${m.id}`)).json };
+  }
+
+  test('at-most-once: one try each; the subscriber that was down never gets it', async () => {
+    const { counts, view } = await publish('at-most-once', 1000);
+    assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 0]);
+    assert.deepEqual(counts.map((c) => c.length), [1, 1, 1], 'one attempt each, no retry');
+    assert.deepEqual(view.deliveries.map((d: any) => d.status).sort(), ['delivered', 'delivered', 'failed']);
+  });
+
+  test('at-least-once: retried until acknowledged; each attempt a new delivery id', async () => {
+    const { counts, view } = await publish('at-least-once', 1500);
+    assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 1]);
+    assert.ok(counts[2].length > 1, 'the down subscriber was retried');
+    assert.equal(new Set(counts[2].map((p) => p.deliveryId)).size, counts[2].length);
+    assert.deepEqual(view.deliveries.map((d: any) => d.status), ['delivered', 'delivered', 'delivered']);
+  });
+
+  test('exactly-once: retried until acknowledged, every attempt with the same delivery id to dedupe on', async () => {
+    const { counts, view } = await publish('exactly-once', 1500);
+    assert.ok(counts[2].length > 1, 'the down subscriber was retried');
+    assert.deepEqual(counts.map((c) => new Set(c.map((p) => p.deliveryId)).size), [1, 1, 1], 'deduped by delivery id: exactly one each');
+    assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 1]);
+    assert.deepEqual(view.deliveries.map((d: any) => d.status), ['delivered', 'delivered', 'delivered']);
+  });
+
+  test('ttl: a delivery still queued when the envelope expires is dropped and recorded as expired', async () => {
+    const { counts, outcome, view } = await publish('at-least-once', 3000, { ttl: 1500 });
+    assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 0]);
+    assert.deepEqual(Object.values(outcome).sort(), ['delivered', 'delivered', 'expired']);
+    assert.deepEqual(view.deliveries.map((d: any) => d.status).sort(), ['delivered', 'delivered', 'expired']);
+    // Nothing is sent after it expired.
+    const after = subs[2].posts.length;
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(subs[2].posts.length, after);
+  });
+
+  test('a replayed EVENT fans out once', async () => {
+    const m = await event('exactly-once');
+    const first = await post(m);
+    const again = await post(m);
+    assert.deepEqual(again, first);
+    await gw.env.client.workflow.getHandle(`genesis-event:default:${m.id}`).result();
+    assert.deepEqual(subs.map((s) => s.posts.filter((p) => p.eventId === m.id).length), [1, 1, 1]);
+  });
+});
