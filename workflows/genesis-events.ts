@@ -7,7 +7,7 @@
 import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
 import type { DeliveryGuarantee } from '../src/genesis/envelope';
-import { describeFailure, isTimeout } from './failures';
+import { describeFailure } from './failures';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -44,8 +44,9 @@ export async function genesisEventWorkflow(input: GenesisEventInput): Promise<Re
       try {
         outcomes[subscriptionId] = await delivery.deliverGenesisEvent({ ...args, guarantee: input.guarantee });
       } catch (err) {
-        // Past the ttl (the schedule-to-close window) the delivery is dropped as expired; otherwise it failed.
-        const expired = isTimeout(err) && input.expiresAt !== undefined;
+        // A retried delivery ends unacknowledged only at the end of its window: with a ttl, the ttl (Temporal
+        // stops when the next retry would start past it, or times the last one out). It is dropped as expired.
+        const expired = retried && input.expiresAt !== undefined;
         const status = expired ? 'expired' : 'failed';
         const error = expired ? 'the envelope\'s ttl passed before the subscriber acknowledged it' : describeFailure(err);
         await bookkeeping.finishGenesisDelivery({ ...args, status, error });
