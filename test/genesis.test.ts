@@ -15,6 +15,7 @@ import { type Gateway, agentKey, eventually, register, startGateway, workflowBun
 import { createActivities } from '../activities';
 import { createWorker } from '../src/worker';
 import { workflowIdOf } from '../workflows/messages';
+import { type Jwks, verifyDelivery } from '../src/push/signing';
 
 // ---- the seed's Security section, verbatim (types: the seed's A2AMessage is any envelope) ----
 type A2AMessage = any;
@@ -384,8 +385,8 @@ describe('priority', () => {
 
 interface Subscriber {
   url: string;
-  /** Every POST received: the event's id, the delivery id, and whether it was acknowledged (2xx). */
-  posts: { eventId: string; deliveryId: string; acked: boolean }[];
+  /** Every POST received: the event's id, the delivery id, whether it was acknowledged (2xx), and whether its signature verified. */
+  posts: { eventId: string; deliveryId: string; acked: boolean; verified: boolean }[];
   down: boolean;
   close(): Promise<void>;
 }
@@ -396,9 +397,12 @@ async function startSubscriber(): Promise<Subscriber> {
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (d) => (body += d));
-    req.on('end', () => {
+    req.on('end', async () => {
       const acked = !sub.down;
-      sub.posts.push({ eventId: JSON.parse(body).id, deliveryId: String(req.headers['x-switchboard-delivery-id']), acked });
+      // Signed like a push delivery: the gateway's JWT over this exact body, checked against its JWKS.
+      const jwks = (await (await fetch(`${gw.url}/.well-known/jwks.json`)).json()) as Jwks;
+      const verified = await verifyDelivery(req.headers, { body, jwks }).then(() => true, () => false);
+      sub.posts.push({ eventId: JSON.parse(body).id, deliveryId: String(req.headers['x-switchboard-delivery-id']), acked, verified });
       res.writeHead(acked ? 200 : 503).end();
     });
   });
@@ -449,6 +453,7 @@ describe('publish-subscribe', () => {
     subs[2].down = false;
     const outcome = await gw.env.client.workflow.getHandle(`genesis-event:default:${m.id}`).result();
     const counts = subs.map((s) => s.posts.filter((p) => p.eventId === m.id));
+    assert.ok(counts.flat().every((p) => p.verified), 'every delivery carries a valid signature');
     return { m, outcome, counts, view: (await get(`/genesis/messages/${m.id}`)).json };
   }
 
