@@ -228,6 +228,34 @@ describe('replay, skew and ttl', () => {
   });
 });
 
+describe('ttl while queued', () => {
+  test('a COMMAND whose ttl passes while its task waits in the queue is never delivered, and is recorded as expired', async () => {
+    await gw.stopWorker();
+    const m = await signed(command('queued-too-long', { ttl: 1500, requiresAck: true }));
+    const sent = post(m);
+    try {
+      await eventually(async () => {
+        const { rows } = await gw.db.pool.query<{ task_id: string }>('SELECT task_id FROM genesis_messages WHERE id = $1 AND task_id IS NOT NULL', [m.id]);
+        return rows[0] && gw.env.client.workflow.getHandle(workflowIdOf('default', rows[0].task_id)).describe().then(() => true, () => undefined);
+      });
+      await new Promise((r) => setTimeout(r, 2000));
+    } finally {
+      await gw.startWorker();
+    }
+    assert.equal((await sent).status, 202);
+    const view = await eventually(async () => {
+      const v = await get(`/genesis/messages/${m.id}`);
+      return v.json.result?.status === 'FAILURE' ? v.json : undefined;
+    });
+    assert.equal(view.result.data.state, 'rejected');
+    assert.match(JSON.stringify(view.result.data.message), /ttl passed .* it was not delivered/);
+    assert.deepEqual(actionsReceived(workerAgent).filter((a) => a === 'queued-too-long'), []);
+    // Not held against the agent, which never saw it.
+    const outcome = await eventually(async () => (await gw.db.pool.query<{ outcome: string }>('SELECT outcome FROM trust_events WHERE task_id = $1', [view.taskId])).rows[0]?.outcome);
+    assert.equal(outcome, 'expired');
+  });
+});
+
 describe('encryption', () => {
   test('an encrypted COMMAND is decrypted with the pair key, and its answer is encrypted with it', async () => {
     const key = pairKey(secret, sender, worker);

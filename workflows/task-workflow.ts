@@ -218,6 +218,14 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         }
       }
       const message = inbox.shift()!;
+      // Dequeued past its ttl (Date.now() is when this workflow task runs): not delivered, and not held against
+      // the agent, which never saw it.
+      if (!carry && turnsDone === 0 && input.expiresAt !== undefined && Date.now() >= input.expiresAt) {
+        trustOutcome = 'expired';
+        setStatus('TASK_STATE_REJECTED', gatewayMessage(`The envelope's ttl passed ${Date.now() - input.expiresAt} ms before the task left the queue; it was not delivered to the agent`));
+        turnsDone++;
+        return;
+      }
       if (funding.pending) {
         const declined = await funding.reserve();
         if (declined !== undefined) {

@@ -59,6 +59,8 @@ export interface TaskInput {
   /** Multi-agent jobs: the task whose agent started this one through Switchboard, and this task's hop count. */
   parentTaskId?: string;
   depth?: number;
+  /** A Genesis COMMAND's ttl (epoch ms): a first message still queued past it is dropped, never delivered. */
+  expiresAt?: number;
   /** State carried across continue-as-new. */
   carry?: CarriedState;
 }

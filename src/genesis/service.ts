@@ -224,6 +224,7 @@ export class GenesisService {
     };
     const intake = new TaskIntake(agent, caller, this.d.intake, '1.0');
     const prepared = await intake.prepare(message, { returnImmediately: e.requiresAck }, undefined, headers);
+    if (e.ttl > 0) prepared.input.expiresAt = e.timestamp + e.ttl;
     await this.d.store.setTask(caller.tenant, e.id, prepared.input.taskId);
     const task = await this.d.intake.gateway.start(prepared.input, prepared.args, { priority: { priorityKey: PRIORITY_KEYS[e.priority] } });
     if (e.requiresAck) {
