@@ -69,6 +69,8 @@ interface Checked {
   toId: string;
   secret?: string;
   key?: Buffer;
+  /** When the gateway took the envelope in: an answer's processingTime counts from here. */
+  receivedAt: number;
 }
 
 export class GenesisService {
@@ -124,7 +126,7 @@ export class GenesisService {
     }
     const parsed = Envelope.safeParse(fields);
     if (!parsed.success) throw new EnvelopeError(400, `Invalid ${h.type} envelope: ${z.prettifyError(parsed.error)}`);
-    const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key };
+    const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key, receivedAt: now };
 
     const { encryption: _e, ...stored } = parsed.data;
     await this.d.store.claim({
@@ -197,7 +199,7 @@ export class GenesisService {
   }
 
   private answer(c: Checked, status: ResponseStatus, more: { data?: unknown; error?: { code: string | number; message: string }; action?: string } = {}) {
-    return answerEnvelope({ request: c.envelope, status, ...more, secret: c.secret, key: c.key, processingTime: Date.now() - c.envelope.timestamp });
+    return answerEnvelope({ request: c.envelope, status, ...more, secret: c.secret, key: c.key, processingTime: Date.now() - c.receivedAt });
   }
 
   private async apply(caller: Caller, c: Checked, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
