@@ -117,9 +117,21 @@ export function verifySignature(m: Parameters<typeof signaturePayload>[0] & { si
   return timingSafeEqual(expected, given);
 }
 
+/** Derived pair keys by (from, to, secret): HKDF is most of an encrypted envelope's cost (bench/genesis.ts). */
+const pairKeys = new Map<string, Buffer>();
+const PAIR_KEY_CACHE = 1024;
+
 /** The AES-256-GCM key of the (from, to) pair, derived from the sender's secret. */
 export function pairKey(secret: string, from: string, to: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), 'genesis-nexus', `aes-256-gcm:${from}:${to}`, 32));
+  const id = `${from}\0${to}\0${secret}`;
+  let key = pairKeys.get(id);
+  if (!key) {
+    key = Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), 'genesis-nexus', `aes-256-gcm:${from}:${to}`, 32));
+    // A rotated secret is a new entry; the oldest entries go first.
+    if (pairKeys.size >= PAIR_KEY_CACHE) pairKeys.delete(pairKeys.keys().next().value!);
+    pairKeys.set(id, key);
+  }
+  return key;
 }
 
 export type Encryption = NonNullable<EnvelopeHeader['encryption']>;
