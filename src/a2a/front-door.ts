@@ -64,7 +64,8 @@ export class FrontDoor {
     const { agent, decision } = await this.router.route(tenant, message);
     const quotas = await deps.quotas.of(tenant);
     if (!quotas) throw a2aError('Internal', `tenant ${tenant} does not exist`);
-    const { taskId } = await claimWithinQuota(pool, tenant, message.messageId, randomUUID(), quotas, agent.id);
+    // A client-chosen task id (0.1, NEXUS: the dialect's translation asks for it) is claimed like a minted one.
+    const { taskId } = await claimWithinQuota(pool, tenant, message.messageId, call.intent?.taskId ?? randomUUID(), quotas, agent.id);
     const stored = await recordRoute(pool, tenant, taskId, tenant, decision);
     // A concurrent send of the same message recorded its decision first: that one stands.
     const executing = stored.agentId === agent.id ? agent : await this.d.registry.get(tenant, stored.agentId);

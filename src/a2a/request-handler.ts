@@ -24,6 +24,7 @@ import { headSeq, snapshotAt } from '../events/event-log';
 import { listTasks, taskOfMessage } from '../db/task-store';
 import { endsTurn, holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
 import type { SendMessageArgs } from '../../workflows/types';
+import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
@@ -71,7 +72,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
-    const prepared = await this.intake.prepare(message, args, push, headersOf(context));
+    const prepared = await this.intake.prepare(message, args, push, headersOf(context), intentOf(context));
     return toTask(await this.deps.gateway.start(prepared.input, prepared.args));
   }
 
@@ -115,7 +116,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.follow(message.taskId, after);
       return;
     }
-    const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context));
+    const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context), intentOf(context));
     const { taskId } = prepared.input;
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
@@ -214,6 +215,11 @@ export function listQuery(params: ListTasksRequest): ListTasksQuery {
   const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
   if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status;
   return q as ListTasksQuery;
+}
+
+/** What the dialect's translation asks of a new task (the RPC core puts it in the call context). */
+function intentOf(context: ServerCallContext | undefined): CallIntent | undefined {
+  return context?.state.get(INTENT_STATE) as CallIntent | undefined;
 }
 
 function headersOf(context: ServerCallContext | undefined): Record<string, string | string[] | undefined> | undefined {

@@ -4,58 +4,35 @@
  *
  * Everything a client can get wrong is answered before any work starts, with a JSON-RPC error (HTTP 200, §9.5):
  * unparseable JSON (-32700), a bad envelope (-32600), an unknown method (-32601), bad params (-32602), an
- * unsupported A2A-Version (-32009). The method table below is the one list of methods, and its validation is
- * the one whose result runs: valid params go to the push-config methods (answered here, see push-methods.ts),
- * or to the @a2a-js/sdk transport handler of the caller's dialect, which renders answers and errors in it.
+ * unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods: it picks
+ * the request's dialect, validates its params and translates them to the engine call (a 1.0 or 0.3 method), whose
+ * validated params are what runs: the push-config methods (answered here, see push-methods.ts), or the
+ * @a2a-js/sdk transport handler of that engine. Answers and errors go back in the request's dialect.
  */
 import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
 import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextBuilder } from '@a2a-js/sdk/server';
 import { z } from 'zod';
-import { A2A_ERRORS, type A2AErrorName, a2aError } from './errors';
+import { INTENT_STATE, type CallIntent, type DialectContext, type InternalCall, type MethodDef, type StreamRenderer, engineMethod, engineOf, pickDialect } from './dialects';
+import { A2A_ERRORS, a2aError } from './errors';
 import { answerPushMethod } from './push-methods';
 import { AgentRequestHandler, type HandlerDeps } from './request-handler';
 import { type StreamCursor, StreamLimitError } from './task-stream';
 import * as S from './schemas';
-import type { Dialect } from './wire';
+import type { Dialect, WireTask } from './wire';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/params';
+import { clientMetadataOf, dialectOfTask } from '../db/task-dialects';
+import { openTasksOfContext } from '../db/task-store';
+import { isInterrupted } from '../../workflows/task-state';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
 import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
-import { type RpcEvent, envelope, idOf, legacyError, v1Error } from './rpc-errors';
+import { type RpcEvent, envelope, idOf } from './rpc-errors';
 import { annotate } from '../tracing';
 import { withJsonNames } from './proto-json';
 
-/** A method's params schema, or the A2A error that answers it while the feature is not offered. */
-type MethodSpec = z.ZodType | { unsupported: A2AErrorName; why: string };
-
-const NO_EXTENDED_CARD = { unsupported: 'UnsupportedOperation', why: 'this gateway does not serve extended agent cards' } as const;
-
-const METHODS: Record<Dialect, Record<string, MethodSpec>> = {
-  '1.0': {
-    SendMessage: S.SendMessageParams,
-    GetTask: S.GetTaskParams,
-    CancelTask: S.CancelTaskParams,
-    ListTasks: S.ListTasksParams,
-    SendStreamingMessage: S.SendMessageParams,
-    SubscribeToTask: S.SubscribeToTaskParams,
-    ...PUSH_METHOD_PARAMS['1.0'],
-    GetExtendedAgentCard: NO_EXTENDED_CARD,
-  },
-  '0.3': {
-    'message/send': S.LegacySendParams,
-    'tasks/get': S.LegacyTaskQueryParams,
-    'tasks/cancel': S.LegacyTaskIdParams,
-    'message/stream': S.LegacySendParams,
-    'tasks/resubscribe': S.LegacyTaskIdParams,
-    ...PUSH_METHOD_PARAMS['0.3'],
-    'agent/getAuthenticatedExtendedCard': NO_EXTENDED_CARD,
-  },
-};
-
-/** Every JSON-RPC method the A2A endpoints answer (both dialects), for the role × method test. */
-export const RPC_METHODS: readonly string[] = [...Object.keys(METHODS['1.0']), ...Object.keys(METHODS['0.3'])];
+export { RPC_METHODS } from './dialects';
 
 const PUSH_METHODS = new Set([...Object.keys(PUSH_METHOD_PARAMS['1.0']), ...Object.keys(PUSH_METHOD_PARAMS['0.3'])]);
 const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
@@ -65,13 +42,6 @@ const WRITE_METHODS = new Set([
   'SendMessage', 'SendStreamingMessage', 'CancelTask', 'CreateTaskPushNotificationConfig', 'DeleteTaskPushNotificationConfig',
   'message/send', 'message/stream', 'tasks/cancel', 'tasks/pushNotificationConfig/set', 'tasks/pushNotificationConfig/delete',
 ]);
-
-/** 1.0 and 0.x method names never collide (PascalCase vs namespace/verb), so the name picks the dialect. */
-function dialectOf(method: string): Dialect | undefined {
-  if (Object.hasOwn(METHODS['1.0'], method)) return '1.0';
-  if (Object.hasOwn(METHODS['0.3'], method)) return '0.3';
-  return undefined;
-}
 
 export interface RpcCoreDeps extends HandlerDeps {
   registry: AgentRegistry;
@@ -93,6 +63,13 @@ export interface RpcRequest {
   base: string;
   /** Aborted when the client goes away: an open stream stops. */
   signal: AbortSignal;
+  /** The agent of a per-agent endpoint (a 0.3 resume by contextId looks only at its tasks). */
+  agentId?: string;
+  /**
+   * For an in-process caller that translated the call itself (NEXUS's POST /api/v1/tasks): what a new task records.
+   * Transports never set it from what a client sent.
+   */
+  intent?: CallIntent;
 }
 
 
@@ -127,9 +104,12 @@ export type RpcTarget =
 
 /** A valid call as a resolver sees it: `lastEventId` is the parsed Last-Event-ID of a streaming call. */
 export interface RpcCall {
+  /** The engine call: a 1.0 (or 0.3) method and its params, whatever dialect the client spoke. */
   method: string;
   params: unknown;
   dialect: Dialect;
+  /** What the translation asks of a new task (a client-chosen id, the dialect to record). */
+  intent?: CallIntent;
   base: string;
   lastEventId?: number;
   caller: Caller;
@@ -175,19 +155,20 @@ export class RpcCore {
     }
     const rpc = parsed.data;
     const id = rpc.id ?? null;
-    const dialect = dialectOf(rpc.method);
+    const dialect = await pickDialect(rpc.method, rpc.params, (taskId) => dialectOfTask(deps.pool, caller.tenant, taskId).catch(() => undefined));
     if (!dialect) return ok(envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` }));
-    annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': rpc.method, 'a2a.dialect': dialect, 'switchboard.tenant': caller.tenant });
-    const roles = rpcMethodRoles(rpc.method);
+    const spec = dialect.methods[rpc.method]!;
+    annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': rpc.method, 'a2a.dialect': dialect.name, 'switchboard.tenant': caller.tenant });
+    const roles = rpcMethodRoles('runs' in spec ? spec.runs : rpc.method);
     if (!roles.includes(caller.role)) {
       // Authorization is HTTP's, as for every route; the body still says which roles the method needs.
       return ok({ error: `${rpc.method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, requiredRoles: roles }, 403);
     }
     // An error as the caller's dialect renders it, as an answer or as a stream's last frame.
-    const rendered = (err: unknown) => envelope(id, dialect === '1.0' ? v1Error(err) : legacyError(err));
+    const rendered = (err: unknown) => envelope(id, dialect.renderError(err));
     // 0.3 tasks/resubscribe always answers a stream (§7.9): an early error is its one `error` event, as SDK agents
     // send it. Every other method answers an early error as a plain JSON-RPC response.
-    const errorsAsStream = dialect === '0.3' && rpc.method === 'tasks/resubscribe';
+    const errorsAsStream = dialect.errorsAsStream?.has(rpc.method) ?? false;
     const answerError = (body: RpcEvent, status: number, headers?: Record<string, string>): RpcAnswer =>
       errorsAsStream && status === 200 ? errorStream(body, rendered) : ok(body, status, headers);
     const fail = (err: unknown, status = 200, headers?: Record<string, string>) => answerError(rendered(err), status, headers);
@@ -200,26 +181,37 @@ export class RpcCore {
     if (req.version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(req.version)) {
       return fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
     }
-    const spec = METHODS[dialect][rpc.method];
     if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));
     // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
-    const checked = spec.safeParse(withJsonNames(rpc.params));
-    if (!checked.success) {
-      const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
-      return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${z.prettifyError(checked.error)}`, violations));
-    }
-    const nul = S.pathOfNul(checked.data);
+    const checked = validate(spec, rpc.method, withJsonNames(rpc.params));
+    if ('error' in checked) return fail(checked.error);
+    const nul = S.pathOfNul(checked.params);
     if (nul !== undefined) {
       // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
       return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
     }
-    // From here on the validated params are what runs.
-    const params = checked.data as Record<string, unknown>;
+    // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
+    const ctx = this.dialectContext(caller.tenant, req.agentId);
+    let internal: InternalCall;
+    try {
+      internal = spec.translate ? await spec.translate(checked.params, ctx) : { method: rpc.method, params: checked.params, intent: req.intent };
+      const engineSpec = engineMethod(internal.method);
+      if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) {
+        const engineChecked = validate(engineSpec, internal.method, internal.params);
+        if ('error' in engineChecked) return fail(engineChecked.error);
+        internal = { ...internal, params: engineChecked.params };
+      }
+    } catch (err) {
+      return outage(err) ?? fail(err);
+    }
+    const render = internal.render ?? spec.render;
+    const engine = engineOf(internal.method);
+    const params = internal.params as Record<string, unknown>;
 
-    const streaming = STREAMING_METHODS.has(rpc.method);
+    const streaming = STREAMING_METHODS.has(internal.method);
     const lastEventId = streaming ? parseLastEventId(req.lastEventId) : undefined;
     // A change needs both: refuse it now rather than half-start it or hang (a read may still answer from one).
-    if (WRITE_METHODS.has(rpc.method) && lastEventId === undefined) {
+    if (WRITE_METHODS.has(internal.method) && lastEventId === undefined) {
       try {
         deps.health.require('postgresql', 'temporal');
       } catch (err) {
@@ -228,15 +220,16 @@ export class RpcCore {
     }
     let target: RpcTarget;
     try {
-      target = await resolve({ method: rpc.method, params, dialect, base: req.base, lastEventId: lastEventId ?? undefined, caller });
+      target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller });
     } catch (err) {
       return outage(err) ?? fail(err);
     }
     if ('refuse' in target) return answerError(envelope(id, { code: target.refuse.code, message: target.refuse.message }), target.refuse.httpStatus ?? 200);
-    if (PUSH_METHODS.has(rpc.method)) {
+    if (PUSH_METHODS.has(internal.method)) {
       try {
         const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: caller.tenant, agentId: target.agentId };
-        return ok({ jsonrpc: '2.0', id, result: await answerPushMethod(rpc.method, dialect, params, pushDeps) });
+        const result = await answerPushMethod(internal.method, engine, params, pushDeps);
+        return ok({ jsonrpc: '2.0', id, result: render ? await render(result, ctx) : result });
       } catch (err) {
         return outage(err) ?? fail(err);
       }
@@ -258,16 +251,18 @@ export class RpcCore {
       req.signal.addEventListener('abort', release, { once: true });
       cursor = { lastEventId, signal: req.signal, seq: 0, closing: false };
     }
-    const handler = mappingOutages(target.handler(cursor, dialect), deps.health);
-    const transport = dialect === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
+    const handler = mappingOutages(target.handler(cursor, engine), deps.health);
+    const transport = engine === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
     const context = defaultServerCallContextBuilder({
       extensions: undefined,
       user: new UnauthenticatedUser(),
       headers: req.headers,
-      requestedVersion: dialect,
+      requestedVersion: engine,
       tenant: caller.tenant,
     });
-    const answer = await transport.handle({ jsonrpc: '2.0', method: rpc.method, id, params }, context);
+    // The handler reads the translation's intent here: a channel no client can write to.
+    if (internal.intent) context.state.set(INTENT_STATE, internal.intent);
+    const answer = await transport.handle({ jsonrpc: '2.0', method: internal.method, id, params }, context);
     if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
       const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
       // Errors before the first event (unknown task, a terminal task, a cap) are plain JSON-RPC answers.
@@ -285,17 +280,63 @@ export class RpcCore {
         return fail(a2aError('Internal', 'the stream ended before its first event'));
       }
       return {
-        stream: frames(first.value, events, cursor, dialect),
+        stream: frames(first.value, events, cursor, dialect.streamRenderer()),
         errorFrame: (err) => ({ data: rendered(err) }),
         cutOffFrame: (message, at) => ({ data: envelope(id, { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } }) }),
       };
     }
     release?.();
-    const result = answer as { error?: { code: number }; result?: unknown };
-    if (result.error?.code === A2A_ERRORS.Unavailable.code) return ok(result, 503, { 'retry-after': '5' });
-    if (target.decorate && result.result !== undefined) return ok({ ...result, result: target.decorate(result.result) });
-    return ok(result);
+    const result = answer as { error?: { code: number; message: string; data?: unknown }; result?: unknown };
+    if (result.error) {
+      const error = dialect.renderEngineError ? dialect.renderEngineError(result.error) : result.error;
+      return ok({ ...result, error }, result.error.code === A2A_ERRORS.Unavailable.code ? 503 : 200, result.error.code === A2A_ERRORS.Unavailable.code ? { 'retry-after': '5' } : undefined);
+    }
+    let out = result.result;
+    try {
+      if (target.decorate && out !== undefined) out = target.decorate(out);
+      if (render && out !== undefined) out = await render(out, ctx);
+    } catch (err) {
+      return outage(err) ?? fail(err);
+    }
+    return ok({ ...result, result: out });
   }
+
+  /** What a dialect's translation and rendering may look up, in the caller's tenant (and endpoint agent). */
+  private dialectContext(tenant: string, agentId: string | undefined): DialectContext {
+    const { gateway, pool } = this.deps;
+    const task = async (taskId: string): Promise<WireTask | undefined> => {
+      try {
+        return await gateway.get(tenant, taskId);
+      } catch (err) {
+        if ((err as { envelopeCode?: number; code?: number }).code === A2A_ERRORS.TaskNotFound.code || isTaskNotFound(err)) return undefined;
+        throw err;
+      }
+    };
+    return {
+      tenant,
+      task,
+      // The projection can trail the workflow by the change being written (a client answering at once): a task it
+      // shows as still working is asked directly.
+      waitingInContext: async (contextId) => {
+        const open = await openTasksOfContext(pool, tenant, contextId, agentId);
+        const states = await Promise.all(open.map(async (t) => (isInterrupted(t.state as WireTask['status']['state']) ? t.state : (await task(t.taskId))?.status.state)));
+        return open.filter((_, i) => states[i] === 'TASK_STATE_INPUT_REQUIRED').map((t) => t.taskId);
+      },
+      clientMetadata: (taskIds) => clientMetadataOf(pool, tenant, taskIds),
+    };
+  }
+}
+
+function isTaskNotFound(err: unknown): boolean {
+  return (err as { name?: string })?.name === 'JsonRpcTaskNotFoundError' || (err as { code?: number })?.code === A2A_ERRORS.TaskNotFound.code;
+}
+
+/** A method's params checked against its schema: the parsed params, or the -32602 error naming the fields. */
+function validate(spec: MethodDef, method: string, params: unknown): { params: unknown } | { error: Error } {
+  const checked = spec.params.safeParse(params);
+  if (checked.success) return { params: checked.data };
+  const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
+  return { error: a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations) };
 }
 
 /** A stream of one `error` event. */
@@ -314,11 +355,10 @@ function errorStream(body: RpcEvent, rendered: (err: unknown) => RpcEvent): RpcA
  * records it in the cursor as it yields), and in 0.3 the event that ends the stream marked `final` (the SDK's
  * translation marks only terminal states).
  */
-async function* frames(first: RpcEvent, rest: AsyncIterator<RpcEvent>, cursor: StreamCursor, dialect: Dialect): AsyncGenerator<SseFrame, void, undefined> {
+async function* frames(first: RpcEvent, rest: AsyncIterator<RpcEvent>, cursor: StreamCursor, render: StreamRenderer): AsyncGenerator<SseFrame, void, undefined> {
   const frame = (event: RpcEvent): SseFrame => {
-    const result = event.result as { kind?: string; final?: boolean } | undefined;
-    if (dialect === '0.3' && cursor.closing && result?.kind === 'status-update') result.final = true;
-    return { id: cursor.seq, data: event };
+    const data = event.result === undefined ? event : { ...event, result: render(event.result, cursor.closing) };
+    return { id: cursor.seq, data };
   };
   try {
     yield frame(first);

@@ -18,7 +18,9 @@ import type { TaskGateway } from '../temporal/task-gateway';
 import { PARENT_TASK_HEADER } from '../../workflows/messages';
 import { submittedTask } from '../../workflows/task-state';
 import type { SendMessageArgs, TaskInput } from '../../workflows/types';
+import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
+import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
 import type { Dialect, WireMessage, WireTask } from './wire';
 
@@ -82,19 +84,23 @@ export class TaskIntake {
    * again finds its task instead of starting another. The task's first event, `submitted`, goes in its log
    * here, so a stream can show it before Temporal has started anything.
    * @param headers the request's headers (a parent task may be named in one).
+   * @param intent from the dialect's translation: a client-chosen task id (0.1, NEXUS) to use instead of a minted
+   *   one, and the dialect (and client metadata) to record with the new task.
    */
   async prepare(
     message: WireMessage,
     args: Omit<SendMessageArgs, 'message'>,
     push: Record<string, unknown> | undefined,
     headers: Record<string, string | string[] | undefined> | undefined,
+    intent?: CallIntent,
   ): Promise<PreparedTask> {
     const budgetMinor = this.budgetOf(message);
     const parent = await this.parentOf(message, headers);
     const quotas = await this.deps.quotas.of(this.tenant);
     if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
-    const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, randomUUID(), quotas, this.agent.id);
+    const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, intent?.taskId ?? randomUUID(), quotas, this.agent.id);
     if (resent) await this.ownTask(taskId);
+    if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
     // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
     if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });

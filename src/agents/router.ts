@@ -1,7 +1,8 @@
 /**
  * Routing for the front door (POST /a2a): which registered agent a new task's first message goes to, and why.
- * The message may name an agent (`metadata.agentId`) or a skill (`metadata.skillId`); otherwise its text is
- * matched against the registry's full-text search among healthy agents. Ties go to the better reputation.
+ * The message may name an agent (`metadata.agentId`, or Society AI's `metadata.executor.name`: an agent id or name)
+ * or a skill (`metadata.skillId`, or Society AI's `metadata.skill_used`); otherwise its text is matched against the
+ * registry's full-text search among healthy agents. Ties go to the better reputation.
  */
 import type { Pool } from 'pg';
 import { a2aError } from '../a2a/errors';
@@ -47,8 +48,8 @@ export class Router {
    *   agent can take the message. Nothing is started either way.
    */
   async route(tenant: string, message: RoutableMessage): Promise<{ agent: Agent; decision: RoutingDecision }> {
-    const agentId = stringField(message, 'agentId');
-    const skillId = stringField(message, 'skillId');
+    const agentId = stringField(message, 'agentId') ?? (await this.executorOf(tenant, message));
+    const skillId = stringField(message, 'skillId') ?? stringField(message, 'skill_used');
     if (agentId !== undefined) {
       const agent = await this.registry.get(tenant, agentId);
       if (!agent) throw a2aError('Unroutable', `No agent ${agentId} is registered on this gateway (message.metadata.agentId)`);
@@ -86,6 +87,18 @@ export class Router {
     };
   }
 
+  /** Society AI names the executing agent in `metadata.executor.name`: a registered agent's id, else its name. */
+  private async executorOf(tenant: string, message: RoutableMessage): Promise<string | undefined> {
+    const name = (message.metadata?.executor as { name?: unknown } | undefined)?.name;
+    if (name === undefined || name === null || name === '') return undefined;
+    const field = 'message.metadata.executor.name';
+    if (typeof name !== 'string') throw a2aError('InvalidParams', `${field} must be a string`, [{ field, description: 'must be a string' }]);
+    if (await this.registry.get(tenant, name)) return name;
+    const named = (await this.registry.list(tenant)).find((a) => a.name === name);
+    if (!named) throw a2aError('Unroutable', `No agent named ${name} is registered on this gateway (${field})`);
+    return named.id;
+  }
+
   /** Best success rate first; an agent without a record after every agent with one; then the search order. */
   private async byReputation(tenant: string, agents: RankedAgent[]): Promise<RankedAgent[]> {
     if (agents.length < 2) return agents;
@@ -94,7 +107,7 @@ export class Router {
   }
 }
 
-function stringField(message: RoutableMessage, key: 'agentId' | 'skillId'): string | undefined {
+function stringField(message: RoutableMessage, key: 'agentId' | 'skillId' | 'skill_used'): string | undefined {
   const v = message.metadata?.[key];
   if (v === undefined || v === null || v === '') return undefined;
   if (typeof v !== 'string') {

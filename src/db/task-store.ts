@@ -210,3 +210,17 @@ export async function listTaskSummaries(
     nextPageToken: rows.length > q.pageSize && last ? encodeCursor({ t: last.cursor_t, id: last.task_id }) : '',
   };
 }
+
+/**
+ * The tasks of a context that are not over (coding-agent resume by contextId), newest first, with the state the
+ * projection has; at a per-agent endpoint only that agent's.
+ */
+export async function openTasksOfContext(pool: Pool, tenant: string, contextId: string, agentId?: string): Promise<{ taskId: string; state: string }[]> {
+  const { rows } = await pool.query<{ task_id: string; state: string }>(
+    `SELECT task_id, state FROM tasks
+      WHERE tenant = $1 AND context_id = $2 AND state <> ALL ($3::text[]) AND ($4::text IS NULL OR agent_id = $4)
+      ORDER BY status_timestamp DESC LIMIT 20`,
+    [tenant, contextId, ['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'], agentId ?? null],
+  );
+  return rows.map((r) => ({ taskId: r.task_id, state: r.state }));
+}

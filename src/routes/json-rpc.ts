@@ -48,7 +48,8 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     tags: ['a2a'],
     summary,
     description:
-      'A2A JSON-RPC 2.0, 1.0 methods (SendMessage, GetTask, …) and 0.3 (message/send, tasks/get, …). Every malformed request ' +
+      'A2A JSON-RPC 2.0 in every dialect Switchboard serves: 1.0 (SendMessage, GetTask, …), 0.3 (message/send, tasks/get, …), ' +
+      '0.1/0.2 (tasks/send, tasks/sendSubscribe, …) and NEXUS (message/send with {type, data} parts); each answered in its own. Every malformed request ' +
       'is answered with a JSON-RPC error envelope and HTTP 200; streaming methods answer text/event-stream.',
     body: {
       type: 'object',
@@ -66,14 +67,14 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     },
   });
   app.post('/agents/:id/a2a', { config: access.rpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
-    send(req, reply, deps.endpoints.resolver(req.params.id)),
+    send(req, reply, deps.endpoints.resolver(req.params.id), req.params.id),
   );
   const frontDoor = deps.endpoints.resolver(undefined);
   for (const path of FRONT_DOOR_PATHS) {
     app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant') }, (req, reply) => send(req, reply, frontDoor));
   }
 
-  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver): Promise<unknown> {
+  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, agentId?: string): Promise<unknown> {
     const gone = new AbortController();
     reply.raw.on('close', () => gone.abort());
     const answer = await core.answer(
@@ -85,6 +86,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
         lastEventId: firstValue(req.headers['last-event-id']),
         base: baseUrlOf(req, deps.publicUrl),
         signal: gone.signal,
+        agentId,
       },
       resolve,
     );

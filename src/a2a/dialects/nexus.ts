@@ -1,0 +1,113 @@
+/**
+ * NEXUS (seed 000): `message/send` with `{type, data}` parts and the task id in `params.id`, answered as
+ * `{id, status: "<state>", messages, artifacts}` with `{type, data}` parts; `tasks/get` (and `tasks/cancel`) on a task
+ * started that way answer in the same shape. Each call runs as its 1.0 method. A `params.id` is a client-chosen task
+ * id, as in 0.1 (see v01.ts); without one the gateway mints it, as NEXUS does ("auto-generated if omitted").
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { a2aError } from '../errors';
+import { legacyError } from '../rpc-errors';
+import type { WireArtifact, WireMessage, WirePart, WireTask } from '../wire';
+import type { DialectContext, DialectDef } from './index';
+import { TaskRefParams, withId } from './v03';
+import { ClientTaskId, plainError, renderTask, sendByClientId, state01, taskMetadata } from './v01';
+
+const metadata = z.record(z.string(), z.unknown());
+
+// NEXUS's Part: `type` ("text", "image", "file", …) and `data`, "any". A text part whose text is in `text` (0.1
+// style) is taken too.
+const NexusPart = z.object({ type: z.string().min(1).max(64), data: z.unknown().optional(), text: z.string().optional(), metadata: metadata.optional() });
+const NexusMessage = z.object({ role: z.enum(['user', 'agent']), parts: z.array(NexusPart).min(1), metadata: metadata.optional() });
+export const NexusSendParams = z.object({ id: ClientTaskId.optional(), message: NexusMessage, metadata: metadata.optional() });
+export type NexusSend = z.infer<typeof NexusSendParams>;
+
+function toWirePart(p: z.infer<typeof NexusPart>, i: number): WirePart {
+  const meta = p.metadata ? { metadata: p.metadata } : {};
+  const { type, data } = p;
+  if (type === 'text') {
+    const text = typeof data === 'string' ? data : p.text;
+    if (text === undefined) {
+      const field = `message.parts.${i}.data`;
+      throw a2aError('InvalidParams', `Invalid params for message/send: ${field} of a text part must be a string`, [{ field, description: 'must be a string' }]);
+    }
+    return { text, ...meta };
+  }
+  if (type === 'data' || type === 'json') return { data: data ?? null, mediaType: 'application/json', ...meta };
+  // A file or image: {bytes|uri, name, mimeType} as in 0.1, or a URL, or base64 content.
+  const f = (data ?? {}) as { bytes?: unknown; uri?: unknown; url?: unknown; name?: unknown; mimeType?: unknown };
+  const named = { ...(typeof f.name === 'string' && { filename: f.name }), ...(typeof f.mimeType === 'string' && { mediaType: f.mimeType }) };
+  if (typeof data === 'string') return /^(https?|data):/i.test(data) ? { url: data, ...meta } : { raw: data, ...meta };
+  if (typeof f.bytes === 'string') return { raw: f.bytes, ...named, ...meta };
+  const url = typeof f.uri === 'string' ? f.uri : typeof f.url === 'string' ? f.url : undefined;
+  if (url !== undefined) return { url, ...named, ...meta };
+  // Anything else NEXUS calls a part keeps its type and content as data.
+  return { data: { type, data: data ?? null }, mediaType: 'application/json', ...meta };
+}
+
+/** A NEXUS message in the 1.0 wire form (it has no messageId: one is minted, or derived for a chosen task id). */
+export function nexusWireMessage(m: z.infer<typeof NexusMessage>, params?: Record<string, unknown>): WireMessage {
+  const meta = { ...params, ...m.metadata };
+  return {
+    messageId: randomUUID(),
+    role: m.role === 'agent' ? 'ROLE_AGENT' : 'ROLE_USER',
+    parts: m.parts.map(toWirePart),
+    ...(Object.keys(meta).length && { metadata: meta }),
+  };
+}
+
+function nexusPart(p: WirePart): Record<string, unknown> {
+  if (p.text !== undefined) return { type: 'text', data: p.text };
+  if (p.raw !== undefined || p.url !== undefined) {
+    return { type: 'file', data: { ...(p.filename && { name: p.filename }), ...(p.mediaType && { mimeType: p.mediaType }), ...(p.raw !== undefined ? { bytes: p.raw } : { uri: p.url }) } };
+  }
+  return { type: 'data', data: p.data };
+}
+
+const nexusMessage = (m: WireMessage) => ({ role: m.role === 'ROLE_AGENT' ? 'agent' : 'user', parts: m.parts.map(nexusPart) });
+const nexusArtifact = (a: WireArtifact) => ({ ...(a.name && { name: a.name }), ...(a.description && { description: a.description }), parts: a.parts.map(nexusPart) });
+
+/** A task in NEXUS's shape: `status` is the bare state, `messages` the history. */
+export function nexusTask(t: WireTask, client?: Record<string, unknown>): Record<string, unknown> {
+  const metadata = taskMetadata(t, client);
+  return {
+    id: t.id,
+    status: state01(t.status.state),
+    messages: (t.history ?? []).map(nexusMessage),
+    artifacts: (t.artifacts ?? []).map(nexusArtifact),
+    ...(metadata && { metadata }),
+  };
+}
+
+/** message/send: a chosen id goes the 0.1 way (new, next turn, or the task as it ended); no id, a new task. */
+export function nexusSend(p: NexusSend, ctx: DialectContext, configuration?: Record<string, unknown>) {
+  const message = nexusWireMessage(p.message, p.metadata);
+  const record = { dialect: 'nexus' as const };
+  if (p.id === undefined) {
+    return { method: 'SendMessage', params: { message, ...(configuration && { configuration }), ...(p.metadata && { metadata: p.metadata }) }, intent: { record } };
+  }
+  return sendByClientId(ctx, { id: p.id, message, streaming: false, configuration, metadata: p.metadata }, record, (task) => ({ method: 'GetTask', params: { id: task.id } }));
+}
+
+/** A part in NEXUS's shape: `type` and `data`, no `kind` (0.3's parts have `kind`). */
+const nexusShaped = (params: unknown) => {
+  const p = params as { id?: unknown; message?: { kind?: unknown; parts?: unknown } } | undefined;
+  if (p?.id !== undefined) return true;
+  const parts = Array.isArray(p?.message?.parts) ? (p.message.parts as Record<string, unknown>[]) : [];
+  return p?.message?.kind === undefined && parts.some((x) => x && typeof x === 'object' && 'type' in x && !('kind' in x));
+};
+
+export const NEXUS: DialectDef = {
+  name: 'nexus',
+  methods: {
+    'message/send': { params: NexusSendParams, runs: 'SendMessage', translate: (p: NexusSend, ctx) => nexusSend(p, ctx), render: renderTask(nexusTask) },
+    'tasks/get': { params: TaskRefParams, runs: 'GetTask', translate: (p) => ({ method: 'GetTask', params: withId(p) }), render: renderTask(nexusTask) },
+    'tasks/cancel': { params: TaskRefParams, runs: 'CancelTask', translate: (p) => ({ method: 'CancelTask', params: { id: withId(p).id } }), render: renderTask(nexusTask) },
+  },
+  claims: (method, params) => method === 'message/send' && nexusShaped(params),
+  byTask: true,
+  renderError: legacyError,
+  renderEngineError: plainError,
+  // NEXUS documents no stream method.
+  streamRenderer: () => (result) => result,
+};

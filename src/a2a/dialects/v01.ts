@@ -1,0 +1,305 @@
+/**
+ * A2A 0.1/0.2 as Society AI speaks it (seed 003): `tasks/send`, `tasks/sendSubscribe`, `tasks/get`, `tasks/cancel`,
+ * `tasks/resubscribe` (and Society AI's `task/resubscribe`), `tasks/list`, `tasks/pushNotification/set|get`;
+ * `{type}` parts, `sessionId`, and a task id the client chooses. Each call runs as its 1.0 method (push configs as
+ * 0.3's, whose webhook bodies are the closest to 0.1) and is answered in 0.1's shapes.
+ *
+ * Client-chosen task ids: the client's `id` IS the gateway task id. Workflow ids, the projection, the event log and
+ * every table are keyed by (tenant, task id), so the id is scoped by tenant without a mapping table to keep in step,
+ * and nothing needs translating back in answers, streams or lists. Races are settled where the id is claimed: the
+ * first message of a new task carries a messageId derived from the task id (firstMessageId), so two sends of the same
+ * new id claim it once (message_tasks) and reach one workflow (update-with-start, updateId = messageId), and a resend
+ * while that first turn runs waits for it like the original.
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { endsTurn, isTerminal, stateLabel } from '../../../workflows/task-state';
+import { a2aError } from '../errors';
+import { legacyError } from '../rpc-errors';
+import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../wire';
+import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './index';
+import { TaskRefParams, withId } from './v03';
+
+const metadata = z.record(z.string(), z.unknown());
+const historyLength = z.number().int().min(0).max(10_000);
+
+/** A client-chosen task id: it becomes a workflow id and appears in URLs, so a safe alphabet and length. */
+export const ClientTaskId = z
+  .string()
+  .regex(/^[A-Za-z0-9._:~@+=-]{1,256}$/, 'a task id is 1 to 256 characters of A-Z a-z 0-9 . _ : ~ @ + = -');
+
+const FilePart = z
+  .object({ name: z.string().max(1024).optional(), mimeType: z.string().max(256).optional(), bytes: z.string().optional(), uri: z.string().optional() })
+  .refine((f) => (f.bytes === undefined) !== (f.uri === undefined), { message: 'a file carries exactly one of bytes or uri' });
+
+// §1.4, 0.1 column.
+const TypedPart = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text'), text: z.string(), metadata: metadata.optional() }),
+  z.object({ type: z.literal('file'), file: FilePart, metadata: metadata.optional() }),
+  z.object({ type: z.literal('data'), data: metadata, metadata: metadata.optional() }),
+]);
+const Message01 = z.object({ role: z.enum(['user', 'agent']), parts: z.array(TypedPart).min(1), metadata: metadata.optional() });
+const PushConfig01 = z.object({
+  url: z.string(),
+  token: z.string().optional(),
+  authentication: z.object({ schemes: z.array(z.string()), credentials: z.string().optional() }).optional(),
+});
+
+const TaskSendParams = z.object({
+  id: ClientTaskId,
+  sessionId: z.string().min(1).max(1024).optional(),
+  message: Message01,
+  acceptedOutputModes: z.array(z.string()).optional(),
+  pushNotification: PushConfig01.optional(),
+  historyLength: historyLength.optional(),
+  metadata: metadata.optional(),
+});
+type TaskSend = z.infer<typeof TaskSendParams>;
+// 0.1 has no list method; Society AI's `tasks/list` ("scoped by auth") with the obvious filters, as 1.0 ListTasks.
+const TaskListParams = z.object({
+  sessionId: z.string().max(1024).optional(),
+  state: z.enum(['submitted', 'working', 'input-required', 'completed', 'canceled', 'failed']).optional(),
+  pageSize: z.number().int().min(1).max(100).optional(),
+  limit: z.number().int().min(1).max(100).optional(),
+  pageToken: z.string().max(512).optional(),
+  historyLength: historyLength.optional(),
+  metadata: metadata.optional(),
+});
+const PushSetParams = z.object({ id: ClientTaskId, pushNotificationConfig: PushConfig01, metadata: metadata.optional() });
+
+/** Society AI's metadata kept with a task and returned with it (task metadata), besides what the agent reports. */
+const CLIENT_METADATA = ['requester', 'executor', 'skill_used', 'user_id', 'chat_id'];
+
+/** The messageId of a client-chosen task's first message: the same for every send of that new id (see top). */
+export const firstMessageId = (taskId: string) => `first-message:${taskId}`;
+
+/**
+ * A send naming a client-chosen task id (0.1 `tasks/send`, NEXUS `message/send` with `params.id`): a new task with
+ * that id; the next turn of the task when it waits for input; the task as it ended when it is terminal (a blocking
+ * send; a stream gets -32004 from the task); -32602 when the message names another context than the task's.
+ */
+export async function sendByClientId(
+  ctx: DialectContext,
+  send: { id: string; message: WireMessage; streaming: boolean; historyLength?: number; configuration?: Record<string, unknown>; metadata?: Record<string, unknown> },
+  record: NonNullable<InternalCall['intent']>['record'],
+  getTask: (task: WireTask) => InternalCall,
+): Promise<InternalCall> {
+  const { id, message, streaming } = send;
+  const method = streaming ? 'SendStreamingMessage' : 'SendMessage';
+  const configuration = { ...send.configuration, ...(send.historyLength !== undefined && { historyLength: send.historyLength }) };
+  const call = (m: WireMessage, intent?: InternalCall['intent']): InternalCall => ({
+    method,
+    params: { message: m, configuration, ...(send.metadata && { metadata: send.metadata }) },
+    intent,
+  });
+  const existing = await ctx.task(id);
+  if (existing && message.contextId && message.contextId !== existing.contextId) {
+    const field = 'sessionId';
+    throw a2aError('InvalidParams', `session ${message.contextId} does not match task ${id}'s session ${existing.contextId}`, [{ field, description: `task ${id} is in ${existing.contextId}` }]);
+  }
+  const firstTurn = !existing || (!endsTurn(existing.status.state) && (existing.history ?? []).filter((m) => m.role === 'ROLE_USER').length <= 1);
+  if (firstTurn) return call({ ...message, messageId: firstMessageId(id) }, { taskId: id, record });
+  if (isTerminal(existing.status.state) && !streaming) return getTask(existing);
+  // Waiting for input: its next turn. Still working on a later turn: the task refuses it (-32004, busy).
+  return call({ ...message, messageId: randomUUID(), taskId: id });
+}
+
+// ---- parts, messages, tasks and events: 0.1 ↔ the 1.0 wire form ----
+
+type TypedPartIn = z.infer<typeof TypedPart>;
+
+function toWirePart(p: TypedPartIn): WirePart {
+  const meta = p.metadata ? { metadata: p.metadata } : {};
+  switch (p.type) {
+    case 'text':
+      return { text: p.text, ...meta };
+    case 'data':
+      return { data: p.data, mediaType: 'application/json', ...meta };
+    case 'file': {
+      const { name, mimeType, bytes, uri } = p.file;
+      return { ...(bytes !== undefined ? { raw: bytes } : { url: uri }), ...(name && { filename: name }), ...(mimeType && { mediaType: mimeType }), ...meta };
+    }
+  }
+}
+
+export function fromWirePart(p: WirePart): Record<string, unknown> {
+  const meta = p.metadata && Object.keys(p.metadata).length ? { metadata: p.metadata } : {};
+  if (p.text !== undefined) return { type: 'text', text: p.text, ...meta };
+  if (p.raw !== undefined || p.url !== undefined) {
+    const file = { ...(p.filename && { name: p.filename }), ...(p.mediaType && { mimeType: p.mediaType }), ...(p.raw !== undefined ? { bytes: p.raw } : { uri: p.url }) };
+    return { type: 'file', file, ...meta };
+  }
+  // 0.1 data parts carry an object; another JSON value is wrapped.
+  const data = p.data !== null && typeof p.data === 'object' && !Array.isArray(p.data) ? p.data : { value: p.data };
+  return { type: 'data', data, ...meta };
+}
+
+const role01 = (r: WireMessage['role']) => (r === 'ROLE_AGENT' ? 'agent' : 'user');
+
+function message01(m: WireMessage): Record<string, unknown> {
+  return { role: role01(m.role), parts: m.parts.map(fromWirePart), ...(m.metadata && Object.keys(m.metadata).length ? { metadata: m.metadata } : {}) };
+}
+
+/** 0.1 has no auth-required or rejected: the nearest of its states. */
+export function state01(s: TaskState | string): string {
+  if (s === 'TASK_STATE_AUTH_REQUIRED') return 'input-required';
+  if (s === 'TASK_STATE_REJECTED') return 'failed';
+  if (s === 'TASK_STATE_UNSPECIFIED') return 'unknown';
+  return stateLabel(s as TaskState);
+}
+
+const status01 = (s: WireTaskStatus) => ({ state: state01(s.state), ...(s.message && { message: message01(s.message) }), ...(s.timestamp && { timestamp: s.timestamp }) });
+
+const artifact01 = (a: WireArtifact, index: number) => ({
+  ...(a.name && { name: a.name }),
+  ...(a.description && { description: a.description }),
+  parts: a.parts.map(fromWirePart),
+  index,
+  ...(a.metadata && Object.keys(a.metadata).length ? { metadata: a.metadata } : {}),
+});
+
+/** Task metadata as a client sees it: what it sent with the task (recorded), then what the agent and gateway say. */
+export function taskMetadata(t: WireTask, client?: Record<string, unknown>): Record<string, unknown> | undefined {
+  const merged = { ...client, ...t.metadata };
+  return Object.keys(merged).length ? merged : undefined;
+}
+
+function task01(t: WireTask, client?: Record<string, unknown>): Record<string, unknown> {
+  const metadata = taskMetadata(t, client);
+  return {
+    id: t.id,
+    sessionId: t.contextId,
+    status: status01(t.status),
+    ...(t.artifacts && { artifacts: t.artifacts.map(artifact01) }),
+    ...(t.history && { history: t.history.map(message01) }),
+    ...(metadata && { metadata }),
+  };
+}
+
+/** 1.0 tasks (SendMessage's `{task}`, GetTask's, CancelTask's, ListTasks' page) in 0.1's shape, with client metadata. */
+async function renderTasks<T>(tasks: WireTask[], ctx: DialectContext, shape: (t: WireTask, client?: Record<string, unknown>) => T): Promise<T[]> {
+  const client = await ctx.clientMetadata(tasks.map((t) => t.id));
+  return tasks.map((t) => shape(t, client.get(t.id)));
+}
+export const renderTask = (shape: (t: WireTask, client?: Record<string, unknown>) => unknown) => async (result: unknown, ctx: DialectContext) => {
+  const r = result as { task?: WireTask } & WireTask;
+  return (await renderTasks([r.task ?? r], ctx, shape))[0];
+};
+
+/** One 0.1 stream: each event a TaskStatusUpdateEvent or TaskArtifactUpdateEvent, `final: true` on the last. */
+function stream01(): StreamRenderer {
+  const indexes = new Map<string, number>();
+  return (result, closing) => {
+    const r = result as { task?: WireTask; statusUpdate?: { taskId: string; status: WireTaskStatus; metadata?: Record<string, unknown> }; artifactUpdate?: { taskId: string; artifact: WireArtifact; append?: boolean; lastChunk?: boolean; metadata?: Record<string, unknown> } };
+    if (r.artifactUpdate) {
+      const { taskId, artifact, append, lastChunk, metadata } = r.artifactUpdate;
+      if (!indexes.has(artifact.artifactId)) indexes.set(artifact.artifactId, indexes.size);
+      const a = { ...artifact01(artifact, indexes.get(artifact.artifactId)!), ...(append !== undefined && { append }), ...(lastChunk !== undefined && { lastChunk }) };
+      return { id: taskId, artifact: a, ...(metadata && Object.keys(metadata).length ? { metadata } : {}) };
+    }
+    const update = r.statusUpdate ?? (r.task && { taskId: r.task.id, status: r.task.status, metadata: r.task.metadata });
+    if (!update) return result;
+    if (r.task) for (const a of r.task.artifacts ?? []) if (!indexes.has(a.artifactId)) indexes.set(a.artifactId, indexes.size);
+    const { metadata } = update;
+    return { id: update.taskId, status: status01(update.status), final: closing, ...(metadata && Object.keys(metadata).length ? { metadata } : {}) };
+  };
+}
+
+function wireMessage01(p: TaskSend): WireMessage {
+  // Society AI puts routing and attribution in the params' metadata: the message carries it to routing and the agent.
+  const meta = { ...p.metadata, ...p.message.metadata };
+  return {
+    messageId: '',
+    role: p.message.role === 'agent' ? 'ROLE_AGENT' : 'ROLE_USER',
+    parts: p.message.parts.map(toWirePart),
+    ...(p.sessionId && { contextId: p.sessionId }),
+    ...(Object.keys(meta).length && { metadata: meta }),
+  };
+}
+
+function send01(streaming: boolean) {
+  return (p: TaskSend, ctx: DialectContext) => {
+    const push = p.pushNotification && {
+      url: p.pushNotification.url,
+      ...(p.pushNotification.token && { token: p.pushNotification.token }),
+      ...(p.pushNotification.authentication?.schemes.length && {
+        authentication: { scheme: p.pushNotification.authentication.schemes[0], credentials: p.pushNotification.authentication.credentials },
+      }),
+    };
+    const recorded = Object.fromEntries(CLIENT_METADATA.filter((k) => p.metadata?.[k] !== undefined).map((k) => [k, p.metadata![k]]));
+    return sendByClientId(
+      ctx,
+      {
+        id: p.id,
+        message: wireMessage01(p),
+        streaming,
+        historyLength: p.historyLength,
+        configuration: { ...(push && { taskPushNotificationConfig: push }), ...(p.acceptedOutputModes && { acceptedOutputModes: p.acceptedOutputModes }) },
+        metadata: p.metadata,
+      },
+      { dialect: '0.1', metadata: recorded },
+      (task) => ({ method: 'GetTask', params: { id: task.id, ...(p.historyLength !== undefined && { historyLength: p.historyLength }) } }),
+    );
+  };
+}
+
+const subscribe = { params: TaskRefParams, runs: 'SubscribeToTask', translate: (p: z.infer<typeof TaskRefParams>) => ({ method: 'SubscribeToTask', params: { id: withId(p).id } }) };
+const pushResult = (r: unknown) => {
+  const { taskId, ...rest } = r as { taskId: string };
+  return { id: taskId, ...rest };
+};
+
+export const V01: DialectDef = {
+  name: '0.1',
+  methods: {
+    'tasks/send': { params: TaskSendParams, runs: 'SendMessage', translate: send01(false), render: renderTask(task01) },
+    'tasks/sendSubscribe': { params: TaskSendParams, runs: 'SendStreamingMessage', translate: send01(true) },
+    'tasks/get': { params: TaskRefParams, runs: 'GetTask', translate: (p) => ({ method: 'GetTask', params: withId(p) }), render: renderTask(task01) },
+    'tasks/cancel': { params: TaskRefParams, runs: 'CancelTask', translate: (p) => ({ method: 'CancelTask', params: { id: withId(p).id } }), render: renderTask(task01) },
+    'tasks/resubscribe': subscribe,
+    'task/resubscribe': subscribe,
+    'tasks/list': {
+      params: TaskListParams,
+      runs: 'ListTasks',
+      translate: (p: z.infer<typeof TaskListParams>) => ({
+        method: 'ListTasks',
+        params: {
+          ...(p.sessionId && { contextId: p.sessionId }),
+          ...(p.state && { status: `TASK_STATE_${p.state.toUpperCase().replace(/-/g, '_')}` }),
+          ...((p.pageSize ?? p.limit) && { pageSize: p.pageSize ?? p.limit }),
+          ...(p.pageToken && { pageToken: p.pageToken }),
+          ...(p.historyLength !== undefined && { historyLength: p.historyLength }),
+          includeArtifacts: true,
+        },
+      }),
+      render: async (result, ctx) => {
+        const page = result as { tasks?: WireTask[]; nextPageToken?: string; pageSize?: number; totalSize?: number };
+        return { ...page, tasks: await renderTasks(page.tasks ?? [], ctx, task01) };
+      },
+    },
+    'tasks/pushNotification/set': {
+      params: PushSetParams,
+      runs: 'tasks/pushNotificationConfig/set',
+      translate: (p: z.infer<typeof PushSetParams>) => ({ method: 'tasks/pushNotificationConfig/set', params: { taskId: p.id, pushNotificationConfig: p.pushNotificationConfig } }),
+      render: pushResult,
+    },
+    'tasks/pushNotification/get': {
+      params: TaskRefParams,
+      runs: 'tasks/pushNotificationConfig/get',
+      translate: (p) => ({ method: 'tasks/pushNotificationConfig/get', params: { id: withId(p).id } }),
+      render: pushResult,
+    },
+  },
+  byTask: true,
+  renderError: legacyError,
+  renderEngineError: plainError,
+  streamRenderer: stream01,
+};
+
+/** An engine (1.0) error without 1.0's google.rpc details: 0.x `data` is free-form (field violations for -32602). */
+export function plainError(e: { code: number; message: string; data?: unknown }): { code: number; message: string; data?: unknown } {
+  const details = Array.isArray(e.data) ? (e.data as { '@type'?: string; fieldViolations?: unknown }[]) : [];
+  const violations = details.find((d) => d['@type']?.endsWith('google.rpc.BadRequest'))?.fieldViolations;
+  return { code: e.code, message: e.message, ...(violations !== undefined ? { data: violations } : !Array.isArray(e.data) && e.data !== undefined ? { data: e.data } : {}) };
+}
+
