@@ -21,6 +21,7 @@ import { accountRoutes } from './routes/accounts';
 import { agentRoutes } from './routes/agents';
 import { frontDoorRoutes } from './routes/front-door';
 import { jsonRpcRoutes } from './routes/json-rpc';
+import { nexusTaskRoutes } from './routes/nexus-tasks';
 import { restRoutes } from './routes/rest';
 import { A2AEndpoints } from './a2a/endpoints';
 import { GrpcServer } from './grpc/server';
@@ -199,6 +200,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     eventRetryInitialMs: deps.genesis?.eventRetryInitialMs ?? deps.pushRetryInitialMs,
   });
   await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: deps.allowPrivateUrls ?? false });
+  await app.register(nexusTaskRoutes, { endpoints, publicUrl: deps.publicUrl });
   if (deps.grpc) {
     const grpc = new GrpcServer({
       endpoints,

@@ -135,6 +135,9 @@ const MATRIX: Record<string, Row> = {
   'POST /agents/:id/a2a': { allowed: ALL, request: () => ({ path: `/agents/${echoId}/a2a`, body: rpcBody() }), ok: 200 },
   'POST /a2a': { allowed: ALL, request: () => ({ path: '/a2a', body: rpcBody() }), ok: 200 },
   'POST /api/v1/a2a': { allowed: ALL, request: () => ({ path: '/api/v1/a2a', body: rpcBody() }), ok: 200 },
+  // NEXUS's task API: creating one sends a message (not operators); reading one is a GetTask.
+  'POST /api/v1/tasks': { allowed: WRITERS, request: () => ({ path: '/api/v1/tasks', body: {} }), ok: 400 },
+  'GET /api/v1/tasks/:id': { allowed: ALL, request: () => ({ path: `/api/v1/tasks/${randomUUID()}` }), ok: 404 },
   // HTTP+JSON (REST): every A2A method under one route per HTTP method; the method's roles are the JSON-RPC ones.
   'GET /agents/:id/rest/*': { allowed: ALL, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
   'POST /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/message:send`, body: {}, headers: V1 }), ok: 400 },
@@ -186,7 +189,10 @@ describe('role × route matrix', () => {
   });
 
   test('each JSON-RPC method: 401 without a valid key, operators only read, clients and agents do everything', async () => {
-    const readOnly = new Set(['GetTask', 'ListTasks', 'tasks/get', 'SubscribeToTask', 'tasks/resubscribe', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard']);
+    const readOnly = new Set([
+      'GetTask', 'ListTasks', 'tasks/get', 'SubscribeToTask', 'tasks/resubscribe', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard',
+      'tasks/list', 'task/resubscribe',
+    ]);
     const failures: string[] = [];
     for (const method of RPC_METHODS) {
       const legacy = method.includes('/');

@@ -308,7 +308,7 @@ export class RpcCore {
       try {
         return await gateway.get(tenant, taskId);
       } catch (err) {
-        if ((err as { envelopeCode?: number; code?: number }).code === A2A_ERRORS.TaskNotFound.code || isTaskNotFound(err)) return undefined;
+        if ((err as { envelopeCode?: number }).envelopeCode === A2A_ERRORS.TaskNotFound.code) return undefined;
         throw err;
       }
     };
@@ -325,10 +325,6 @@ export class RpcCore {
       clientMetadata: (taskIds) => clientMetadataOf(pool, tenant, taskIds),
     };
   }
-}
-
-function isTaskNotFound(err: unknown): boolean {
-  return (err as { name?: string })?.name === 'JsonRpcTaskNotFoundError' || (err as { code?: number })?.code === A2A_ERRORS.TaskNotFound.code;
 }
 
 /** A method's params checked against its schema: the parsed params, or the -32602 error naming the fields. */

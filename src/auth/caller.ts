@@ -38,6 +38,8 @@ export const access = {
   operator: { auth: { roles: ['admin', 'operator'] } },
   /** Reading a tenant's agents, routes and accounts: everyone with a key of the tenant. */
   member: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
+  /** A REST route that starts A2A work (NEXUS's POST /api/v1/tasks): whoever may send a message (rpcMethodRoles). */
+  sender: { auth: { roles: ['admin', 'client', 'agent'] } },
   /** The A2A endpoints: method-level rules (rpcMethodRoles) apply on top. */
   rpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
 } as const satisfies Record<string, { auth: Access }>;
