@@ -152,6 +152,36 @@ describe('Society AI (seed 003): A2A 0.1/0.2', () => {
     assert.equal(canceled.sessionId, 'chat-9');
   });
 
+  test('two tasks/send of the same new id at once: one task, the agent called once, both answered with it', async () => {
+    const agent = agents[0]!;
+    const before = sendCalls(agent);
+    const body = { jsonrpc: '2.0', id: 1, method: 'tasks/send', params: { id: 'race-1', message: { role: 'user', parts: [{ type: 'text', text: 'once' }] } } };
+    const answers = await Promise.all([rpc(echo.rpc, body), rpc(echo.rpc, body), rpc(echo.rpc, body)]);
+    for (const a of answers) assert.deepEqual([a.json.result?.id, a.json.result?.status.state], ['race-1', 'completed'], JSON.stringify(a.json));
+    assert.equal(sendCalls(agent), before + 1);
+  });
+
+  test("client-chosen ids are scoped by tenant: another team's t-1 is its own task, and it cannot see or list this team's", async () => {
+    const adminCall = async (path: string, body: unknown, tenant?: string) =>
+      (await fetch(`${gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.keys.admin}`, ...(tenant && { 'x-switchboard-tenant': tenant }) },
+        body: JSON.stringify(body),
+      })).json() as Promise<any>;
+    await adminCall('/tenants', { id: 'team-b', name: 'Team B' });
+    const key = (await adminCall('/tenants/team-b/keys', { role: 'client', name: 'b' })).key;
+    const theirs = await adminCall('/agents', { url: agents[0]!.url }, 'team-b');
+    const auth = { authorization: `Bearer ${key}` };
+    const send = { jsonrpc: '2.0', id: 1, method: 'tasks/send', params: { id: 't-1', sessionId: 'b-session', message: { role: 'user', parts: [{ type: 'text', text: 'team b' }] } } };
+    const created = (await rpc(`${gw.url}/agents/${theirs.id}/a2a`, send, auth)).json.result;
+    assert.deepEqual([created.id, created.sessionId, created.status.state, created.artifacts[0].parts[0].text], ['t-1', 'b-session', 'completed', 'echo: team b']);
+    // Team A's t-1 is untouched (session s-1), and team B sees only its own tasks.
+    assert.equal((await rpc(echo.rpc, { jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { id: 't-1' } })).json.result.sessionId, 's-1');
+    assert.equal((await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { id: 'task-uuid' } }, auth)).json.error.code, -32001);
+    const listed = (await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 4, method: 'tasks/list', params: {} }, auth)).json.result;
+    assert.deepEqual(listed.tasks.map((t: any) => t.sessionId), ['b-session']);
+  });
+
   test('bad input: -32602 naming the field, -32601 for an unknown method, in 0.x form with the request id', async () => {
     const kindParts = (await rpc(echo.rpc, { jsonrpc: '2.0', id: 'b1', method: 'tasks/send', params: { id: 'bad-1', message: { role: 'user', parts: [{ kind: 'text', text: 'x' }] } } })).json;
     assert.equal(kindParts.id, 'b1');

@@ -1,6 +1,6 @@
 /**
- * What the edges accept, validated with zod: JSON-RPC envelopes and method params of both dialects, and the
- * registration body. The shapes validated are the wire types of ./wire.ts (a compile-time check below keeps
+ * What the edges accept, validated with zod: JSON-RPC envelopes, the method params of 1.0 and 0.3 (0.1's and
+ * NEXUS's are in their files in ./dialects), and the registration body. The shapes validated are the wire types of ./wire.ts (a compile-time check below keeps
  * the two in step).
  */
 import { z } from 'zod';
@@ -107,7 +107,6 @@ export const LegacySendParams = z.object({
     .optional(),
   metadata: metadata.optional(),
 });
-export const LegacyTaskQueryParams = z.object({ id: nonEmpty, historyLength: historyLength.optional(), metadata: metadata.optional() });
 export const LegacyTaskIdParams = z.object({ id: nonEmpty, metadata: metadata.optional() });
 
 /** The JSON-RPC 2.0 envelope (§JSON-RPC 2.0 "Request object"); batches are not part of A2A. */
