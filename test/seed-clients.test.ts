@@ -152,6 +152,24 @@ describe('Society AI (seed 003): A2A 0.1/0.2', () => {
     assert.equal(canceled.sessionId, 'chat-9');
   });
 
+  test('0.1 parts round-trip: text, data and file (bytes and uri) come back as sent; a stream at input-required ends final', async () => {
+    const parts = [
+      { type: 'text', text: 'see attached' },
+      { type: 'data', data: { rows: 3, ok: true } },
+      { type: 'file', file: { name: 'a.png', mimeType: 'image/png', bytes: 'iVBORw0KGgo=' } },
+      { type: 'file', file: { name: 'b.pdf', mimeType: 'application/pdf', uri: 'https://example.com/b.pdf' } },
+    ];
+    const sent = (await rpc(echo.rpc, { jsonrpc: '2.0', id: 1, method: 'tasks/send', params: { id: 'parts-1', message: { role: 'user', parts } } })).json.result;
+    assert.equal(sent.status.state, 'completed');
+    assert.deepEqual(sent.history[0].parts, parts);
+
+    const read = await sse(asker.rpc, { method: 'tasks/sendSubscribe', params: { id: 'ask-stream', message: { role: 'user', parts: [{ type: 'text', text: 'hi' }] } } });
+    const last = read.events.at(-1)!.data.result;
+    assert.deepEqual([last.id, last.status.state, last.final], ['ask-stream', 'input-required', true]);
+    assert.deepEqual(last.status.message.parts, [{ type: 'text', text: 'What is your name?' }]);
+    assert.ok(read.events.slice(0, -1).every((e) => e.data.result.final !== true));
+  });
+
   test('two tasks/send of the same new id at once: one task, the agent called once, both answered with it', async () => {
     const agent = agents[0]!;
     const before = sendCalls(agent);
@@ -239,6 +257,15 @@ describe('NEXUS (seed 000)', () => {
     assert.equal(got.id, 'task-uuid-here');
     assert.equal(got.status, 'completed');
     // A 0.3 client's tasks/get of a 0.3 task is still 0.3 (nothing recorded): checked in the coding-agent tests.
+  });
+
+  test('message/send with params.id continues a task that waits for input', async () => {
+    const send = (text: string) => rpc(asker.rpc, { jsonrpc: '2.0', id: 'nx', method: 'message/send', params: { id: 'nx-ask', message: { role: 'user', parts: [{ type: 'text', data: text }] } } });
+    const first = (await send('hi')).json.result;
+    assert.equal(first.status, 'input-required');
+    assert.deepEqual(first.messages.at(-1), { role: 'agent', parts: [{ type: 'text', data: 'What is your name?' }] });
+    const second = (await send('Grace')).json.result;
+    assert.deepEqual([second.id, second.status, second.artifacts[0].parts[0].data], ['nx-ask', 'completed', 'Hello, Grace!']);
   });
 
   test('asynchronous creation: POST /api/v1/tasks → 202, Location, the submitted task; GET /api/v1/tasks/:id returns it', async () => {
