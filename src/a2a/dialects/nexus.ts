@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../wire';
-import type { DialectContext, DialectDef } from './index';
+import type { DialectContext, DialectDef } from './dialect';
 import { TaskRefParams, withId } from './v03';
 import { ClientTaskId, plainError, renderTask, sendByClientId, state01, taskMetadata } from './v01';
 

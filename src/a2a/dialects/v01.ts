@@ -17,7 +17,7 @@ import { endsTurn, isTerminal, stateLabel } from '../../../workflows/task-state'
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
 import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../wire';
-import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './index';
+import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
 import { TaskRefParams, withId } from './v03';
 
 const metadata = z.record(z.string(), z.unknown());

@@ -8,7 +8,7 @@ import { PUSH_METHOD_PARAMS } from '../../push/params';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
 import * as S from '../schemas';
-import type { DialectContext, DialectDef, InternalCall } from './index';
+import type { DialectContext, DialectDef, InternalCall } from './dialect';
 import { NO_EXTENDED_CARD, asIs } from './v1';
 
 /**

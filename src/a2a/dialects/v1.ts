@@ -2,7 +2,7 @@
 import { PUSH_METHOD_PARAMS } from '../../push/params';
 import { v1Error } from '../rpc-errors';
 import * as S from '../schemas';
-import type { DialectDef, MethodSpec } from './index';
+import type { DialectDef, MethodSpec } from './dialect';
 
 export const NO_EXTENDED_CARD = { unsupported: 'UnsupportedOperation', why: 'this gateway does not serve extended agent cards' } as const;
 
