@@ -305,6 +305,11 @@ describe('NEXUS (seed 000)', () => {
     assert.deepEqual(bad.error.data.map((v: any) => v.field), ['message.parts.0.data']);
     const empty = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'n2', method: 'message/send', params: { id: 'x1', message: { role: 'user', parts: [] } } })).json;
     assert.equal(empty.error.code, -32602);
+    // A 0.3 message (it has `kind`) stays 0.3 even with a stray params.id.
+    const v03 = (
+      await rpc(echo.rpc, { jsonrpc: '2.0', id: 'n3', method: 'message/send', params: { id: 'stray', message: { kind: 'message', messageId: 'stray-1', role: 'user', parts: [{ kind: 'text', text: 'x' }] } } })
+    ).json;
+    assert.deepEqual([v03.result?.kind, v03.result?.status.state], ['task', 'completed'], JSON.stringify(v03));
   });
 });
 

@@ -89,12 +89,12 @@ export function nexusSend(p: NexusSend, ctx: DialectContext, configuration?: Rec
   return sendByClientId(ctx, { id: p.id, message, streaming: false, configuration, metadata: p.metadata }, record, (task) => ({ method: 'GetTask', params: { id: task.id } }));
 }
 
-/** A part in NEXUS's shape: `type` and `data`, no `kind` (0.3's parts have `kind`). */
+/** NEXUS's message/send: a message without `kind` (0.3's has it) whose parts are `{type, data}`, or that names `params.id`. */
 const nexusShaped = (params: unknown) => {
   const p = params as { id?: unknown; message?: { kind?: unknown; parts?: unknown } } | undefined;
-  if (p?.id !== undefined) return true;
+  if (p?.message?.kind !== undefined) return false;
   const parts = Array.isArray(p?.message?.parts) ? (p.message.parts as Record<string, unknown>[]) : [];
-  return p?.message?.kind === undefined && parts.some((x) => x && typeof x === 'object' && 'type' in x && !('kind' in x));
+  return p?.id !== undefined || parts.some((x) => x && typeof x === 'object' && 'type' in x && !('kind' in x));
 };
 
 export const NEXUS: DialectDef = {
