@@ -58,6 +58,11 @@ export const A2A_ERRORS = {
    */
   Unavailable: { code: -32054, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32054, message: m } }) },
   QuotaExceeded: { code: -32053, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32053, message: m } }) },
+  /**
+   * Switchboard's own code (the same range): an enforced governance policy (NANDA `policy.*`, src/nanda/policies.ts)
+   * denies the agent the task would go to. The message names the policy and the rules broken. Nothing was started.
+   */
+  PolicyDenied: { code: -32060, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32060, message: m } }) },
 } as const;
 
 export type A2AErrorName = keyof typeof A2A_ERRORS;

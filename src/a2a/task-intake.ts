@@ -22,6 +22,7 @@ import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
 import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
+import { enforcePolicies } from '../nanda/policies';
 import type { Dialect, WireMessage, WireTask } from './wire';
 
 export interface IntakeDeps {
@@ -95,6 +96,8 @@ export class TaskIntake {
     intent?: CallIntent,
   ): Promise<PreparedTask> {
     const budgetMinor = this.budgetOf(message);
+    // Governance (issue 12): an enforced policy that denies the agent refuses the task before anything is claimed.
+    await enforcePolicies(this.deps.pool, this.tenant, this.agent);
     const parent = await this.parentOf(message, headers);
     const quotas = await this.deps.quotas.of(this.tenant);
     if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);

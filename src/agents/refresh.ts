@@ -14,6 +14,7 @@ import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from '
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';
 import { type AgentCredentials, authorizedFetch } from './agent-credentials';
 import { inTransaction } from '../db/tx';
+import { failingReason, recentWork } from '../trust/work-health';
 
 export type AgentStatus = 'healthy' | 'degraded' | 'down';
 export const AGENT_STATUSES: readonly AgentStatus[] = ['healthy', 'degraded', 'down'];
@@ -377,7 +378,12 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
       [tenant, agentId],
     );
     if (!current[0]) return { agentId, gone: true };
-    const health = nextHealth({ consecutiveFailures: current[0].consecutive_failures }, probe, policy);
+    let health = nextHealth({ consecutiveFailures: current[0].consecutive_failures }, probe, policy);
+    // Probes say the endpoint answers; the task projection says whether it does the work (src/trust/work-health.ts).
+    if (health.status === 'healthy') {
+      const work = (await recentWork(client, tenant, [agentId])).get(agentId);
+      if (work?.failing) health = { ...health, status: 'degraded', reason: failingReason(work) };
+    }
     await client.query(
       `UPDATE agents SET
          status = $3, status_reason = $4, consecutive_failures = $5, last_probe = $6,

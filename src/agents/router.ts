@@ -6,7 +6,9 @@
  */
 import type { Pool } from 'pg';
 import { a2aError } from '../a2a/errors';
+import { type PolicyVerdict, denialOf, policyDenied } from '../nanda/policies';
 import { reputationOf } from '../trust/reputation';
+import { recentWork } from '../trust/work-health';
 import type { Agent, AgentRegistry, RankedAgent } from './registry';
 
 export type RouteReason = 'metadata.agentId' | 'metadata.skillId' | 'search';
@@ -57,12 +59,15 @@ export class Router {
       if (skillId !== undefined && !skillIds(agent).includes(skillId)) {
         throw a2aError('Unroutable', `Agent ${agentId} has no skill ${skillId} (message.metadata.skillId)`);
       }
+      const denied = await denialOf(this.pool, tenant, agent);
+      if (denied) throw policyDenied(agent, denied);
       return { agent, decision: { agentId, skillId: skillId ?? null, reason: 'metadata.agentId', rank: null, query: null, tiedWith: [] } };
     }
     if (skillId !== undefined) {
       // Healthy agents first; a degraded one (a slow or failed probe) still beats no agent; a down one never.
       for (const status of ['healthy', 'degraded'] as const) {
-        const { agents } = await this.registry.search(tenant, { skills: [skillId], statuses: [status], pageSize: CANDIDATES });
+        const { agents: found } = await this.registry.search(tenant, { skills: [skillId], statuses: [status], pageSize: CANDIDATES });
+        const agents = await this.admissible(tenant, found);
         if (agents.length === 0) continue;
         const [best, ...tied] = await this.byReputation(tenant, agents);
         return { agent: best!, decision: { agentId: best!.id, skillId, reason: 'metadata.skillId', rank: null, query: null, tiedWith: tied.map((a) => a.id) } };
@@ -75,7 +80,8 @@ export class Router {
     }
     // websearch syntax ANDs bare words; a request matches an agent on any of its words, ranked by ts_rank.
     const query = words.join(' or ');
-    const { agents } = await this.registry.search(tenant, { q: query, statuses: ['healthy'], pageSize: CANDIDATES });
+    const { agents: found } = await this.registry.search(tenant, { q: query, statuses: ['healthy'], pageSize: CANDIDATES });
+    const agents = await this.admissible(tenant, found);
     if (agents.length === 0) throw a2aError('Unroutable', 'No healthy agent matches the message text; name an agent (metadata.agentId) or a skill (metadata.skillId)');
     const top = agents[0]!.rank ?? 0;
     // ts_rank is a real (float4): equal scores can differ in the last bits once cast, so compare with a tolerance.
@@ -97,6 +103,29 @@ export class Router {
     const named = (await this.registry.list(tenant)).find((a) => a.name === name);
     if (!named) throw a2aError('Unroutable', `No agent named ${name} is registered on this gateway (${field})`);
     return named.id;
+  }
+
+  /**
+   * The candidates routing may use, best first (issue 12): those an enforced policy denies are dropped, and those
+   * whose recent tasks all failed (src/trust/work-health.ts) go after every other, whatever their text rank, so
+   * a node that answers probes but fails its work loses to one that works. The order is otherwise kept.
+   */
+  private async admissible(tenant: string, agents: RankedAgent[]): Promise<RankedAgent[]> {
+    if (agents.length === 0) return agents;
+    const allowed: RankedAgent[] = [];
+    let firstDenial: { agent: RankedAgent; verdict: PolicyVerdict } | undefined;
+    for (const a of agents) {
+      const verdict = await denialOf(this.pool, tenant, a);
+      if (!verdict) allowed.push(a);
+      else firstDenial ??= { agent: a, verdict };
+    }
+    // Every candidate is denied: say which policy, rather than that nothing matched.
+    if (allowed.length === 0 && firstDenial) throw policyDenied(firstDenial.agent, firstDenial.verdict);
+    const work = await recentWork(this.pool, tenant, allowed.map((a) => a.id));
+    const failing = (a: RankedAgent) => (work.get(a.id)?.failing ? 1 : 0);
+    const ordered = allowed.map((a, i) => ({ a, i })).sort((x, y) => failing(x.a) - failing(y.a) || x.i - y.i).map((x) => x.a);
+    // Only a failing agent is left: it still beats no agent, but never ties with a working one.
+    return ordered.filter((a, _i, all) => failing(a) === failing(all[0]!));
   }
 
   /** Best success rate first; an agent without a record after every agent with one; then the search order. */
