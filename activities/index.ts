@@ -9,8 +9,10 @@ import type { AgentLink } from './agent-client';
 import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
+import type { CertificationOutcome } from '../workflows/certification';
 import { holdFunds, recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
+import { recordCertification } from './certification';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { deliverGenesisEvent, finishGenesisDelivery, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
 import { createRegistryActivities } from './registry';
@@ -58,8 +60,12 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer }, args),
     finishGenesisDelivery: (f: GenesisDeliveryFinal) => finishGenesisDelivery(pool, f),
     endOrphanedTasks: () => endOrphanedTasks({ pool, hub, unfundedAccounts }),
+    recordCertification: (o: CertificationOutcome) => recordCertification(pool, o),
   };
 }
+
+/** The certification workflow's activities: the task path's forwarding, and recording the outcome. */
+export type CertificationActivities = Pick<ReturnType<typeof createActivities>, 'forwardMessage' | 'recordCertification'>;
 
 /** The orphan sweep's activity, as its workflow proxies it. */
 export type OrphanActivities = Pick<ReturnType<typeof createActivities>, 'endOrphanedTasks'>;

@@ -47,6 +47,9 @@ import { traceRequests } from './tracing';
 import { GenesisService } from './genesis/service';
 import { GenesisStore } from './genesis/store';
 import { genesisRoutes } from './routes/genesis';
+import { Actions } from './nanda/actions';
+import { CertificationGateway } from './temporal/certification-gateway';
+import { credentialRoutes } from './routes/credentials';
 
 export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
@@ -187,7 +190,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // One RPC core and front door behind every binding (JSON-RPC, HTTP+JSON, gRPC).
   const endpoints = new A2AEndpoints(rpcDeps);
   const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
-  await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl: deps.publicUrl, sse });
+  const certifications = new CertificationGateway({ client: deps.temporal, taskQueue: deps.taskQueue });
+  const actions = new Actions({ pool: deps.pool, registry, certifications, health });
+  await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl: deps.publicUrl, sse, actions });
+  await app.register(credentialRoutes, { pool: deps.pool, publicUrl: deps.publicUrl });
   await app.register(restRoutes, { endpoints, health, publicUrl: deps.publicUrl, sse });
   const genesisStore = new GenesisStore(deps.pool, deps.credentials?.box);
   const genesis = new GenesisService({

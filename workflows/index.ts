@@ -3,3 +3,4 @@ export { taskWorkflow } from './task-workflow';
 export { agentRefreshWorkflow, agentRefreshSweepWorkflow } from './registry-workflow';
 export { orphanSweepWorkflow } from './orphans-workflow';
 export { genesisEventWorkflow } from './genesis-events';
+export { certificationWorkflow } from './certification';

@@ -7,7 +7,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import type { RpcCoreDeps, RpcResolver } from '../a2a/rpc-handler';
+import type { RpcCoreDeps, RpcRequest, RpcResolver } from '../a2a/rpc-handler';
+import type { Actions } from '../nanda/actions';
 import { envelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf, firstValue } from './base-url';
@@ -20,6 +21,8 @@ export interface JsonRpcRouteDeps extends RpcCoreDeps {
   endpoints: A2AEndpoints;
   publicUrl?: string;
   sse: SseOptions;
+  /** NANDA actions (src/nanda/actions.ts): answered at the front door before the RPC core sees the call. */
+  actions?: Actions;
 }
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
@@ -67,29 +70,32 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     },
   });
   app.post('/agents/:id/a2a', { config: access.rpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
-    send(req, reply, deps.endpoints.resolver(req.params.id), req.params.id),
+    send(req, reply, deps.endpoints.resolver(req.params.id), { agentId: req.params.id }),
   );
   const frontDoor = deps.endpoints.resolver(undefined);
   for (const path of FRONT_DOOR_PATHS) {
-    app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant') }, (req, reply) => send(req, reply, frontDoor));
+    app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant; NANDA action requests') }, (req, reply) =>
+      send(req, reply, frontDoor, { actions: deps.actions }),
+    );
   }
 
-  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, agentId?: string): Promise<unknown> {
+  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, at: { agentId?: string; actions?: Actions }): Promise<unknown> {
     const gone = new AbortController();
     reply.raw.on('close', () => gone.abort());
-    const answer = await core.answer(
-      {
-        body: typeof req.body === 'string' ? req.body : '',
-        caller: callerOf(req),
-        headers: req.headers,
-        version: requestedVersion(req),
-        lastEventId: firstValue(req.headers['last-event-id']),
-        base: baseUrlOf(req, deps.publicUrl),
-        signal: gone.signal,
-        agentId,
-      },
-      resolve,
-    );
+    const request: RpcRequest = {
+      body: typeof req.body === 'string' ? req.body : '',
+      caller: callerOf(req),
+      headers: req.headers,
+      version: requestedVersion(req),
+      lastEventId: firstValue(req.headers['last-event-id']),
+      base: baseUrlOf(req, deps.publicUrl),
+      signal: gone.signal,
+      agentId: at.agentId,
+    };
+    // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
+    // whose first text part is a JSON object with an `action` string is answered by src/nanda/actions.ts (an
+    // agent's action comes back through the core as a routed task); every other body goes to the core as before.
+    const answer = (await at.actions?.answer(request, (body) => core.answer({ ...request, body }, resolve))) ?? (await core.answer(request, resolve));
     if ('stream' in answer) {
       await writeSse(reply, answer, gone.signal, deps.sse, closing.signal);
       return reply;

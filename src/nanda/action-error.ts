@@ -1,0 +1,17 @@
+/** The errors an action answers with, with the NANDA seed's JSON-RPC codes (-32600, -32601, -32602). */
+import { A2A_ERRORS } from '../a2a/errors';
+
+export class ActionError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+/** -32602 naming the field: missing, of the wrong type, or naming something the tenant does not have. */
+export function invalidField(action: string, field: string, why: string): ActionError {
+  return new ActionError(A2A_ERRORS.InvalidParams.code, `Invalid params for ${action}: ${field} ${why}`, { field });
+}

@@ -1,0 +1,316 @@
+/**
+ * NANDA actions (issue 12; seed 001): one `POST /a2a`, routed by action. A `message/send` (or 1.0 `SendMessage`)
+ * whose first text part parses as a JSON object with an `action` string is an action request. The action goes
+ * to Switchboard's own services (the table below), or to a registered agent that declares it (a skill whose id
+ * is the action or one of its `prefix.*`), as a task the front door routes to that skill. Answers are the seed's
+ * bare message (`{role: "agent", parts: [{text: "<JSON>"}]}`); errors carry the seed's codes: -32601 for an
+ * unknown action, -32602 naming a missing or bad field.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import { A2A_ERRORS } from '../a2a/errors';
+import { type RpcEvent, envelope, idOf } from '../a2a/rpc-errors';
+import type { RpcAnswer, RpcRequest } from '../a2a/rpc-handler';
+import type { AgentRegistry } from '../agents/registry';
+import type { Caller, Role } from '../auth/caller';
+import type { Health } from '../health';
+import type { CertificationGateway } from '../temporal/certification-gateway';
+import { ActionError, invalidField } from './action-error';
+import { checkCertificate, evaluation, issueCredential, revokeCertificate, startEvaluation } from './certificates';
+import { auditReconcile, auditSettlement, latency, liveness, reputation } from './observer';
+import { PolicyConflict, PolicyRules, createPolicy, evaluatePolicies, getPolicy, listPolicies, setEnforced } from './policies';
+
+export interface ActionDeps {
+  pool: Pool;
+  registry: AgentRegistry;
+  certifications: CertificationGateway;
+  health: Health;
+}
+
+type FieldType = 'string' | 'object' | 'boolean';
+
+interface ActionContext {
+  caller: Caller;
+  tenant: string;
+  base: string;
+  /** The action request's fields, each checked against the action's `fields` before `run`. */
+  f: Record<string, unknown>;
+}
+
+interface ActionSpec {
+  roles: readonly Role[];
+  /** Each field the action reads: its type, and whether it is required. */
+  fields?: Record<string, { type: FieldType; required?: boolean }>;
+  run(d: ActionDeps, c: ActionContext): Promise<unknown>;
+}
+
+const EVERYONE: readonly Role[] = ['admin', 'operator', 'client', 'agent'];
+/** Issuing and revoking certificates, evaluations (they call the agent), policies and the ledger: the tenant's operators. */
+const OPERATORS: readonly Role[] = ['admin', 'operator'];
+
+const req = (type: FieldType) => ({ type, required: true });
+const opt = (type: FieldType) => ({ type });
+const str = (v: unknown) => v as string;
+
+/** Switchboard's own actions. The README's "Actions (NANDA)" table lists the same names and roles. */
+export const ACTIONS: Record<string, ActionSpec> = {
+  'certificate.start': {
+    roles: OPERATORS,
+    fields: { agent_id: req('string') },
+    run: (d, c) => startEvaluation(d, c.tenant, c.caller.keyId, str(c.f.agent_id)),
+  },
+  'certificate.status': {
+    roles: EVERYONE,
+    fields: { certification_id: req('string') },
+    run: async (d, c) => (await evaluation(d.pool, c.tenant, str(c.f.certification_id))) ?? notFound('certificate.status', 'certification_id', 'evaluation', c.f.certification_id),
+  },
+  'certificate.certificate': {
+    roles: OPERATORS,
+    fields: { certification_id: req('string') },
+    run: (d, c) => issueCredential(d, c.tenant, c.base, str(c.f.certification_id)),
+  },
+  'certificate.revoke': {
+    roles: OPERATORS,
+    fields: { cert_id: req('string'), reason: opt('string') },
+    run: (d, c) => revokeCertificate(d.pool, c.tenant, str(c.f.cert_id), c.f.reason as string | undefined),
+  },
+  'certificate.check': {
+    roles: EVERYONE,
+    fields: { cert_id: req('string') },
+    run: (d, c) => checkCertificate(d.pool, c.tenant, str(c.f.cert_id)),
+  },
+  'policy.create': {
+    roles: OPERATORS,
+    fields: { name: req('string'), rules: req('object'), enforce: opt('boolean') },
+    run: async (d, c) => {
+      const rules = PolicyRules.safeParse(c.f.rules);
+      if (!rules.success) throw invalidField('policy.create', 'rules', `is not a valid rule set: ${rules.error.issues.map((i) => `${i.path.join('.') || 'rules'}: ${i.message}`).join('; ')}`);
+      try {
+        return await createPolicy(d.pool, c.tenant, c.caller.keyId, { name: str(c.f.name), rules: rules.data, enforced: c.f.enforce === true });
+      } catch (err) {
+        if (err instanceof PolicyConflict) throw invalidField('policy.create', 'name', `is taken: ${err.message}`);
+        throw err;
+      }
+    },
+  },
+  'policy.list': {
+    roles: EVERYONE,
+    run: async (d, c) => ({ policies: await listPolicies(d.pool, c.tenant) }),
+  },
+  'policy.evaluate': {
+    roles: EVERYONE,
+    fields: { agent_id: req('string'), policy_id: opt('string') },
+    run: async (d, c) => {
+      const agent = await d.registry.get(c.tenant, str(c.f.agent_id));
+      if (!agent) return notFound('policy.evaluate', 'agent_id', 'agent', c.f.agent_id);
+      const policies = c.f.policy_id ? [(await getPolicy(d.pool, c.tenant, str(c.f.policy_id))) ?? notFound('policy.evaluate', 'policy_id', 'policy', c.f.policy_id)] : await listPolicies(d.pool, c.tenant);
+      const verdicts = await evaluatePolicies(d.pool, c.tenant, agent, policies);
+      return { agent_id: agent.id, allowed: verdicts.every((v) => v.allowed || !v.enforced), verdicts };
+    },
+  },
+  'policy.enforce': {
+    roles: OPERATORS,
+    fields: { policy_id: req('string'), enforced: opt('boolean') },
+    run: async (d, c) => (await setEnforced(d.pool, c.tenant, str(c.f.policy_id), c.f.enforced !== false)) ?? notFound('policy.enforce', 'policy_id', 'policy', c.f.policy_id),
+  },
+  'observer.status': {
+    roles: EVERYONE,
+    fields: { agent_id: opt('string') },
+    run: async (d, c) => {
+      if (c.f.agent_id === undefined) return { agents: await liveness(d.pool, c.tenant, await d.registry.list(c.tenant)) };
+      const agent = (await d.registry.get(c.tenant, str(c.f.agent_id))) ?? notFound('observer.status', 'agent_id', 'agent', c.f.agent_id);
+      return (await liveness(d.pool, c.tenant, [agent]))[0];
+    },
+  },
+  'observer.probe': {
+    roles: OPERATORS,
+    fields: { agent_id: req('string') },
+    run: async (d, c) => {
+      const agent = (await d.registry.refreshNow(c.tenant, str(c.f.agent_id))) ?? notFound('observer.probe', 'agent_id', 'agent', c.f.agent_id);
+      return (await liveness(d.pool, c.tenant, [agent]))[0];
+    },
+  },
+  'telemetry.latency': {
+    roles: EVERYONE,
+    fields: { agent_id: req('string') },
+    run: async (d, c) => {
+      await requireAgent(d, c, 'telemetry.latency');
+      return latency(d.pool, d.registry, c.tenant, str(c.f.agent_id));
+    },
+  },
+  reputation: {
+    roles: EVERYONE,
+    fields: { agent_id: req('string') },
+    run: async (d, c) => {
+      await requireAgent(d, c, 'reputation');
+      return reputation(d.pool, c.tenant, str(c.f.agent_id));
+    },
+  },
+  'audit.reconcile': {
+    roles: OPERATORS,
+    fields: { agent_id: opt('string'), task_id: opt('string') },
+    run: (d, c) => auditReconcile(d.pool, c.tenant, { agentId: c.f.agent_id as string | undefined, taskId: c.f.task_id as string | undefined }),
+  },
+  'audit.settlement': {
+    roles: OPERATORS,
+    fields: { task_id: req('string') },
+    run: async (d, c) => (await auditSettlement(d.pool, c.tenant, str(c.f.task_id))) ?? notFound('audit.settlement', 'task_id', 'task', c.f.task_id),
+  },
+};
+
+/** The seed lists the certifier's lifecycle as bare `start · status · certificate`: the same actions. */
+const ALIASES: Record<string, string> = { start: 'certificate.start', status: 'certificate.status', certificate: 'certificate.certificate' };
+
+const SEND_METHODS: Record<string, '0.3' | '1.0'> = { 'message/send': '0.3', SendMessage: '1.0' };
+
+/** An action request found in a JSON-RPC body. */
+export interface ActionRequest {
+  id: string | number | null;
+  dialect: '0.3' | '1.0';
+  action: string;
+  fields: Record<string, unknown>;
+  envelope: { method: string; params: { message: Record<string, unknown> & { parts: Record<string, unknown>[] } } & Record<string, unknown> };
+}
+
+/**
+ * The action request in a body, or undefined when the body is anything else (it then goes to the RPC core,
+ * which answers every malformed request as it always has).
+ */
+export function actionRequestOf(body: string): ActionRequest | undefined {
+  let rpc: { jsonrpc?: unknown; method?: unknown; id?: unknown; params?: { message?: { parts?: unknown } } };
+  try {
+    rpc = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (rpc?.jsonrpc !== '2.0' || typeof rpc.method !== 'string' || !Object.hasOwn(SEND_METHODS, rpc.method)) return undefined;
+  const parts = rpc.params?.message?.parts;
+  if (!Array.isArray(parts)) return undefined;
+  const first = parts.find((p): p is { text: string } => typeof (p as { text?: unknown } | null)?.text === 'string');
+  if (!first || !first.text.trimStart().startsWith('{')) return undefined;
+  let fields: unknown;
+  try {
+    fields = JSON.parse(first.text);
+  } catch {
+    return undefined;
+  }
+  if (!fields || typeof fields !== 'object' || Array.isArray(fields) || typeof (fields as { action?: unknown }).action !== 'string') return undefined;
+  const { action, ...rest } = fields as { action: string } & Record<string, unknown>;
+  return { id: idOf(rpc), dialect: SEND_METHODS[rpc.method]!, action, fields: rest, envelope: rpc as ActionRequest['envelope'] };
+}
+
+export class Actions {
+  constructor(private readonly d: ActionDeps) {}
+
+  /**
+   * Answers `req` when it is an action request; undefined otherwise.
+   * @param forward sends a rewritten request through the RPC core and the routing front door (an agent's action).
+   */
+  async answer(req: RpcRequest, forward: (body: string) => Promise<RpcAnswer>): Promise<RpcAnswer | undefined> {
+    const ar = actionRequestOf(req.body);
+    if (!ar) return undefined;
+    const ok = (body: RpcEvent, status = 200, headers?: Record<string, string>): RpcAnswer => ({ status, headers, body });
+    const fail = (code: number, message: string, data?: unknown, status = 200) => ok(envelope(ar.id, { code, message, ...(data !== undefined ? { data } : {}) }), status);
+    const name = ALIASES[ar.action] ?? ar.action;
+    try {
+      const spec = Object.hasOwn(ACTIONS, name) ? ACTIONS[name] : undefined;
+      if (!spec) {
+        const skill = await this.declaredBy(req.caller.tenant, ar.action);
+        if (skill) return toAgentAnswer(await forward(routedTo(ar, skill)), ar.dialect);
+        return fail(A2A_ERRORS.MethodNotFound.code, `Method not found: no action ${ar.action} (Switchboard's own actions: ${Object.keys(ACTIONS).join(', ')}; or a registered agent's skill named ${ar.action} or ${prefixes(ar.action).join(' or ') || 'prefix.*'})`);
+      }
+      if (!spec.roles.includes(req.caller.role)) {
+        const message = `${name} needs the role ${spec.roles.join(' or ')}; this key's role is ${req.caller.role}`;
+        return fail(A2A_ERRORS.InvalidRequest.code, message, { requiredRoles: spec.roles }, 403);
+      }
+      for (const [field, f] of Object.entries(spec.fields ?? {})) {
+        const v = ar.fields[field];
+        if (v === undefined || v === null) {
+          if (f.required) throw invalidField(name, field, `is required (${f.type})`);
+          continue;
+        }
+        const type = Array.isArray(v) ? 'array' : typeof v;
+        if (type !== f.type || (f.type === 'string' && (v as string).length === 0)) throw invalidField(name, field, `must be a non-empty ${f.type}`);
+      }
+      const result = await spec.run(this.d, { caller: req.caller, tenant: req.caller.tenant, base: req.base, f: ar.fields });
+      return ok({ jsonrpc: '2.0', id: ar.id, result: bareMessage(result, ar.dialect) });
+    } catch (err) {
+      if (err instanceof ActionError) return fail(err.code, err.message, err.data);
+      const down = this.d.health.unavailable(err);
+      if (down) return ok(envelope(ar.id, { code: A2A_ERRORS.Unavailable.code, message: down.message }), 503, { 'retry-after': String(down.retryAfterS) });
+      throw err;
+    }
+  }
+
+  /** The skill id of a live agent of the tenant that declares `action` (exactly, or as one of its `prefix.*`). */
+  private async declaredBy(tenant: string, action: string): Promise<string | undefined> {
+    for (const skill of [action, ...prefixes(action)]) {
+      const { agents } = await this.d.registry.search(tenant, { skills: [skill], statuses: ['healthy', 'degraded'], pageSize: 1 });
+      if (agents.length) return skill;
+    }
+    return undefined;
+  }
+}
+
+/** `a.b.c` → `a.b.*`, `a.*`: the wildcard skill ids that declare it, most specific first. */
+function prefixes(action: string): string[] {
+  const segments = action.split('.');
+  return segments.slice(1).map((_, i) => `${segments.slice(0, segments.length - 1 - i).join('.')}.*`);
+}
+
+/** A result as the seed's bare agent message: its JSON in the one text part (0.3 adds the kinds its clients need). */
+function bareMessage(result: unknown, dialect: '0.3' | '1.0'): Record<string, unknown> {
+  const text = JSON.stringify(result ?? null);
+  if (dialect === '1.0') return { message: { messageId: randomUUID(), role: 'ROLE_AGENT', parts: [{ text }] } };
+  return { kind: 'message', messageId: randomUUID(), role: 'agent', parts: [{ kind: 'text', text }] };
+}
+
+/**
+ * The request as a task for the agent declaring the action: the same message (a messageId minted when the seed's
+ * shape has none), with `metadata.skillId` naming the declared skill, so the front door routes it (policies,
+ * health and reputation included) and the agent gets the action's JSON as it was sent.
+ */
+function routedTo(ar: ActionRequest, skillId: string): string {
+  const m = ar.envelope.params.message;
+  const parts = ar.dialect === '0.3' ? m.parts.map((p) => ({ kind: 'text', ...p })) : m.parts;
+  const message = {
+    ...m,
+    messageId: typeof m.messageId === 'string' && m.messageId ? m.messageId : randomUUID(),
+    role: ar.dialect === '0.3' ? 'user' : 'ROLE_USER',
+    ...(ar.dialect === '0.3' ? { kind: 'message' } : {}),
+    parts,
+    metadata: { ...(m.metadata as Record<string, unknown> | undefined), skillId },
+  };
+  return JSON.stringify({ ...ar.envelope, params: { ...ar.envelope.params, message } });
+}
+
+/**
+ * The agent's answer as a bare message when its task completed (the agent's reply message, else its artifacts'
+ * parts), with the task named in its metadata; any other outcome (an error, a task that is not done) as it came.
+ */
+function toAgentAnswer(answer: RpcAnswer, dialect: '0.3' | '1.0'): RpcAnswer {
+  if ('stream' in answer) return answer;
+  const body = answer.body as RpcEvent;
+  const result = body.result as Record<string, unknown> | undefined;
+  const task = (dialect === '1.0' ? result?.task : result?.kind === 'task' ? result : undefined) as
+    | { id: string; status: { state: string; message?: { parts?: unknown[] } }; artifacts?: { parts?: unknown[] }[]; metadata?: Record<string, unknown> }
+    | undefined;
+  const done = dialect === '1.0' ? 'TASK_STATE_COMPLETED' : 'completed';
+  if (!task || task.status.state !== done) return answer;
+  const parts = task.status.message?.parts?.length ? task.status.message.parts : (task.artifacts ?? []).flatMap((a) => a.parts ?? []);
+  const metadata = { switchboard: { taskId: task.id, ...((task.metadata?.switchboard as object | undefined) ?? {}) } };
+  const message =
+    dialect === '1.0'
+      ? { message: { messageId: randomUUID(), role: 'ROLE_AGENT', parts, metadata } }
+      : { kind: 'message', messageId: randomUUID(), role: 'agent', parts, metadata };
+  return { ...answer, body: { ...body, result: message } };
+}
+
+/** @throws -32602 naming the field: the tenant has no such thing (another tenant's is not found either). */
+function notFound(action: string, field: string, what: string, value: unknown): never {
+  throw invalidField(action, field, `names no ${what} of this tenant (${String(value)})`);
+}
+
+async function requireAgent(d: ActionDeps, c: ActionContext, action: string): Promise<void> {
+  if (!(await d.registry.get(c.tenant, str(c.f.agent_id)))) notFound(action, 'agent_id', 'agent', c.f.agent_id);
+}
