@@ -93,6 +93,8 @@ const MATRIX: Record<string, Row> = {
   'GET /metrics': { allowed: ADMIN, request: () => ({ path: '/metrics' }), ok: 200 },
   'GET /.well-known/jwks.json': { allowed: 'public', request: () => ({ path: '/.well-known/jwks.json' }), ok: 200 },
   'GET /openapi.json': { allowed: 'public', request: () => ({ path: '/openapi.json' }), ok: 200 },
+  // Bitstring Status Lists are public, like any W3C status list (test/nanda.test.ts reads a real one without a key).
+  'GET /credentials/status/:listId': { allowed: 'public', request: () => ({ path: '/credentials/status/sl-none' }), ok: 404 },
   'GET /.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent-card.json' }), ok: 200 },
   'GET /.well-known/agent.json': { allowed: 'public', request: () => ({ path: '/.well-known/agent.json' }), ok: 200 },
   'GET /agents/:id/.well-known/agent-card.json': { allowed: 'public', request: () => ({ path: `/agents/${echoId}/.well-known/agent-card.json` }), ok: 200 },

@@ -298,7 +298,8 @@ function toAgentAnswer(answer: RpcAnswer, dialect: '0.3' | '1.0'): RpcAnswer {
   const done = dialect === '1.0' ? 'TASK_STATE_COMPLETED' : 'completed';
   if (!task || task.status.state !== done) return answer;
   const parts = task.status.message?.parts?.length ? task.status.message.parts : (task.artifacts ?? []).flatMap((a) => a.parts ?? []);
-  const metadata = { switchboard: { taskId: task.id, ...((task.metadata?.switchboard as object | undefined) ?? {}) } };
+  const routing = (task.metadata?.switchboard as { routing?: { agentId?: string; skillId?: string } } | undefined)?.routing;
+  const metadata = { switchboard: { taskId: task.id, agentId: routing?.agentId, skillId: routing?.skillId } };
   const message =
     dialect === '1.0'
       ? { message: { messageId: randomUUID(), role: 'ROLE_AGENT', parts, metadata } }
