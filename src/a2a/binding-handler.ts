@@ -283,6 +283,7 @@ const SWITCHBOARD_ERRORS: Record<number, ErrorKind> = {
   [A2A_ERRORS.HopLimit.code]: { reason: 'JOB_LINK_REFUSED', http: 400, grpc: GrpcStatus.FAILED_PRECONDITION },
   [A2A_ERRORS.QuotaExceeded.code]: { reason: 'QUOTA_EXCEEDED', http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
   [A2A_ERRORS.Unavailable.code]: { reason: 'UNAVAILABLE', http: 503, grpc: GrpcStatus.UNAVAILABLE },
+  [A2A_ERRORS.PolicyDenied.code]: { reason: 'POLICY_DENIED', http: 403, grpc: GrpcStatus.PERMISSION_DENIED },
 };
 
 /**
