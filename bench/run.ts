@@ -6,7 +6,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
- * `search`, `routing`, `auth`, `bindings` or `genesis`: run only that part; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth`, `bindings`, `genesis` or `nanda`: run only that part; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -20,6 +20,7 @@ import { type AuthReport, benchAuth, printAuth } from './auth';
 import { sendBlocking, timeCalls } from './measure';
 import { type BindingsReport, benchBindings, printBindings } from './bindings';
 import { type GenesisReport, benchGenesis, printGenesis } from './genesis';
+import { type NandaReport, benchNanda, printNanda } from './nanda';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -30,7 +31,8 @@ const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
 const ONLY = process.env.BENCH_ONLY ?? '';
-if (!['', 'tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected tasks, streaming, search, routing, auth, bindings or genesis`);
+const PARTS = ['tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda'];
+if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
 const RUN_SEARCH = ONLY === '' || ONLY === 'search';
@@ -38,6 +40,7 @@ const RUN_ROUTING = ONLY === '' || ONLY === 'routing';
 const RUN_AUTH = ONLY === '' || ONLY === 'auth';
 const RUN_BINDINGS = ONLY === '' || ONLY === 'bindings';
 const RUN_GENESIS = ONLY === '' || ONLY === 'genesis';
+const RUN_NANDA = ONLY === '' || ONLY === 'nanda';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -89,6 +92,7 @@ async function main() {
   let auth: AuthReport | undefined;
   let bindings: BindingsReport | undefined;
   let genesis: GenesisReport | undefined;
+  let nanda: NandaReport | undefined;
   try {
     if (RUN_TASKS) {
       const factory = new ClientFactory();
@@ -113,6 +117,8 @@ async function main() {
     if (RUN_BINDINGS) bindings = await benchBindings(gw, deadline);
     // Envelope checks per message, and pub-sub deliveries/s to 10 subscribers (bench/genesis.ts).
     if (RUN_GENESIS) genesis = await benchGenesis(gw, echoBlocking.url, deadline);
+    // NANDA action round trips against a plain message/send at the front door (bench/nanda.ts).
+    if (RUN_NANDA) nanda = await benchNanda(gw, echoBlocking.url, deadline);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
@@ -123,6 +129,7 @@ async function main() {
   if (auth) printAuth(auth);
   if (bindings) printBindings(bindings);
   if (genesis) printGenesis(genesis);
+  if (nanda) printNanda(nanda);
 }
 
 function printSearch(r: SearchBenchResult) {

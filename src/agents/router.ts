@@ -6,7 +6,7 @@
  */
 import type { Pool } from 'pg';
 import { a2aError } from '../a2a/errors';
-import { type PolicyVerdict, denialOf, policyDenied } from '../nanda/policies';
+import { type PolicyVerdict, denialOf, listPolicies, policyDenied } from '../nanda/policies';
 import { reputationOf } from '../trust/reputation';
 import { recentWork } from '../trust/work-health';
 import type { Agent, AgentRegistry, RankedAgent } from './registry';
@@ -114,8 +114,9 @@ export class Router {
     if (agents.length === 0) return agents;
     const allowed: RankedAgent[] = [];
     let firstDenial: { agent: RankedAgent; verdict: PolicyVerdict } | undefined;
+    const enforced = await listPolicies(this.pool, tenant, true);
     for (const a of agents) {
-      const verdict = await denialOf(this.pool, tenant, a);
+      const verdict = await denialOf(this.pool, tenant, a, enforced);
       if (!verdict) allowed.push(a);
       else firstDenial ??= { agent: a, verdict };
     }

@@ -97,9 +97,12 @@ export async function evaluatePolicies(pool: Pool, tenant: string, agent: Agent,
   });
 }
 
-/** The first enforced policy that denies `agent`, if any. */
-export async function denialOf(pool: Pool, tenant: string, agent: Agent): Promise<PolicyVerdict | undefined> {
-  const enforced = await listPolicies(pool, tenant, true);
+/**
+ * The first enforced policy that denies `agent`, if any.
+ * @param enforced the tenant's enforced policies, when the caller judges several agents (read here otherwise).
+ */
+export async function denialOf(pool: Pool, tenant: string, agent: Agent, enforced?: Policy[]): Promise<PolicyVerdict | undefined> {
+  enforced ??= await listPolicies(pool, tenant, true);
   if (enforced.length === 0) return undefined;
   return (await evaluatePolicies(pool, tenant, agent, enforced)).find((v) => !v.allowed);
 }
