@@ -139,6 +139,10 @@ describe('the seed request', () => {
     const typed = await act({ action: 'certificate.check', cert_id: 42 });
     assert.equal(typed.json.error.code, -32602);
     assert.match(typed.json.error.message, /cert_id must be a non-empty string/);
+    const nul = await act({ action: 'certificate.revoke', cert_id: 'cert-1', reason: 'a\u0000b' });
+    assert.equal(nul.json.error.code, -32602);
+    assert.match(nul.json.error.message, /reason contains a NUL/);
+    assert.match((await act({ action: 'policy.create', name: 'x'.repeat(2000), rules: { max_price_minor: 1 } })).json.error.message, /name is longer than 1024/);
     const rules = await act({ action: 'policy.create', name: 'bad', rules: { max_price_minor: -1 } });
     assert.equal(rules.json.error.code, -32602);
     assert.match(rules.json.error.message, /rules/);

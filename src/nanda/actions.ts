@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { A2A_ERRORS } from '../a2a/errors';
 import { type RpcEvent, envelope, idOf } from '../a2a/rpc-errors';
+import { pathOfNul } from '../a2a/schemas';
 import type { RpcAnswer, RpcRequest } from '../a2a/rpc-handler';
 import type { AgentRegistry } from '../agents/registry';
 import type { Caller, Role } from '../auth/caller';
@@ -47,6 +48,9 @@ interface ActionSpec {
 const EVERYONE: readonly Role[] = ['admin', 'operator', 'client', 'agent'];
 /** Issuing and revoking certificates, evaluations (they call the agent), policies and the ledger: the tenant's operators. */
 const OPERATORS: readonly Role[] = ['admin', 'operator'];
+
+/** The longest string field an action takes (ids, names, reasons). */
+const MAX_STRING = 1024;
 
 const req = (type: FieldType) => ({ type, required: true });
 const opt = (type: FieldType) => ({ type });
@@ -231,6 +235,10 @@ export class Actions {
         }
         const type = Array.isArray(v) ? 'array' : typeof v;
         if (type !== f.type || (f.type === 'string' && (v as string).length === 0)) throw invalidField(name, field, `must be a non-empty ${f.type}`);
+        if (f.type === 'string' && (v as string).length > MAX_STRING) throw invalidField(name, field, `is longer than ${MAX_STRING} characters`);
+        // PostgreSQL cannot store U+0000 in text or jsonb: refused here, as the RPC core refuses it in params.
+        const nul = pathOfNul(v, field);
+        if (nul !== undefined) throw invalidField(name, nul, 'contains a NUL character (U+0000)');
       }
       const result = await spec.run(this.d, { caller: req.caller, tenant: req.caller.tenant, base: req.base, f: ar.fields });
       return ok({ jsonrpc: '2.0', id: ar.id, result: bareMessage(result, ar.dialect) });

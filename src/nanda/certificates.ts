@@ -56,15 +56,21 @@ export async function startEvaluation(d: CertifierDeps, tenant: string, by: stri
   if (probes.length === 0) throw invalidField('certificate.start', 'agent_id', `names an agent whose card lists no skills to evaluate (${agentId})`);
   const id = `eval-${randomUUID()}`;
   await d.pool.query('INSERT INTO certifications (tenant, id, agent_id, state, requested_by) VALUES ($1, $2, $3, $4, $5)', [tenant, id, agentId, 'running', by]);
-  await d.certifications.start({
-    tenant,
-    certificationId: id,
-    agentId,
-    endpoint: agent.endpoint,
-    probes,
-    passScore: PASS_SCORE,
-    probeTimeoutMs: agent.retry.attemptTimeoutMs,
-  });
+  try {
+    await d.certifications.start({
+      tenant,
+      certificationId: id,
+      agentId,
+      endpoint: agent.endpoint,
+      probes,
+      passScore: PASS_SCORE,
+      probeTimeoutMs: agent.retry.attemptTimeoutMs,
+    });
+  } catch (err) {
+    // Not started (Temporal away): no evaluation is left `running` forever.
+    await d.pool.query('DELETE FROM certifications WHERE tenant = $1 AND id = $2', [tenant, id]).catch(() => undefined);
+    throw err;
+  }
   return (await evaluation(d.pool, tenant, id))!;
 }
 
