@@ -3,6 +3,8 @@
  * The message may name an agent (`metadata.agentId`, or Society AI's `metadata.executor.name`: an agent id or name)
  * or a skill (`metadata.skillId`, or Society AI's `metadata.skill_used`); otherwise its text is matched against the
  * registry's full-text search among healthy agents. Ties go to the better reputation.
+ * Enforced governance policies (src/nanda/policies.ts) and recent work (src/trust/work-health.ts) narrow the
+ * candidates first: a denied agent is never chosen, a failing one only when no other is left.
  */
 import type { Pool } from 'pg';
 import { a2aError } from '../a2a/errors';
@@ -106,9 +108,10 @@ export class Router {
   }
 
   /**
-   * The candidates routing may use, best first (issue 12): those an enforced policy denies are dropped, and those
-   * whose recent tasks all failed (src/trust/work-health.ts) go after every other, whatever their text rank, so
-   * a node that answers probes but fails its work loses to one that works. The order is otherwise kept.
+   * The candidates routing may use, in their order (issue 12): those an enforced policy denies are dropped, and so
+   * are those whose recent tasks all failed (src/trust/work-health.ts) while any other is left, so a node that
+   * answers probes but fails its work never beats one that works, whatever its text rank.
+   * @throws PolicyDenied when every candidate is denied (naming the first denial's policy).
    */
   private async admissible(tenant: string, agents: RankedAgent[]): Promise<RankedAgent[]> {
     if (agents.length === 0) return agents;
@@ -123,10 +126,9 @@ export class Router {
     // Every candidate is denied: say which policy, rather than that nothing matched.
     if (allowed.length === 0 && firstDenial) throw policyDenied(firstDenial.agent, firstDenial.verdict);
     const work = await recentWork(this.pool, tenant, allowed.map((a) => a.id));
-    const failing = (a: RankedAgent) => (work.get(a.id)?.failing ? 1 : 0);
-    const ordered = allowed.map((a, i) => ({ a, i })).sort((x, y) => failing(x.a) - failing(y.a) || x.i - y.i).map((x) => x.a);
-    // Only a failing agent is left: it still beats no agent, but never ties with a working one.
-    return ordered.filter((a, _i, all) => failing(a) === failing(all[0]!));
+    const working = allowed.filter((a) => !work.get(a.id)?.failing);
+    // Only failing agents are left: one of them still beats no agent.
+    return working.length ? working : allowed;
   }
 
   /** Best success rate first; an agent without a record after every agent with one; then the search order. */
