@@ -7,6 +7,7 @@ import { inTransaction } from '../src/db/tx';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
 import { settledMinor, tasksEnded, tasksStarted } from '../src/metrics';
 import { stateLabel } from '../workflows/task-state';
+import { degradeIfFailing } from '../src/trust/work-health';
 
 /**
  * Upserts the task's projection row and appends the state change to the task's event log, in one
@@ -109,6 +110,8 @@ function settleInTransaction(pool: Pool, policy: UnfundedPolicy, req: Settlement
        ON CONFLICT (tenant, task_id) DO NOTHING`,
       [req.tenant, req.taskId, req.agentId, req.outcome, req.startedAt, req.endedAt],
     );
+    // Health from real work (issue 12): an agent that answers probes but fails every task is degraded now.
+    if (req.finalState !== 'TASK_STATE_COMPLETED') await degradeIfFailing(client, req.tenant, req.agentId);
     return { settlementId: id, created: true, chargedMinor: charged };
   });
 }

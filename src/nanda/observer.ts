@@ -15,8 +15,8 @@ export interface Liveness {
   /** The registry's status, degraded as well when the agent's recent tasks all failed. */
   status: AgentStatus;
   reason: string;
-  /** What the probes alone say. */
-  probe_status: AgentStatus;
+  /** The status as the registry stores it (its probes; work failures since the settlement of the last task). */
+  registry_status: AgentStatus;
   status_changed_at: string;
   consecutive_probe_failures: number;
   last_probe: { at: string; ok: boolean; latency_ms: number } | null;
@@ -33,7 +33,7 @@ export async function liveness(pool: Pool, tenant: string, agents: Agent[]): Pro
       agent_id: a.id,
       status: failing ? 'degraded' : a.status,
       reason: failing ? failingReason(w) : a.statusReason,
-      probe_status: a.status,
+      registry_status: a.status,
       status_changed_at: a.statusChangedAt,
       consecutive_probe_failures: a.consecutiveFailures,
       last_probe: a.lastProbe && { at: a.lastProbe.at, ok: a.lastProbe.ok, latency_ms: a.lastProbe.latencyMs },

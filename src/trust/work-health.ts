@@ -58,3 +58,18 @@ export async function recentWork(pool: Pick<Pool, 'query'>, tenant: string, agen
 export function failingReason(w: RecentWork): string {
   return `its last ${w.recent} finished tasks all failed (the endpoint answers probes, but not work)`;
 }
+
+/**
+ * Marks a healthy agent degraded at once when its recent tasks all failed, rather than at its next probe (minutes
+ * away): called in the settlement's transaction of a task that did not complete. The next probe keeps it degraded
+ * while the work keeps failing, and makes it healthy again once a task completes.
+ */
+export async function degradeIfFailing(db: Pick<Pool, 'query'>, tenant: string, agentId: string): Promise<void> {
+  const work = (await recentWork(db, tenant, [agentId])).get(agentId)!;
+  if (!work.failing) return;
+  await db.query(
+    `UPDATE agents SET status = 'degraded', status_reason = $3, status_changed_at = now(), updated_at = now()
+      WHERE tenant = $1 AND id = $2 AND status = 'healthy'`,
+    [tenant, agentId, failingReason(work)],
+  );
+}
