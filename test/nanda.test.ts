@@ -293,6 +293,13 @@ describe('policies', () => {
     assert.deepEqual(mine.violations, ['price 10 is above 5']);
     assert.equal(verdict.allowed, true, 'not enforced yet');
     assert.ok((await ok({ action: 'policy.list' }, gw.keys.client)).policies.some((x: any) => x.id === policy.id));
+    // Another tenant neither sees nor enforces it.
+    const admin = (path: string, body: unknown) => fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.keys.admin}` }, body: JSON.stringify(body) });
+    assert.equal((await admin('/tenants', { id: 'nanda-c', name: 'C' })).status, 201);
+    const cOperator = ((await (await admin('/tenants/nanda-c/keys', { role: 'operator', name: 'c' })).json()) as { key: string }).key;
+    assert.deepEqual((await ok({ action: 'policy.list' }, cOperator)).policies, []);
+    assert.equal((await act({ action: 'policy.enforce', policy_id: policy.id }, cOperator)).json.error.code, -32602);
+    assert.equal((await act({ action: 'policy.evaluate', agent_id: p.id }, cOperator)).json.error.code, -32602);
     // Not enforced: the task runs.
     const first = await rpc(p.rpc, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('a haiku about rain') } }, V1);
     assert.equal(first.json.result.task.status.state, 'TASK_STATE_COMPLETED');
