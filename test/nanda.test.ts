@@ -268,6 +268,9 @@ describe('certificates', () => {
     const issued = await Promise.all(evals.map((id) => ok({ action: 'certificate.certificate', certification_id: id })));
     const indexes = issued.map((c) => c.status_list_index);
     assert.equal(new Set(indexes).size, 50, 'one index per credential');
+    // Random, not in issuance order: 50 sorted indexes are not a run of consecutive numbers.
+    const sorted = [...indexes].sort((x, y) => x - y);
+    assert.ok(sorted[49]! - sorted[0]! > 49, `indexes spread over the list: ${sorted.join(',')}`);
     const listUrl = issued[0].status_list_credential;
     assert.ok(issued.every((c) => c.status_list_credential === listUrl));
     const earlier = setBits((await statusBits(listUrl)).bits);

@@ -11,7 +11,7 @@ import { inTransaction } from '../db/tx';
 import type { CertificationGateway } from '../temporal/certification-gateway';
 import type { CertificationProbe, ProbeResult } from '../../workflows/certification';
 import { invalidField } from './action-error';
-import { VC_CONTEXT, allocateIndex, setStatusBit, signCredential, statusListUrl } from './status-list';
+import { VC_CONTEXT, countAllocation, openList, randomIndex, setStatusBit, signCredential, statusListUrl } from './status-list';
 
 /** The share of probes an agent must pass. */
 export const PASS_SCORE = 0.8;
@@ -118,40 +118,50 @@ export async function issueCredential(d: CertifierDeps, tenant: string, base: st
   if (!agent) throw invalidField(action, 'certification_id', `names an evaluation of agent ${ev.agent_id}, which is no longer registered`);
   const certId = `cert-${randomUUID()}`;
   return inTransaction(d.pool, async (client) => {
-    const { listId, index } = await allocateIndex(client, tenant);
+    const { listId, size } = await openList(client, tenant);
     const listUrl = statusListUrl(base, listId);
-    const now = new Date();
-    const credential = {
-      '@context': [VC_CONTEXT],
-      id: `urn:uuid:${certId.slice('cert-'.length)}`,
-      type: ['VerifiableCredential', 'AgentCapabilityCredential'],
-      issuer: base,
-      validFrom: now.toISOString(),
-      validUntil: new Date(now.getTime() + VALIDITY_MS).toISOString(),
-      credentialSubject: {
-        id: agent.cardUrl,
-        agentId: agent.id,
-        name: agent.name,
-        skills: ev.results.map((r) => r.skill_id).filter((s, i, all) => all.indexOf(s) === i),
-        evaluation: { id: ev.certification_id, score: ev.score, passScore: ev.pass_score, probes: ev.results.length, finishedAt: ev.finished_at },
-      },
-      credentialStatus: {
-        id: `${listUrl}#${index}`,
-        type: 'BitstringStatusListEntry',
-        statusPurpose: 'revocation',
-        statusListIndex: String(index),
-        statusListCredential: listUrl,
-      },
-    };
-    const jwt = await signCredential(d.pool, credential);
-    const { rows } = await client.query(
-      `INSERT INTO credentials (tenant, id, agent_id, certification_id, list_id, list_index, credential, jwt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       ON CONFLICT (tenant, certification_id) DO NOTHING RETURNING id`,
-      [tenant, certId, agent.id, certificationId, listId, index, credential, jwt],
-    );
-    // A concurrent issue of the same evaluation won: its credential stands (this index is never used).
-    if (!rows[0]) return (await credentialOf(client, tenant, { certificationId }))!;
-    return { cert_id: certId, status: 'active', agent_id: agent.id, certification_id: certificationId, status_list_index: index, status_list_credential: listUrl, credential, jwt };
+    for (let pick = 1; ; pick++) {
+      const index = randomIndex(size);
+      const now = new Date();
+      const credential = {
+        '@context': [VC_CONTEXT],
+        id: `urn:uuid:${certId.slice('cert-'.length)}`,
+        type: ['VerifiableCredential', 'AgentCapabilityCredential'],
+        issuer: base,
+        validFrom: now.toISOString(),
+        validUntil: new Date(now.getTime() + VALIDITY_MS).toISOString(),
+        credentialSubject: {
+          id: agent.cardUrl,
+          agentId: agent.id,
+          name: agent.name,
+          skills: ev.results.map((r) => r.skill_id).filter((s, i, all) => all.indexOf(s) === i),
+          evaluation: { id: ev.certification_id, score: ev.score, passScore: ev.pass_score, probes: ev.results.length, finishedAt: ev.finished_at },
+        },
+        credentialStatus: {
+          id: `${listUrl}#${index}`,
+          type: 'BitstringStatusListEntry',
+          statusPurpose: 'revocation',
+          statusListIndex: String(index),
+          statusListCredential: listUrl,
+        },
+      };
+      const jwt = await signCredential(d.pool, credential);
+      // Either unique key may refuse the row: (list, index) when the random pick is taken, (tenant, evaluation)
+      // when a concurrent issue of the same evaluation won.
+      const { rows } = await client.query(
+        `INSERT INTO credentials (tenant, id, agent_id, certification_id, list_id, list_index, credential, jwt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT DO NOTHING RETURNING id`,
+        [tenant, certId, agent.id, certificationId, listId, index, credential, jwt],
+      );
+      if (rows[0]) {
+        await countAllocation(client, listId);
+        return { cert_id: certId, status: 'active', agent_id: agent.id, certification_id: certificationId, status_list_index: index, status_list_credential: listUrl, credential, jwt };
+      }
+      const won = await credentialOf(client, tenant, { certificationId });
+      if (won) return won;
+      // The index was taken. At most about half a list is given out, so twenty misses in a row mean something else.
+      if (pick >= 20) throw new Error(`no free index in status list ${listId} after ${pick} random picks`);
+    }
   });
 }
 

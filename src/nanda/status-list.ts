@@ -1,10 +1,10 @@
 /**
  * W3C Bitstring Status List v1.0 (https://www.w3.org/TR/vc-bitstring-status-list/) for the credentials
- * Switchboard issues: each credential gets one index in one list (allocated once, never reused); revoking it
+ * Switchboard issues: each credential gets one random index in one list (allocated once, never reused); revoking it
  * sets that bit, which nothing ever clears. A list is served as a status list credential at a public URL
  * (GET /credentials/status/:listId), its bits GZIP-compressed and base64url-encoded with the multibase `u` prefix.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { CompactSign } from 'jose';
 import type { Pool, PoolClient } from 'pg';
@@ -18,27 +18,31 @@ export const VC_CONTEXT = 'https://www.w3.org/ns/credentials/v2';
 export const statusListUrl = (base: string, listId: string) => `${base}/credentials/status/${listId}`;
 
 /**
- * The next free index of the tenant's open list, or of a new list when every one is full.
- * @returns the list and the index, allocated in `client`'s transaction (a rollback frees nothing twice: the
- *   index is simply never used).
+ * The tenant's list that takes new credentials (under half given out), or a new one. The index within it is the
+ * caller's random pick (`randomIndex`), claimed by inserting the credential under the (list, index) unique key.
  */
-export async function allocateIndex(client: PoolClient, tenant: string): Promise<{ listId: string; index: number }> {
-  for (;;) {
-    const { rows } = await client.query<{ id: string; index: number }>(
-      `UPDATE status_lists SET next_index = next_index + 1, updated_at = now()
-        WHERE id = (SELECT id FROM status_lists WHERE tenant = $1 AND next_index < size ORDER BY created_at LIMIT 1)
-          AND next_index < size
-        RETURNING id, next_index - 1 AS index`,
-      [tenant],
-    );
-    if (rows[0]) return { listId: rows[0].id, index: rows[0].index };
-    // No list with room (or another issue filled the last one meanwhile): open a new list and try again.
-    await client.query(`INSERT INTO status_lists (id, tenant, size, bits) VALUES ($1, $2, $3, decode(repeat('00', $3 / 8), 'hex'))`, [
-      `sl-${randomUUID()}`,
-      tenant,
-      STATUS_LIST_SIZE,
-    ]);
-  }
+export async function openList(client: PoolClient, tenant: string): Promise<{ listId: string; size: number }> {
+  const { rows } = await client.query<{ id: string; size: number }>(
+    'SELECT id, size FROM status_lists WHERE tenant = $1 AND allocated < size / 2 ORDER BY created_at LIMIT 1',
+    [tenant],
+  );
+  if (rows[0]) return { listId: rows[0].id, size: rows[0].size };
+  const { rows: made } = await client.query<{ id: string; size: number }>(
+    `INSERT INTO status_lists (id, tenant, size, bits) VALUES ($1, $2, $3, decode(repeat('00', $3 / 8), 'hex')) RETURNING id, size`,
+    [`sl-${randomUUID()}`, tenant, STATUS_LIST_SIZE],
+  );
+  return { listId: made[0]!.id, size: made[0]!.size };
+}
+
+/**
+ * A random index of a list of `size` entries. Sequential indexes would tell a verifier the order of issuance and
+ * let it guess whose credential sits next to whose; random ones keep a list's herd privacy.
+ */
+export const randomIndex = (size: number) => randomInt(size);
+
+/** Counts an index as given out (a list stops taking credentials at half its size). */
+export async function countAllocation(client: PoolClient, listId: string): Promise<void> {
+  await client.query('UPDATE status_lists SET allocated = allocated + 1, updated_at = now() WHERE id = $1', [listId]);
 }
 
 /**

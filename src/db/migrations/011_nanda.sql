@@ -26,15 +26,17 @@ CREATE TABLE status_lists (
   -- Entries in the list (the spec's minimum is 131,072: enough for herd privacy).
   size       integer     NOT NULL CHECK (size >= 131072 AND size % 8 = 0),
   bits       bytea       NOT NULL,
-  -- The next index to allocate; a full list (next_index = size) is followed by a new one.
-  next_index integer     NOT NULL DEFAULT 0,
+  -- Indexes given out so far. Each credential's index is random (so an index says nothing about when or to whom
+  -- it was issued); a list takes new credentials until half of it is given out, so a random pick rarely collides.
+  allocated  integer     NOT NULL DEFAULT 0,
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now(),
-  CHECK (octet_length(bits) * 8 = size AND next_index BETWEEN 0 AND size)
+  CHECK (octet_length(bits) * 8 = size AND allocated BETWEEN 0 AND size)
 );
-CREATE INDEX status_lists_open ON status_lists (tenant, created_at) WHERE next_index < size;
+CREATE INDEX status_lists_open ON status_lists (tenant, created_at) WHERE allocated < size / 2;
 
--- Issued credentials: each has its own index in one status list, allocated once.
+-- Issued credentials: each has its own index in one status list, allocated once (the unique key makes a random
+-- pick that collides pick again).
 CREATE TABLE credentials (
   tenant           text        NOT NULL,
   id               text        NOT NULL,
