@@ -175,6 +175,8 @@ describe('certificates', () => {
     assert.equal(ev.state, 'passed', JSON.stringify(ev));
     assert.equal(ev.score, 1);
     assert.deepEqual(ev.results.map((r: any) => r.example), ['Translate hello into French', 'Translate thank you into German']);
+    // The seed's bare lifecycle names are the same actions.
+    assert.deepEqual(await ok({ action: 'status', certification_id: ev.certification_id }, gw.keys.client), ev);
     // The probes went through the forwarding path to the agent: it received each example once.
     const sent = echo.agent.calls.filter((c) => c.method === 'SendMessage' || c.method === 'message/send').map((c) => JSON.stringify(c.params));
     assert.ok(sent.some((p) => p.includes('Translate hello into French')) && sent.some((p) => p.includes('Translate thank you into German')));
