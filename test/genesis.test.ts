@@ -117,7 +117,11 @@ async function get(path: string, key = gw.keys.client) {
 const actionsReceived = (a: TestAgent) => a.calls.filter((c) => c.params?.message?.parts?.[0]?.text?.startsWith('{')).map((c) => JSON.parse(c.params.message.parts[0].text).action as string);
 
 before(async () => {
-  gw = await startGateway({ pushRetryInitialMs: 200 });
+  // One partition per task queue: Temporal orders a backlog by priority within a partition, and the dev server's
+  // default of four spreads the test's eight tasks over them, so the order seen would depend on which partition
+  // the one-slot worker polled first.
+  const onePartition = ['matching.numTaskqueueReadPartitions=1', 'matching.numTaskqueueWritePartitions=1'];
+  gw = await startGateway({ pushRetryInitialMs: 200, temporalArgs: onePartition.flatMap((v) => ['--dynamic-config-value', v]) });
   const a = await agents.add(startEchoAgent());
   workerAgent = await agents.add(startEchoAgent());
   sender = (await register(gw, a.url)).id;
