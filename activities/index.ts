@@ -17,6 +17,8 @@ import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { deliverGenesisEvent, finishGenesisDelivery, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
 import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
+import { hubForward, hubQueueOf, type HubQueueArgs } from './hub';
+import type { AgentHub } from '../src/hub/hub';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
 import { endOrphanedTasks } from './orphans';
 import { Context } from '@temporalio/activity';
@@ -50,6 +52,7 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
   return {
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
     forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub }, args)),
+    hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>
       cancelAtAgent(agentLink(args.tenant ?? '', args.agentId), args, Context.current().info.startToCloseTimeoutMs),
     cancelChildTask: (args: CancelChildArgs) => cancelChildTask(args),
@@ -66,6 +69,16 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
 
 /** The certification workflow's activities: the task path's forwarding, and recording the outcome. */
 export type CertificationActivities = Pick<ReturnType<typeof createActivities>, 'forwardMessage' | 'recordCertification'>;
+/**
+ * The activities of this process's hub worker (its own task queue, src/hub/hub.ts): forwarding turns to the
+ * agents whose sockets this process holds.
+ */
+export function createHubActivities(hub: AgentHub) {
+  return {
+    hubForward: (args: ForwardArgs) => measuredForward(args, () => hubForward(hub, args)),
+  };
+}
+export type HubActivities = ReturnType<typeof createHubActivities>;
 
 /** The orphan sweep's activity, as its workflow proxies it. */
 export type OrphanActivities = Pick<ReturnType<typeof createActivities>, 'endOrphanedTasks'>;

@@ -23,6 +23,8 @@ import { frontDoorRoutes } from './routes/front-door';
 import { jsonRpcRoutes } from './routes/json-rpc';
 import { nexusTaskRoutes } from './routes/nexus-tasks';
 import { restRoutes } from './routes/rest';
+import { hubRoutes } from './routes/hub';
+import type { AgentHub } from './hub/hub';
 import { A2AEndpoints } from './a2a/endpoints';
 import { GrpcServer } from './grpc/server';
 import { reputationRoutes } from './routes/reputation';
@@ -96,6 +98,11 @@ export interface AppDeps {
   grpc?: { port: number };
   /** Genesis Nexus envelopes: the clock skew accepted (SWITCHBOARD_GENESIS_MAX_SKEW_MS), the first retry delay of event deliveries (ms). */
   genesis?: { maxSkewMs?: number; eventRetryInitialMs?: number };
+  /**
+   * This process's WebSocket hub (GET /hub), whose hub worker polls its task queue (main.ts starts both).
+   * Unset: no /hub route.
+   */
+  agentHub?: AgentHub;
 }
 
 declare module 'fastify' {
@@ -207,6 +214,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: deps.allowPrivateUrls ?? false });
   await app.register(nexusTaskRoutes, { endpoints, publicUrl: deps.publicUrl });
+  if (deps.agentHub) await app.register(hubRoutes, { hub: deps.agentHub, registry, endpoints, publicUrl: deps.publicUrl });
   if (deps.grpc) {
     const grpc = new GrpcServer({
       endpoints,

@@ -64,6 +64,14 @@ const EnvSchema = z.object({
   SWITCHBOARD_MAX_HOPS: z.coerce.number().int().min(0).max(100).default(5),
   /** Genesis Nexus envelopes: how far an envelope's timestamp may be from the gateway's clock, either way (ms). */
   SWITCHBOARD_GENESIS_MAX_SKEW_MS: z.coerce.number().int().min(1000).default(300_000),
+  /** The WebSocket hub (GET /hub): the largest frame an agent may send (bytes; larger closes the socket with 1009). */
+  SWITCHBOARD_HUB_MAX_FRAME_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  /** The hub pings each socket this often (ms); one that has not answered the last ping is dropped. */
+  SWITCHBOARD_HUB_PING_MS: z.coerce.number().int().min(100).default(20_000),
+  /** A hub agent silent this long (ms: no heartbeat or other frame) is marked down and its socket closed (4000). */
+  SWITCHBOARD_HUB_HEARTBEAT_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
+  /** Frames per second one hub agent may send (bursts of twice that); past it, requests are answered -32053. */
+  SWITCHBOARD_HUB_MAX_FRAMES_PER_SECOND: z.coerce.number().int().min(1).default(100),
   /**
    * An admin API key (any string of 32+ characters; `sb_…` from POST /tenants/:id/keys works too). Unset: the
    * embedded start makes one on first run, prints it once and keeps it in SWITCHBOARD_DATA_DIR/admin-key (0600).
@@ -128,6 +136,16 @@ export function streamSettingsOf(c: Config) {
     drainTimeoutMs: c.SWITCHBOARD_SSE_DRAIN_TIMEOUT_MS,
     maxPerTask: c.SWITCHBOARD_MAX_STREAMS_PER_TASK,
     maxTotal: c.SWITCHBOARD_MAX_STREAMS,
+  };
+}
+
+/** The WebSocket hub's limits (src/hub/hub.ts). */
+export function hubSettingsOf(c: Config) {
+  return {
+    maxFrameBytes: c.SWITCHBOARD_HUB_MAX_FRAME_BYTES,
+    pingMs: c.SWITCHBOARD_HUB_PING_MS,
+    heartbeatTimeoutMs: c.SWITCHBOARD_HUB_HEARTBEAT_TIMEOUT_MS,
+    maxFramesPerSecond: c.SWITCHBOARD_HUB_MAX_FRAMES_PER_SECOND,
   };
 }
 

@@ -11,14 +11,15 @@ import { NativeConnection, Runtime } from '@temporalio/worker';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
 import { buildApp } from './app';
-import { ConfigError, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
+import { ConfigError, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
+import { AgentHub } from './hub/hub';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
 import { RefreshScheduler } from './agents/refresh-schedules';
 import { EventHub } from './events/hub';
 import { createOutbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
-import { createWorker, superviseWorker } from './worker';
+import { createHubWorker, createWorker, superviseWorker } from './worker';
 import { ensureOrphanSweep } from './temporal/orphan-sweep';
 import { KeyStore } from './auth/keys';
 import { JwtVerifier } from './auth/jwt';
@@ -175,6 +176,12 @@ async function main(): Promise<void> {
       return;
     }
 
+    // The WebSocket hub: agents' sockets live in this process, so their turns come to this process's own task
+    // queue, which only its hub worker polls (also in an api-only process: it holds sockets too).
+    const agentHub = new AgentHub({ pool, events: hub, log, taskQueue: config.TEMPORAL_TASK_QUEUE, settings: hubSettingsOf(config) });
+    const hubWorker = superviseWorker(() => createHubWorker({ connection: nativeConnection, namespace: config.TEMPORAL_NAMESPACE, hub: agentHub, payloadCodec, plugins }), log);
+    stops.push(() => hubWorker.stop());
+
     const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
     // The console links each task to its workflow there: a UI of your own, else the embedded one.
     const temporalUiUrl = config.TEMPORAL_UI_URL ?? uiUrl;
@@ -210,6 +217,7 @@ async function main(): Promise<void> {
       streams: streamSettingsOf(config),
       temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
       grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT } : undefined,
+      agentHub,
     });
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });

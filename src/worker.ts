@@ -1,7 +1,8 @@
 /** The Temporal worker: the only module that imports both workflows/ (by path) and activities/. */
 import type { PayloadCodec } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { type ActivityDeps, createActivities } from '../activities';
+import { type ActivityDeps, createActivities, createHubActivities } from '../activities';
+import type { AgentHub } from './hub/hub';
 
 /** What the worker needs: its Temporal connection and queue, plus everything the activities depend on. */
 export interface WorkerDeps extends ActivityDeps {
@@ -41,6 +42,24 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     stickyQueueScheduleToStartTimeout: '3s',
     // A cancel reaches a running agent call with its next heartbeat to the server; by default those are
     // throttled to 80 % of the heartbeat timeout (8 s). Every 2 s keeps a cancel prompt at modest cost.
+    maxHeartbeatThrottleInterval: '2s',
+  });
+}
+
+/**
+ * The hub worker: polls only this process's hub queue (AgentHub.queue), with only the activity that forwards a
+ * turn over a socket this process holds. No workflows: those run on the deployment's queue.
+ */
+export async function createHubWorker(d: { connection: NativeConnection; namespace: string; hub: AgentHub; payloadCodec?: PayloadCodec; plugins?: WorkerOptions['plugins'] }): Promise<Worker> {
+  return Worker.create({
+    connection: d.connection,
+    namespace: d.namespace,
+    taskQueue: d.hub.queue,
+    activities: createHubActivities(d.hub),
+    ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
+    plugins: d.plugins,
+    maxConcurrentActivityTaskExecutions: 1000,
+    shutdownGraceTime: '5s',
     maxHeartbeatThrottleInterval: '2s',
   });
 }

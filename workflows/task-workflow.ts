@@ -27,6 +27,7 @@ import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
 import { agentErrorOf, describeFailure, humanDuration, isTimeout } from './failures';
 import { Funding } from './funding';
+import { forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { PushDelivery } from './push-delivery';
@@ -279,7 +280,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
 
   async function forward(message: WireMessage): Promise<ForwardResult | { failure: string }> {
     try {
-      return await forwarding.forwardMessage({
+      const args = {
         endpoint: agent.endpoint,
         message,
         agentTaskId,
@@ -288,7 +289,9 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         agentId: agent.agentId,
         gatewayTaskId: task.id,
         gatewayContextId: task.contextId,
-      });
+      };
+      // A hub agent's turn goes to the process holding its socket (workflows/hub.ts); every other agent is called over HTTP/gRPC.
+      return await (isHubAgent(agent) ? forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS) : forwarding.forwardMessage(args));
     } catch (err) {
       if (isCancellation(err)) throw err;
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died

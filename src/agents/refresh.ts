@@ -287,6 +287,8 @@ interface StoredAgent {
   card_no_store: boolean;
   card_fresh_until: Date | null;
   signature: SignatureCheck;
+  status: AgentStatus;
+  status_reason: string;
 }
 
 /** How many probes per agent `agent_probes` keeps. */
@@ -303,12 +305,16 @@ export const PROBES_KEPT = 100;
 export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: string): Promise<RefreshResult> {
   const policy = { ...DEFAULT_REFRESH_POLICY, ...deps.policy };
   const { rows } = await deps.pool.query<StoredAgent>(
-    `SELECT card_url, card, endpoint_url, protocol_version, protocol, streaming, binding, card_etag, card_no_store, card_fresh_until, signature
+    `SELECT card_url, card, endpoint_url, protocol_version, protocol, streaming, binding, card_etag, card_no_store, card_fresh_until, signature, status, status_reason
        FROM agents WHERE tenant = $1 AND id = $2`,
     [tenant, agentId],
   );
   const stored = rows[0];
   if (!stored) return { agentId, gone: true };
+  // A hub agent (ws-agent://) has no URL to fetch or probe: its socket's heartbeats decide its health (src/hub/hub.ts).
+  if (stored.endpoint_url.startsWith('ws-agent://')) {
+    return { agentId, gone: false, status: stored.status, statusChanged: false, reason: stored.status_reason, card: 'fresh', signature: stored.signature.status, endpointOk: stored.status === 'healthy', latencyMs: 0 };
+  }
 
   const now = new Date();
   const { credentials } = deps;

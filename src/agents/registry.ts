@@ -135,6 +135,7 @@ export class AgentRegistry {
    * @throws RegistrationError when no valid card can be fetched from the URL.
    */
   async register(tenant: string, body: RegisterAgent): Promise<Agent> {
+    if (body.url.startsWith('ws-agent://')) return this.registerHubAgent(tenant, body);
     const { credentials } = this.opts;
     if (body.credentials && !credentials) throw new RegistrationError('this Switchboard stores no agent credentials (SWITCHBOARD_SECRETS_KEY is unset)');
     let headers: Record<string, string> = {};
@@ -201,6 +202,24 @@ export class AgentRegistry {
         throw err;
       }
     }
+    return toAgent(rows[0]!);
+  }
+
+  /**
+   * An agent that connects out to the hub (GET /hub) has no URL to read a card from: it is stored with its name
+   * (required here) and URL `ws-agent://<id>`, down until it connects with an agent key; agent.register then
+   * stores its card. Credentials are refused (Switchboard never calls it).
+   */
+  private async registerHubAgent(tenant: string, body: RegisterAgent): Promise<Agent> {
+    if (!body.name) throw new RegistrationError('a hub agent (ws-agent://) has no card to read its name from: give "name"', 400);
+    if (body.credentials || body.binding) throw new RegistrationError('a hub agent (ws-agent://) connects to Switchboard itself: it takes no credentials or binding', 400);
+    const id = `${slug(body.name)}-${randomBytes(6).toString('hex')}`;
+    const url = `ws-agent://${id}`;
+    const { rows } = await this.pool.query<AgentRow>(
+      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry, status, status_reason, signature)
+       VALUES ($1, $2, $3, $4, $4, $5, $4, '0.3', false, $6, $7, 'down', 'not connected to the hub yet (GET /hub with an agent key)', $8) RETURNING ${COLUMNS}`,
+      [tenant, id, body.name, url, { name: body.name, url, skills: [] }, body.priceMinor ?? 0, { ...DEFAULT_RETRY, ...body.retry }, { status: 'unsigned', checkedAt: new Date().toISOString() }],
+    );
     return toAgent(rows[0]!);
   }
 

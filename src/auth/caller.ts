@@ -40,6 +40,8 @@ export const access = {
   member: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
   /** A REST route that starts A2A work (NEXUS's POST /api/v1/tasks): whoever may send a message (rpcMethodRoles). */
   sender: { auth: { roles: ['admin', 'client', 'agent'] } },
+  /** The WebSocket hub (GET /hub): an agent's own connection, so only an agent key (bound to one agent). */
+  agent: { auth: { roles: ['agent'] } },
   /** The A2A endpoints: method-level rules (rpcMethodRoles) apply on top. */
   rpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
 } as const satisfies Record<string, { auth: Access }>;

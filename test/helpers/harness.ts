@@ -15,7 +15,8 @@ import { buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { createWorker, superviseWorker, type SupervisedWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { createHubWorker, createWorker, superviseWorker, type SupervisedWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { AgentHub, type HubSettings } from '../../src/hub/hub';
 import { createActivities } from '../../activities';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
 import { KeyStore } from '../../src/auth/keys';
@@ -196,6 +197,8 @@ export interface GatewayOptions {
   logTo?: { level: string; stream: import('pino').DestinationStream };
   /** Serve the gRPC binding too (SWITCHBOARD_GRPC_PORT), on a free port: Gateway.grpc is its host:port. */
   grpc?: boolean;
+  /** Serve the WebSocket hub (GET /hub) with its hub worker, as main.ts does; settings override the defaults. */
+  hub?: Partial<HubSettings>;
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -250,6 +253,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   }
 
   if (opts.worker ?? true) await startWorker(opts.wrapActivities);
+  const agentHub = opts.hub && new AgentHub({ pool: db.pool, events: hub, log, taskQueue, settings: opts.hub });
+  const hubWorker = agentHub && superviseWorker(() => createHubWorker({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', hub: agentHub, payloadCodec, plugins }), log);
   const keyStore = new KeyStore(db.pool, { envAdminKey: TEST_ADMIN_KEY });
   const grpcPort = opts.grpc ? await freePort() : undefined;
   const app = await buildApp({
@@ -269,6 +274,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     outbound,
     log,
     inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
+    agentHub,
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   if (grpcPort) await app.grpc!.listen('127.0.0.1', grpcPort);
@@ -294,6 +300,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     async close() {
       keysByUrl.delete(url);
       await app.close();
+      await hubWorker?.stop();
       await stopWorker();
       await hub.close();
       if (!opts.temporal) await env.teardown();

@@ -1,0 +1,97 @@
+/**
+ * Forwarding a turn to an agent connected to the WebSocket hub (ws-agent:// URLs). Two steps, because the
+ * agent's socket lives in one Switchboard process (see workflows/hub.ts):
+ *  - hubQueueOf (any worker): the task queue of the process holding the agent's socket, waiting for the agent
+ *    to connect if it is not;
+ *  - hubForward (only that process's hub worker polls the queue): sends the turn over the socket and waits for
+ *    its outcome (task.complete, a final task.status, or the answer to the turn's request).
+ * The turn's progress is kept in PostgreSQL (hub_turns): an attempt after a disconnect, a retry or a dead process
+ * never sends a turn the agent acknowledged again, and finds an outcome another process received.
+ */
+import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import type { Pool } from 'pg';
+import type { AgentHub } from '../src/hub/hub';
+import { messageToHub } from '../src/hub/frames';
+import { type TurnKey, turnKeyText } from '../src/hub/turns';
+import type { ForwardResult } from '../workflows/types';
+import type { ForwardArgs } from './forward-message';
+
+export interface HubQueueArgs {
+  tenant: string;
+  agentId: string;
+  /** How long to wait for the agent to connect (the forwarding attempt's timeout). */
+  waitMs: number;
+}
+
+const LOOK_MS = 250;
+/** How often a waiting turn looks in PostgreSQL for an outcome another process received. */
+const POLL_MS = 500;
+
+export async function hubQueueOf(pool: Pool, args: HubQueueArgs): Promise<string> {
+  const ctx = Context.current();
+  const deadline = Date.now() + args.waitMs;
+  for (;;) {
+    const { rows } = await pool.query<{ task_queue: string }>('SELECT task_queue FROM hub_connections WHERE tenant = $1 AND agent_id = $2', [args.tenant, args.agentId]);
+    if (rows[0]) return rows[0].task_queue;
+    if (Date.now() > deadline) {
+      throw ApplicationFailure.retryable(`the agent ${args.agentId} has not connected to the hub (GET /hub) for ${Math.round(args.waitMs / 1000)} s`, 'AgentUnavailable');
+    }
+    heartbeat();
+    await Promise.race([new Promise((r) => setTimeout(r, LOOK_MS)), ctx.cancelled]);
+  }
+}
+
+/** The frame that carries a turn: 0.1/0.2 tasks/send (the gateway's task id), or 0.3 message/send. */
+export function turnFrame(method: 'tasks/send' | 'message/send', args: ForwardArgs): Record<string, unknown> {
+  const metadata = { ...args.message.metadata, switchboard: { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId } };
+  const message = messageToHub(args.message);
+  if (method === 'tasks/send') {
+    return { id: args.message.messageId, method, params: { id: args.gatewayTaskId, sessionId: args.gatewayContextId, message, metadata } };
+  }
+  const parts = message.parts.map(({ type, ...rest }) => ({ kind: type, ...rest }));
+  return {
+    id: args.message.messageId,
+    method,
+    params: { message: { kind: 'message', ...message, parts, taskId: args.gatewayTaskId, contextId: args.gatewayContextId }, metadata },
+  };
+}
+
+export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<ForwardResult> {
+  const ctx = Context.current();
+  const agentId = args.agentId ?? '';
+  const key: TurnKey = { tenant: args.tenant, taskId: args.gatewayTaskId, messageId: args.message.messageId };
+  const text = turnKeyText(key);
+  const beat = setInterval(() => heartbeat(), 1_000);
+  heartbeat();
+  let sentOn: { closed: boolean } | undefined;
+  try {
+    for (let turn = await hub.turns.open(key, agentId, args.gatewayContextId); ; turn = (await hub.turns.get(key))!) {
+      if (turn.state === 'done') return resultOf(turn.result!);
+      if (ctx.cancellationSignal.aborted) {
+        hub.connection(args.tenant, agentId)?.notifyAgent('tasks/cancel', { id: args.gatewayTaskId });
+        await ctx.cancelled;
+      }
+      // Not acknowledged yet: this attempt sends it (again, with the same request id and messageId) over the socket here.
+      if ((turn.state === 'pending' || turn.state === 'sent') && !sentOn) {
+        const c = hub.connection(args.tenant, agentId);
+        if (!c) throw ApplicationFailure.retryable('the agent is not connected to this Switchboard process (it moved or disconnected)', 'AgentUnavailable');
+        await hub.turns.advance(key, 'sent');
+        await c.sendTurn(turnFrame(c.turnMethod, args));
+        sentOn = c;
+      }
+      // A socket that closed before the agent acknowledged the turn: look for the agent again (it may reconnect elsewhere).
+      if (turn.state === 'sent' && sentOn?.closed) throw ApplicationFailure.retryable('the agent disconnected before it acknowledged the turn', 'AgentUnavailable');
+      await hub.waitForWake(text, POLL_MS, ctx.cancellationSignal);
+    }
+  } catch (err) {
+    if (ctx.cancellationSignal.aborted && !(err instanceof ApplicationFailure && err.type === 'AgentRejected')) await ctx.cancelled;
+    throw err;
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+function resultOf(r: { outcome: ForwardResult } | { error: { code: number; message: string } }): ForwardResult {
+  if ('error' in r) throw ApplicationFailure.nonRetryable(`the agent answered with an error: ${r.error.message} (${r.error.code})`, 'AgentRejected');
+  return r.outcome;
+}

@@ -1,0 +1,141 @@
+/**
+ * This process's side of the WebSocket hub: the agents' sockets it holds, the Temporal task queue only its
+ * hub worker polls (a turn for an agent is forwarded by an activity scheduled there, see workflows/hub.ts),
+ * and the wake-ups of the forwarding activities waiting here for a turn's outcome.
+ *
+ * Which process holds an agent's socket is in PostgreSQL (hub_connections), so any process's workflow can find
+ * the queue. A socket is one agent's; a newer connection of the same agent replaces the older one.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { Logger } from 'pino';
+import type { EventHub } from '../events/hub';
+import { HubTurns } from './turns';
+
+export interface HubSettings {
+  /** The largest frame an agent may send (bytes); a larger one closes the socket with 1009. */
+  maxFrameBytes: number;
+  /** How often the hub pings each socket; one without a pong by the next ping is dropped. */
+  pingMs: number;
+  /** An agent silent this long (no heartbeat, no other frame) is marked down and its socket closed (4000). */
+  heartbeatTimeoutMs: number;
+  /** Frames per second an agent may send (a burst of twice as many is let through); past it they are refused. */
+  maxFramesPerSecond: number;
+}
+
+export const DEFAULT_HUB_SETTINGS: HubSettings = { maxFrameBytes: 1024 * 1024, pingMs: 20_000, heartbeatTimeoutMs: 60_000, maxFramesPerSecond: 100 };
+
+/** What the hub needs of a socket's session (src/hub/session.ts). */
+export interface HubConnection {
+  readonly id: string;
+  readonly tenant: string;
+  readonly agentId: string;
+  readonly closed: boolean;
+  /** Sends a turn (tasks/send or message/send) and resolves once it is written to the socket. */
+  sendTurn(frame: Record<string, unknown>): Promise<void>;
+  /** Sends a request whose answer nobody waits for (tasks/cancel). */
+  notifyAgent(method: string, params: Record<string, unknown>): void;
+  /** The JSON-RPC method that carries a turn to this agent: `tasks/send` unless its card declares 0.3 or later. */
+  readonly turnMethod: 'tasks/send' | 'message/send';
+  close(code: number, reason: string): void;
+}
+
+export interface AgentHubDeps {
+  pool: Pool;
+  events: EventHub;
+  log: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** The deployment's task queue: this process's hub queue is derived from it. */
+  taskQueue: string;
+  settings?: Partial<HubSettings>;
+}
+
+export class AgentHub {
+  /** The task queue only this process's hub worker polls. */
+  readonly queue: string;
+  readonly settings: HubSettings;
+  readonly turns: HubTurns;
+  private readonly connections = new Map<string, HubConnection>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(readonly deps: AgentHubDeps) {
+    this.queue = `${deps.taskQueue}.hub.${randomUUID()}`;
+    this.settings = { ...DEFAULT_HUB_SETTINGS, ...deps.settings };
+    this.turns = new HubTurns(deps.pool);
+  }
+
+  get pool(): Pool {
+    return this.deps.pool;
+  }
+
+  connection(tenant: string, agentId: string): HubConnection | undefined {
+    const c = this.connections.get(`${tenant}/${agentId}`);
+    return c && !c.closed ? c : undefined;
+  }
+
+  /** How many sockets this process holds (for tests and /metrics readers). */
+  size(): number {
+    return this.connections.size;
+  }
+
+  /**
+   * Makes `c` the agent's connection: an older one (here) is closed, the agent's queue in PostgreSQL is this
+   * process's (replacing another process's), and the agent is healthy again.
+   */
+  async attach(c: HubConnection): Promise<void> {
+    const key = `${c.tenant}/${c.agentId}`;
+    const older = this.connections.get(key);
+    this.connections.set(key, c);
+    if (older && older !== c) older.close(4002, 'replaced by a newer connection of the same agent');
+    await this.deps.pool.query(
+      `INSERT INTO hub_connections (tenant, agent_id, connection_id, task_queue) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (tenant, agent_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, task_queue = EXCLUDED.task_queue, connected_at = now()`,
+      [c.tenant, c.agentId, c.id, this.queue],
+    );
+    await this.setStatus(c.tenant, c.agentId, 'healthy', 'connected to the hub');
+  }
+
+  /** Forgets a closed connection (unless a newer one replaced it, here or in another process). */
+  async detach(c: HubConnection): Promise<void> {
+    const key = `${c.tenant}/${c.agentId}`;
+    if (this.connections.get(key) === c) this.connections.delete(key);
+    await this.deps.pool.query('DELETE FROM hub_connections WHERE tenant = $1 AND agent_id = $2 AND connection_id = $3', [c.tenant, c.agentId, c.id]);
+  }
+
+  /** The registry's health of a hub agent is the hub's to say (the refresh schedule does not probe ws-agent:// URLs). */
+  async setStatus(tenant: string, agentId: string, status: 'healthy' | 'down', reason: string): Promise<void> {
+    await this.deps.pool.query(
+      `UPDATE agents SET status = $3, status_reason = $4, consecutive_failures = 0,
+              status_changed_at = CASE WHEN status = $3 THEN status_changed_at ELSE now() END
+        WHERE tenant = $1 AND id = $2`,
+      [tenant, agentId, status, reason],
+    );
+  }
+
+  /** Wakes the activities waiting in this process for the turn's outcome. */
+  wake(turnKey: string): void {
+    for (const w of this.waiters.get(turnKey) ?? []) w();
+  }
+
+  /** Resolves when the turn is woken here, or after `ms` (the caller then looks in PostgreSQL: another process may have it). */
+  waitForWake(turnKey: string, ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const set = this.waiters.get(turnKey) ?? new Set();
+      this.waiters.set(turnKey, set);
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        set.delete(done);
+        if (set.size === 0) this.waiters.delete(turnKey);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      set.add(done);
+    });
+  }
+
+  /** Closes every socket (1001, going away): the agents reconnect, to this process's successor or another. */
+  closeAll(): void {
+    for (const c of this.connections.values()) c.close(1001, 'Switchboard is shutting down; reconnect');
+  }
+}

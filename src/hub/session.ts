@@ -1,0 +1,424 @@
+/**
+ * One agent's WebSocket at the hub: JSON-RPC 2.0 frames both ways (Society AI's hub methods; see README
+ * "WebSocket hub"). Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete,
+ * agent.search, agent.send_task. Hub → agent: tasks/send or message/send (a turn), tasks/cancel.
+ *
+ * Limits: frames over the size cap close the socket (1009, by ws); a frame that is not JSON closes it with
+ * 1007 after a -32700 answer; binary frames close it with 1003; past the frame rate, requests get -32053;
+ * an agent that does not read what it is sent (its send buffer past 8 frames' worth) is closed with 1008.
+ * Updates about one task are applied in the order they arrive.
+ */
+import { randomUUID } from 'node:crypto';
+import type { WebSocket } from 'ws';
+import { z } from 'zod';
+import type { Caller } from '../auth/caller';
+import type { AgentRegistry } from '../agents/registry';
+import type { A2AEndpoints } from '../a2a/endpoints';
+import type { WireArtifact, WireMessage, WireTask } from '../a2a/wire';
+import { EventSink } from '../../activities/event-sink';
+import { costOf } from '../../activities/agent-cost';
+import { compactArtifact, withinBudget } from '../../activities/forward-message';
+import type { ForwardResult } from '../../workflows/types';
+import { A2A_ERRORS } from '../a2a/errors';
+import type { AgentHub, HubConnection } from './hub';
+import { type OpenTurn, type TurnResult, turnKeyText } from './turns';
+import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
+
+/** Close codes the hub uses besides the standard ones (4000–4999 are the application's). */
+export const HUB_CLOSE = { heartbeatTimeout: 4000, replaced: 4002, notAHubAgent: 4003 } as const;
+
+const RATE_LIMITED = -32053;
+type RpcId = string | number | null;
+
+interface Rpc {
+  jsonrpc: '2.0';
+  id?: RpcId;
+  method?: string;
+  params?: unknown;
+  result?: unknown;
+  error?: { code: number; message: string };
+}
+
+export interface SessionDeps {
+  hub: AgentHub;
+  registry: AgentRegistry;
+  endpoints: A2AEndpoints;
+  /** The gateway's URL as the agent reached it (agent.search answers with URLs under it). */
+  base: string;
+}
+
+const SearchParams = z.object({
+  q: z.string().max(500).optional(),
+  query: z.string().max(500).optional(),
+  tags: z.array(z.string().max(100)).max(20).optional(),
+  skills: z.array(z.string().max(200)).max(20).optional(),
+  pageSize: z.number().int().min(1).max(100).optional(),
+});
+
+export class HubSession implements HubConnection {
+  readonly id = randomUUID();
+  readonly tenant: string;
+  readonly agentId: string;
+  turnMethod: 'tasks/send' | 'message/send' = 'tasks/send';
+  closed = false;
+  private lastHeard = Date.now();
+  private alive = true;
+  private readonly timer: NodeJS.Timeout;
+  /** Frame budget: refilled at maxFramesPerSecond, holding up to twice that. */
+  private tokens: number;
+  private refilledAt = Date.now();
+  /** Task updates in arrival order (a chunk must not overtake the one before it). */
+  private updates: Promise<unknown> = Promise.resolve();
+  private readonly sinks = new Map<string, { turn: OpenTurn; sink: EventSink }>();
+  private readonly caller: Caller;
+
+  constructor(
+    private readonly ws: WebSocket,
+    caller: Caller,
+    private readonly deps: SessionDeps,
+  ) {
+    this.tenant = caller.tenant;
+    this.agentId = caller.agentId!;
+    this.caller = caller;
+    const { settings } = deps.hub;
+    this.tokens = settings.maxFramesPerSecond * 2;
+    ws.on('message', (data, isBinary) => this.onFrame(data.toString(), isBinary));
+    ws.on('pong', () => (this.alive = true));
+    ws.on('close', () => void this.onClose());
+    ws.on('error', () => undefined); // 'close' follows; an oversize frame is reported here first
+    this.timer = setInterval(() => this.tick(), Math.min(settings.pingMs, settings.heartbeatTimeoutMs));
+  }
+
+  /** Registers the socket with the hub once the agent's registry entry is known to be there. */
+  async start(): Promise<void> {
+    const agent = await this.deps.registry.get(this.tenant, this.agentId);
+    if (!agent) return this.close(HUB_CLOSE.notAHubAgent, `no agent ${this.agentId} is registered in tenant ${this.tenant}`);
+    this.turnMethod = turnMethodOf(agent.card);
+    await this.deps.hub.attach(this);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) this.ws.close(code, reason.slice(0, 120));
+    this.closed = true;
+  }
+
+  async sendTurn(frame: Record<string, unknown>): Promise<void> {
+    await this.write({ jsonrpc: '2.0', ...frame });
+  }
+
+  notifyAgent(method: string, params: Record<string, unknown>): void {
+    void this.write({ jsonrpc: '2.0', id: `hub-${randomUUID()}`, method, params }).catch(() => undefined);
+  }
+
+  private write(frame: object): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the agent\'s socket is closed'));
+    // Back-pressure: an agent that does not read what it is sent is cut off rather than buffered for without end.
+    if (this.ws.bufferedAmount > this.deps.hub.settings.maxFrameBytes * 8) {
+      this.close(1008, 'the agent is not reading its frames');
+      return Promise.reject(new Error('the agent is not reading its frames'));
+    }
+    return new Promise((resolve, reject) => this.ws.send(JSON.stringify(frame), (err) => (err ? reject(err) : resolve())));
+  }
+
+  private reply(id: RpcId | undefined, result: unknown): void {
+    if (id === undefined) return; // a notification is not answered
+    void this.write({ jsonrpc: '2.0', id, result }).catch(() => undefined);
+  }
+
+  private replyError(id: RpcId | undefined, code: number, message: string): void {
+    if (id === undefined) return;
+    void this.write({ jsonrpc: '2.0', id, error: { code, message } }).catch(() => undefined);
+  }
+
+  private tick(): void {
+    const { settings } = this.deps.hub;
+    if (Date.now() - this.lastHeard > settings.heartbeatTimeoutMs) {
+      const reason = `no heartbeat from the agent for ${Math.round(settings.heartbeatTimeoutMs / 1000)} s`;
+      void this.deps.hub.setStatus(this.tenant, this.agentId, 'down', `hub: ${reason}`).catch(() => undefined);
+      this.close(HUB_CLOSE.heartbeatTimeout, reason);
+      return;
+    }
+    // A socket that answered no ping since the last one is gone (a NAT that dropped it, a dead host).
+    if (!this.alive) {
+      this.ws.terminate();
+      return;
+    }
+    this.alive = false;
+    this.ws.ping();
+  }
+
+  private async onClose(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await Promise.allSettled([...this.sinks.values()].map((s) => s.sink.flush()));
+    await this.deps.hub.detach(this).catch((err) => this.deps.hub.deps.log.warn({ err, agentId: this.agentId }, 'hub: could not forget a closed connection'));
+  }
+
+  private takeToken(): boolean {
+    const { maxFramesPerSecond } = this.deps.hub.settings;
+    const now = Date.now();
+    this.tokens = Math.min(maxFramesPerSecond * 2, this.tokens + ((now - this.refilledAt) / 1000) * maxFramesPerSecond);
+    this.refilledAt = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  private onFrame(text: string, isBinary: boolean): void {
+    if (this.closed) return;
+    if (isBinary) return this.close(1003, 'binary frames are not accepted: send JSON-RPC 2.0 as text frames');
+    this.lastHeard = Date.now();
+    let frame: Rpc;
+    try {
+      frame = JSON.parse(text) as Rpc;
+    } catch (err) {
+      void this.write({ jsonrpc: '2.0', id: null, error: { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` } }).catch(() => undefined);
+      return this.close(1007, 'a frame was not valid JSON');
+    }
+    if (!isObject(frame) || frame.jsonrpc !== '2.0') {
+      return this.replyError(isObject(frame) ? (frame.id ?? null) : null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: jsonrpc must be "2.0"');
+    }
+    if (frame.method === undefined && ('result' in frame || 'error' in frame)) return this.onAnswer(frame);
+    if (typeof frame.method !== 'string') return this.replyError(frame.id ?? null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: method must be a string');
+    if (!this.takeToken()) {
+      const { maxFramesPerSecond } = this.deps.hub.settings;
+      return this.replyError(frame.id, RATE_LIMITED, `Too many frames: at most ${maxFramesPerSecond} a second (bursts of ${maxFramesPerSecond * 2}); ${frame.method} was not processed`);
+    }
+    const { id, method } = frame;
+    const params = isObject(frame.params) ? frame.params : frame.params === undefined ? {} : undefined;
+    if (params === undefined) return this.replyError(id, A2A_ERRORS.InvalidParams.code, `Invalid params for ${method}: params must be an object`);
+    const handle = (work: () => Promise<unknown>) =>
+      work().then(
+        (result) => this.reply(id, result),
+        (err: unknown) => {
+          if (err instanceof FrameError) return this.replyError(id, A2A_ERRORS.InvalidParams.code, `Invalid params for ${method}: ${err.message}`);
+          if (err instanceof HubRpcError) return this.replyError(id, err.code, err.message);
+          this.deps.hub.deps.log.error({ err, method, agentId: this.agentId }, 'hub: a frame failed');
+          return this.replyError(id, A2A_ERRORS.Internal.code, `Internal error while handling ${method}`);
+        },
+      );
+    // Task updates in order, one after another; everything else at once (agent.send_task may wait for a turn).
+    const inOrder = (work: () => Promise<unknown>) => (this.updates = this.updates.then(() => handle(work)));
+    switch (method) {
+      case 'heartbeat':
+        return void handle(async () => ({ ok: true, at: new Date().toISOString() }));
+      case 'agent.register':
+        return void inOrder(() => this.register(params));
+      case 'task.status':
+        return void inOrder(() => this.taskStatus(params));
+      case 'task.artifact':
+        return void inOrder(() => this.taskArtifact(params));
+      case 'task.complete':
+        return void inOrder(() => this.taskComplete(params));
+      case 'agent.search':
+        return void handle(() => this.search(params));
+      case 'agent.send_task':
+        return void handle(() => this.sendTask(params));
+      default:
+        return this.replyError(id, A2A_ERRORS.MethodNotFound.code, `Method not found: ${method} (the hub's methods: agent.register, heartbeat, task.status, task.artifact, task.complete, agent.search, agent.send_task)`);
+    }
+  }
+
+  /** The agent's answer to a turn: a task in a final (or interrupted) state ends the turn; anything else acknowledges it. */
+  private onAnswer(frame: Rpc): void {
+    if (typeof frame.id !== 'string' || frame.id.startsWith('hub-')) return; // tasks/cancel answers: nothing waits for them
+    const messageId = frame.id;
+    void (this.updates = this.updates.then(async () => {
+      const turn = await this.deps.hub.turns.openTurnOf(this.tenant, this.agentId, taskIdFromAnswer(frame) ?? '').catch(() => undefined);
+      const key = turn && turn.messageId === messageId ? turn : await this.turnByMessage(messageId);
+      if (!key) return;
+      if (frame.error) return this.finish(key, { error: { code: Number(frame.error.code) || A2A_ERRORS.Internal.code, message: String(frame.error.message ?? '') } });
+      const result = isObject(frame.result) ? frame.result : undefined;
+      const finished = result && outcomeOf(result, key);
+      if (finished && finished.state !== 'TASK_STATE_WORKING' && finished.state !== 'TASK_STATE_SUBMITTED') return this.finish(key, { outcome: await this.withArtifacts(key, finished) });
+      await this.deps.hub.turns.advance(key, 'acked');
+    }).catch((err) => this.deps.hub.deps.log.warn({ err, agentId: this.agentId }, 'hub: an answer to a turn could not be recorded')));
+  }
+
+  private async turnByMessage(messageId: string): Promise<OpenTurn | undefined> {
+    const { rows } = await this.deps.hub.pool.query<{ task_id: string }>(
+      `SELECT task_id FROM hub_turns WHERE tenant = $1 AND agent_id = $2 AND message_id = $3 AND state <> 'done' LIMIT 1`,
+      [this.tenant, this.agentId, messageId],
+    );
+    return rows[0] && this.deps.hub.turns.openTurnOf(this.tenant, this.agentId, rows[0].task_id);
+  }
+
+  // ---- agent → hub ----
+
+  private async register(params: Record<string, unknown>): Promise<unknown> {
+    const card = isObject(params.card) ? params.card : params;
+    if (typeof card.name !== 'string' || !card.name.trim()) throw new FrameError('the card needs a name');
+    if (card.skills !== undefined && !Array.isArray(card.skills)) throw new FrameError('skills must be an array');
+    const url = `ws-agent://${this.agentId}`;
+    const stored = { ...card, url };
+    await this.deps.hub.pool.query(
+      `UPDATE agents SET name = $3, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
+        WHERE tenant = $1 AND id = $2`,
+      [this.tenant, this.agentId, card.name.slice(0, 200), stored, url],
+    );
+    this.turnMethod = turnMethodOf(stored);
+    await this.deps.hub.setStatus(this.tenant, this.agentId, 'healthy', 'registered on the hub');
+    return { agentId: this.agentId, url, turnMethod: this.turnMethod };
+  }
+
+  /** The open turn of the task the update names, with its event sink: only a task of this agent's, mid-turn. */
+  private async turnOf(params: Record<string, unknown>): Promise<{ turn: OpenTurn; sink: EventSink }> {
+    const taskId = taskIdOf(params);
+    const held = this.sinks.get(taskId);
+    if (held) return held;
+    const turn = await this.deps.hub.turns.openTurnOf(this.tenant, this.agentId, taskId);
+    if (!turn) throw new HubRpcError(A2A_ERRORS.TaskNotFound.code, `Task ${taskId} has no turn open for this agent (it was never sent to it, or its turn has ended)`);
+    const sink = new EventSink(this.deps.hub.pool, this.deps.hub.deps.events, this.tenant, taskId, `hub/${turn.messageId}/${this.id}/`);
+    const entry = { turn, sink };
+    this.sinks.set(taskId, entry);
+    return entry;
+  }
+
+  private async taskStatus(params: Record<string, unknown>): Promise<unknown> {
+    const { turn, sink } = await this.turnOf(params);
+    if (!isObject(params.status)) throw new FrameError('status {state, message?} is required');
+    const state = stateFromHub(params.status.state, 'status.state');
+    // A status that ends the turn (0.2 `final`) is the turn's outcome; progress goes to the task's event log.
+    if (state !== 'TASK_STATE_WORKING' && state !== 'TASK_STATE_SUBMITTED') return this.taskComplete(params);
+    const ids = { taskId: turn.taskId, contextId: turn.contextId };
+    const message = params.status.message === undefined ? undefined : messageFromHub(params.status.message, 'status.message', ids);
+    await sink.push({
+      statusUpdate: { ...ids, status: { state, timestamp: new Date().toISOString(), ...(message ? { message } : {}) }, ...(isObject(params.metadata) ? { metadata: params.metadata } : {}) },
+    });
+    await this.deps.hub.turns.advance(turn, 'acked');
+    return { ok: true };
+  }
+
+  private async taskArtifact(params: Record<string, unknown>): Promise<unknown> {
+    const { turn, sink } = await this.turnOf(params);
+    const { append, lastChunk, ...artifact } = artifactFromHub(params.artifact, 'artifact');
+    const ids = { taskId: turn.taskId, contextId: turn.contextId };
+    await sink.push({ artifactUpdate: { ...ids, artifact, ...(append ? { append } : {}), ...(lastChunk ? { lastChunk } : {}) } });
+    const prev = turn.artifacts.find((a) => a.artifactId === artifact.artifactId);
+    if (append && prev) prev.parts.push(...artifact.parts);
+    else turn.artifacts = [...turn.artifacts.filter((a) => a.artifactId !== artifact.artifactId), artifact];
+    await this.deps.hub.turns.saveArtifacts(turn, turn.artifacts);
+    await this.deps.hub.turns.advance(turn, 'acked');
+    return { ok: true };
+  }
+
+  private async taskComplete(params: Record<string, unknown>): Promise<unknown> {
+    const { turn } = await this.turnOf(params);
+    const outcome = outcomeOf(params, turn);
+    if (outcome.state === 'TASK_STATE_WORKING' || outcome.state === 'TASK_STATE_SUBMITTED') throw new FrameError('task.complete needs a final state (completed, failed, canceled, rejected, input-required, auth-required)');
+    await this.finish(turn, { outcome: await this.withArtifacts(turn, outcome) });
+    return { ok: true };
+  }
+
+  /** Artifacts the outcome does not name itself are the ones sent with task.artifact during the turn. */
+  private async withArtifacts(turn: OpenTurn, outcome: ForwardResult): Promise<ForwardResult> {
+    const artifacts = outcome.artifacts.length > 0 ? outcome.artifacts : turn.artifacts;
+    return { ...outcome, artifacts: withinBudget(artifacts.map(compactArtifact)) };
+  }
+
+  /** Ends the turn: what the agent streamed is committed first, then the outcome, then the waiting activity is woken. */
+  private async finish(turn: OpenTurn, result: TurnResult): Promise<void> {
+    const held = this.sinks.get(turn.taskId);
+    this.sinks.delete(turn.taskId);
+    await held?.sink.flush();
+    await this.deps.hub.turns.finish(turn, result);
+    this.deps.hub.wake(turnKeyText(turn));
+  }
+
+  private async search(params: Record<string, unknown>): Promise<unknown> {
+    const p = SearchParams.safeParse(params);
+    if (!p.success) throw new FrameError(z.prettifyError(p.error));
+    const page = await this.deps.registry.search(this.tenant, { q: p.data.q ?? p.data.query, tags: p.data.tags, skills: p.data.skills, pageSize: p.data.pageSize ?? 20 });
+    return {
+      agents: page.agents.map((a) => ({
+        id: a.id,
+        name: a.name,
+        description: typeof a.card.description === 'string' ? a.card.description : undefined,
+        url: `${this.deps.base}/agents/${a.id}/a2a`,
+        skills: Array.isArray(a.card.skills) ? a.card.skills : [],
+        status: a.status,
+        ...(a.rank !== undefined ? { rank: a.rank } : {}),
+      })),
+    };
+  }
+
+  /**
+   * A child task to another agent, as if the agent had sent SendMessage with its key: the same checks, quotas
+   * and link to its parent (params.parentTaskId, else the one task this socket has a turn open for), so it
+   * joins the job of the task the agent is working on. Waits for the child's turn unless returnImmediately.
+   */
+  private async sendTask(params: Record<string, unknown>): Promise<unknown> {
+    const target = typeof params.agentId === 'string' ? params.agentId : typeof params.agent === 'string' ? params.agent : undefined;
+    if (!target) throw new FrameError('agentId (the agent to send the task to, as agent.search names it) is required');
+    const open = [...this.sinks.keys()];
+    const parentTaskId = typeof params.parentTaskId === 'string' ? params.parentTaskId : open.length === 1 ? open[0] : await this.onlyOpenTask();
+    const message: WireMessage = {
+      ...messageFromHub(params.message, 'message', { taskId: '', contextId: '' }),
+      role: 'ROLE_USER',
+      messageId: typeof (params.message as { messageId?: unknown }).messageId === 'string' ? (params.message as { messageId: string }).messageId : randomUUID(),
+    };
+    delete message.taskId;
+    if (typeof params.sessionId === 'string') message.contextId = params.sessionId;
+    else delete message.contextId;
+    if (parentTaskId) message.metadata = { ...message.metadata, switchboard: { ...(message.metadata?.switchboard as object), parentTaskId } };
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message, configuration: { returnImmediately: params.returnImmediately === true } } });
+    const answer = await this.deps.endpoints.core.answer(
+      { body, caller: this.caller, headers: {}, version: '1.0', base: this.deps.base, signal: new AbortController().signal },
+      this.deps.endpoints.resolver(target),
+    );
+    if (!('body' in answer)) throw new HubRpcError(A2A_ERRORS.Internal.code, 'unexpected stream');
+    const rpc = answer.body as { result?: { task?: WireTask; message?: WireMessage }; error?: { code: number; message: string }; requiredRoles?: unknown };
+    if (rpc.error) throw new HubRpcError(rpc.error.code, rpc.error.message);
+    if (rpc.result?.task) return taskToHub(rpc.result.task);
+    throw new HubRpcError(A2A_ERRORS.Internal.code, `the task could not be sent (HTTP ${answer.status})`);
+  }
+
+  private async onlyOpenTask(): Promise<string | undefined> {
+    const { rows } = await this.deps.hub.pool.query<{ task_id: string }>(
+      `SELECT DISTINCT task_id FROM hub_turns WHERE tenant = $1 AND agent_id = $2 AND state <> 'done' LIMIT 2`,
+      [this.tenant, this.agentId],
+    );
+    return rows.length === 1 ? rows[0].task_id : undefined;
+  }
+}
+
+/** A JSON-RPC error with its code, answered to the agent as is. */
+class HubRpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** tasks/send unless the card declares a protocol of 0.3 or later, whose agents take message/send. */
+function turnMethodOf(card: Record<string, unknown>): 'tasks/send' | 'message/send' {
+  const v = typeof card.protocolVersion === 'string' ? card.protocolVersion : '';
+  return /^(0\.[3-9]|[1-9])/.test(v) ? 'message/send' : 'tasks/send';
+}
+
+function taskIdFromAnswer(frame: Rpc): string | undefined {
+  const r = frame.result;
+  return isObject(r) && typeof r.id === 'string' ? r.id : isObject(r) && typeof r.taskId === 'string' ? r.taskId : undefined;
+}
+
+/** A task (0.1/0.2 or 0.3), a task.status/task.complete's params, or a 0.3 message, as the turn's outcome. */
+function outcomeOf(p: Record<string, unknown>, turn: OpenTurn): ForwardResult {
+  const ids = { taskId: turn.taskId, contextId: turn.contextId };
+  if (p.kind === 'message') {
+    const m = messageFromHub(p, 'result', ids);
+    return { state: 'TASK_STATE_COMPLETED', statusMessage: m, artifacts: [], costMinor: costOf(m.metadata) };
+  }
+  const status = isObject(p.status) ? p.status : {};
+  const state = status.state === undefined ? 'TASK_STATE_COMPLETED' : stateFromHub(status.state, 'status.state');
+  const statusMessage = status.message === undefined ? undefined : messageFromHub(status.message, 'status.message', ids);
+  if (p.artifacts !== undefined && !Array.isArray(p.artifacts)) throw new FrameError('artifacts must be an array');
+  const artifacts: WireArtifact[] = ((p.artifacts as unknown[] | undefined) ?? []).map((a, i) => {
+    const { append: _a, lastChunk: _l, ...artifact } = artifactFromHub(a, `artifacts[${i}]`);
+    return artifact;
+  });
+  const metadata = isObject(p.metadata) ? p.metadata : undefined;
+  return { state, ...(statusMessage ? { statusMessage } : {}), artifacts, costMinor: costOf(metadata) ?? costOf(statusMessage?.metadata) };
+}
+

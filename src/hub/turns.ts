@@ -1,0 +1,84 @@
+/**
+ * Hub turns in PostgreSQL (migration 010): how far each turn sent to a hub agent got, so that a retried or
+ * re-routed forwarding attempt, in this process or another, neither sends a turn the agent acknowledged again
+ * nor misses an outcome another process received.
+ */
+import type { Pool } from 'pg';
+import type { WireArtifact } from '../a2a/wire';
+import type { ForwardResult } from '../../workflows/types';
+
+export interface TurnKey {
+  tenant: string;
+  taskId: string;
+  messageId: string;
+}
+
+export type TurnState = 'pending' | 'sent' | 'acked' | 'done';
+
+/** What a finished turn holds: the outcome for the workflow, or the agent's JSON-RPC error (the turn fails). */
+export type TurnResult = { outcome: ForwardResult } | { error: { code: number; message: string } };
+
+export interface OpenTurn extends TurnKey {
+  agentId: string;
+  contextId: string;
+  state: TurnState;
+  artifacts: WireArtifact[];
+}
+
+export const turnKeyText = (k: TurnKey) => `${k.tenant}/${k.taskId}/${k.messageId}`;
+
+export class HubTurns {
+  constructor(private readonly pool: Pool) {}
+
+  /** Creates the turn if it is new; either way returns its state (and result, once done). */
+  async open(k: TurnKey, agentId: string, contextId: string): Promise<{ state: TurnState; result: TurnResult | null }> {
+    await this.pool.query(
+      `INSERT INTO hub_turns (tenant, task_id, message_id, agent_id, context_id) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+      [k.tenant, k.taskId, k.messageId, agentId, contextId],
+    );
+    return (await this.get(k))!;
+  }
+
+  async get(k: TurnKey): Promise<{ state: TurnState; result: TurnResult | null } | undefined> {
+    const { rows } = await this.pool.query<{ state: TurnState; result: TurnResult | null }>(
+      'SELECT state, result FROM hub_turns WHERE tenant = $1 AND task_id = $2 AND message_id = $3',
+      [k.tenant, k.taskId, k.messageId],
+    );
+    return rows[0];
+  }
+
+  /** Moves a turn forward (pending → sent → acked), never back and never out of done. */
+  async advance(k: TurnKey, to: 'sent' | 'acked'): Promise<void> {
+    const from = to === 'sent' ? ['pending'] : ['pending', 'sent'];
+    await this.pool.query(
+      'UPDATE hub_turns SET state = $4, updated_at = now() WHERE tenant = $1 AND task_id = $2 AND message_id = $3 AND state = ANY($5)',
+      [k.tenant, k.taskId, k.messageId, to, from],
+    );
+  }
+
+  /** Records the outcome once: a second report of the same turn changes nothing. @returns whether this one counted. */
+  async finish(k: TurnKey, result: TurnResult): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      `UPDATE hub_turns SET state = 'done', result = $4, updated_at = now() WHERE tenant = $1 AND task_id = $2 AND message_id = $3 AND state <> 'done'`,
+      [k.tenant, k.taskId, k.messageId, result],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** The agent's open turn of a task (an update names the task only); undefined when it has none. */
+  async openTurnOf(tenant: string, agentId: string, taskId: string): Promise<OpenTurn | undefined> {
+    const { rows } = await this.pool.query<{ message_id: string; context_id: string; state: TurnState; artifacts: WireArtifact[] }>(
+      `SELECT message_id, context_id, state, artifacts FROM hub_turns WHERE tenant = $1 AND agent_id = $2 AND task_id = $3 AND state <> 'done'
+        ORDER BY created_at DESC LIMIT 1`,
+      [tenant, agentId, taskId],
+    );
+    const r = rows[0];
+    return r && { tenant, taskId, messageId: r.message_id, agentId, contextId: r.context_id, state: r.state, artifacts: r.artifacts };
+  }
+
+  async saveArtifacts(k: TurnKey, artifacts: WireArtifact[]): Promise<void> {
+    await this.pool.query('UPDATE hub_turns SET artifacts = $4, updated_at = now() WHERE tenant = $1 AND task_id = $2 AND message_id = $3', [
+      k.tenant, k.taskId, k.messageId, JSON.stringify(artifacts),
+    ]);
+  }
+}

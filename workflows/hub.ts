@@ -1,0 +1,47 @@
+/**
+ * Forwarding a turn to an agent connected to the WebSocket hub (endpoint `ws-agent://<agentId>`). Its socket
+ * lives in one Switchboard process, and only that process's hub worker polls its task queue; so each attempt
+ * first asks which queue holds the agent now (waiting for it to connect), then runs the forwarding there.
+ * Retries are this loop's, not Temporal's, because a retry must look for the agent again: after a disconnect or
+ * a dead process it is on another queue. The agent's retry policy (attempts, backoff, attempt timeout) applies.
+ */
+import { ActivityCancellationType, ApplicationFailure, isCancellation, proxyActivities, sleep } from '@temporalio/workflow';
+import { ActivityFailure } from '@temporalio/common';
+import type { createActivities, HubActivities } from '../activities';
+import type { ForwardArgs } from '../activities/forward-message';
+import type { AgentTarget, ForwardResult } from './types';
+
+export const HUB_URL_SCHEME = 'ws-agent:';
+
+export const isHubAgent = (agent: AgentTarget): boolean => agent.endpoint.url.startsWith(`${HUB_URL_SCHEME}//`);
+
+/** A process that died with the turn: its queue has no poller, so the attempt is moved on after this long. */
+const SCHEDULE_TO_START_MS = 10_000;
+
+export async function forwardThroughHub(agent: AgentTarget, args: ForwardArgs, nonRetryable: readonly string[]): Promise<ForwardResult> {
+  const { retry } = agent;
+  const locating = proxyActivities<ReturnType<typeof createActivities>>({
+    startToCloseTimeout: retry.attemptTimeoutMs + 10_000,
+    heartbeatTimeout: 10_000,
+    retry: { maximumAttempts: 1 },
+  });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const taskQueue = await locating.hubQueueOf({ tenant: args.tenant, agentId: agent.agentId, waitMs: retry.attemptTimeoutMs });
+      const hub = proxyActivities<HubActivities>({
+        taskQueue,
+        scheduleToStartTimeout: SCHEDULE_TO_START_MS,
+        startToCloseTimeout: retry.attemptTimeoutMs,
+        heartbeatTimeout: Math.min(10_000, retry.attemptTimeoutMs),
+        cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        retry: { maximumAttempts: 1 },
+      });
+      return await hub.hubForward(args);
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      const type = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause.type : undefined;
+      if (attempt >= retry.maxAttempts || (type && nonRetryable.includes(type))) throw err;
+      await sleep(Math.round(retry.initialIntervalMs * retry.backoffCoefficient ** (attempt - 1)));
+    }
+  }
+}
