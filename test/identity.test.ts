@@ -49,7 +49,7 @@ async function call(method: string, path: string, opts: { key?: string; body?: u
 const admin = (method: string, path: string, body?: unknown) => call(method, path, { key: gw.keys.admin, body });
 
 before(async () => {
-  gw = await startGateway();
+  gw = await startGateway({ hub: {} }); // with the WebSocket hub, so GET /hub is in the matrix
   echo = await agents.add(startEchoAgent());
   echoId = (await register(gw, echo.url)).id;
   key.admin = gw.keys.admin;
@@ -146,6 +146,8 @@ const MATRIX: Record<string, Row> = {
   'DELETE /agents/:id/rest/*': { allowed: WRITERS, request: () => ({ path: `/agents/${echoId}/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 404 },
   'GET /rest/*': { allowed: ALL, request: () => ({ path: `/rest/tasks/${randomUUID()}`, headers: V1 }), ok: 404 },
   'POST /rest/*': { allowed: WRITERS, request: () => ({ path: '/rest/message:send', body: {}, headers: V1 }), ok: 400 },
+  // The WebSocket hub: an agent's own connection. A plain GET (no upgrade) past authorization is 426.
+  'GET /hub': { allowed: ['agent'], request: () => ({ path: '/hub' }), ok: 426 },
   'DELETE /rest/*': { allowed: WRITERS, request: () => ({ path: `/rest/tasks/${randomUUID()}/pushNotificationConfigs/x`, headers: V1 }), ok: 404 },
   // Genesis Nexus: envelopes are sent like A2A writes; secrets are the operators'; subscriptions the agents' (or their operators').
   'POST /genesis/messages': { allowed: WRITERS, request: () => ({ path: '/genesis/messages', body: {} }), ok: 400 },

@@ -122,7 +122,7 @@ export type Envelope = z.infer<typeof EnvelopeSchema>;
 /** Registration body of `POST /agents`. */
 export const RegisterAgentBody = z.object({
   /** The agent's base or card URL; or `ws-agent://` for an agent that connects to the hub (GET /hub) instead. */
-  url: z.union([z.url({ protocol: /^https?$/ }), z.string().regex(/^ws-agent:\/\/[\w.~-]*$/)], { error: 'must be an http(s) URL, or ws-agent:// for a hub agent' }),
+  url: z.url({ protocol: /^(https?|ws-agent)$/ }),
   /** What Switchboard presents when it calls the agent (bearer, apiKey or oauth2 client credentials); never shown again. */
   credentials: AgentCredentialSpec.optional(),
   name: z.string().min(1).max(200).optional(),

@@ -135,7 +135,7 @@ export class AgentRegistry {
    * @throws RegistrationError when no valid card can be fetched from the URL.
    */
   async register(tenant: string, body: RegisterAgent): Promise<Agent> {
-    if (body.url.startsWith('ws-agent://')) return this.registerHubAgent(tenant, body);
+    if (body.url.startsWith('ws-agent:')) return this.registerHubAgent(tenant, body);
     const { credentials } = this.opts;
     if (body.credentials && !credentials) throw new RegistrationError('this Switchboard stores no agent credentials (SWITCHBOARD_SECRETS_KEY is unset)');
     let headers: Record<string, string> = {};
