@@ -6,7 +6,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
- * `search`, `routing`, `auth`, `bindings`, `genesis` or `nanda`: run only that part; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda` or `hub`: run only that part; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -21,6 +21,7 @@ import { sendBlocking, timeCalls } from './measure';
 import { type BindingsReport, benchBindings, printBindings } from './bindings';
 import { type GenesisReport, benchGenesis, printGenesis } from './genesis';
 import { type NandaReport, benchNanda, printNanda } from './nanda';
+import { type HubReport, benchHub, printHub } from './hub';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -31,7 +32,7 @@ const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
 const ONLY = process.env.BENCH_ONLY ?? '';
-const PARTS = ['tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda'];
+const PARTS = ['tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
@@ -41,6 +42,7 @@ const RUN_AUTH = ONLY === '' || ONLY === 'auth';
 const RUN_BINDINGS = ONLY === '' || ONLY === 'bindings';
 const RUN_GENESIS = ONLY === '' || ONLY === 'genesis';
 const RUN_NANDA = ONLY === '' || ONLY === 'nanda';
+const RUN_HUB = ONLY === '' || ONLY === 'hub';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -85,7 +87,7 @@ async function main() {
   const { startEchoAgent } = await import('../test/agents');
 
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
-  const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true }), startEchoAgent(), startEchoAgent({ streaming: false })]);
+  const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true, hub: {} }), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
   let streaming: StreamingReport | undefined;
   let routing: RoutingReport | undefined;
@@ -93,6 +95,7 @@ async function main() {
   let bindings: BindingsReport | undefined;
   let genesis: GenesisReport | undefined;
   let nanda: NandaReport | undefined;
+  let hub: HubReport | undefined;
   try {
     if (RUN_TASKS) {
       const factory = new ClientFactory();
@@ -119,6 +122,8 @@ async function main() {
     if (RUN_GENESIS) genesis = await benchGenesis(gw, echoBlocking.url, deadline);
     // NANDA action round trips against a plain message/send at the front door (bench/nanda.ts).
     if (RUN_NANDA) nanda = await benchNanda(gw, echoBlocking.url, deadline);
+    // The same echo behaviour through the WebSocket hub and over HTTP (bench/hub.ts).
+    if (RUN_HUB) hub = await benchHub(gw, deadline);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
@@ -130,6 +135,7 @@ async function main() {
   if (bindings) printBindings(bindings);
   if (genesis) printGenesis(genesis);
   if (nanda) printNanda(nanda);
+  if (hub) printHub(hub);
 }
 
 function printSearch(r: SearchBenchResult) {
