@@ -67,10 +67,8 @@ export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<Forw
   try {
     for (let turn = await hub.turns.open(key, agentId, args.gatewayContextId); ; turn = (await hub.turns.get(key))!) {
       if (turn.state === 'done') return resultOf(turn.result!);
-      if (ctx.cancellationSignal.aborted) {
-        hub.connection(args.tenant, agentId)?.notifyAgent('tasks/cancel', { id: args.gatewayTaskId });
-        await ctx.cancelled;
-      }
+      // The workflow tells the agent (tasks/cancel) once the call has stopped, as for a cancel between turns.
+      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
       // Not acknowledged yet: this attempt sends it (again, with the same request id and messageId) over the socket here.
       if ((turn.state === 'pending' || turn.state === 'sent') && !sentOn) {
         const c = hub.connection(args.tenant, agentId);
@@ -89,6 +87,13 @@ export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<Forw
   } finally {
     clearInterval(beat);
   }
+}
+
+/** Sends tasks/cancel over the agent's socket in this process. */
+export function hubCancel(hub: AgentHub, args: { tenant: string; agentId: string; taskId: string }): void {
+  const c = hub.connection(args.tenant, args.agentId);
+  if (!c) throw ApplicationFailure.retryable('the agent is not connected to this Switchboard process', 'AgentUnavailable');
+  c.notifyAgent('tasks/cancel', { id: args.taskId });
 }
 
 function resultOf(r: { outcome: ForwardResult } | { error: { code: number; message: string } }): ForwardResult {

@@ -17,7 +17,7 @@ import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { deliverGenesisEvent, finishGenesisDelivery, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
 import { createRegistryActivities } from './registry';
 import { forwardMessage, type ForwardArgs } from './forward-message';
-import { hubForward, hubQueueOf, type HubQueueArgs } from './hub';
+import { hubCancel, hubForward, hubQueueOf, type HubQueueArgs } from './hub';
 import type { AgentHub } from '../src/hub/hub';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
 import { endOrphanedTasks } from './orphans';
@@ -76,6 +76,7 @@ export type CertificationActivities = Pick<ReturnType<typeof createActivities>, 
 export function createHubActivities(hub: AgentHub) {
   return {
     hubForward: (args: ForwardArgs) => measuredForward(args, () => hubForward(hub, args)),
+    hubCancel: async (args: { tenant: string; agentId: string; taskId: string }) => hubCancel(hub, args),
   };
 }
 export type HubActivities = ReturnType<typeof createHubActivities>;

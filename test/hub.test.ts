@@ -334,6 +334,34 @@ describe('WebSocket hub', () => {
       await back.close();
     }));
 
+  test('a client\'s cancel mid-turn reaches the agent as tasks/cancel; an input-required answer ends the turn and the next message is a new turn', () =>
+    withOutput(async () => {
+      const { id, key } = await hubAgentOf('asking-agent');
+      const agent = await HubAgent.connect(a.url, key);
+      agent.onTurn = (turn, ag) => {
+        const text = turn.params.message.parts[0].text;
+        if (text === 'book a flight') ag.answer(turn, { id: turn.params.id, status: { state: 'input-required', message: { role: 'agent', parts: [{ type: 'text', text: 'Where to?' }] } } });
+        else ag.answer(turn, { id: turn.params.id, status: { state: 'working' } }); // acknowledged; works on it
+      };
+      const url = `${b.url}/agents/${id}/a2a`;
+      const first = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('book a flight') } }, V1);
+      const task = first.json.result.task;
+      assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(first.json));
+      assert.equal(task.status.message.parts[0].text, 'Where to?');
+      const follow = { ...userMessage('Lisbon'), taskId: task.id };
+      const working = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message: follow, configuration: { returnImmediately: true } } }, V1);
+      assert.ok(working.json.result?.task, JSON.stringify(working.json));
+      await eventually(() => agent.turns().length === 2, 20_000, 'the second turn');
+      const second = agent.turns()[1];
+      assert.equal(second.params.id, task.id, 'the same 0.1 task id continues the task');
+      assert.equal(second.params.message.parts[0].text, 'Lisbon');
+      await eventually(async () => (await db.pool.query(`SELECT 1 FROM hub_turns WHERE task_id = $1 AND state = 'acked'`, [task.id])).rowCount === 1, 10_000, 'the ack');
+      const canceled = await rpc(url, { jsonrpc: '2.0', id: 3, method: 'CancelTask', params: { id: task.id } }, V1);
+      assert.equal(canceled.json.result?.status?.state, 'TASK_STATE_CANCELED', JSON.stringify(canceled.json));
+      await eventually(() => agent.frames.some((f) => f.method === 'tasks/cancel' && f.params.id === task.id), 10_000, 'tasks/cancel at the agent');
+      await agent.close();
+    }));
+
   // Last: it kills process A.
   test('kill -9 of the process holding the socket mid-turn: the turn is delivered after the agent reconnects to the other process', () =>
     withOutput(async () => {

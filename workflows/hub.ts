@@ -10,6 +10,7 @@ import { ActivityFailure } from '@temporalio/common';
 import type { createActivities, HubActivities } from '../activities';
 import type { ForwardArgs } from '../activities/forward-message';
 import type { AgentTarget, ForwardResult } from './types';
+import { describeFailure } from './failures';
 
 export const HUB_URL_SCHEME = 'ws-agent:';
 
@@ -17,6 +18,22 @@ export const isHubAgent = (agent: AgentTarget): boolean => agent.endpoint.url.st
 
 /** A process that died with the turn: its queue has no poller, so the attempt is moved on after this long. */
 const SCHEDULE_TO_START_MS = 10_000;
+
+/**
+ * Tells a hub agent that its task was canceled (tasks/cancel), mid-turn or between turns, if it is connected
+ * within a few seconds. @returns what to add to the task's status when it could not be told.
+ */
+export async function cancelThroughHub(agent: AgentTarget, tenant: string, taskId: string): Promise<string | undefined> {
+  try {
+    const taskQueue = await proxyActivities<ReturnType<typeof createActivities>>({ startToCloseTimeout: 15_000, heartbeatTimeout: 10_000, retry: { maximumAttempts: 1 } })
+      .hubQueueOf({ tenant, agentId: agent.agentId, waitMs: 5_000 });
+    await proxyActivities<HubActivities>({ taskQueue, scheduleToStartTimeout: SCHEDULE_TO_START_MS, startToCloseTimeout: 10_000, retry: { maximumAttempts: 1 } })
+      .hubCancel({ tenant, agentId: agent.agentId, taskId });
+    return undefined;
+  } catch (err) {
+    return `the agent was not told (${describeFailure(err)})`;
+  }
+}
 
 export async function forwardThroughHub(agent: AgentTarget, args: ForwardArgs, nonRetryable: readonly string[]): Promise<ForwardResult> {
   const { retry } = agent;

@@ -27,7 +27,7 @@ import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
 import { agentErrorOf, describeFailure, humanDuration, isTimeout } from './failures';
 import { Funding } from './funding';
-import { forwardThroughHub, isHubAgent } from './hub';
+import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { PushDelivery } from './push-delivery';
@@ -268,7 +268,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     let note = 'Canceled by the client';
     const canceledChildren = await job.cancelChildren();
     if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
-    if (agentTaskId) {
+    if (isHubAgent(agent)) {
+      const untold = await cancelThroughHub(agent, input.tenant, task.id);
+      if (untold) note += `; ${untold}`;
+    } else if (agentTaskId) {
       try {
         await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant: input.tenant, agentId: agent.agentId });
       } catch (cancelErr) {
