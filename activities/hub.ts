@@ -23,9 +23,13 @@ export interface HubQueueArgs {
   waitMs: number;
 }
 
-const LOOK_MS = 250;
-/** How often a waiting turn looks in PostgreSQL for an outcome another process received. */
-const POLL_MS = 500;
+/** How often hubQueueOf looks for the agent's connection while it is not connected. */
+const LOOK_MS = 500;
+/**
+ * How often a waiting turn looks in PostgreSQL for an outcome another process received (the agent reconnected
+ * elsewhere mid-turn). An outcome received in this process wakes it at once, so this is only the rare case's delay.
+ */
+const POLL_MS = 2000;
 
 export async function hubQueueOf(pool: Pool, args: HubQueueArgs): Promise<string> {
   const ctx = Context.current();

@@ -182,7 +182,11 @@ async function taskOf(url: string, agentId: string, taskId: string) {
 describe('WebSocket hub', () => {
   test('the seed\'s frames: register, heartbeat, search, and a turn sent through the other process with a real SDK client', () =>
     withOutput(async () => {
+      const nameless = await admin(a.url, '/agents', { url: 'ws-agent://' });
+      assert.equal(nameless.status, 400);
+      assert.match(nameless.json.error, /give "name"/);
       const { id, key } = await hubAgentOf('research-agent');
+      assert.equal((await admin(a.url, `/agents/${id}`)).json.status, 'down', 'down until it connects');
       const agent = await HubAgent.connect(a.url, key);
       const registered = await agent.call('agent.register', researchCard);
       assert.equal(registered.result.url, `ws-agent://${id}`);

@@ -101,12 +101,15 @@ export class AgentHub {
     await this.deps.pool.query('DELETE FROM hub_connections WHERE tenant = $1 AND agent_id = $2 AND connection_id = $3', [c.tenant, c.agentId, c.id]);
   }
 
-  /** The registry's health of a hub agent is the hub's to say (the refresh schedule does not probe ws-agent:// URLs). */
+  /**
+   * The registry's health of a hub agent is the hub's to say (the refresh schedule does not probe ws-agent:// URLs).
+   * An agent still registered with an HTTP URL (connected, not yet agent.register'ed) keeps the probes' verdict.
+   */
   async setStatus(tenant: string, agentId: string, status: 'healthy' | 'down', reason: string): Promise<void> {
     await this.deps.pool.query(
       `UPDATE agents SET status = $3, status_reason = $4, consecutive_failures = 0,
               status_changed_at = CASE WHEN status = $3 THEN status_changed_at ELSE now() END
-        WHERE tenant = $1 AND id = $2`,
+        WHERE tenant = $1 AND id = $2 AND endpoint_url LIKE 'ws-agent:%'`,
       [tenant, agentId, status, reason],
     );
   }
