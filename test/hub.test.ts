@@ -335,7 +335,9 @@ describe('WebSocket hub', () => {
       assert.match(down.json.statusReason, /heartbeat/);
       const back = await HubAgent.connect(b.url, key);
       await eventually(async () => (await admin(a.url, `/agents/${id}`)).json.status === 'healthy', 5000, 'healthy again');
-      await back.close();
+      // Gone without a word (the socket just closes) is a missed heartbeat too.
+      back.ws.terminate();
+      await eventually(async () => (await admin(a.url, `/agents/${id}`)).json.status === 'down', HEARTBEAT_TIMEOUT_MS + 5000, 'down after disconnecting');
     }));
 
   test('a client\'s cancel mid-turn reaches the agent as tasks/cancel; an input-required answer ends the turn and the next message is a new turn', () =>

@@ -99,6 +99,16 @@ export class AgentHub {
     const key = `${c.tenant}/${c.agentId}`;
     if (this.connections.get(key) === c) this.connections.delete(key);
     await this.deps.pool.query('DELETE FROM hub_connections WHERE tenant = $1 AND agent_id = $2 AND connection_id = $3', [c.tenant, c.agentId, c.id]);
+    // Gone without a word is a missed heartbeat too: down unless it has reconnected (to any process) by then.
+    const { heartbeatTimeoutMs } = this.settings;
+    setTimeout(() => {
+      void this.deps.pool
+        .query('SELECT 1 FROM hub_connections WHERE tenant = $1 AND agent_id = $2', [c.tenant, c.agentId])
+        .then(async ({ rowCount }) => {
+          if (!rowCount) await this.setStatus(c.tenant, c.agentId, 'down', `hub: disconnected, no heartbeat for ${Math.round(heartbeatTimeoutMs / 1000)} s`);
+        })
+        .catch(() => undefined); // the pool may be closed by then (shutdown)
+    }, heartbeatTimeoutMs).unref();
   }
 
   /**

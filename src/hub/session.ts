@@ -63,6 +63,7 @@ export class HubSession implements HubConnection {
   closed = false;
   private lastHeard = Date.now();
   private alive = true;
+  private timedOut = false;
   private readonly timer: NodeJS.Timeout;
   /** Frame budget: refilled at maxFramesPerSecond, holding up to twice that. */
   private tokens: number;
@@ -132,10 +133,15 @@ export class HubSession implements HubConnection {
 
   private tick(): void {
     const { settings } = this.deps.hub;
+    if (this.timedOut) return;
     if (Date.now() - this.lastHeard > settings.heartbeatTimeoutMs) {
+      this.timedOut = true;
       const reason = `no heartbeat from the agent for ${Math.round(settings.heartbeatTimeoutMs / 1000)} s`;
-      void this.deps.hub.setStatus(this.tenant, this.agentId, 'down', `hub: ${reason}`).catch(() => undefined);
-      this.close(HUB_CLOSE.heartbeatTimeout, reason);
+      // Marked down first, so that whoever sees the close (the agent, a test) finds the registry saying so.
+      void this.deps.hub
+        .setStatus(this.tenant, this.agentId, 'down', `hub: ${reason}`)
+        .catch(() => undefined)
+        .finally(() => this.close(HUB_CLOSE.heartbeatTimeout, reason));
       return;
     }
     // A socket that answered no ping since the last one is gone (a NAT that dropped it, a dead host).
