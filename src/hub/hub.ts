@@ -87,11 +87,24 @@ export class AgentHub {
     this.connections.set(key, c);
     if (older && older !== c) older.close(4002, 'replaced by a newer connection of the same agent');
     await this.deps.pool.query(
-      `INSERT INTO hub_connections (tenant, agent_id, connection_id, task_queue) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (tenant, agent_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, task_queue = EXCLUDED.task_queue, connected_at = now()`,
-      [c.tenant, c.agentId, c.id, this.queue],
+      `INSERT INTO hub_connections (tenant, agent_id, connection_id, task_queue, expires_at) VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
+       ON CONFLICT (tenant, agent_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, task_queue = EXCLUDED.task_queue, connected_at = now(), expires_at = EXCLUDED.expires_at`,
+      [c.tenant, c.agentId, c.id, this.queue, this.leaseMs()],
     );
     await this.setStatus(c.tenant, c.agentId, 'healthy', 'connected to the hub');
+  }
+
+  /** How long a connection's row stays valid unrenewed: past one ping and the heartbeat timeout, the socket is surely gone. */
+  private leaseMs(): number {
+    return this.settings.heartbeatTimeoutMs + this.settings.pingMs;
+  }
+
+  /** Keeps the connection's row alive (the socket answered its last ping): turns keep coming to this process. */
+  async renew(c: HubConnection): Promise<void> {
+    await this.deps.pool.query(
+      `UPDATE hub_connections SET expires_at = now() + $4 * interval '1 millisecond' WHERE tenant = $1 AND agent_id = $2 AND connection_id = $3`,
+      [c.tenant, c.agentId, c.id, this.leaseMs()],
+    );
   }
 
   /** Forgets a closed connection (unless a newer one replaced it, here or in another process). */

@@ -151,6 +151,7 @@ export class HubSession implements HubConnection {
     }
     this.alive = false;
     this.ws.ping();
+    void this.deps.hub.renew(this).catch(() => undefined);
   }
 
   private async onClose(): Promise<void> {

@@ -7,6 +7,9 @@ CREATE TABLE hub_connections (
   connection_id text        NOT NULL,
   task_queue    text        NOT NULL,
   connected_at  timestamptz NOT NULL DEFAULT now(),
+  -- Renewed by the holding process while the socket lives: a row past it belongs to a process that died (kill -9
+  -- runs no cleanup), and turns are not routed to its queue.
+  expires_at    timestamptz NOT NULL,
   PRIMARY KEY (tenant, agent_id)
 );
 
