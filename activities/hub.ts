@@ -78,7 +78,7 @@ export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<Forw
         const c = hub.connection(args.tenant, agentId);
         if (!c) throw ApplicationFailure.retryable('the agent is not connected to this Switchboard process (it moved or disconnected)', 'AgentUnavailable');
         await hub.turns.advance(key, 'sent');
-        await c.sendTurn(turnFrame(c.turnMethod, args));
+        await c.sendTurn(turnFrame(c.turnMethod, args), args.gatewayTaskId);
         sentOn = c;
       }
       // A socket that closed before the agent acknowledged the turn: look for the agent again (it may reconnect elsewhere).

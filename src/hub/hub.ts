@@ -31,8 +31,8 @@ export interface HubConnection {
   readonly tenant: string;
   readonly agentId: string;
   readonly closed: boolean;
-  /** Sends a turn (tasks/send or message/send) and resolves once it is written to the socket. */
-  sendTurn(frame: Record<string, unknown>): Promise<void>;
+  /** Sends a turn (tasks/send or message/send) of a task and resolves once it is written to the socket. */
+  sendTurn(frame: Record<string, unknown>, taskId: string): Promise<void>;
   /** Sends a request whose answer nobody waits for (tasks/cancel). */
   notifyAgent(method: string, params: Record<string, unknown>): void;
   /** The JSON-RPC method that carries a turn to this agent: `tasks/send` unless its card declares 0.3 or later. */

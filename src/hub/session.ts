@@ -20,6 +20,7 @@ import { costOf } from '../../activities/agent-cost';
 import { compactArtifact, withinBudget } from '../../activities/forward-message';
 import type { ForwardResult } from '../../workflows/types';
 import { A2A_ERRORS } from '../a2a/errors';
+import { pathOfNul } from '../a2a/schemas';
 import type { AgentHub, HubConnection } from './hub';
 import { type OpenTurn, type TurnResult, turnKeyText } from './turns';
 import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
@@ -64,6 +65,8 @@ export class HubSession implements HubConnection {
   private lastHeard = Date.now();
   private alive = true;
   private timedOut = false;
+  /** The turns sent on this socket and not answered yet: request id → task id. */
+  private readonly turnsSent = new Map<string, string>();
   private readonly timer: NodeJS.Timeout;
   /** Frame budget: refilled at maxFramesPerSecond, holding up to twice that. */
   private tokens: number;
@@ -103,7 +106,8 @@ export class HubSession implements HubConnection {
     this.closed = true;
   }
 
-  async sendTurn(frame: Record<string, unknown>): Promise<void> {
+  async sendTurn(frame: Record<string, unknown>, taskId: string): Promise<void> {
+    this.turnsSent.set(String(frame.id), taskId);
     await this.write({ jsonrpc: '2.0', ...frame });
   }
 
@@ -186,11 +190,14 @@ export class HubSession implements HubConnection {
       return this.replyError(isObject(frame) ? (frame.id ?? null) : null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: jsonrpc must be "2.0"');
     }
     if (frame.method === undefined && ('result' in frame || 'error' in frame)) return this.onAnswer(frame);
-    if (typeof frame.method !== 'string') return this.replyError(frame.id ?? null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: method must be a string');
     if (!this.takeToken()) {
       const { maxFramesPerSecond } = this.deps.hub.settings;
       return this.replyError(frame.id, RATE_LIMITED, `Too many frames: at most ${maxFramesPerSecond} a second (bursts of ${maxFramesPerSecond * 2}); ${frame.method} was not processed`);
     }
+    if (typeof frame.method !== 'string') return this.replyError(frame.id ?? null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: method must be a string');
+    // PostgreSQL cannot store U+0000 in jsonb or text: refused here rather than failing deep inside a write.
+    const nul = pathOfNul(frame.params);
+    if (nul !== undefined) return this.replyError(frame.id, A2A_ERRORS.InvalidParams.code, `Invalid params for ${frame.method}: ${nul || 'params'} contains a NUL character (U+0000)`);
     const { id, method } = frame;
     const params = isObject(frame.params) ? frame.params : frame.params === undefined ? {} : undefined;
     if (params === undefined) return this.replyError(id, A2A_ERRORS.InvalidParams.code, `Invalid params for ${method}: params must be an object`);
@@ -228,26 +235,18 @@ export class HubSession implements HubConnection {
 
   /** The agent's answer to a turn: a task in a final (or interrupted) state ends the turn; anything else acknowledges it. */
   private onAnswer(frame: Rpc): void {
-    if (typeof frame.id !== 'string' || frame.id.startsWith('hub-')) return; // tasks/cancel answers: nothing waits for them
-    const messageId = frame.id;
+    // Only answers to turns this socket carried count (tasks/cancel answers, and made-up ones, cost nothing).
+    const taskId = typeof frame.id === 'string' ? this.turnsSent.get(frame.id) : undefined;
+    if (taskId === undefined) return;
+    this.turnsSent.delete(frame.id as string);
     void (this.updates = this.updates.then(async () => {
-      const turn = await this.deps.hub.turns.openTurnOf(this.tenant, this.agentId, taskIdFromAnswer(frame) ?? '').catch(() => undefined);
-      const key = turn && turn.messageId === messageId ? turn : await this.turnByMessage(messageId);
-      if (!key) return;
-      if (frame.error) return this.finish(key, { error: { code: Number(frame.error.code) || A2A_ERRORS.Internal.code, message: String(frame.error.message ?? '') } });
-      const result = isObject(frame.result) ? frame.result : undefined;
-      const finished = result && outcomeOf(result, key);
-      if (finished && finished.state !== 'TASK_STATE_WORKING' && finished.state !== 'TASK_STATE_SUBMITTED') return this.finish(key, { outcome: await this.withArtifacts(key, finished) });
-      await this.deps.hub.turns.advance(key, 'acked');
+      const turn = await this.deps.hub.turns.openTurnOf(this.tenant, this.agentId, taskId);
+      if (!turn || turn.messageId !== frame.id) return; // that turn has ended meanwhile
+      if (frame.error) return this.finish(turn, { error: { code: Number(frame.error.code) || A2A_ERRORS.Internal.code, message: String(frame.error.message ?? '') } });
+      const finished = isObject(frame.result) ? outcomeOf(frame.result, turn) : undefined;
+      if (finished && finished.state !== 'TASK_STATE_WORKING' && finished.state !== 'TASK_STATE_SUBMITTED') return this.finish(turn, { outcome: await this.withArtifacts(turn, finished) });
+      await this.deps.hub.turns.advance(turn, 'acked');
     }).catch((err) => this.deps.hub.deps.log.warn({ err, agentId: this.agentId }, 'hub: an answer to a turn could not be recorded')));
-  }
-
-  private async turnByMessage(messageId: string): Promise<OpenTurn | undefined> {
-    const { rows } = await this.deps.hub.pool.query<{ task_id: string }>(
-      `SELECT task_id FROM hub_turns WHERE tenant = $1 AND agent_id = $2 AND message_id = $3 AND state <> 'done' LIMIT 1`,
-      [this.tenant, this.agentId, messageId],
-    );
-    return rows[0] && this.deps.hub.turns.openTurnOf(this.tenant, this.agentId, rows[0].task_id);
   }
 
   // ---- agent → hub ----
@@ -403,11 +402,6 @@ class HubRpcError extends Error {
 function turnMethodOf(card: Record<string, unknown>): 'tasks/send' | 'message/send' {
   const v = typeof card.protocolVersion === 'string' ? card.protocolVersion : '';
   return /^(0\.[3-9]|[1-9])/.test(v) ? 'message/send' : 'tasks/send';
-}
-
-function taskIdFromAnswer(frame: Rpc): string | undefined {
-  const r = frame.result;
-  return isObject(r) && typeof r.id === 'string' ? r.id : isObject(r) && typeof r.taskId === 'string' ? r.taskId : undefined;
 }
 
 /** A task (0.1/0.2 or 0.3), a task.status/task.complete's params, or a 0.3 message, as the turn's outcome. */
