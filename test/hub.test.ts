@@ -226,6 +226,25 @@ describe('WebSocket hub', () => {
       await agent.close();
     }));
 
+  test('a card declaring 0.3 gets its turns as message/send (0.3 parts), and may answer with a message', () =>
+    withOutput(async () => {
+      const { id, key } = await hubAgentOf('modern-agent');
+      const agent = await HubAgent.connect(a.url, key);
+      const registered = await agent.call('agent.register', { ...researchCard, name: 'modern-agent', protocolVersion: '0.3.0' });
+      assert.equal(registered.result.turnMethod, 'message/send');
+      agent.onTurn = (turn, ag) => ag.answer(turn, { kind: 'message', role: 'agent', messageId: randomUUID(), parts: [{ kind: 'text', text: `echo: ${turn.params.message.parts[0].text}` }] });
+      const sent = await rpc(`${b.url}/agents/${id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('hello') } }, V1);
+      const task = sent.json.result.task;
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(sent.json));
+      assert.equal(task.status.message.parts[0].text, 'echo: hello');
+      const [turn] = agent.turns();
+      assert.equal(turn.method, 'message/send');
+      assert.deepEqual(turn.params.message.parts, [{ kind: 'text', text: 'hello' }]);
+      assert.equal(turn.params.message.taskId, task.id);
+      assert.equal(turn.params.message.kind, 'message');
+      await agent.close();
+    }));
+
   test('agent.send_task: a child task to another agent joins the caller\'s job', () =>
     withOutput(async () => {
       const echo = await agents.add(startEchoAgent());
