@@ -37,7 +37,7 @@ export async function hubQueueOf(pool: Pool, args: HubQueueArgs): Promise<string
   for (;;) {
     const { rows } = await pool.query<{ task_queue: string }>('SELECT task_queue FROM hub_connections WHERE tenant = $1 AND agent_id = $2 AND expires_at > now()', [args.tenant, args.agentId]);
     if (rows[0]) return rows[0].task_queue;
-    if (Date.now() > deadline) {
+    if (Date.now() >= deadline) {
       throw ApplicationFailure.retryable(`the agent ${args.agentId} has not connected to the hub (GET /hub) for ${Math.round(args.waitMs / 1000)} s`, 'AgentUnavailable');
     }
     heartbeat();

@@ -5,7 +5,7 @@
  * Retries are this loop's, not Temporal's, because a retry must look for the agent again: after a disconnect or
  * a dead process it is on another queue. The agent's retry policy (attempts, backoff, attempt timeout) applies.
  */
-import { ActivityCancellationType, ApplicationFailure, isCancellation, proxyActivities, sleep } from '@temporalio/workflow';
+import { ActivityCancellationType, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import { ActivityFailure } from '@temporalio/common';
 import type { createActivities, HubActivities } from '../activities';
 import type { ForwardArgs } from '../activities/forward-message';
@@ -25,8 +25,7 @@ const SCHEDULE_TO_START_MS = 10_000;
  */
 export async function cancelThroughHub(agent: AgentTarget, tenant: string, taskId: string): Promise<string | undefined> {
   try {
-    const taskQueue = await proxyActivities<ReturnType<typeof createActivities>>({ startToCloseTimeout: 15_000, heartbeatTimeout: 10_000, retry: { maximumAttempts: 1 } })
-      .hubQueueOf({ tenant, agentId: agent.agentId, waitMs: 5_000 });
+    const taskQueue = await hubQueue(tenant, agent.agentId, 5_000);
     await proxyActivities<HubActivities>({ taskQueue, scheduleToStartTimeout: SCHEDULE_TO_START_MS, startToCloseTimeout: 10_000, retry: { maximumAttempts: 1 } })
       .hubCancel({ tenant, agentId: agent.agentId, taskId });
     return undefined;
@@ -35,16 +34,27 @@ export async function cancelThroughHub(agent: AgentTarget, tenant: string, taskI
   }
 }
 
+type Activities = ReturnType<typeof createActivities>;
+
+/** The queue of the process holding the agent's socket, waiting up to `waitMs` for the agent to connect. */
+async function hubQueue(tenant: string, agentId: string, waitMs: number): Promise<string> {
+  // Connected now (the usual case): one indexed read in a local activity, no round trip through a task queue.
+  const now = await proxyLocalActivities<Activities>({ startToCloseTimeout: 5_000, retry: { maximumAttempts: 1 } })
+    .hubQueueOf({ tenant, agentId, waitMs: 0 })
+    .catch((err: unknown) => {
+      if (isCancellation(err)) throw err;
+      return undefined;
+    });
+  if (now) return now;
+  // Not connected: wait for it in a regular activity (heartbeating, so a dead worker's wait is noticed).
+  return proxyActivities<Activities>({ startToCloseTimeout: waitMs + 10_000, heartbeatTimeout: 10_000, retry: { maximumAttempts: 1 } }).hubQueueOf({ tenant, agentId, waitMs });
+}
+
 export async function forwardThroughHub(agent: AgentTarget, args: ForwardArgs, nonRetryable: readonly string[]): Promise<ForwardResult> {
   const { retry } = agent;
-  const locating = proxyActivities<ReturnType<typeof createActivities>>({
-    startToCloseTimeout: retry.attemptTimeoutMs + 10_000,
-    heartbeatTimeout: 10_000,
-    retry: { maximumAttempts: 1 },
-  });
   for (let attempt = 1; ; attempt++) {
     try {
-      const taskQueue = await locating.hubQueueOf({ tenant: args.tenant, agentId: agent.agentId, waitMs: retry.attemptTimeoutMs });
+      const taskQueue = await hubQueue(args.tenant, agent.agentId, retry.attemptTimeoutMs);
       const hub = proxyActivities<HubActivities>({
         taskQueue,
         scheduleToStartTimeout: SCHEDULE_TO_START_MS,
