@@ -23,6 +23,9 @@ export interface HubSettings {
   maxFramesPerSecond: number;
 }
 
+/** Close codes the hub uses besides the standard ones (4000–4999 are the application's). */
+export const HUB_CLOSE = { heartbeatTimeout: 4000, replaced: 4002, notAHubAgent: 4003 } as const;
+
 export const DEFAULT_HUB_SETTINGS: HubSettings = { maxFrameBytes: 1024 * 1024, pingMs: 20_000, heartbeatTimeoutMs: 60_000, maxFramesPerSecond: 100 };
 
 /** What the hub needs of a socket's session (src/hub/session.ts). */
@@ -72,11 +75,6 @@ export class AgentHub {
     return c && !c.closed ? c : undefined;
   }
 
-  /** How many sockets this process holds (for tests and /metrics readers). */
-  size(): number {
-    return this.connections.size;
-  }
-
   /**
    * Makes `c` the agent's connection: an older one (here) is closed, the agent's queue in PostgreSQL is this
    * process's (replacing another process's), and the agent is healthy again.
@@ -85,7 +83,7 @@ export class AgentHub {
     const key = `${c.tenant}/${c.agentId}`;
     const older = this.connections.get(key);
     this.connections.set(key, c);
-    if (older && older !== c) older.close(4002, 'replaced by a newer connection of the same agent');
+    if (older && older !== c) older.close(HUB_CLOSE.replaced, 'replaced by a newer connection of the same agent');
     await this.deps.pool.query(
       `INSERT INTO hub_connections (tenant, agent_id, connection_id, task_queue, expires_at) VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
        ON CONFLICT (tenant, agent_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, task_queue = EXCLUDED.task_queue, connected_at = now(), expires_at = EXCLUDED.expires_at`,

@@ -21,12 +21,9 @@ import { compactArtifact, withinBudget } from '../../activities/forward-message'
 import type { ForwardResult } from '../../workflows/types';
 import { A2A_ERRORS } from '../a2a/errors';
 import { pathOfNul } from '../a2a/schemas';
-import type { AgentHub, HubConnection } from './hub';
+import { type AgentHub, HUB_CLOSE, type HubConnection } from './hub';
 import { type OpenTurn, type TurnResult, turnKeyText } from './turns';
 import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
-
-/** Close codes the hub uses besides the standard ones (4000–4999 are the application's). */
-export const HUB_CLOSE = { heartbeatTimeout: 4000, replaced: 4002, notAHubAgent: 4003 } as const;
 
 const RATE_LIMITED = -32053;
 type RpcId = string | number | null;
