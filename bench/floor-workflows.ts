@@ -1,4 +1,4 @@
-// Minimal workflows for bench/temporal-floor.ts: the Temporal round-trips under a gateway task, without A2A or PostgreSQL.
+// Minimal workflows for bench/floor.ts: the Temporal round-trips under a gateway task, without A2A or PostgreSQL.
 import { condition, defineUpdate, proxyActivities, proxyLocalActivities, setHandler } from '@temporalio/workflow';
 
 interface Acts {
@@ -18,14 +18,19 @@ export async function oneLocalActivity(): Promise<void> {
   await local.noop();
 }
 
-/** The gateway's shape: update-with-start; the update returns after a local + a remote activity, then one more local. */
+/**
+ * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts): update-with-start; the
+ * workflow records the task (a local activity), calls the agent (an activity), then records and settles it (one
+ * more local activity), and the update returns then.
+ */
 export async function gatewayShape(): Promise<void> {
   let done = false;
   setHandler(turn, async () => {
     await condition(() => done);
     return 'ok';
   });
-  await Promise.all([local.noop(), acts.noop()]);
-  done = true;
   await local.noop();
+  await acts.noop();
+  await local.noop();
+  done = true;
 }

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
+import { cpuMeter, type GroupCpu } from './threads';
 
 /** One blocking SendMessage with a fresh messageId; throws unless the task completed. */
 export async function sendBlocking(client: Client): Promise<void> {
@@ -26,6 +27,8 @@ export interface Timing {
   tps: number;
   /** CPU time of this whole process (bench client + agent + gateway + worker) per successful call. */
   cpuMs: number;
+  /** The same per thread group (bench/threads.ts), per successful call. */
+  cpuByThread: GroupCpu;
   seconds: number;
   /** The deadline stopped it before `n` calls. */
   truncated: boolean;
@@ -45,7 +48,7 @@ export async function timeCalls(call: () => Promise<void>, o: { concurrency: num
   const latencies: number[] = [];
   let next = 0;
   let errors = 0;
-  const cpu0 = process.cpuUsage();
+  const cpu = cpuMeter();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: o.concurrency }, async () => {
@@ -62,7 +65,7 @@ export async function timeCalls(call: () => Promise<void>, o: { concurrency: num
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
-  const cpu = process.cpuUsage(cpu0);
+  const { total, ...byThread } = cpu.stop();
   latencies.sort((a, b) => a - b);
   const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
   return {
@@ -71,7 +74,8 @@ export async function timeCalls(call: () => Promise<void>, o: { concurrency: num
     p50: pct(50),
     p99: pct(99),
     tps: latencies.length / seconds,
-    cpuMs: (cpu.user + cpu.system) / 1000 / latencies.length,
+    cpuMs: total / latencies.length,
+    cpuByThread: Object.fromEntries(Object.entries(byThread).map(([k, ms]) => [k, ms / latencies.length])) as GroupCpu,
     seconds,
     truncated: next < o.n,
   };

@@ -4,9 +4,13 @@
  * to first event, events/s of a long stream, and its replay from the log. Prints tables, writes
  * .data/bench-latest.json, and reports (never enforces) the provisional targets.
  *
+ * The tasks part also measures, on the same dev server in the same run, bare Temporal's floor for the gateway's
+ * shape (bench/floor.ts), and reports Switchboard's latency above it, its CPU per task per thread group
+ * (bench/threads.ts), and the workflow tasks each task took (counted from workflow history).
+ *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
- * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda` or `hub`: run only that part; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub` or `paused`: run only that part; paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -22,6 +26,9 @@ import { type BindingsReport, benchBindings, printBindings } from './bindings';
 import { type GenesisReport, benchGenesis, printGenesis } from './genesis';
 import { type NandaReport, benchNanda, printNanda } from './nanda';
 import { type HubReport, benchHub, printHub } from './hub';
+import { type FloorReport, measureFloor, printFloor } from './floor';
+import { type GroupCpu, THREAD_GROUPS, markBefore } from './threads';
+import { type PausedReport, benchPaused, printPaused } from './paused';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -31,8 +38,11 @@ const WARMUP = int('BENCH_WARMUP', 20);
 const BUDGET_MS = int('BENCH_BUDGET_S', 600) * 1000;
 const TARGET_ADDED_P50_MS = 10;
 const TARGET_GATEWAY_TPS = 100;
+const TARGET_CPU_MS = 15;
+const TARGET_ABOVE_FLOOR_MS = 10;
+const TARGET_FLOOR_TPS_RATIO = 0.5;
 const ONLY = process.env.BENCH_ONLY ?? '';
-const PARTS = ['tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub'];
+const PARTS = ['tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'paused'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
@@ -43,6 +53,8 @@ const RUN_BINDINGS = ONLY === '' || ONLY === 'bindings';
 const RUN_GENESIS = ONLY === '' || ONLY === 'genesis';
 const RUN_NANDA = ONLY === '' || ONLY === 'nanda';
 const RUN_HUB = ONLY === '' || ONLY === 'hub';
+// 10,000 paused tasks take minutes: only on request.
+const RUN_PAUSED = ONLY === 'paused';
 
 process.env.LOG_LEVEL = 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
@@ -70,13 +82,23 @@ interface Result {
   tps: number;
   /** CPU time of this whole process (bench client + agent + gateway + worker) per successful call. */
   cpuMs: number;
+  cpuByThread: GroupCpu;
   truncated: boolean;
+}
+
+/** Workflow history of a blocking single-turn task (the mean over the tasks sampled). */
+interface Activations {
+  tasks: number;
+  workflowTasks: number;
+  localActivities: number;
+  activities: number;
+  signals: number;
 }
 
 /** `n` blocking SendMessages from `concurrency` loops (bench/measure.ts), as the scenario `scenario`. */
 async function measure(scenario: string, client: Client, concurrency: number, n: number): Promise<Result> {
   const t = await timeCalls(() => sendBlocking(client), { concurrency, n, warmup: WARMUP, deadline });
-  const r: Result = { scenario, concurrency, n: t.n, errors: t.errors, p50: t.p50, p99: t.p99, tps: t.tps, cpuMs: t.cpuMs, truncated: t.truncated };
+  const r: Result = { scenario, concurrency, n: t.n, errors: t.errors, p50: t.p50, p99: t.p99, tps: t.tps, cpuMs: t.cpuMs, cpuByThread: t.cpuByThread, truncated: t.truncated };
   console.error(`  ${scenario} c=${concurrency}: ${r.n} ok, ${r.errors} errors in ${t.seconds.toFixed(1)}s`);
   return r;
 }
@@ -87,8 +109,12 @@ async function main() {
   const { startEchoAgent } = await import('../test/agents');
 
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
+  markBefore(); // the node threads that appear from here on are the worker's workflow threads
   const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true, hub: {} }), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
+  let floor: FloorReport | undefined;
+  let activations: Activations | undefined;
+  let paused: PausedReport | undefined;
   let streaming: StreamingReport | undefined;
   let routing: RoutingReport | undefined;
   let auth: AuthReport | undefined;
@@ -107,11 +133,16 @@ async function main() {
 
       results.push(await measure('direct', direct, 1, N1));
       results.push(await measure('gateway', gateway, 1, N1));
+      activations = await activationsOf(gw, 20);
       // The forwarding activity calls a non-streaming agent with blocking sendMessage, a streaming one with sendMessageStream.
       results.push(await measure('gateway, non-streaming agent', gatewayBlocking, 1, N1));
       results.push(await measure('direct', direct, 32, N32));
       results.push(await measure('gateway', gateway, 32, N32));
+      // Bare Temporal on the same server, same client, same process: the floor under the gateway's latency.
+      console.error('  floor: bare Temporal, gateway shape...');
+      floor = await measureFloor({ client: gw.temporal, nativeConnection: gw.env.nativeConnection }, { n: N1, n32: N32, warmup: WARMUP, shapes: 'gateway' });
     }
+    if (RUN_PAUSED) paused = await benchPaused(gw, deadline);
     if (RUN_STREAMING) streaming = await benchStreaming(gw, deadline);
     // The front door (POST /a2a) against the agent's own endpoint (bench/routing.ts).
     if (RUN_ROUTING) routing = await benchRouting(gw, echoBlocking.url, deadline);
@@ -130,12 +161,39 @@ async function main() {
   }
   // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
-  report(results, streaming, search, routing);
+  report(results, streaming, search, routing, floor, activations, paused);
   if (auth) printAuth(auth);
   if (bindings) printBindings(bindings);
   if (genesis) printGenesis(genesis);
   if (nanda) printNanda(nanda);
   if (hub) printHub(hub);
+}
+
+/**
+ * What the last `sample` tasks of the run cost in Temporal, from their workflow histories: workflow tasks
+ * completed (each is at least one activation of the workflow), local activities (markers: each result is one
+ * more activation inside a workflow task), activities and signals.
+ */
+async function activationsOf(gw: import('../test/helpers/harness').Gateway, sample: number): Promise<Activations> {
+  const { workflowIdOf } = await import('../workflows/messages');
+  // Event types (temporal.api.enums.v1.EventType).
+  const WORKFLOW_TASK_COMPLETED = 7;
+  const ACTIVITY_TASK_SCHEDULED = 10;
+  const MARKER_RECORDED = 25;
+  const SIGNALED = 26;
+  const { rows } = await gw.db.pool.query<{ tenant: string; task_id: string }>('SELECT tenant, task_id FROM tasks ORDER BY created_at DESC LIMIT $1', [sample]);
+  const sum: Activations = { tasks: 0, workflowTasks: 0, localActivities: 0, activities: 0, signals: 0 };
+  for (const { tenant, task_id } of rows) {
+    const history = await gw.temporal.workflow.getHandle(workflowIdOf(tenant, task_id)).fetchHistory();
+    const count = (type: number) => (history.events ?? []).filter((e) => e.eventType === type).length;
+    sum.tasks++;
+    sum.workflowTasks += count(WORKFLOW_TASK_COMPLETED);
+    sum.localActivities += count(MARKER_RECORDED);
+    sum.activities += count(ACTIVITY_TASK_SCHEDULED);
+    sum.signals += count(SIGNALED);
+  }
+  const mean = (n: number) => (sum.tasks ? n / sum.tasks : NaN);
+  return { tasks: sum.tasks, workflowTasks: mean(sum.workflowTasks), localActivities: mean(sum.localActivities), activities: mean(sum.activities), signals: mean(sum.signals) };
 }
 
 function printSearch(r: SearchBenchResult) {
@@ -147,14 +205,18 @@ registry search over ${r.agents} agents (${r.runsPerQuery} runs per query), ms`)
   }
 }
 
-function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport) {
+function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport, floor?: FloorReport, activations?: Activations, paused?: PausedReport) {
   const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c);
   const addedP50 = (find('gateway', 1)?.p50 ?? NaN) - (find('direct', 1)?.p50 ?? NaN);
+  // Above bare Temporal's floor for the same shape, less what the agent itself took (the direct call).
+  const aboveFloorP50 = addedP50 - (floor?.gatewayP50 ?? NaN);
+  const floorTpsRatio = (find('gateway', 32)?.tps ?? NaN) / (floor?.gatewayTpsC32 ?? NaN);
+  const gatewayCpu = find('gateway', 32)?.cpuMs ?? NaN;
   const ratio = (find('gateway', 32)?.tps ?? NaN) / (find('direct', 32)?.tps ?? NaN);
   const gatewayTps = find('gateway', 32)?.tps ?? NaN;
   const machine = { node: process.version, cpus: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown', loadAvgBefore: loadBefore };
 
-  const cols = ['scenario', 'concurrency', 'n', 'errors', 'p50 ms', 'p99 ms', 'tasks/s', 'node CPU ms/task'];
+  const cols = ['scenario', 'concurrency', 'n', 'errors', 'p50 ms', 'p99 ms', 'tasks/s', 'node CPU ms/task', ...THREAD_GROUPS];
   const rows = results.map((r) => [
     r.scenario + (r.truncated ? ' (budget hit)' : ''),
     String(r.concurrency),
@@ -164,6 +226,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     r.p99.toFixed(1),
     r.tps.toFixed(1),
     r.cpuMs.toFixed(1),
+    ...THREAD_GROUPS.map((g) => r.cpuByThread[g].toFixed(1)),
   ]);
   const widths = cols.map((c, i) => Math.max(c.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
@@ -174,15 +237,34 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     for (const r of rows) console.log(line(r));
     console.log(`\nadded p50 latency at c=1 (gateway − direct): ${addedP50.toFixed(1)} ms`);
     console.log(`throughput ratio at c=32 (gateway / direct): ${ratio.toFixed(3)}`);
+    console.log('(node CPU: all threads of this process, which also runs the bench clients and the agents; per thread group in the last columns: main = front door, activities, PostgreSQL client, clients and agents; workflow = workflow activations; temporal core = the SDK\'s Rust threads)');
+  }
+  if (floor) {
+    printFloor(floor);
+    console.log(`gateway p50 above the floor at c=1 (gateway − direct − floor): ${aboveFloorP50.toFixed(1)} ms`);
+    console.log(`gateway throughput at c=32 / the floor's: ${floorTpsRatio.toFixed(3)}`);
+  }
+  if (activations) {
+    const a = activations;
+    console.log(
+      `\nper blocking single-turn task (workflow history of the last ${a.tasks}): ${a.workflowTasks.toFixed(1)} workflow tasks, ` +
+        `${a.localActivities.toFixed(1)} local activities, ${a.activities.toFixed(1)} activities, ${a.signals.toFixed(1)} signals`,
+    );
   }
   if (streaming) printStreaming(streaming);
   if (search) printSearch(search);
   if (routing) printRouting(routing);
+  if (paused) printPaused(paused);
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
   console.log('\nprovisional targets:');
   if (results.length) {
     console.log(`  added p50 ≤ ${TARGET_ADDED_P50_MS} ms at c=1:        ${addedP50.toFixed(1)} ms — ${met(addedP50 <= TARGET_ADDED_P50_MS)}`);
     console.log(`  ≥ ${TARGET_GATEWAY_TPS} durable tasks/s at c=32:    ${gatewayTps.toFixed(1)} — ${met(gatewayTps >= TARGET_GATEWAY_TPS)}`);
+    console.log(`  node CPU ≤ ${TARGET_CPU_MS} ms per task (c=32):  ${gatewayCpu.toFixed(1)} ms — ${met(gatewayCpu <= TARGET_CPU_MS)}`);
+  }
+  if (floor) {
+    console.log(`  p50 above the floor ≤ ${TARGET_ABOVE_FLOOR_MS} ms at c=1:  ${aboveFloorP50.toFixed(1)} ms — ${met(aboveFloorP50 <= TARGET_ABOVE_FLOOR_MS)}`);
+    console.log(`  c=32 throughput ≥ ${TARGET_FLOOR_TPS_RATIO * 100} % of the floor's: ${(floorTpsRatio * 100).toFixed(1)} % — ${met(floorTpsRatio >= TARGET_FLOOR_TPS_RATIO)}`);
   }
   if (streaming) {
     const t = streaming.targets;
@@ -198,6 +280,13 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
       ? {
           addedP50Ms: { target: TARGET_ADDED_P50_MS, met: addedP50 <= TARGET_ADDED_P50_MS },
           gatewayTasksPerSec: { target: TARGET_GATEWAY_TPS, met: gatewayTps >= TARGET_GATEWAY_TPS },
+          cpuMsPerTask: { target: TARGET_CPU_MS, met: gatewayCpu <= TARGET_CPU_MS },
+        }
+      : {}),
+    ...(floor
+      ? {
+          aboveFloorP50Ms: { target: TARGET_ABOVE_FLOOR_MS, met: aboveFloorP50 <= TARGET_ABOVE_FLOOR_MS },
+          floorThroughputRatio: { target: TARGET_FLOOR_TPS_RATIO, met: floorTpsRatio >= TARGET_FLOOR_TPS_RATIO },
         }
       : {}),
     ...(streaming
@@ -213,6 +302,9 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     warmup: WARMUP,
     results,
     ...(results.length ? { addedP50Ms: addedP50, throughputRatio: ratio } : {}),
+    ...(floor ? { floor, aboveFloorP50Ms: aboveFloorP50, floorThroughputRatio: floorTpsRatio } : {}),
+    ...(activations ? { activations } : {}),
+    ...(paused ? { paused } : {}),
     ...(streaming ? { streaming } : {}),
     ...(search ? { search } : {}),
     ...(routing ? { routing } : {}),

@@ -143,6 +143,8 @@ export interface Gateway {
   url: string;
   app: FastifyInstance;
   env: TestWorkflowEnvironment;
+  /** The Temporal client the gateway uses. */
+  temporal: Client;
   db: TestDb;
   outbound: Outbound;
   hub: EventHub;
@@ -288,6 +290,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     url,
     app,
     keys,
+    temporal,
     grpc: grpcPort ? `127.0.0.1:${grpcPort}` : undefined,
     fetch: (target, init, role = 'client') => authFetch(keys[role])(target, init),
     env,

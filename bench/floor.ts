@@ -1,0 +1,80 @@
+/**
+ * Bare Temporal's floor on a given server: the round-trips under a gateway task (bench/floor-workflows.ts) with a
+ * worker of their own, no A2A and no PostgreSQL. bench/run.ts measures it on the gateway's own dev server, in the
+ * same run, so Switchboard's latency above the floor is one subtraction; bench/temporal-floor.ts runs it alone.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
+import { turn } from './floor-workflows';
+
+export interface FloorShape {
+  shape: string;
+  p50: number;
+  p99: number;
+}
+
+export interface FloorReport {
+  shapes: FloorShape[];
+  /** The gateway shape's p50 at c=1 (ms) and throughput at c=32 (workflows/s). */
+  gatewayP50: number;
+  gatewayTpsC32: number;
+}
+
+export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
+
+export async function measureFloor(
+  env: { client: Client; nativeConnection: NativeConnection },
+  o: { n: number; n32: number; warmup: number; shapes?: 'all' | 'gateway' },
+): Promise<FloorReport> {
+  const taskQueue = `floor-${randomUUID().slice(0, 8)}`;
+  const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./floor-workflows'), logger: new DefaultLogger('WARN') });
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: { noop: async () => {} } });
+  const running = worker.run();
+  const wf = env.client.workflow;
+  const gatewayShape = () =>
+    wf.executeUpdateWithStart(turn, {
+      updateId: randomUUID(),
+      startWorkflowOperation: new WithStartWorkflowOperation('gatewayShape', { taskQueue, workflowId: randomUUID(), workflowIdConflictPolicy: 'FAIL' }),
+    });
+  const all: Record<string, () => Promise<unknown>> = {
+    'start + complete (no activity)': () => wf.execute('empty', { taskQueue, workflowId: randomUUID() }),
+    'one local activity': () => wf.execute('oneLocalActivity', { taskQueue, workflowId: randomUUID() }),
+    'one activity': () => wf.execute('oneActivity', { taskQueue, workflowId: randomUUID() }),
+    [GATEWAY_SHAPE]: gatewayShape,
+  };
+  const shapes: FloorShape[] = [];
+  try {
+    for (const [shape, call] of Object.entries(all)) {
+      if (o.shapes === 'gateway' && shape !== GATEWAY_SHAPE) continue;
+      for (let i = 0; i < o.warmup; i++) await call();
+      const ms: number[] = [];
+      for (let i = 0; i < o.n; i++) {
+        const t = performance.now();
+        await call();
+        ms.push(performance.now() - t);
+      }
+      ms.sort((a, b) => a - b);
+      shapes.push({ shape, p50: ms[Math.floor(o.n / 2)], p99: ms[Math.min(o.n - 1, Math.floor(o.n * 0.99))] });
+    }
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next++ < o.n32) await gatewayShape();
+      }),
+    );
+    const gatewayTpsC32 = o.n32 / ((performance.now() - t0) / 1000);
+    return { shapes, gatewayP50: shapes.find((s) => s.shape === GATEWAY_SHAPE)!.p50, gatewayTpsC32 };
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+}
+
+export function printFloor(f: FloorReport): void {
+  console.log('\nbare Temporal on the same dev server (bench/floor.ts), ms');
+  for (const s of f.shapes) console.log(`  ${s.shape.padEnd(34)} p50 ${s.p50.toFixed(1).padStart(6)}   p99 ${s.p99.toFixed(1).padStart(6)}`);
+  console.log(`  ${GATEWAY_SHAPE} at c=32: ${f.gatewayTpsC32.toFixed(1)} workflows/s`);
+}
