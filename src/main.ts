@@ -6,7 +6,7 @@
  */
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
@@ -107,7 +107,10 @@ async function main(): Promise<void> {
     const applied = await migrate(pool);
     if (applied.length) log.info({ applied }, 'database migrations applied');
 
-    const connection = await Connection.connect({ address: temporalAddress });
+    // One native connection (the SDK's Rust gRPC client) for the client and the worker: the front door's calls
+    // to Temporal cost far less CPU than over @grpc/grpc-js, and a workflow started here may start eagerly on
+    // this process's worker.
+    const connection = await NativeConnection.connect({ address: temporalAddress });
     stops.push(() => connection.close());
     await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE, SEARCH_ATTRIBUTES);
     // SWITCHBOARD_PAYLOAD_KEY: the client and the worker both read and write payloads through the codec.
@@ -129,12 +132,10 @@ async function main(): Promise<void> {
     stops.push(() => outbound.close());
     const secretsKey = config.SWITCHBOARD_SECRETS_KEY ?? (await keyFile(join(dataDir, 'secrets-key'), generateKeySpec));
     const credentials = new AgentCredentials({ pool, box: new SecretBox(parseKeyRing(secretsKey, 'SWITCHBOARD_SECRETS_KEY')), fetch: outbound.fetch });
-    const nativeConnection = await NativeConnection.connect({ address: temporalAddress });
-    stops.push(() => nativeConnection.close());
     const agentRefresh = { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS } };
     const workerOptions = {
       registryPolicy: agentRefresh.policy,
-      connection: nativeConnection,
+      connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       pool,

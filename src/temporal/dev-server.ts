@@ -6,6 +6,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { portIsFree } from '../net';
 import { Connection } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 
 export interface DevServer {
@@ -76,7 +77,7 @@ export function resolveTemporalBinary(repoRoot: string): Promise<string> {
 
 /** Registers missing search attributes; existing ones (or a concurrent registration) count as success. */
 export async function ensureSearchAttributes(
-  connection: Connection,
+  connection: Pick<Connection | NativeConnection, 'operatorService'>,
   namespace: string,
   attrs: Record<string, 'Keyword'>,
 ): Promise<void> {

@@ -217,10 +217,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch });
   const payloadCodec = opts.payloadKey ? new EncryptionCodec(parseKeyRing(opts.payloadKey)) : undefined;
   const plugins = opts.tracing ? [opts.tracing.plugin] : undefined;
-  const temporal =
-    payloadCodec || plugins
-      ? new Client({ connection: env.connection, namespace: env.namespace ?? 'default', plugins, ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}) })
-      : env.client;
+  // As in production (src/main.ts): the client shares the worker's native connection.
+  const temporal = new Client({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', plugins, ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}) });
   const taskQueue = opts.temporal?.taskQueue ?? `switchboard-${randomBytes(3).toString('hex')}`;
   // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
