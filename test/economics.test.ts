@@ -40,9 +40,10 @@ before(async () => {
         crashMaybe('holdFunds', req.taskId);
         return r;
       },
-      async settleTask(req) {
-        const r = await real.settleTask(req);
-        crashMaybe('settleTask', req.taskId);
+      // A task settles in finishTask (its final record and settlement in one transaction).
+      async finishTask(rec, req) {
+        const r = await real.finishTask(rec, req);
+        crashMaybe('finishTask', req.taskId);
         return r;
       },
       async recordTask(rec) {
@@ -289,13 +290,13 @@ describe('holds and captures', () => {
   test('hold and settlement activities retried after their commit charge once', async () => {
     await resetTo(1_000);
     crashAfterCommit.add('holdFunds');
-    crashAfterCommit.add('settleTask');
+    crashAfterCommit.add('finishTask');
     const echo = await agents.add(startEchoAgent({ cost: 70 }));
     const { rpc: rpcUrl, id: agentId } = await register(gw, echo.url, { priceMinor: 100 });
     const task = (await send(rpcUrl, 'once')).json.result.task;
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
     await settled(task.id);
-    await eventually(() => (attempts.get(`settleTask:${task.id}`) ?? 0) >= 2 || undefined, 10_000, 'the settlement retry');
+    await eventually(() => (attempts.get(`finishTask:${task.id}`) ?? 0) >= 2 || undefined, 10_000, 'the settlement retry');
     assert.ok((attempts.get(`holdFunds:${task.id}`) ?? 0) >= 2, 'the hold was retried too');
     assert.equal(echo.calls.length, 1);
     assert.deepEqual(

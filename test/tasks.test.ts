@@ -16,7 +16,7 @@ let gw: Gateway;
 const agents = new AgentPool();
 /** While true, the first attempt of each settlement fails *after* committing: a crash at the worst moment. */
 let crashAfterSettling = false;
-/** settleTask attempts per task id. */
+/** Settlement (finishTask) attempts per task id. */
 const settleAttempts = new Map<string, number>();
 /** Agent calls whose message text is this behave as on a worker that dies the moment it learns of a cancel. */
 const DIES_ON_CANCEL = 'die when canceled';
@@ -38,9 +38,10 @@ before(async () => {
         await new Promise((r) => setTimeout(r, 4_000));
         throw new Error('this worker is gone');
       },
-      async settleTask(req) {
+      // A task settles in finishTask (its final record and settlement in one transaction).
+      async finishTask(rec, req) {
         settleAttempts.set(req.taskId, (settleAttempts.get(req.taskId) ?? 0) + 1);
-        const outcome = await real.settleTask(req);
+        const outcome = await real.finishTask(rec, req);
         if (crashAfterSettling && activityInfo().attempt === 1) {
           throw new Error('simulated crash after the settlement committed');
         }
