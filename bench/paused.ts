@@ -6,6 +6,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import type { Gateway } from '../test/helpers/harness';
@@ -19,6 +21,9 @@ export interface PausedReport {
   rssBeforeMb: number;
   rssAfterMb: number;
   rssGrowthMb: number;
+  /** This thread's JS heap after a full GC, before and after: what the tasks hold on the main thread. */
+  heapBeforeMb: number;
+  heapAfterMb: number;
   /** Resume latency p50 (ms) with ten tasks paused, and with all of them. */
   resumeOfTenP50: number;
   resumeOfAllP50: number;
@@ -53,6 +58,12 @@ async function resumeP50(client: Client, taskIds: string[]): Promise<number> {
 }
 
 const rssMb = () => process.memoryUsage().rss / 2 ** 20;
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+const heapMb = () => {
+  gc();
+  return process.memoryUsage().heapUsed / 2 ** 20;
+};
 
 export async function benchPaused(gw: Gateway, deadline: number): Promise<PausedReport> {
   const { register, clientFactory } = await import('../test/helpers/harness');
@@ -63,6 +74,7 @@ export async function benchPaused(gw: Gateway, deadline: number): Promise<Paused
     const ten: string[] = [];
     for (let i = 0; i < 10 + RESUMES; i++) ten.push(await pause(client));
     const resumeOfTenP50 = await resumeP50(client, ten.slice(0, RESUMES));
+    const heapBeforeMb = heapMb();
     const rssBeforeMb = rssMb();
     const all: string[] = [];
     const t0 = performance.now();
@@ -75,11 +87,12 @@ export async function benchPaused(gw: Gateway, deadline: number): Promise<Paused
       }),
     );
     const createSeconds = (performance.now() - t0) / 1000;
+    const heapAfterMb = heapMb();
     const rssAfterMb = rssMb();
     console.error(`  paused: ${all.length} tasks in input-required after ${createSeconds.toFixed(0)} s`);
     // The oldest ones: the longest out of the worker's cache.
     const resumeOfAllP50 = await resumeP50(client, all.slice(0, RESUMES));
-    return { paused: all.length + ten.length - RESUMES, rssBeforeMb, rssAfterMb, rssGrowthMb: rssAfterMb - rssBeforeMb, resumeOfTenP50, resumeOfAllP50, createSeconds };
+    return { paused: all.length + ten.length - RESUMES, rssBeforeMb, rssAfterMb, rssGrowthMb: rssAfterMb - rssBeforeMb, heapBeforeMb, heapAfterMb, resumeOfTenP50, resumeOfAllP50, createSeconds };
   } finally {
     await agent.close();
   }
@@ -88,5 +101,6 @@ export async function benchPaused(gw: Gateway, deadline: number): Promise<Paused
 export function printPaused(r: PausedReport): void {
   console.log(`\n${r.paused} tasks paused in input-required (created in ${r.createSeconds.toFixed(0)} s)`);
   console.log(`  RSS of this process: ${r.rssBeforeMb.toFixed(0)} MB → ${r.rssAfterMb.toFixed(0)} MB (+${r.rssGrowthMb.toFixed(0)} MB; it also holds the agent's own tasks)`);
+  console.log(`  main thread's JS heap after GC: ${r.heapBeforeMb.toFixed(0)} MB → ${r.heapAfterMb.toFixed(0)} MB (the workflow cache lives in the workflow thread and in the SDK's Rust core)`);
   console.log(`  resume p50: ${r.resumeOfTenP50.toFixed(1)} ms with ten paused, ${r.resumeOfAllP50.toFixed(1)} ms with all of them (ratio ${(r.resumeOfAllP50 / r.resumeOfTenP50).toFixed(2)})`);
 }

@@ -29,6 +29,8 @@ import { type HubReport, benchHub, printHub } from './hub';
 import { type FloorReport, measureFloor, printFloor } from './floor';
 import { type GroupCpu, THREAD_GROUPS, markBefore } from './threads';
 import { type PausedReport, benchPaused, printPaused } from './paused';
+import { PHASES, type Phase, profilePhases } from './phases';
+import { cpuMeter } from './threads';
 
 const ROOT = path.resolve(__dirname, '..');
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
@@ -115,6 +117,7 @@ async function main() {
   let floor: FloorReport | undefined;
   let activations: Activations | undefined;
   let paused: PausedReport | undefined;
+  let phases: PhaseReport | undefined;
   let streaming: StreamingReport | undefined;
   let routing: RoutingReport | undefined;
   let auth: AuthReport | undefined;
@@ -141,6 +144,7 @@ async function main() {
       // Bare Temporal on the same server, same client, same process: the floor under the gateway's latency.
       console.error('  floor: bare Temporal, gateway shape...');
       floor = await measureFloor({ client: gw.temporal, nativeConnection: gw.env.nativeConnection }, { n: N1, n32: N32, warmup: WARMUP, shapes: 'gateway' });
+      phases = await measurePhases(gateway, Math.ceil(N32 / 2));
     }
     if (RUN_PAUSED) paused = await benchPaused(gw, deadline);
     if (RUN_STREAMING) streaming = await benchStreaming(gw, deadline);
@@ -161,12 +165,37 @@ async function main() {
   }
   // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
-  report(results, streaming, search, routing, floor, activations, paused);
+  report(results, streaming, search, routing, floor, activations, paused, phases);
   if (auth) printAuth(auth);
   if (bindings) printBindings(bindings);
   if (genesis) printGenesis(genesis);
   if (nanda) printNanda(nanda);
   if (hub) printHub(hub);
+}
+
+/** CPU per task by phase: the main thread's, split as a CPU profile of it shares it out; the other threads' as measured. */
+interface PhaseReport {
+  n: number;
+  msPerTask: Record<Phase | 'workflow activations' | 'Temporal core (Rust)' | 'V8/libuv helpers', number>;
+}
+
+/** `n` more gateway tasks at c=32 under the main thread's CPU profiler (bench/phases.ts), timed apart from the table. */
+async function measurePhases(client: Client, n: number): Promise<PhaseReport> {
+  console.error(`  phases: ${n} gateway tasks at c=32 under the CPU profiler...`);
+  const cpu = cpuMeter();
+  let done = 0;
+  const sampled = await profilePhases(async () => {
+    const t = await timeCalls(() => sendBlocking(client), { concurrency: 32, n, warmup: 0, deadline });
+    done = t.n;
+  });
+  const { main, workflow, other, 'temporal core': core } = cpu.stop();
+  const sampledTotal = Object.values(sampled).reduce((a, b) => a + b, 0);
+  const perTask = (ms: number) => ms / Math.max(1, done);
+  const msPerTask = Object.fromEntries(PHASES.map((p) => [p, perTask((main * sampled[p]) / (sampledTotal || 1))])) as PhaseReport['msPerTask'];
+  msPerTask['workflow activations'] = perTask(workflow);
+  msPerTask['Temporal core (Rust)'] = perTask(core);
+  msPerTask['V8/libuv helpers'] = perTask(other);
+  return { n: done, msPerTask };
 }
 
 /**
@@ -206,7 +235,7 @@ registry search over ${r.agents} agents (${r.runsPerQuery} runs per query), ms`)
   }
 }
 
-function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport, floor?: FloorReport, activations?: Activations, paused?: PausedReport) {
+function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport, floor?: FloorReport, activations?: Activations, paused?: PausedReport, phases?: PhaseReport) {
   const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c);
   const addedP50 = (find('gateway', 1)?.p50 ?? NaN) - (find('direct', 1)?.p50 ?? NaN);
   // Above bare Temporal's floor for the same shape, less what the agent itself took (the direct call).
@@ -244,6 +273,10 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     printFloor(floor);
     console.log(`gateway p50 above the floor at c=1 (gateway − direct − floor): ${aboveFloorP50.toFixed(1)} ms`);
     console.log(`gateway throughput at c=32 / the floor's: ${floorTpsRatio.toFixed(3)}`);
+  }
+  if (phases) {
+    console.log(`\nnode CPU per task by phase (${phases.n} more tasks at c=32 under the main thread's profiler), ms:`);
+    for (const [phase, ms] of Object.entries(phases.msPerTask)) console.log(`  ${phase.padEnd(26)} ${ms.toFixed(1).padStart(6)}`);
   }
   if (activations) {
     const a = activations;
@@ -306,6 +339,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     ...(floor ? { floor, aboveFloorP50Ms: aboveFloorP50, floorThroughputRatio: floorTpsRatio } : {}),
     ...(activations ? { activations } : {}),
     ...(paused ? { paused } : {}),
+    ...(phases ? { phases } : {}),
     ...(streaming ? { streaming } : {}),
     ...(search ? { search } : {}),
     ...(routing ? { routing } : {}),
