@@ -23,6 +23,8 @@ export interface WorkerDeps extends ActivityDeps {
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
+const MAX_CACHED_WORKFLOWS = 200;
+
 export async function createWorker(d: WorkerDeps): Promise<Worker> {
   return Worker.create({
     connection: d.connection,
@@ -32,6 +34,11 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     activities: d.activities ?? createActivities(d),
     ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
     plugins: d.plugins,
+    // A bounded cache of running workflows. The SDK's default grows with the heap limit (~2,300 on a 4 GB heap)
+    // and each cached task workflow holds ~250 KB, so 10,000 tasks waiting for input would hold gigabytes; past
+    // this many the least recently used is evicted and, when its task resumes, replayed from its history (a few
+    // ms). Far above the tasks in flight at once, so a running task is not evicted between its steps.
+    maxCachedWorkflows: MAX_CACHED_WORKFLOWS,
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,
