@@ -180,7 +180,7 @@ async function main(): Promise<void> {
     // The WebSocket hub: agents' sockets live in this process, so their turns come to this process's own task
     // queue, which only its hub worker polls (also in an api-only process: it holds sockets too).
     const agentHub = new AgentHub({ pool, events: hub, log, taskQueue: config.TEMPORAL_TASK_QUEUE, settings: hubSettingsOf(config) });
-    const hubWorker = superviseWorker(() => createHubWorker({ connection: nativeConnection, namespace: config.TEMPORAL_NAMESPACE, hub: agentHub, payloadCodec, plugins }), log);
+    const hubWorker = superviseWorker(() => createHubWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, hub: agentHub, payloadCodec, plugins }), log);
     stops.push(() => hubWorker.stop());
 
     const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
