@@ -29,6 +29,7 @@ import {
   VersionNotSupportedError,
 } from '@a2a-js/sdk/errors';
 import type { GrpcChannels } from '../src/http/outbound-grpc';
+import { withTimeouts, type OutboundTimeouts } from '../src/http/outbound';
 import type { AgentBinding, AgentDialect, AgentEndpoint } from '../workflows/types';
 import { traceHeaders } from '../src/tracing';
 import { A2aV01TransportFactory, type LegacyTransportOptions } from './transports/a2a-v01';
@@ -61,10 +62,12 @@ export interface AgentLink {
 export interface AgentClientOptions {
   /** Sent with every request (HTTP headers, gRPC metadata). */
   headers?: Record<string, string>;
-  /** gRPC: each call's deadline, from its start (the HTTP bindings are bounded by the outbound timeouts). */
+  /** gRPC: each call's deadline, from its start (none: calls without a deadline, e.g. a stream that may run for hours). */
   callTimeoutMs?: number;
   /** The id a new task is sent with in dialects where the client names tasks (0.1, NEXUS): the gateway task's. */
   newTaskId?: string;
+  /** HTTP bindings: the header and body timeouts of each request, instead of the outbound client's defaults. */
+  timeouts?: OutboundTimeouts;
 }
 
 /**
@@ -120,10 +123,11 @@ export async function agentClient(endpoint: AgentEndpoint, link: AgentLink, trac
     url = channel.getTarget();
     transport = new GuardedGrpcTransportFactory(channel, grpcInterceptor(trace, headers, link.credentials, opts.callTimeoutMs));
   } else {
+    const guarded = opts.timeouts ? withTimeouts(link.fetch, opts.timeouts) : link.fetch;
     const tracingFetch: typeof fetch = async (input, init) => {
       const merged = new Headers(init?.headers);
       for (const [k, v] of Object.entries({ ...headers, ...(await link.credentials?.()) })) merged.set(k, v);
-      const res = await link.fetch(input, { ...init, headers: merged });
+      const res = await guarded(input, { ...init, headers: merged });
       trace.lastStatus = res.status;
       trace.retryAfterMs = retryAfterMs(res.headers.get('retry-after'));
       return res;

@@ -2,24 +2,36 @@
  * The forwarding activity: one client message to the agent, in the agent's dialect, until the agent's task is
  * terminal or interrupted. Every attempt sends the same messageId, so an agent that deduplicates sees one message.
  *
+ * The agent's retry policy bounds each exchange with the agent (the send, a GetTask, a stream's first answer:
+ * `retry.attemptTimeoutMs`), not the agent's work. The message goes as a stream to agents that stream, else as a
+ * non-blocking send (1.0 `returnImmediately`, 0.3 `blocking: false`), so the agent names its task before the
+ * gateway waits (a cancel can then reach it). From then on the activity follows that task for as long as it runs
+ * (up to `retry.taskTimeoutMs`), heartbeating: over the stream, re-attached with SubscribeToTask when it breaks or
+ * stays silent past `retry.streamIdleTimeoutMs`, else by polling GetTask. A failed exchange is retried here with
+ * the policy's attempts and backoff, and a later attempt of the activity (its worker died) re-attaches to the task
+ * named in the heartbeat details (or, failing those, told to the workflow): the message is never sent twice to a
+ * task the agent has named. A task the activity gives up on is canceled at the agent, so runs do not pile up there.
+ * An agent that answers at once (a terminal task or a message) costs one exchange, as before.
+ *
  * What the agent streams on the way (artifact chunks, progress) goes to the task's event log as it arrives,
  * not into workflow history: the result holds only the turn's outcome. A retried attempt first logs an event
  * that voids the previous attempt's partial output, so readers drop it instead of seeing it twice.
  */
-import { A2AError, isJsonRpcError } from '@a2a-js/sdk/errors';
+import { A2AError } from '@a2a-js/sdk/errors';
 import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
-import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
-import { agentTaskSignal } from '../workflows/messages';
+import type { Client, RequestOptions } from '@a2a-js/sdk/client';
+import { ApplicationFailure, Context, sleep } from '@temporalio/activity';
+import { agentTaskQuery, agentTaskSignal } from '../workflows/messages';
 import type { Pool } from 'pg';
 import { seqRangeOf } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
-import type { AgentEndpoint, AgentRpcError, ForwardResult } from '../workflows/types';
+import { DEFAULT_RETRY } from '../src/agents/registry';
+import type { AgentEndpoint, AgentRetryPolicy, AgentTaskRef, ForwardResult } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
-import { PARENT_TASK_HEADER, agentClient, type AgentLink, type HttpTrace } from './agent-client';
+import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
-import { costOf } from './agent-cost';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -32,6 +44,8 @@ export interface ForwardArgs {
   agentId?: string;
   gatewayTaskId: string;
   gatewayContextId: string;
+  /** The agent's retry policy (absent in workflows started before it was passed: the defaults). */
+  retry?: AgentRetryPolicy;
 }
 
 export interface ForwardDeps {
@@ -44,96 +58,307 @@ export interface ForwardDeps {
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
 const SETTLED = (s: TaskState) => s !== 'TASK_STATE_SUBMITTED' && s !== 'TASK_STATE_WORKING';
-const INTERRUPTED = (s: TaskState) => s === 'TASK_STATE_INPUT_REQUIRED' || s === 'TASK_STATE_AUTH_REQUIRED';
-const POLL_MS = 500;
+/** Polling an agent's task: the first GetTask at once (an agent that works for milliseconds is done), then 250 ms doubling to 5 s. */
+const POLL_FIRST_MS = 250;
+const POLL_MAX_MS = 5_000;
+/** How long a canceled send still waits for the answer that names the agent's task, so the cancel can reach it. */
+const CANCEL_GRACE_MS = 5_000;
 
 export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Promise<ForwardResult> {
   const ctx = Context.current();
-  const trace: HttpTrace = {};
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
   const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
-  const relay = new Relay(sink, args);
-  const beat = setInterval(() => heartbeat(), 1_000);
-  heartbeat();
+  const turn = new Turn(ctx, deps, args, sink);
+  const beat = setInterval(() => turn.heartbeat(), 1_000);
   try {
-    if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt);
-    // How the agent calls back: a task it starts through Switchboard with this id becomes this task's child.
-    // gRPC calls get the attempt's own timeout as their deadline (HTTP ones are bounded by the outbound timeouts).
-    const client = await agentClient(args.endpoint, deps.link, trace, {
-      headers: { [PARENT_TASK_HEADER]: args.gatewayTaskId },
-      callTimeoutMs: ctx.info.startToCloseTimeoutMs,
-      newTaskId: args.gatewayTaskId,
-    });
-    const switchboard = { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId };
-    const request = SendMessageRequest.fromJSON({
-      // The agent knows its task by its own ids, never by the gateway's; until it has named a context, the
-      // client's (the gateway task's context: the client's contextId / sessionId when it gave one) is the context.
-      message: { ...args.message, taskId: args.agentTaskId, contextId: args.agentContextId ?? args.gatewayContextId, metadata: { ...args.message.metadata, switchboard } },
-      configuration: { returnImmediately: false },
-    });
-    const options = { signal: ctx.cancellationSignal };
-    let task: WireTask | undefined;
-    const announce = once(async (t: WireTask) => {
-      // The workflow needs the agent's task id to pass a cancel on while this call is still running.
-      if (t.id === args.agentTaskId) return;
-      const workflowId = ctx.info.workflowExecution?.workflowId;
-      if (!workflowId) return;
-      await ctx.client.workflow.getHandle(workflowId).signal(agentTaskSignal, { agentTaskId: t.id, agentContextId: t.contextId || undefined });
-    });
-    if (args.endpoint.streaming) {
-      const acc = new StreamAccumulator();
-      // Not awaited in the loop: the signal's round trip must not hold up the first chunk.
-      let announced: Promise<unknown> | undefined;
-      // Closed once the agent's task is interrupted: an agent may keep its stream open then (below).
-      const streamDone = new AbortController();
-      for await (const event of client.sendMessageStream(request, { signal: AbortSignal.any([ctx.cancellationSignal, streamDone.signal]) })) {
-        acc.add(event);
-        await relay.event(event);
-        if (acc.task) announced ??= announce(acc.task).then(() => undefined, (err: unknown) => err);
-        // input-required with the stream left open (the coding-agent seed: "Not final; stream stays open"): the
-        // turn ends here for the client, and the answer goes to the same agent task as a new message.
-        if (acc.task && INTERRUPTED(acc.task.status.state)) break;
-      }
-      streamDone.abort(); // an agent that keeps the stream open gets it closed
-      const signalFailure = await announced;
-      if (signalFailure) throw signalFailure;
-      task = acc.task;
-      if (!task) {
-        await sink.flush();
-        return acc.messageResult(args);
-      }
-    } else {
-      const reply = await client.sendMessage(request, options);
-      if ('messageId' in reply) {
-        await sink.flush();
-        return messageResult(Message.toJSON(reply) as WireMessage, args);
-      }
-      task = Task.toJSON(reply) as WireTask;
-    }
-    // An agent that answered before the task settled (or ignored blocking) is polled until it does.
-    while (!SETTLED(task.status.state)) {
-      await announce(task);
-      await sleep(POLL_MS);
-      task = Task.toJSON(await client.getTask({ tenant: '', id: task.id }, options)) as WireTask;
-    }
-    // Artifacts that arrived whole (a blocking answer, a task snapshot) have not been relayed yet.
-    await relay.remaining(task.artifacts ?? []);
-    await sink.flush();
-    return taskResult(task, args);
+    await turn.resume();
+    if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt, turn.ref !== undefined);
+    return await turn.run();
   } catch (err) {
     await sink.flush().catch(() => undefined); // what was relayed stays in the log; a retry voids it
-    if (ctx.cancellationSignal.aborted) await ctx.cancelled; // report the cancellation, not the abort it caused
-    throw classify(err, trace);
+    if (ctx.cancellationSignal.aborted) {
+      // The workflow passes the cancel on to the agent's task once this call has ended: it must know the task.
+      await turn.announce().catch(() => undefined);
+      await ctx.cancelled; // report the cancellation, not the abort it caused
+    }
+    const failure = classify(err, turn.trace);
+    await turn.abandon(failure);
+    throw failure;
   } finally {
     clearInterval(beat);
   }
 }
 
+/** One turn with the agent: the send, then following the agent's task until it settles. */
+class Turn {
+  readonly trace: HttpTrace = {};
+  /** The agent's task this turn runs as, once the agent has named it. */
+  ref?: AgentTaskRef;
+  private readonly policy: Required<AgentRetryPolicy>;
+  private readonly relay: Relay;
+  private clients?: { calls: Client; streams: Client };
+  private announcing?: Promise<void>;
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly deps: ForwardDeps,
+    private readonly args: ForwardArgs,
+    private readonly sink: EventSink,
+  ) {
+    this.policy = { ...DEFAULT_RETRY, ...args.retry };
+    this.relay = new Relay(sink, args);
+    // An earlier attempt's heartbeat names the task the agent already runs for this turn.
+    const saved = ctx.info.heartbeatDetails as AgentTaskRef | undefined;
+    if (saved?.agentTaskId) this.ref = saved;
+    this.heartbeat();
+  }
+
+  /** Heartbeats with the agent's task as details (a retried attempt re-attaches to it). */
+  heartbeat(): void {
+    this.ctx.heartbeat(this.ref);
+  }
+
+  /**
+   * A first turn's retry without heartbeat details (its worker died before they were sent) asks the workflow,
+   * which the earlier attempt told as soon as the agent named its task.
+   */
+  async resume(): Promise<void> {
+    if (this.ref || this.ctx.info.attempt === 1 || this.args.agentTaskId) return;
+    const workflowId = this.ctx.info.workflowExecution?.workflowId;
+    if (!workflowId) return;
+    this.ref = await this.ctx.client.workflow.getHandle(workflowId).query(agentTaskQuery);
+    this.heartbeat();
+  }
+
+  async run(): Promise<ForwardResult> {
+    let task: WireTask | undefined;
+    let broken: unknown;
+    if (!this.ref) {
+      // Before the agent names its task a failure goes to Temporal's retries: there is nothing to re-attach to.
+      const answer = await this.send();
+      if ('messageId' in answer) {
+        await this.sink.flush();
+        return messageResult(answer, this.args);
+      }
+      ({ task, broken } = answer);
+      if (this.ctx.cancellationSignal.aborted) await this.ctx.cancelled;
+    }
+    task = await this.follow(task, broken);
+    await this.announcing;
+    // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now.
+    await this.relay.remaining(task.artifacts ?? []);
+    await this.sink.flush();
+    return taskResult(task, this.args);
+  }
+
+  /** Tells the workflow the agent's task (once), so a cancel during the call reaches it. */
+  announce(): Promise<void> {
+    const ref = this.ref;
+    const workflowId = this.ctx.info.workflowExecution?.workflowId;
+    if (!ref || ref.agentTaskId === this.args.agentTaskId || !workflowId) return Promise.resolve();
+    this.announcing ??= this.ctx.client.workflow.getHandle(workflowId).signal(agentTaskSignal, ref);
+    return this.announcing;
+  }
+
+  /** A turn given up on (not canceled: the workflow cancels then) leaves no run behind at the agent. */
+  async abandon(failure: ApplicationFailure): Promise<void> {
+    if (!this.ref || this.ctx.cancellationSignal.aborted || !failure.nonRetryable) return;
+    const id = this.ref.agentTaskId;
+    const { calls } = await this.agent();
+    await this.exchange('CancelTask', (o) => calls.cancelTask({ tenant: '', id, metadata: undefined }, o)).catch(() => undefined);
+  }
+
+  /**
+   * Sends the message: as a stream to an agent that streams (its first event names the task), else non-blocking.
+   * @returns the agent's message, or its task (and, when the stream broke after the task was named, why).
+   */
+  private async send(): Promise<WireMessage | { task?: WireTask; broken?: unknown }> {
+    const { calls, streams } = await this.agent();
+    const switchboard = { ...(this.args.message.metadata?.switchboard as object), parentTaskId: this.args.gatewayTaskId };
+    const request = SendMessageRequest.fromJSON({
+      // The agent knows its task by its own ids, never by the gateway's.
+      message: {
+        ...this.args.message,
+        taskId: this.args.agentTaskId,
+        contextId: this.args.agentContextId,
+        metadata: { ...this.args.message.metadata, switchboard },
+      },
+      configuration: { returnImmediately: !this.args.endpoint.streaming },
+    });
+    if (this.args.endpoint.streaming) {
+      const acc = new StreamAccumulator();
+      try {
+        await this.consume('SendStreamingMessage', (o) => streams.sendMessageStream(request, o), acc, false);
+      } catch (err) {
+        if (!this.ref || this.ctx.cancellationSignal.aborted) throw err;
+        return { task: acc.task, broken: err }; // re-attached to below
+      }
+      if (acc.task) return { task: acc.task };
+      await this.sink.flush();
+      return acc.message();
+    }
+    const reply = await this.exchange('SendMessage', (o) => calls.sendMessage(request, o), this.graceSignal());
+    if ('messageId' in reply) return Message.toJSON(reply) as WireMessage;
+    const task = Task.toJSON(reply) as WireTask;
+    if (!SETTLED(task.status.state)) this.named(task);
+    return { task };
+  }
+
+  /**
+   * Follows the agent's task until it settles: its stream (re-attached with SubscribeToTask), or GetTask polls.
+   * A failed exchange is retried with the policy's attempts and backoff, counted afresh after each success.
+   */
+  private async follow(task: WireTask | undefined, broken?: unknown): Promise<WireTask> {
+    const { calls, streams } = await this.agent();
+    const id = this.ref?.agentTaskId ?? task?.id;
+    if (!id) throw ApplicationFailure.nonRetryable('the agent named no task', 'InvalidAgentResponse');
+    let subscribe = this.args.endpoint.streaming;
+    let failures = 0;
+    let polls = 0;
+    let failed = broken;
+    const deadline = this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs;
+    for (;;) {
+      if (task && SETTLED(task.status.state)) return task;
+      if (failed !== undefined) {
+        const failure = classify(failed, this.trace);
+        const answered = agentAnswered(failed, this.trace);
+        failed = undefined;
+        if (subscribe && answered) {
+          subscribe = false; // the agent cannot re-attach a stream (not supported, or the task ended meanwhile): poll
+        } else {
+          if (failure.nonRetryable || ++failures >= this.policy.maxAttempts) throw gaveUp(failure, id, failures);
+          await sleep(this.policy.initialIntervalMs * this.policy.backoffCoefficient ** (failures - 1));
+        }
+      }
+      if (Date.now() > deadline) {
+        throw ApplicationFailure.nonRetryable(`the agent's task ${id} ran longer than retry.taskTimeoutMs (${this.policy.taskTimeoutMs} ms)`, 'AgentTimeout');
+      }
+      try {
+        if (subscribe) {
+          const acc = new StreamAccumulator();
+          await this.consume('SubscribeToTask', (o) => streams.resubscribeTask({ tenant: '', id }, o), acc, true);
+          task = acc.task ?? task;
+          failures = 0;
+          if (task && SETTLED(task.status.state)) continue;
+          // The stream ended with the task still running: look, and re-attach after a pause.
+        }
+        if (polls > 0) await sleep(Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS));
+        polls++;
+        task = Task.toJSON(await this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o))) as WireTask;
+        failures = 0;
+        if (!SETTLED(task.status.state)) await this.named(task).announce();
+      } catch (err) {
+        if (this.ctx.cancellationSignal.aborted) throw err;
+        failed = err;
+      }
+    }
+  }
+
+  /**
+   * Reads a stream into `acc`, relaying its events. Its first event must come within the attempt timeout; after
+   * that, silence is bounded by the stream idle limit (the outbound body timeout: keep-alives count).
+   */
+  private async consume(
+    what: string,
+    open: (options: RequestOptions) => AsyncGenerator<StreamResponse>,
+    acc: StreamAccumulator,
+    snapshots: boolean,
+  ): Promise<void> {
+    const first = new AbortController();
+    const timer = setTimeout(() => first.abort(), this.policy.attemptTimeoutMs);
+    try {
+      for await (const event of open({ signal: AbortSignal.any([first.signal, this.graceSignal()]) })) {
+        clearTimeout(timer);
+        acc.add(event);
+        if (acc.task && !this.ref) void this.named(acc.task).announce().catch(() => undefined); // awaited at the end
+        if (snapshots && event.payload?.$case === 'task') await this.relay.snapshot(acc.task?.artifacts ?? []);
+        else await this.relay.event(event);
+        // Canceled: once the task is named the workflow passes the cancel on; nothing more to read.
+        if (this.ctx.cancellationSignal.aborted && this.ref) return;
+      }
+    } catch (err) {
+      if (first.signal.aborted && !this.ctx.cancellationSignal.aborted) throw timedOut(what, this.policy.attemptTimeoutMs);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** One request and its answer, within the attempt timeout. */
+  private async exchange<T>(what: string, call: (options: RequestOptions) => Promise<T>, cancel = this.ctx.cancellationSignal): Promise<T> {
+    const deadline = AbortSignal.timeout(this.policy.attemptTimeoutMs);
+    try {
+      return await call({ signal: AbortSignal.any([deadline, cancel]) });
+    } catch (err) {
+      if (deadline.aborted && !this.ctx.cancellationSignal.aborted) throw timedOut(what, this.policy.attemptTimeoutMs);
+      throw err;
+    }
+  }
+
+  /**
+   * Aborts on the activity's cancel, but while the agent has not named its task only CANCEL_GRACE_MS later: the
+   * answer that names it may still come, and the cancel then reaches the agent.
+   */
+  private graceSignal(): AbortSignal {
+    const cancel = this.ctx.cancellationSignal;
+    const controller = new AbortController();
+    const abort = () => controller.abort(cancel.reason);
+    const onCancel = () => (this.ref ? abort() : setTimeout(abort, CANCEL_GRACE_MS).unref());
+    if (cancel.aborted) onCancel();
+    else cancel.addEventListener('abort', onCancel, { once: true });
+    return controller.signal;
+  }
+
+  /** The agent has named its task: remembered in the heartbeat details. */
+  private named(task: WireTask): this {
+    this.ref ??= { agentTaskId: task.id, agentContextId: task.contextId || undefined };
+    this.heartbeat();
+    return this;
+  }
+
+  /**
+   * The agent's clients: `calls` for single exchanges (each within the attempt timeout; gRPC deadline the same),
+   * `streams` for streams (headers within the attempt timeout, then silence up to the idle limit; no deadline).
+   */
+  private async agent(): Promise<{ calls: Client; streams: Client }> {
+    if (this.clients) return this.clients;
+    const { attemptTimeoutMs, streamIdleTimeoutMs } = this.policy;
+    // How the agent calls back: a task it starts through Switchboard with this id becomes this task's child.
+    const headers = { [PARENT_TASK_HEADER]: this.args.gatewayTaskId };
+    // undici's own timers a little later than the exchange's deadline, so a slow answer is named as one.
+    const exchange = { headersTimeoutMs: attemptTimeoutMs + 1_000, bodyTimeoutMs: attemptTimeoutMs + 1_000 };
+    const [calls, streams] = await Promise.all([
+      agentClient(this.args.endpoint, this.deps.link, this.trace, { headers, callTimeoutMs: attemptTimeoutMs, timeouts: exchange }),
+      agentClient(this.args.endpoint, this.deps.link, this.trace, {
+        headers,
+        timeouts: { headersTimeoutMs: exchange.headersTimeoutMs, bodyTimeoutMs: streamIdleTimeoutMs },
+      }),
+    ]);
+    this.clients = { calls, streams };
+    return this.clients;
+  }
+}
+
+/** An exchange with the agent that ran out of time: retried like network trouble, reported as a timeout. */
+function timedOut(what: string, ms: number): ApplicationFailure {
+  return ApplicationFailure.retryable(`the agent call timed out: no answer to ${what} within ${ms} ms (retry.attemptTimeoutMs)`, 'AgentTimeout');
+}
+
+/** The last failure of a task followed until the retry policy ran out: final, whatever its kind. */
+function gaveUp(failure: ApplicationFailure, agentTaskId: string, failures: number): ApplicationFailure {
+  const why = failure.nonRetryable ? '' : ` (${failures} exchanges in a row failed)`;
+  return ApplicationFailure.create({
+    message: `${failure.message}; gave up following the agent's task ${agentTaskId}${why}`,
+    type: failure.type ?? undefined,
+    nonRetryable: true,
+  });
+}
+
 /** Folds a stream of 1.0 StreamResponse events into the agent's latest task. */
 class StreamAccumulator {
   task?: WireTask;
-  private message?: WireMessage;
+  private reply?: WireMessage;
   private artifacts = new Map<string, WireArtifact>();
 
   add(event: StreamResponse): void {
@@ -143,16 +368,13 @@ class StreamAccumulator {
       this.task = Task.toJSON(p.value) as WireTask;
       for (const a of this.task.artifacts ?? []) this.artifacts.set(a.artifactId, a);
     } else if (p.$case === 'message') {
-      this.message = Message.toJSON(p.value) as WireMessage;
-    } else if (p.$case === 'statusUpdate') {
-      const u = TaskStatusUpdateEvent.toJSON(p.value) as WireStatusUpdate;
-      // A stream may start with an update instead of the task (the coding-agent seed's does): it names the task.
-      this.task ??= { id: u.taskId, contextId: u.contextId, status: u.status };
+      this.reply = Message.toJSON(p.value) as WireMessage;
+    } else if (p.$case === 'statusUpdate' && this.task) {
+      const u = TaskStatusUpdateEvent.toJSON(p.value) as { status: WireTask['status']; metadata?: Record<string, unknown> };
       this.task.status = u.status;
       if (u.metadata) this.task.metadata = { ...this.task.metadata, ...u.metadata };
     } else if (p.$case === 'artifactUpdate') {
-      const u = TaskArtifactUpdateEvent.toJSON(p.value) as WireArtifactUpdate;
-      this.task ??= { id: u.taskId, contextId: u.contextId, status: { state: 'TASK_STATE_WORKING' } };
+      const u = TaskArtifactUpdateEvent.toJSON(p.value) as { artifact: WireArtifact; append?: boolean };
       const prev = this.artifacts.get(u.artifact.artifactId);
       if (u.append && prev) prev.parts.push(...u.artifact.parts); // in place: long streams append thousands of chunks
       else this.artifacts.set(u.artifact.artifactId, { ...u.artifact, parts: [...u.artifact.parts] });
@@ -160,9 +382,10 @@ class StreamAccumulator {
     if (this.task) this.task.artifacts = [...this.artifacts.values()];
   }
 
-  messageResult(args: ForwardArgs): ForwardResult {
-    if (!this.message) throw ApplicationFailure.nonRetryable('the agent closed the stream without a task or a message', 'InvalidAgentResponse');
-    return messageResult(this.message, args);
+  /** The agent's message, for a stream that carried no task. */
+  message(): WireMessage {
+    if (!this.reply) throw ApplicationFailure.nonRetryable('the agent closed the stream without a task or a message', 'InvalidAgentResponse');
+    return this.reply;
   }
 }
 
@@ -201,23 +424,31 @@ class Relay {
    * blocking answer or a task snapshot, or whose stream broke off before the agent's task settled (it is
    * then sent with append: false, replacing the partial one).
    */
-  async remaining(artifacts: WireArtifact[]): Promise<void> {
+  async remaining(artifacts: WireArtifact[], lastChunk = true): Promise<void> {
     const ids = { taskId: this.args.gatewayTaskId, contextId: this.args.gatewayContextId };
     for (const artifact of artifacts) {
       if (this.relayed.get(artifact.artifactId) === artifact.parts.length) continue;
-      await this.sink.push({ artifactUpdate: { ...ids, artifact, append: false, lastChunk: true } });
+      this.relayed.set(artifact.artifactId, artifact.parts.length);
+      await this.sink.push({ artifactUpdate: { ...ids, artifact, append: false, lastChunk } });
     }
+  }
+
+  /** A re-attached stream starts with the task so far: its artifacts replace what was relayed of them. */
+  snapshot(artifacts: WireArtifact[]): Promise<void> {
+    return this.remaining(artifacts, false);
   }
 }
 
 /**
  * The first event of a retried attempt: it names the events of the failed attempt so a reader can drop them
- * (metadata `switchboard.void = {attempt, fromSeq, toSeq}`), since the agent is asked again from the start.
+ * (metadata `switchboard.void = {attempt, fromSeq, toSeq}`): the agent is asked again from the start, or its task
+ * re-attached (`resumed`), whose snapshot brings the output so far again.
  */
-async function voidPreviousAttempt(pool: Pool, sink: EventSink, args: ForwardArgs, previousKey: string, attempt: number): Promise<void> {
+async function voidPreviousAttempt(pool: Pool, sink: EventSink, args: ForwardArgs, previousKey: string, attempt: number, resumed: boolean): Promise<void> {
   const range = await seqRangeOf(pool, args.tenant, args.gatewayTaskId, previousKey);
   if (!range) return;
-  const text = `Attempt ${attempt - 1} of the agent call failed; its partial output (events ${range.from}-${range.to}) is void. Asking the agent again (attempt ${attempt}).`;
+  const next = resumed ? `Following the agent's task again (attempt ${attempt}).` : `Asking the agent again (attempt ${attempt}).`;
+  const text = `Attempt ${attempt - 1} of the agent call failed; its partial output (events ${range.from}-${range.to}) is void. ${next}`;
   const ids = { taskId: args.gatewayTaskId, contextId: args.gatewayContextId };
   await sink.push(
     {
@@ -256,7 +487,6 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     statusMessage: m ? { ...m, taskId: args.gatewayTaskId, contextId: args.gatewayContextId } : undefined,
     artifacts: withinBudget((task.artifacts ?? []).map(compactArtifact)),
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
-    metadata: agentMetadata(task.metadata),
   };
 }
 
@@ -301,19 +531,10 @@ export function withinBudget(artifacts: WireArtifact[]): WireArtifact[] {
   });
 }
 
-/** The most of the agent's task metadata a turn carries into the workflow (it is the client's to read, not a store). */
-export const AGENT_METADATA_BUDGET_BYTES = 64 * 1024;
-
-/**
- * The agent's task metadata as the gateway task keeps it: without `switchboard` (the gateway's own key), and
- * replaced by a note when it is over AGENT_METADATA_BUDGET_BYTES.
- */
-function agentMetadata(metadata: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
-  if (!metadata) return undefined;
-  const { switchboard: _own, ...rest } = metadata;
-  if (Object.keys(rest).length === 0) return undefined;
-  const size = Buffer.byteLength(JSON.stringify(rest));
-  return size <= AGENT_METADATA_BUDGET_BYTES ? rest : { agentMetadataDropped: `${size} bytes, over the ${AGENT_METADATA_BUDGET_BYTES}-byte budget` };
+/** Agents report what a task cost as `metadata.cost` in integer minor units; anything else is ignored. */
+function costOf(metadata: Record<string, unknown> | undefined): number | undefined {
+  const cost = metadata?.cost;
+  return typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 0 ? cost : undefined;
 }
 
 /**
@@ -334,16 +555,8 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   // A connection cut mid-answer (often mid-stream, after a 200) is network trouble, not a bad answer.
   if (connectionLost(err)) return ApplicationFailure.retryable(`the connection to the agent was lost: ${message}`, 'AgentUnavailable');
   if (trace.grpcCode === grpc.status.OK) return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');
-  if (trace.lastStatus !== undefined && trace.lastStatus < 300 && (err instanceof A2AError || jsonRpcErrorOf(err))) {
-    // The agent's own JSON-RPC error (in a stream, wrapped by the SDK), kept whole: the workflow passes it to
-    // the client of a new task as is.
-    const rpc = jsonRpcErrorOf(err);
-    return ApplicationFailure.create({
-      message: `the agent answered with an error: ${rpc ? `${rpc.message} (JSON-RPC ${rpc.code})` : message}`,
-      type: 'AgentRejected',
-      nonRetryable: true,
-      ...(rpc ? { details: [{ agentError: rpc }] } : {}),
-    });
+  if (err instanceof A2AError && trace.lastStatus !== undefined && trace.lastStatus < 300) {
+    return ApplicationFailure.nonRetryable(`the agent answered with an error: ${message}`, 'AgentRejected');
   }
   const status = trace.lastStatus;
   if (status === undefined) return ApplicationFailure.retryable(`the agent could not be reached: ${message}`, 'AgentUnavailable');
@@ -383,15 +596,6 @@ function classifyGrpc(code: number, details: string): ApplicationFailure {
   return ApplicationFailure.nonRetryable(`the agent refused the request with gRPC ${name}: ${details}`, 'AgentRejected');
 }
 
-function once<A>(fn: (a: A) => Promise<void>): (a: A) => Promise<void> {
-  let done = false;
-  return async (a) => {
-    if (done) return;
-    done = true;
-    await fn(a);
-  };
-}
-
 const LOST_CONNECTION_CODES = new Set(['UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
 function connectionLost(err: unknown): boolean {
@@ -400,14 +604,6 @@ function connectionLost(err: unknown): boolean {
     if (e instanceof TypeError && e.message === 'terminated') return true; // undici's body stream, cut
   }
   return false;
-}
-
-/** The agent's JSON-RPC error (code and message) behind a failure, also when a stream wrapped it. */
-function jsonRpcErrorOf(err: unknown): AgentRpcError | undefined {
-  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if (isJsonRpcError(e)) return { code: e.envelopeCode, message: e.message };
-  }
-  return undefined;
 }
 
 function findOutboundError(err: unknown): OutboundError | undefined {

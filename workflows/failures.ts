@@ -11,8 +11,13 @@ export function describeFailure(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** The agent call ran out of time (every attempt, or the whole schedule). */
-export const isTimeout = (err: unknown): boolean => err instanceof ActivityFailure && err.cause instanceof TimeoutFailure;
+/**
+ * The agent call ran out of time: an exchange with the agent on every attempt (`AgentTimeout`, raised by the
+ * forwarding activity), the agent's task past `retry.taskTimeoutMs`, or Temporal's own timeouts.
+ */
+export const isTimeout = (err: unknown): boolean =>
+  err instanceof ActivityFailure &&
+  (err.cause instanceof TimeoutFailure || (err.cause instanceof ApplicationFailure && err.cause.type === 'AgentTimeout'));
 
 export function humanDuration(ms: number): string {
   if (ms % 86_400_000 === 0) return `${ms / 86_400_000} day(s)`;

@@ -22,6 +22,8 @@ export const cancelUpdate = defineUpdate<WireTask, []>('cancel');
  * call is still running can be passed on to the agent.
  */
 export const agentTaskSignal = defineSignal<[AgentTaskRef]>('agentTask');
+/** The agent's task as the workflow last heard it: a retried forwarding attempt re-attaches to it. */
+export const agentTaskQuery = defineQuery<AgentTaskRef | undefined>('agentTask');
 /** A push-notification config was created for the task: deliver its events to it (see deliverPushLoop). */
 export const pushConfigSignal = defineSignal<[string]>('pushConfigAdded');
 /** Multi-agent jobs: a child task was started for this task (by the gateway), or has ended (by the child). */

@@ -29,10 +29,10 @@ import { agentErrorOf, describeFailure, humanDuration, isTimeout } from './failu
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
-import { FailureTypes, SA_STATE, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
+import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { PushDelivery } from './push-delivery';
 import { isTerminal, refuseCancel, refuseMessage, stateLabel, submittedTask, viewTask } from './task-state';
-import type { AgentRpcError, ForwardResult, SettlementRequest, TaskInput, TaskRecord, TrustOutcome } from './types';
+import { type AgentRpcError, DEFAULT_TASK_TIMEOUT_MS, type ForwardResult, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -83,8 +83,11 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     logged: () => logged,
     changed: showDetails,
   });
+  // The retry policy bounds each exchange with the agent inside the activity, not the agent's work: an attempt
+  // follows the agent's task for up to taskTimeoutMs (the activity ends itself then, canceling it at the agent;
+  // Temporal's timeout is the backstop), and a dead worker is noticed by the heartbeat timeout.
   const forwarding = proxyActivities<Activities>({
-    startToCloseTimeout: agent.retry.attemptTimeoutMs,
+    startToCloseTimeout: (agent.retry.taskTimeoutMs ?? DEFAULT_TASK_TIMEOUT_MS) + 2 * agent.retry.attemptTimeoutMs + 10_000,
     heartbeatTimeout: Math.min(10_000, agent.retry.attemptTimeoutMs),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: {
@@ -108,6 +111,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     agentTaskId = ref.agentTaskId;
     agentContextId = ref.agentContextId ?? agentContextId;
   });
+  setHandler(agentTaskQuery, () => (agentTaskId ? { agentTaskId, agentContextId } : undefined));
 
   setHandler(
     sendMessageUpdate,
@@ -301,6 +305,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         agentId: agent.agentId,
         gatewayTaskId: task.id,
         gatewayContextId: task.contextId,
+        retry: agent.retry,
       };
       // A hub agent's turn goes to the process holding its socket (workflows/hub.ts); every other agent is called over HTTP/gRPC.
       return await (isHubAgent(agent) ? forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS) : forwarding.forwardMessage(args));

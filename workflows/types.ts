@@ -1,6 +1,6 @@
 /**
  * The contracts between the task workflow, its activities and the gateway: inputs, update arguments and
- * activity results. Types only, safe to import anywhere; the A2A wire types they use live in src/a2a/wire.ts.
+ * activity results. Types (and a default or two), safe to import anywhere; the A2A wire types they use live in src/a2a/wire.ts.
  */
 import type { Dialect, StreamEvent, TaskState, WireArtifact, WireMessage, WireTask } from '../src/a2a/wire';
 
@@ -23,12 +23,23 @@ export interface AgentEndpoint {
   binding?: AgentBinding;
 }
 
-/** Per-agent retry policy for the forwarding activity (defaults: 3 attempts, 1 s / 2 s / 4 s, 30 s each). */
+/** retry.taskTimeoutMs when the registration sets none (also for agents registered before it existed): 7 days. */
+export const DEFAULT_TASK_TIMEOUT_MS = 7 * 24 * 3600_000;
+
+/**
+ * Per-agent retry policy for the forwarding activity (defaults: 3 attempts, 1 s / 2 s / 4 s, 30 s each). It bounds
+ * each exchange with the agent (a send, a GetTask, a stream's first answer), not the agent's work: once the agent
+ * has named its task, it is followed for up to `taskTimeoutMs`.
+ */
 export interface AgentRetryPolicy {
   maxAttempts: number;
   initialIntervalMs: number;
   backoffCoefficient: number;
   attemptTimeoutMs: number;
+  /** How long an agent's task may run, followed, before the turn fails (and the task is canceled at the agent). */
+  taskTimeoutMs?: number;
+  /** How long a stream from the agent may stay silent (not a byte, keep-alives included) before it is re-attached. */
+  streamIdleTimeoutMs?: number;
 }
 
 export interface AgentTarget {

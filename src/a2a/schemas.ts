@@ -154,6 +154,8 @@ export const RegisterAgentBody = z.object({
       initialIntervalMs: z.number().int().min(10).max(600_000).optional(),
       backoffCoefficient: z.number().min(1).max(10).optional(),
       attemptTimeoutMs: z.number().int().min(100).max(3_600_000).optional(),
+      taskTimeoutMs: z.number().int().min(1000).max(365 * 24 * 3_600_000).optional(),
+      streamIdleTimeoutMs: z.number().int().min(1000).max(24 * 3_600_000).optional(),
     })
     .strict()
     .optional(),

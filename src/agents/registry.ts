@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from '../a2a/schemas';
-import type { AgentBinding, AgentDialect, AgentEndpoint, AgentRetryPolicy } from '../../workflows/types';
+import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../workflows/types';
 import { type AgentCardJson, BindingError, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration } from './cards';
 import {
   type AgentStatus,
@@ -27,7 +27,14 @@ import { type AgentCredentialSpec, type AgentCredentials, CredentialError, autho
 import { z } from 'zod';
 import { decodePageToken, encodePageToken } from '../db/page-token';
 
-export const DEFAULT_RETRY: AgentRetryPolicy = { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 30_000 };
+export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
+  maxAttempts: 3,
+  initialIntervalMs: 1000,
+  backoffCoefficient: 2,
+  attemptTimeoutMs: 30_000,
+  taskTimeoutMs: DEFAULT_TASK_TIMEOUT_MS,
+  streamIdleTimeoutMs: 5 * 60_000,
+};
 
 export interface Agent {
   id: string;

@@ -32,6 +32,23 @@ export interface OutboundOptions {
   lookup?: typeof dns.lookup;
 }
 
+/**
+ * Per-request header and body timeouts, replacing the client's for one request (see `withTimeouts`). Agent calls
+ * use them: an exchange is bounded by the agent's attempt timeout, a stream's silence by its idle limit.
+ */
+export interface OutboundTimeouts {
+  headersTimeoutMs: number;
+  bodyTimeoutMs: number;
+}
+
+const TIMEOUTS = Symbol('switchboard.outboundTimeouts');
+type TimedInit = RequestInit & { [TIMEOUTS]?: OutboundTimeouts };
+
+/** `fetch` (the guarded one) with other header and body timeouts for every request it makes. */
+export function withTimeouts(fetchFn: typeof globalThis.fetch, timeouts: OutboundTimeouts): typeof globalThis.fetch {
+  return (input, init) => fetchFn(input, { ...init, [TIMEOUTS]: timeouts } as TimedInit);
+}
+
 export type OutboundErrorCode = 'INVALID_URL' | 'BLOCKED_ADDRESS' | 'REDIRECT' | 'TOO_LARGE' | 'TIMEOUT' | 'NETWORK';
 
 /** Every failure of an outbound call except a caller's abort, which stays the caller's own error. */
@@ -346,8 +363,13 @@ export function createOutbound(options: OutboundOptions): Outbound {
     bodyTimeout: options.bodyTimeoutMs ?? 30_000,
   });
 
+  /** The pooled agent with one request's own timeouts (same connections; undici reads them per request). */
+  const timed = (t: OutboundTimeouts) =>
+    agent.compose((dispatch) => (opts, handler) => dispatch({ ...opts, headersTimeout: t.headersTimeoutMs, bodyTimeout: t.bodyTimeoutMs }, handler));
+
   async function outboundFetch(input: FetchInput, init?: RequestInit): Promise<UndiciResponse> {
     const [raw, requestInit] = splitInput(input, init);
+    const timeouts = (requestInit as TimedInit)[TIMEOUTS];
     const url = parseHttpUrl(raw).href;
     const signal = requestInit.signal;
     const headers = new UndiciHeaders(requestInit.headers as ConstructorParameters<typeof UndiciHeaders>[0]);
@@ -361,7 +383,7 @@ export function createOutbound(options: OutboundOptions): Outbound {
           headers,
           // 'manual' hands us the 3xx itself so we can name the Location in the error.
           redirect: 'manual',
-          dispatcher: agent,
+          dispatcher: timeouts ? timed(timeouts) : agent,
         }),
       );
     } catch (err) {
