@@ -237,9 +237,13 @@ class Turn {
       try {
         if (subscribe) {
           const acc = new StreamAccumulator();
-          await this.consume('SubscribeToTask', (o) => streams.resubscribeTask({ tenant: '', id }, o), acc, true);
-          task = acc.task ?? task;
-          failures = 0;
+          try {
+            await this.consume('SubscribeToTask', (o) => streams.resubscribeTask({ tenant: '', id }, o), acc, true);
+          } finally {
+            // A stream that re-attached (its first event is the task) was a successful exchange, even if it broke
+            // or went silent later: only the failures since then count.
+            if (acc.task) (task = acc.task), (failures = 0);
+          }
           if (task && SETTLED(task.status.state)) continue;
           // The stream ended with the task still running: look, and re-attach after a pause.
         }

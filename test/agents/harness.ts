@@ -27,6 +27,11 @@ export interface TestAgent {
   calls: RecordedCall[];
   /** Agent-side task ids named by a received cancel request (`CancelTask` / `tasks/cancel`). */
   cancels: string[];
+  /**
+   * Stops the HTTP server (every connection dropped, streams cut) and listens again on the same port `downMs`
+   * later; the agent's tasks, in memory, keep running meanwhile.
+   */
+  restart(downMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -57,7 +62,8 @@ export async function startAgentServer(
     server.once('error', reject);
     server.listen(0, '127.0.0.1', resolve);
   });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { port } = server.address() as AddressInfo;
+  const url = `http://127.0.0.1:${port}`;
 
   const app = express();
   // Read the body ourselves (any content type) so even malformed requests are recorded. body-parser skips
@@ -82,6 +88,17 @@ export async function startAgentServer(
     card,
     calls,
     cancels,
+    async restart(downMs) {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await new Promise((r) => setTimeout(r, downMs));
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, '127.0.0.1', () => (server.off('error', reject), resolve()));
+      });
+    },
     close: () =>
       (closed ??= new Promise<void>((resolve) => {
         cleanup?.();

@@ -1,0 +1,198 @@
+/**
+ * Agent tasks that outlast the retry policy's attempt timeout, and a cancel that reaches the agent: the policy
+ * bounds each exchange with the agent (a send, a GetTask, a stream's first answer), not the agent's work.
+ *
+ * Real time kept for CI: the long agent works 45 s against a 10 s attempt timeout (the issue's example is 120 s
+ * against 30 s: the same ratio, shorter); the silent stream is quiet for 35 s, past the outbound client's 30 s
+ * default body timeout. The scenarios run concurrently, so the file takes about a minute.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type express from 'express';
+import { SendMessageRequest, Task, TaskState } from '@a2a-js/sdk';
+import type { Client } from '@a2a-js/sdk/client';
+import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
+import { AgentPool, RPC_PATH, type TestAgent } from './agents';
+import { SlowExecutor } from './agents/slow';
+import { artifactEvent, startV1Agent, taskEvent, textOf as agentText, type AgentOptions } from './agents/v1';
+import { type Gateway, clientFactory, eventually, register, startGateway } from './helpers/harness';
+
+let gw: Gateway;
+const agents = new AgentPool();
+
+before(async () => {
+  gw = await startGateway();
+});
+after(async () => {
+  await gw?.close();
+  await agents.closeAll();
+});
+
+/** A slow agent that counts the tasks it was asked to run (every execute() is one run at the agent). */
+class CountingSlow extends SlowExecutor {
+  runs = 0;
+  override async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    this.runs++;
+    await super.execute(ctx, bus);
+  }
+}
+
+/** Streams `working`, then stays silent `silenceMs`, streams a chunk, is silent again, then completes. */
+class SilentExecutor extends SlowExecutor {
+  runs = 0;
+  constructor(private readonly silenceMs: number) {
+    super(0);
+  }
+
+  override async run(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    this.runs++;
+    bus.publish(taskEvent(ctx, TaskState.TASK_STATE_WORKING));
+    await new Promise((r) => setTimeout(r, this.silenceMs));
+    bus.publish(artifactEvent(ctx, `after the silence: ${agentText(ctx.userMessage)}`));
+    await new Promise((r) => setTimeout(r, this.silenceMs));
+    this.complete(ctx, bus, 'done');
+  }
+}
+
+async function startAgent<E extends SlowExecutor>(executor: E, opts: AgentOptions = {}, before?: (app: express.Express) => void) {
+  const agent = await agents.add(startV1Agent(executor, 'Patient', 'Works for a long time', opts, before));
+  return { agent, executor };
+}
+
+/** An agent that ignores non-blocking sends: the flag is dropped before its SDK handler reads the request. */
+const ignoresNonBlocking = (app: express.Express) =>
+  app.post(RPC_PATH, (req, _res, next) => {
+    delete req.body?.params?.configuration?.returnImmediately;
+    next();
+  });
+
+async function clientFor(agentUrl: string, retry: Record<string, number>): Promise<Client> {
+  const { base } = await register(gw, agentUrl, { retry });
+  return clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
+}
+
+async function send(client: Client, text: string, returnImmediately = false) {
+  const request = SendMessageRequest.fromJSON({
+    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] },
+    configuration: { returnImmediately },
+  });
+  return Task.toJSON((await client.sendMessage(request)) as Task) as any;
+}
+
+const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
+const methods = (agent: TestAgent, ...names: string[]) => agent.calls.filter((c) => names.includes(c.method));
+
+describe('agent tasks that outlast the attempt timeout', { concurrency: true }, () => {
+  test('a non-streaming agent that works 45 s, with a 10 s attempt timeout: one send, one run at the agent, completed', async () => {
+    const { agent, executor } = await startAgent(new CountingSlow(45_000), { streaming: false });
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
+    const started = Date.now();
+    const task = await send(client, 'take your time');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    assert.ok(Date.now() - started >= 45_000, 'the gateway waited for the work');
+    assert.equal(textOf(task.artifacts[0].parts), 'done: take your time');
+    assert.equal(executor.runs, 1, 'one run at the agent');
+    const sends = methods(agent, 'SendMessage');
+    assert.equal(sends.length, 1, 'the message was sent once');
+    assert.equal(sends[0]!.params.configuration.returnImmediately, true, 'non-blocking');
+    assert.ok(methods(agent, 'GetTask').length >= 3, 'the task was followed with GetTask');
+    assert.equal(agent.cancels.length, 0);
+  });
+
+  test('a stream silent for 35 s (past the 30 s body timeout, and the 5 s attempt timeout) is followed to the end', async () => {
+    const { agent, executor } = await startAgent(new SilentExecutor(35_000));
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
+    const task = await send(client, 'quiet please');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    assert.deepEqual(task.artifacts.map((a: { parts: { text?: string }[] }) => textOf(a.parts)).sort(), ['after the silence: quiet please', 'done'].sort());
+    assert.equal(executor.runs, 1);
+    assert.equal(methods(agent, 'SendStreamingMessage').length, 1);
+    assert.equal(methods(agent, 'SubscribeToTask').length, 0, 'one stream, never cut');
+  });
+
+  test('a stream silent past retry.streamIdleTimeoutMs is re-attached (SubscribeToTask), not sent again', async () => {
+    const { agent, executor } = await startAgent(new SilentExecutor(4_000));
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 5_000, streamIdleTimeoutMs: 1_500 });
+    const task = await send(client, 'hush');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    assert.deepEqual(task.artifacts.map((a: { parts: { text?: string }[] }) => textOf(a.parts)).sort(), ['after the silence: hush', 'done'].sort());
+    assert.equal(executor.runs, 1, 'one run at the agent');
+    assert.equal(methods(agent, 'SendStreamingMessage').length, 1, 'the message was sent once');
+    assert.ok(methods(agent, 'SubscribeToTask').length >= 1, 'the silent stream was re-attached');
+  });
+
+  for (const streaming of [false, true]) {
+    test(`an agent (${streaming ? 'streaming' : 'non-streaming'}) that restarts its HTTP server mid-task is re-attached: one task at the agent`, async () => {
+      const { agent, executor } = await startAgent(new CountingSlow(8_000), { streaming });
+      const client = await clientFor(agent.url, { maxAttempts: 5, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
+      const pending = send(client, 'survive a restart');
+      await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to start');
+      await new Promise((r) => setTimeout(r, 1_000));
+      await agent.restart(2_000);
+      const task = await pending;
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+      assert.equal(executor.runs, 1, 'one task created at the agent');
+      assert.equal(methods(agent, 'SendMessage', 'SendStreamingMessage').length, 1, 'the message was sent once');
+      if (streaming) assert.ok(methods(agent, 'SubscribeToTask').length >= 1, 'the cut stream was re-attached');
+      assert.equal(agent.cancels.length, 0);
+    });
+  }
+
+  test('a task the gateway gives up following (GetTask keeps failing) is canceled at the agent: no run left behind', async () => {
+    const executor = new CountingSlow(60_000);
+    const agent = await agents.add(
+      startV1Agent(executor, 'Unpollable', 'Answers the send, then 503 to GetTask', { streaming: false, fault: (c) => (c.method === 'GetTask' ? 'unavailable' : undefined) }),
+    );
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
+    const task = await send(client, 'lost');
+    assert.equal(task.status.state, 'TASK_STATE_FAILED');
+    assert.match(textOf(task.status.message.parts), /HTTP 503.*gave up following the agent's task/);
+    assert.equal(executor.runs, 1);
+    assert.equal(methods(agent, 'SendMessage').length, 1, 'the message was sent once (the retries re-attached)');
+    const agentTaskId = agent.calls.find((c) => c.method === 'GetTask')!.params.id;
+    assert.deepEqual(agent.cancels, [agentTaskId], 'the abandoned task was canceled at the agent');
+  });
+});
+
+describe('a cancel during the first turn of a non-streaming agent', { concurrency: true }, () => {
+  test('reaches an agent that honours non-blocking sends (CancelTask with its task id)', async () => {
+    const { agent, executor } = await startAgent(new CountingSlow(60_000), { streaming: false });
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
+    const task = await send(client, 'never mind', true);
+    const agentTaskId = await eventually(() => agent.calls.find((c) => c.method === 'GetTask')?.params.id as string | undefined, 15_000, 'the agent to name its task');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    assert.deepEqual(agent.cancels, [agentTaskId], 'the cancel reached the agent');
+    assert.equal(executor.runs, 1);
+  });
+
+  test('is still correct with an agent that ignores non-blocking sends (it holds the send, then answers)', async () => {
+    const { agent, executor } = await startAgent(new CountingSlow(3_000), { streaming: false }, ignoresNonBlocking);
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
+    const task = await send(client, 'cancel me', true);
+    await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to be called');
+    // The agent named no task before it answered, and its answer ends its run: the cancel wins (canceled) or the
+    // answer does (completed, the cancel refused as the task is terminal). Either way one terminal state, one run,
+    // and nothing left running at the agent.
+    const final = await client.cancelTask({ tenant: '', id: task.id, metadata: undefined }).then(
+      (t) => (Task.toJSON(t) as any).status.state as string,
+      (err: Error) => (assert.match(err.message, /cannot be canceled/), 'refused'),
+    );
+    const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+    if (final === 'refused') assert.equal(got.status.state, 'TASK_STATE_COMPLETED');
+    else assert.equal(got.status.state, final);
+    assert.ok(['TASK_STATE_CANCELED', 'TASK_STATE_COMPLETED'].includes(got.status.state));
+    assert.equal(executor.runs, 1);
+    assert.equal(agent.cancels.length, 0);
+    assert.equal(methods(agent, 'SendMessage').length, 1);
+  });
+
+  test('an agent that ignores non-blocking and answers at once costs one exchange, as before', async () => {
+    const { agent } = await startAgent(new CountingSlow(0), { streaming: false }, ignoresNonBlocking);
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
+    const task = await send(client, 'quick');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    assert.deepEqual(agent.calls.map((c) => c.method), ['SendMessage'], 'no GetTask, no signal round trip');
+  });
+});
