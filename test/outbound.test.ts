@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { createOutbound, isPrivateAddress, OutboundError, type OutboundErrorCode } from '../src/http/outbound';
+import { createOutbound, isPrivateAddress, OutboundError, withTimeouts, type OutboundErrorCode } from '../src/http/outbound';
 
 const CAP = 1024;
 
@@ -65,6 +65,13 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       res.writeHead(200);
       res.write('partial');
       return; // never end
+    case '/pauses': // headers after 1.5 s, then a body silent for 1.5 s (undici's timers tick every ~0.5 s)
+      setTimeout(() => {
+        res.writeHead(200);
+        res.write('before ');
+        setTimeout(() => res.end('after'), 1_500);
+      }, 1_500);
+      return;
     default:
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
   }
@@ -296,6 +303,23 @@ describe('with allowPrivate=true', () => {
   test('a body that stalls times out', async () => {
     const res = await outbound.fetch(`${base}/stalls-mid-body`);
     await rejectsWith(res.text(), 'TIMEOUT');
+  });
+
+  test('withTimeouts gives one request its own header and body timeouts (an agent exchange, a quiet stream)', async () => {
+    // The client's 200 ms would cut both waits; the request's own 5 s lets them pass, on the same pool.
+    const patient = withTimeouts(outbound.fetch, { headersTimeoutMs: 5_000, bodyTimeoutMs: 5_000 });
+    assert.equal(await (await patient(`${base}/pauses`)).text(), 'before after');
+    await rejectsWith(outbound.fetch(`${base}/pauses`), 'TIMEOUT');
+    // And a shorter one cuts a client's longer default.
+    const lenient = createOutbound({ allowPrivate: true, headersTimeoutMs: 60_000, bodyTimeoutMs: 60_000 });
+    try {
+      const res = await withTimeouts(lenient.fetch, { headersTimeoutMs: 60_000, bodyTimeoutMs: 300 })(`${base}/stalls-mid-body`);
+      const started = Date.now();
+      await rejectsWith(res.text(), 'TIMEOUT');
+      assert.ok(Date.now() - started < 5_000);
+    } finally {
+      await lenient.close();
+    }
   });
 
   test('a refused connection is NETWORK', async () => {
