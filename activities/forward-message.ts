@@ -62,7 +62,7 @@ const SETTLED = (s: TaskState) => s !== 'TASK_STATE_SUBMITTED' && s !== 'TASK_ST
 const POLL_FIRST_MS = 250;
 const POLL_MAX_MS = 5_000;
 /** How long a canceled send still waits for the answer that names the agent's task, so the cancel can reach it. */
-const CANCEL_GRACE_MS = 5_000;
+const CANCEL_GRACE_MS = 2_000;
 
 export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Promise<ForwardResult> {
   const ctx = Context.current();
@@ -99,6 +99,8 @@ class Turn {
   private readonly relay: Relay;
   private clients?: { calls: Client; streams: Client };
   private announcing?: Promise<void>;
+  /** A stream was re-attached (SubscribeToTask): the final artifacts are taken from the agent's finished task. */
+  private reattached = false;
 
   constructor(
     private readonly ctx: Context,
@@ -146,8 +148,9 @@ class Turn {
     }
     task = await this.follow(task, broken);
     await this.announcing;
-    // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now.
-    await this.relay.remaining(task.artifacts ?? []);
+    // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now; after a re-attached
+    // stream, every artifact (its live events may have overlapped the snapshot it started with).
+    await this.relay.remaining(task.artifacts ?? [], { all: this.reattached });
     await this.sink.flush();
     return taskResult(task, this.args);
   }
@@ -219,7 +222,16 @@ class Turn {
     let failed = broken;
     const deadline = this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs;
     for (;;) {
-      if (task && SETTLED(task.status.state)) return task;
+      if (task && SETTLED(task.status.state)) {
+        if (!this.reattached) return task;
+        // A re-attached stream may repeat an event its first snapshot already holds (the agent's SDK attaches the
+        // live events before it reads the task): the agent's own copy of the finished task is the one to keep.
+        const settled = task;
+        return this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o)).then(
+          (t) => Task.toJSON(t) as WireTask,
+          () => settled,
+        );
+      }
       if (failed !== undefined) {
         const failure = classify(failed, this.trace);
         const answered = agentAnswered(failed, this.trace);
@@ -242,7 +254,7 @@ class Turn {
           } finally {
             // A stream that re-attached (its first event is the task) was a successful exchange, even if it broke
             // or went silent later: only the failures since then count.
-            if (acc.task) (task = acc.task), (failures = 0);
+            if (acc.task) (task = acc.task), (failures = 0), (this.reattached = true);
           }
           if (task && SETTLED(task.status.state)) continue;
           // The stream ended with the task still running: look, and re-attach after a pause.
@@ -428,10 +440,10 @@ class Relay {
    * blocking answer or a task snapshot, or whose stream broke off before the agent's task settled (it is
    * then sent with append: false, replacing the partial one).
    */
-  async remaining(artifacts: WireArtifact[], lastChunk = true): Promise<void> {
+  async remaining(artifacts: WireArtifact[], { lastChunk = true, all = false } = {}): Promise<void> {
     const ids = { taskId: this.args.gatewayTaskId, contextId: this.args.gatewayContextId };
     for (const artifact of artifacts) {
-      if (this.relayed.get(artifact.artifactId) === artifact.parts.length) continue;
+      if (!all && this.relayed.get(artifact.artifactId) === artifact.parts.length) continue;
       this.relayed.set(artifact.artifactId, artifact.parts.length);
       await this.sink.push({ artifactUpdate: { ...ids, artifact, append: false, lastChunk } });
     }
@@ -439,7 +451,7 @@ class Relay {
 
   /** A re-attached stream starts with the task so far: its artifacts replace what was relayed of them. */
   snapshot(artifacts: WireArtifact[]): Promise<void> {
-    return this.remaining(artifacts, false);
+    return this.remaining(artifacts, { lastChunk: false });
   }
 }
 

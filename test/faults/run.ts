@@ -363,9 +363,9 @@ async function drillAgentFaults(): Promise<void> {
   const internalUrl = `http://127.0.0.1:${(internal.address() as AddressInfo).port}/a2a/jsonrpc`;
   const gw = await startGateway();
   const retry = { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 2_000 };
-  const cases: { mode: import('../agents/faulty').FaultMode; times: number; expected: 'TASK_STATE_COMPLETED' | 'TASK_STATE_FAILED'; check?: (a: { arrivals: number[]; calls: { params: any }[] }, ms: number) => string | undefined }[] = [
+  const cases: { mode: import('../agents/faulty').FaultMode; times: number; expected: 'TASK_STATE_COMPLETED' | 'TASK_STATE_FAILED'; check?: (a: { arrivals: number[]; calls: { method: string; params: any }[] }, ms: number) => string | undefined }[] = [
     { mode: 'hang', times: 1, expected: 'TASK_STATE_COMPLETED', check: (_a, ms) => (ms >= 2_000 ? undefined : `answered in ${ms} ms, before the attempt timeout`) },
-    { mode: 'http500', times: 2, expected: 'TASK_STATE_COMPLETED', check: (a) => (a.arrivals.length === 3 ? undefined : `${a.arrivals.length} requests, expected 3`) },
+    { mode: 'http500', times: 2, expected: 'TASK_STATE_COMPLETED', check: (a) => (a.calls.filter((c) => c.method === 'SendMessage').length === 3 ? undefined : `${a.arrivals.length} requests, expected 3 sends`) },
     {
       mode: 'http429', times: 1, expected: 'TASK_STATE_COMPLETED',
       check: (a) => (a.arrivals.length >= 2 && a.arrivals[1]! - a.arrivals[0]! >= 1_900 ? undefined : `retried after ${a.arrivals[1]! - a.arrivals[0]!} ms despite Retry-After: 2`),
