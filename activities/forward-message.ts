@@ -63,6 +63,8 @@ const POLL_FIRST_MS = 250;
 const POLL_MAX_MS = 5_000;
 /** How long a canceled send still waits for the answer that names the agent's task, so the cancel can reach it. */
 const CANCEL_GRACE_MS = 2_000;
+/** The longest delay setTimeout keeps (2^31 - 1 ms, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Promise<ForwardResult> {
   const ctx = Context.current();
@@ -220,7 +222,6 @@ class Turn {
     let failures = 0;
     let polls = 0;
     let failed = broken;
-    const deadline = this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs;
     for (;;) {
       if (task && SETTLED(task.status.state)) {
         if (!this.reattached) return task;
@@ -243,9 +244,7 @@ class Turn {
           await sleep(this.policy.initialIntervalMs * this.policy.backoffCoefficient ** (failures - 1));
         }
       }
-      if (Date.now() > deadline) {
-        throw ApplicationFailure.nonRetryable(`the agent's task ${id} ran longer than retry.taskTimeoutMs (${this.policy.taskTimeoutMs} ms)`, 'AgentTimeout');
-      }
+      this.checkDeadline();
       try {
         if (subscribe) {
           const acc = new StreamAccumulator();
@@ -272,6 +271,16 @@ class Turn {
   }
 
   /**
+   * The agent's task has run past retry.taskTimeoutMs (counted from the turn's first attempt): the turn fails
+   * (a final failure: follow() gives up on it at once, and the task is canceled at the agent).
+   */
+  private checkDeadline(): void {
+    if (Date.now() <= this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs) return;
+    const limit = this.policy.taskTimeoutMs;
+    throw ApplicationFailure.nonRetryable(`the agent call timed out: the agent's task ran longer than retry.taskTimeoutMs (${limit} ms)`, 'AgentTimeout');
+  }
+
+  /**
    * Reads a stream into `acc`, relaying its events. Its first event must come within the attempt timeout; after
    * that, silence is bounded by the stream idle limit (the outbound body timeout: keep-alives count).
    */
@@ -283,9 +292,16 @@ class Turn {
   ): Promise<void> {
     const first = new AbortController();
     const timer = setTimeout(() => first.abort(), this.policy.attemptTimeoutMs);
+    // A silent stream is cut at the task's deadline too (timers hold at most ~24.8 days: a longer one re-attaches then).
+    const overdue = new AbortController();
+    const left = this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs - Date.now();
+    const deadline = setTimeout(() => overdue.abort(), Math.max(0, Math.min(left, MAX_TIMER_MS)));
+    // The grace matters only until the agent names its task (a re-attach knows it: no listener per re-attach).
+    const cancel = this.ref ? this.ctx.cancellationSignal : this.graceSignal();
     try {
-      for await (const event of open({ signal: AbortSignal.any([first.signal, this.graceSignal()]) })) {
+      for await (const event of open({ signal: AbortSignal.any([first.signal, overdue.signal, cancel]) })) {
         clearTimeout(timer);
+        this.checkDeadline();
         acc.add(event);
         if (acc.task && !this.ref) void this.named(acc.task).announce().catch(() => undefined); // awaited at the end
         if (snapshots && event.payload?.$case === 'task') await this.relay.snapshot(acc.task?.artifacts ?? []);
@@ -294,10 +310,16 @@ class Turn {
         if (this.ctx.cancellationSignal.aborted && this.ref) return;
       }
     } catch (err) {
-      if (first.signal.aborted && !this.ctx.cancellationSignal.aborted) throw timedOut(what, this.policy.attemptTimeoutMs);
+      if (this.ctx.cancellationSignal.aborted) throw err;
+      if (overdue.signal.aborted) {
+        this.checkDeadline();
+        throw ApplicationFailure.retryable(`${what}: the stream was open for ${MAX_TIMER_MS} ms; re-attaching`, 'AgentUnavailable');
+      }
+      if (first.signal.aborted) throw timedOut(what, this.policy.attemptTimeoutMs);
       throw err;
     } finally {
       clearTimeout(timer);
+      clearTimeout(deadline);
     }
   }
 

@@ -139,6 +139,20 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
     });
   }
 
+  for (const streaming of [false, true]) {
+    test(`an agent task (${streaming ? 'streaming, silent' : 'non-streaming'}) past retry.taskTimeoutMs fails the turn and is canceled at the agent`, async () => {
+      const { agent, executor } = await startAgent(new CountingSlow(60_000), { streaming });
+      const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 2_000, taskTimeoutMs: 4_000 });
+      const started = Date.now();
+      const task = await send(client, 'too long');
+      assert.equal(task.status.state, 'TASK_STATE_FAILED');
+      assert.match(textOf(task.status.message.parts), /timed out: the agent's task ran longer than retry\.taskTimeoutMs \(4000 ms\)/);
+      assert.ok(Date.now() - started < 30_000, 'ended at the task timeout, not at the agent\'s 60 s');
+      assert.equal(executor.runs, 1);
+      assert.equal(agent.cancels.length, 1, 'the agent task was canceled');
+    });
+  }
+
   test('a task the gateway gives up following (GetTask keeps failing) is canceled at the agent: no run left behind', async () => {
     const executor = new CountingSlow(60_000);
     const agent = await agents.add(
