@@ -17,7 +17,7 @@
  * not into workflow history: the result holds only the turn's outcome. A retried attempt first logs an event
  * that voids the previous attempt's partial output, so readers drop it instead of seeing it twice.
  */
-import { A2AError } from '@a2a-js/sdk/errors';
+import { A2AError, isJsonRpcError } from '@a2a-js/sdk/errors';
 import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
 import type { Client, RequestOptions } from '@a2a-js/sdk/client';
 import { ApplicationFailure, Context, sleep } from '@temporalio/activity';
@@ -27,11 +27,12 @@ import { seqRangeOf } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import { DEFAULT_RETRY } from '../src/agents/registry';
-import type { AgentEndpoint, AgentRetryPolicy, AgentTaskRef, ForwardResult } from '../workflows/types';
+import type { AgentEndpoint, AgentRetryPolicy, AgentRpcError, AgentTaskRef, ForwardResult } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
+import { costOf } from './agent-cost';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -58,6 +59,7 @@ export interface ForwardDeps {
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
 const SETTLED = (s: TaskState) => s !== 'TASK_STATE_SUBMITTED' && s !== 'TASK_STATE_WORKING';
+const INTERRUPTED = (s: TaskState) => s === 'TASK_STATE_INPUT_REQUIRED' || s === 'TASK_STATE_AUTH_REQUIRED';
 /** Polling an agent's task: the first GetTask at once (an agent that works for milliseconds is done), then 250 ms doubling to 5 s. */
 const POLL_FIRST_MS = 250;
 const POLL_MAX_MS = 5_000;
@@ -186,7 +188,9 @@ class Turn {
       message: {
         ...this.args.message,
         taskId: this.args.agentTaskId,
-        contextId: this.args.agentContextId,
+        // Until the agent has named a context, the gateway task's (the client's contextId / sessionId when it
+        // gave one) is the context.
+        contextId: this.args.agentContextId ?? this.args.gatewayContextId,
         metadata: { ...this.args.message.metadata, switchboard },
       },
       configuration: { returnImmediately: !this.args.endpoint.streaming },
@@ -298,8 +302,10 @@ class Turn {
     const deadline = setTimeout(() => overdue.abort(), Math.max(0, Math.min(left, MAX_TIMER_MS)));
     // The grace matters only until the agent names its task (a re-attach knows it: no listener per re-attach).
     const cancel = this.ref ? this.ctx.cancellationSignal : this.graceSignal();
+    // Closed once the agent's task is interrupted: an agent may keep its stream open then (below).
+    const interrupted = new AbortController();
     try {
-      for await (const event of open({ signal: AbortSignal.any([first.signal, overdue.signal, cancel]) })) {
+      for await (const event of open({ signal: AbortSignal.any([first.signal, overdue.signal, cancel, interrupted.signal]) })) {
         clearTimeout(timer);
         this.checkDeadline();
         acc.add(event);
@@ -308,6 +314,12 @@ class Turn {
         else await this.relay.event(event);
         // Canceled: once the task is named the workflow passes the cancel on; nothing more to read.
         if (this.ctx.cancellationSignal.aborted && this.ref) return;
+        // input-required with the stream left open (the coding-agent seed: "Not final; stream stays open"): the
+        // turn ends here for the client, and the answer goes to the same agent task as a new message.
+        if (acc.task && INTERRUPTED(acc.task.status.state)) {
+          interrupted.abort(); // an agent that keeps the stream open gets it closed
+          return;
+        }
       }
     } catch (err) {
       if (this.ctx.cancellationSignal.aborted) throw err;
@@ -364,12 +376,15 @@ class Turn {
     const { attemptTimeoutMs, streamIdleTimeoutMs } = this.policy;
     // How the agent calls back: a task it starts through Switchboard with this id becomes this task's child.
     const headers = { [PARENT_TASK_HEADER]: this.args.gatewayTaskId };
+    // Dialects where the client names tasks (0.1, NEXUS) send a new task under the gateway task's id.
+    const newTaskId = this.args.gatewayTaskId;
     // undici's own timers a little later than the exchange's deadline, so a slow answer is named as one.
     const exchange = { headersTimeoutMs: attemptTimeoutMs + 1_000, bodyTimeoutMs: attemptTimeoutMs + 1_000 };
     const [calls, streams] = await Promise.all([
-      agentClient(this.args.endpoint, this.deps.link, this.trace, { headers, callTimeoutMs: attemptTimeoutMs, timeouts: exchange }),
+      agentClient(this.args.endpoint, this.deps.link, this.trace, { headers, callTimeoutMs: attemptTimeoutMs, timeouts: exchange, newTaskId }),
       agentClient(this.args.endpoint, this.deps.link, this.trace, {
         headers,
+        newTaskId,
         timeouts: { headersTimeoutMs: exchange.headersTimeoutMs, bodyTimeoutMs: streamIdleTimeoutMs },
       }),
     ]);
@@ -390,6 +405,7 @@ function gaveUp(failure: ApplicationFailure, agentTaskId: string, failures: numb
     message: `${failure.message}; gave up following the agent's task ${agentTaskId}${why}`,
     type: failure.type ?? undefined,
     nonRetryable: true,
+    details: failure.details ?? undefined,
   });
 }
 
@@ -407,12 +423,15 @@ class StreamAccumulator {
       for (const a of this.task.artifacts ?? []) this.artifacts.set(a.artifactId, a);
     } else if (p.$case === 'message') {
       this.reply = Message.toJSON(p.value) as WireMessage;
-    } else if (p.$case === 'statusUpdate' && this.task) {
-      const u = TaskStatusUpdateEvent.toJSON(p.value) as { status: WireTask['status']; metadata?: Record<string, unknown> };
+    } else if (p.$case === 'statusUpdate') {
+      const u = TaskStatusUpdateEvent.toJSON(p.value) as WireStatusUpdate;
+      // A stream may start with an update instead of the task (the coding-agent seed's does): it names the task.
+      this.task ??= { id: u.taskId, contextId: u.contextId, status: u.status };
       this.task.status = u.status;
       if (u.metadata) this.task.metadata = { ...this.task.metadata, ...u.metadata };
     } else if (p.$case === 'artifactUpdate') {
-      const u = TaskArtifactUpdateEvent.toJSON(p.value) as { artifact: WireArtifact; append?: boolean };
+      const u = TaskArtifactUpdateEvent.toJSON(p.value) as WireArtifactUpdate;
+      this.task ??= { id: u.taskId, contextId: u.contextId, status: { state: 'TASK_STATE_WORKING' } };
       const prev = this.artifacts.get(u.artifact.artifactId);
       if (u.append && prev) prev.parts.push(...u.artifact.parts); // in place: long streams append thousands of chunks
       else this.artifacts.set(u.artifact.artifactId, { ...u.artifact, parts: [...u.artifact.parts] });
@@ -525,6 +544,7 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     statusMessage: m ? { ...m, taskId: args.gatewayTaskId, contextId: args.gatewayContextId } : undefined,
     artifacts: withinBudget((task.artifacts ?? []).map(compactArtifact)),
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
+    metadata: agentMetadata(task.metadata),
   };
 }
 
@@ -569,10 +589,19 @@ export function withinBudget(artifacts: WireArtifact[]): WireArtifact[] {
   });
 }
 
-/** Agents report what a task cost as `metadata.cost` in integer minor units; anything else is ignored. */
-function costOf(metadata: Record<string, unknown> | undefined): number | undefined {
-  const cost = metadata?.cost;
-  return typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 0 ? cost : undefined;
+/** The most of the agent's task metadata a turn carries into the workflow (it is the client's to read, not a store). */
+export const AGENT_METADATA_BUDGET_BYTES = 64 * 1024;
+
+/**
+ * The agent's task metadata as the gateway task keeps it: without `switchboard` (the gateway's own key), and
+ * replaced by a note when it is over AGENT_METADATA_BUDGET_BYTES.
+ */
+function agentMetadata(metadata: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!metadata) return undefined;
+  const { switchboard: _own, ...rest } = metadata;
+  if (Object.keys(rest).length === 0) return undefined;
+  const size = Buffer.byteLength(JSON.stringify(rest));
+  return size <= AGENT_METADATA_BUDGET_BYTES ? rest : { agentMetadataDropped: `${size} bytes, over the ${AGENT_METADATA_BUDGET_BYTES}-byte budget` };
 }
 
 /**
@@ -593,8 +622,16 @@ export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   // A connection cut mid-answer (often mid-stream, after a 200) is network trouble, not a bad answer.
   if (connectionLost(err)) return ApplicationFailure.retryable(`the connection to the agent was lost: ${message}`, 'AgentUnavailable');
   if (trace.grpcCode === grpc.status.OK) return ApplicationFailure.nonRetryable(`the agent's answer is not a valid A2A response: ${message}`, 'InvalidAgentResponse');
-  if (err instanceof A2AError && trace.lastStatus !== undefined && trace.lastStatus < 300) {
-    return ApplicationFailure.nonRetryable(`the agent answered with an error: ${message}`, 'AgentRejected');
+  if (trace.lastStatus !== undefined && trace.lastStatus < 300 && (err instanceof A2AError || jsonRpcErrorOf(err))) {
+    // The agent's own JSON-RPC error (in a stream, wrapped by the SDK), kept whole: the workflow passes it to
+    // the client of a new task as is.
+    const rpc = jsonRpcErrorOf(err);
+    return ApplicationFailure.create({
+      message: `the agent answered with an error: ${rpc ? `${rpc.message} (JSON-RPC ${rpc.code})` : message}`,
+      type: 'AgentRejected',
+      nonRetryable: true,
+      ...(rpc ? { details: [{ agentError: rpc }] } : {}),
+    });
   }
   const status = trace.lastStatus;
   if (status === undefined) return ApplicationFailure.retryable(`the agent could not be reached: ${message}`, 'AgentUnavailable');
@@ -642,6 +679,14 @@ function connectionLost(err: unknown): boolean {
     if (e instanceof TypeError && e.message === 'terminated') return true; // undici's body stream, cut
   }
   return false;
+}
+
+/** The agent's JSON-RPC error (code and message) behind a failure, also when a stream wrapped it. */
+function jsonRpcErrorOf(err: unknown): AgentRpcError | undefined {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (isJsonRpcError(e)) return { code: e.envelopeCode, message: e.message };
+  }
+  return undefined;
 }
 
 function findOutboundError(err: unknown): OutboundError | undefined {
