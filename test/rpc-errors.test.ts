@@ -135,7 +135,7 @@ describe('-32600 invalid request', () => {
 });
 
 describe('-32601 method not found', () => {
-  for (const method of ['message/ssend', 'Foo', 'sendMessage', 'tasks/list', '__proto__', 'constructor']) {
+  for (const method of ['message/ssend', 'Foo', 'sendMessage', 'tasks/sendMessage', '__proto__', 'constructor']) {
     it(method, async () => {
       const err = await expectError(echoRpc, { jsonrpc: '2.0', id: `id-${method}`, method, params: {} }, -32601, { id: `id-${method}` });
       assert.ok(err.message.includes(method), err.message);
