@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, type SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
 import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
+import { fromV01Part, toV01Part } from '../../src/a2a/v01-parts';
 import { JsonRpcChannel, objectOr, stateOf, unsupported } from './json-rpc';
 
 export interface LegacyTransportOptions {
@@ -152,7 +153,7 @@ function fromV01Message(m: Record<string, unknown>): WireMessage {
     // 0.1 messages carry no id; later versions need one.
     messageId: typeof m.messageId === 'string' ? m.messageId : randomUUID(),
     role: m.role === 'user' ? 'ROLE_USER' : 'ROLE_AGENT',
-    parts: Array.isArray(m.parts) ? m.parts.map(fromV01Part) : [],
+    parts: Array.isArray(m.parts) ? m.parts.map(partOf) : [],
     ...(objectOr(m.metadata) ? { metadata: objectOr(m.metadata) } : {}),
   };
 }
@@ -163,30 +164,10 @@ function fromV01Artifact(a: Record<string, unknown>, position: number): WireArti
     artifactId: `artifact-${typeof a.index === 'number' ? a.index : position}`,
     ...(typeof a.name === 'string' ? { name: a.name } : {}),
     ...(typeof a.description === 'string' ? { description: a.description } : {}),
-    parts: Array.isArray(a.parts) ? a.parts.map(fromV01Part) : [],
+    parts: Array.isArray(a.parts) ? a.parts.map(partOf) : [],
     ...(objectOr(a.metadata) ? { metadata: objectOr(a.metadata) } : {}),
   };
 }
 
-/** `{type:"text",text}`, `{type:"data",data}`, `{type:"file",file:{name,mimeType,bytes|uri}}` → 1.0 parts. */
-export function fromV01Part(raw: unknown): WirePart {
-  const p = objectOr(raw) ?? {};
-  const metadata = objectOr(p.metadata) ? { metadata: objectOr(p.metadata) } : {};
-  const file = objectOr(p.file);
-  if (file) {
-    const named = { ...(typeof file.name === 'string' ? { filename: file.name } : {}), ...(typeof file.mimeType === 'string' ? { mediaType: file.mimeType } : {}) };
-    return typeof file.bytes === 'string' ? { raw: file.bytes, ...named, ...metadata } : { url: String(file.uri ?? ''), ...named, ...metadata };
-  }
-  if (typeof p.text === 'string') return { text: p.text, ...metadata };
-  return { data: p.data ?? null, ...metadata };
-}
-
-export function toV01Part(p: WirePart): Record<string, unknown> {
-  const metadata = p.metadata ? { metadata: p.metadata } : {};
-  if (typeof p.text === 'string') return { type: 'text', text: p.text, ...metadata };
-  if (p.raw !== undefined || p.url !== undefined) {
-    const file = { ...(p.filename ? { name: p.filename } : {}), ...(p.mediaType ? { mimeType: p.mediaType } : {}), ...(p.raw !== undefined ? { bytes: p.raw } : { uri: p.url }) };
-    return { type: 'file', file, ...metadata };
-  }
-  return { type: 'data', data: p.data, ...metadata };
-}
+/** An agent's part as the 1.0 wire form; one of no known shape is kept as data rather than lost. */
+const partOf = (raw: unknown): WirePart => fromV01Part(raw) ?? { data: raw ?? null };

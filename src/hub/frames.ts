@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { TASK_STATES, type TaskState, type WireArtifact, type WireMessage, type WirePart, type WireTask } from '../a2a/wire';
 import { stateLabel } from '../../workflows/task-state';
+import { V01_PART_SHAPES, fromV01Part, toV01Part } from '../a2a/v01-parts';
 
 export type HubPart = Record<string, unknown>;
 export interface HubMessage {
@@ -30,33 +31,17 @@ export class FrameError extends Error {}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export function partToHub(p: WirePart): HubPart {
-  const metadata = p.metadata ? { metadata: p.metadata } : {};
-  if (p.text !== undefined) return { type: 'text', text: p.text, ...metadata };
-  if (p.data !== undefined) return { type: 'data', data: p.data, ...metadata };
-  const file = { ...(p.filename ? { name: p.filename } : {}), ...(p.mediaType ? { mimeType: p.mediaType } : {}) };
-  return { type: 'file', file: p.raw !== undefined ? { ...file, bytes: p.raw } : { ...file, uri: p.url }, ...metadata };
-}
-
-export function partFromHub(p: unknown, field: string): WirePart {
-  if (!isObject(p)) throw new FrameError(`${field} must be an object`);
-  const kind = p.type ?? p.kind;
-  const metadata = isObject(p.metadata) ? { metadata: p.metadata } : {};
-  if (kind === 'text' && typeof p.text === 'string') return { text: p.text, ...metadata };
-  if (kind === 'data' && p.data !== undefined) return { data: p.data, ...metadata };
-  if (kind === 'file' && isObject(p.file)) {
-    const f = p.file;
-    const named = { ...(typeof f.name === 'string' ? { filename: f.name } : {}), ...(typeof f.mimeType === 'string' ? { mediaType: f.mimeType } : {}) };
-    if (typeof f.bytes === 'string') return { raw: f.bytes, ...named, ...metadata };
-    if (typeof f.uri === 'string') return { url: f.uri, ...named, ...metadata };
-  }
-  throw new FrameError(`${field} must be {type: "text", text}, {type: "data", data} or {type: "file", file: {bytes | uri}}`);
+/** A part of an agent's frame as the 1.0 wire form. @throws FrameError naming the field. */
+function partFromHub(p: unknown, field: string): WirePart {
+  const part = fromV01Part(p);
+  if (!part) throw new FrameError(`${field} must be ${V01_PART_SHAPES}`);
+  return part;
 }
 
 export function messageToHub(m: WireMessage): HubMessage {
   return {
     role: m.role === 'ROLE_AGENT' ? 'agent' : 'user',
-    parts: m.parts.map(partToHub),
+    parts: m.parts.map(toV01Part),
     messageId: m.messageId,
     ...(m.metadata ? { metadata: m.metadata } : {}),
   };
@@ -97,7 +82,7 @@ export function artifactFromHub(a: unknown, field: string): WireArtifact & { app
 }
 
 export function artifactToHub(a: WireArtifact, index: number): HubArtifact {
-  return { name: a.name ?? a.artifactId, ...(a.description ? { description: a.description } : {}), index, parts: a.parts.map(partToHub), ...(a.metadata ? { metadata: a.metadata } : {}) };
+  return { name: a.name ?? a.artifactId, ...(a.description ? { description: a.description } : {}), index, parts: a.parts.map(toV01Part), ...(a.metadata ? { metadata: a.metadata } : {}) };
 }
 
 /** A gateway task as a 0.1/0.2 agent reads it (the answer to agent.send_task). */

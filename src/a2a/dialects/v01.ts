@@ -17,6 +17,7 @@ import { endsTurn, isTerminal, stateLabel } from '../../../workflows/task-state'
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
 import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../wire';
+import { fromV01Part, toV01Part } from '../v01-parts';
 import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
 import { TaskRefParams, withId } from './v03';
 
@@ -106,38 +107,13 @@ export async function sendByClientId(
 
 // ---- parts, messages, tasks and events: 0.1 ↔ the 1.0 wire form ----
 
-type TypedPartIn = z.infer<typeof TypedPart>;
-
-function toWirePart(p: TypedPartIn): WirePart {
-  const meta = p.metadata ? { metadata: p.metadata } : {};
-  switch (p.type) {
-    case 'text':
-      return { text: p.text, ...meta };
-    case 'data':
-      return { data: p.data, mediaType: 'application/json', ...meta };
-    case 'file': {
-      const { name, mimeType, bytes, uri } = p.file;
-      return { ...(bytes !== undefined ? { raw: bytes } : { url: uri }), ...(name && { filename: name }), ...(mimeType && { mediaType: mimeType }), ...meta };
-    }
-  }
-}
-
-export function fromWirePart(p: WirePart): Record<string, unknown> {
-  const meta = p.metadata && Object.keys(p.metadata).length ? { metadata: p.metadata } : {};
-  if (p.text !== undefined) return { type: 'text', text: p.text, ...meta };
-  if (p.raw !== undefined || p.url !== undefined) {
-    const file = { ...(p.filename && { name: p.filename }), ...(p.mediaType && { mimeType: p.mediaType }), ...(p.raw !== undefined ? { bytes: p.raw } : { uri: p.url }) };
-    return { type: 'file', file, ...meta };
-  }
-  // 0.1 data parts carry an object; another JSON value is wrapped.
-  const data = p.data !== null && typeof p.data === 'object' && !Array.isArray(p.data) ? p.data : { value: p.data };
-  return { type: 'data', data, ...meta };
-}
+/** A part the params schema (TypedPart) has already checked. */
+const wirePart = (p: unknown): WirePart => fromV01Part(p)!;
 
 const role01 = (r: WireMessage['role']) => (r === 'ROLE_AGENT' ? 'agent' : 'user');
 
 function message01(m: WireMessage): Record<string, unknown> {
-  return { role: role01(m.role), parts: m.parts.map(fromWirePart), ...(m.metadata && Object.keys(m.metadata).length ? { metadata: m.metadata } : {}) };
+  return { role: role01(m.role), parts: m.parts.map(toV01Part), ...(m.metadata && Object.keys(m.metadata).length ? { metadata: m.metadata } : {}) };
 }
 
 /** 0.1 has no auth-required or rejected: the nearest of its states. */
@@ -153,7 +129,7 @@ const status01 = (s: WireTaskStatus) => ({ state: state01(s.state), ...(s.messag
 const artifact01 = (a: WireArtifact, index: number) => ({
   ...(a.name && { name: a.name }),
   ...(a.description && { description: a.description }),
-  parts: a.parts.map(fromWirePart),
+  parts: a.parts.map(toV01Part),
   index,
   ...(a.metadata && Object.keys(a.metadata).length ? { metadata: a.metadata } : {}),
 });
@@ -211,7 +187,7 @@ function wireMessage01(p: TaskSend): WireMessage {
   return {
     messageId: '',
     role: p.message.role === 'agent' ? 'ROLE_AGENT' : 'ROLE_USER',
-    parts: p.message.parts.map(toWirePart),
+    parts: p.message.parts.map(wirePart),
     ...(p.sessionId && { contextId: p.sessionId }),
     ...(Object.keys(meta).length && { metadata: meta }),
   };
