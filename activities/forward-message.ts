@@ -63,6 +63,13 @@ const INTERRUPTED = (s: TaskState) => s === 'TASK_STATE_INPUT_REQUIRED' || s ===
 /** Polling an agent's task: the first GetTask at once (an agent that works for milliseconds is done), then 250 ms doubling to 5 s. */
 const POLL_FIRST_MS = 250;
 const POLL_MAX_MS = 5_000;
+/**
+ * How long a stream that named the agent's task may take to settle before the workflow is told the task (a signal,
+ * one more workflow task): an agent that answers at once costs no signal, its ids come back with the result. A
+ * cancel meanwhile still tells the workflow first (forwardMessage's catch), and a later attempt finds the task in
+ * the heartbeat details.
+ */
+const ANNOUNCE_AFTER_MS = POLL_FIRST_MS;
 /** How long a canceled send still waits for the answer that names the agent's task, so the cancel can reach it. */
 const CANCEL_GRACE_MS = 2_000;
 /** The longest delay setTimeout keeps (2^31 - 1 ms, ~24.8 days). */
@@ -91,6 +98,7 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
     throw failure;
   } finally {
     clearInterval(beat);
+    turn.ended();
   }
 }
 
@@ -103,6 +111,7 @@ class Turn {
   private readonly relay: Relay;
   private clients?: { calls: Client; streams: Client };
   private announcing?: Promise<void>;
+  private announceTimer?: ReturnType<typeof setTimeout>;
   /** A stream was re-attached (SubscribeToTask): the final artifacts are taken from the agent's finished task. */
   private reattached = false;
 
@@ -151,6 +160,7 @@ class Turn {
       if (this.ctx.cancellationSignal.aborted) await this.ctx.cancelled;
     }
     task = await this.follow(task, broken);
+    this.ended(); // settled: the result carries the ids, no signal needed any more
     await this.announcing;
     // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now; after a re-attached
     // stream, every artifact (its live events may have overlapped the snapshot it started with).
@@ -166,6 +176,16 @@ class Turn {
     if (!ref || ref.agentTaskId === this.args.agentTaskId || !workflowId) return Promise.resolve();
     this.announcing ??= this.ctx.client.workflow.getHandle(workflowId).signal(agentTaskSignal, ref);
     return this.announcing;
+  }
+
+  /** Announces the task unless the turn ends within ANNOUNCE_AFTER_MS (awaited at the end of run()). */
+  private announceSoon(): void {
+    this.announceTimer ??= setTimeout(() => void this.announce().catch(() => undefined), ANNOUNCE_AFTER_MS);
+  }
+
+  /** The turn is over: a pending announcement is not needed. */
+  ended(): void {
+    clearTimeout(this.announceTimer);
   }
 
   /** A turn given up on (not canceled: the workflow cancels then) leaves no run behind at the agent. */
@@ -309,7 +329,7 @@ class Turn {
         clearTimeout(timer);
         this.checkDeadline();
         acc.add(event);
-        if (acc.task && !this.ref) void this.named(acc.task).announce().catch(() => undefined); // awaited at the end
+        if (acc.task && !this.ref) this.named(acc.task).announceSoon();
         if (snapshots && event.payload?.$case === 'task') await this.relay.snapshot(acc.task?.artifacts ?? []);
         else await this.relay.event(event);
         // Canceled: once the task is named the workflow passes the cancel on; nothing more to read.
