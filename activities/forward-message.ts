@@ -27,12 +27,13 @@ import { seqRangeOf } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import { DEFAULT_RETRY } from '../src/agents/registry';
-import type { AgentEndpoint, AgentRetryPolicy, AgentRpcError, AgentTaskRef, ForwardResult } from '../workflows/types';
+import type { AgentEndpoint, AgentRetryPolicy, AgentRpcError, AgentTaskRef, ForwardResult, TaskRecord } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
 import { costOf } from './agent-cost';
+import { recordTask } from './bookkeeping';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -47,6 +48,12 @@ export interface ForwardArgs {
   gatewayContextId: string;
   /** The agent's retry policy (absent in workflows started before it was passed: the defaults). */
   retry?: AgentRetryPolicy;
+  /**
+   * The task's change that starts the turn (state working), written here before the agent is called instead of by
+   * a local activity of its own: one workflow activation fewer per task. Every attempt writes it (a no-op once
+   * written: its version and event key make it idempotent).
+   */
+  record?: TaskRecord;
 }
 
 export interface ForwardDeps {
@@ -83,6 +90,7 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   const turn = new Turn(ctx, deps, args, sink);
   const beat = setInterval(() => turn.heartbeat(), 1_000);
   try {
+    if (args.record) await recordTask(deps.pool, deps.hub, args.record);
     await turn.resume();
     if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt, turn.ref !== undefined);
     return await turn.run();

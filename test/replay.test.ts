@@ -3,6 +3,8 @@
  * must continue, so every change to the commands a task workflow issues sits behind patched(). The histories in
  * test/fixtures/histories were recorded from real tasks (a real dev server, gateway and agents) before a change:
  * - task-*-before-finish-in-one: a task's final record and its settlement were two local activities.
+ * - task-*-before-turn-start-in-forwarding: a first turn's `working` was recorded by a local activity before the
+ *   forwarding activity was scheduled (a streaming agent's task, a non-streaming one's, and two turns).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,7 +19,7 @@ const DIR = path.join(__dirname, 'fixtures/histories');
 test('task workflow histories recorded by earlier code replay without nondeterminism', async () => {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
-  assert.ok(files.length >= 2, 'the fixtures are there');
+  assert.ok(files.length >= 5, 'the fixtures are there');
   const bundle = await workflowBundle();
   for (const file of files) {
     // Proto JSON as fetchHistory's result serialises (enum names, int64 and bytes as strings). fromObject, not the

@@ -252,8 +252,13 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       setStatus('TASK_STATE_WORKING');
       // Logged before the agent is called, so it precedes everything the agent streams: a snapshot for a
       // follow-up turn; for the first, a status update (the gateway logged the submitted task as event 1).
-      await record(version > 0);
-      const outcome = await forward(message);
+      const start = nextRecord(version > 0);
+      // A fresh task's first turn has the forwarding activity write it first: one local activity (one activation)
+      // fewer. A snapshot (the whole task, artifacts and all) is not put in the activity's input, which history keeps.
+      const startByForwarding = start.version === 1 && !isHubAgent(agent) && patched('turn-start-recorded-by-forwarding');
+      if (startByForwarding) logged = Math.max(logged, start.version); // push loops follow the log's live tail from here
+      else await write(start);
+      const outcome = await forward(message, startByForwarding ? start : undefined);
       if ('failure' in outcome) {
         setStatus('TASK_STATE_FAILED', gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));
       } else {
@@ -294,9 +299,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
   }
 
-  async function forward(message: WireMessage): Promise<ForwardResult | { failure: string }> {
+  async function forward(message: WireMessage, record?: TaskRecord): Promise<ForwardResult | { failure: string }> {
     try {
       const args = {
+        ...(record ? { record } : {}),
         endpoint: agent.endpoint,
         message,
         agentTaskId,
@@ -344,7 +350,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
    * starts (a stream of that turn begins with it), a status update otherwise.
    */
   async function record(snapshot = false): Promise<void> {
-    const rec = nextRecord(snapshot);
+    await write(nextRecord(snapshot));
+  }
+
+  async function write(rec: TaskRecord): Promise<void> {
     await bookkeeping.recordTask(rec);
     logged = Math.max(logged, rec.version);
   }
