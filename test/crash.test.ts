@@ -10,6 +10,8 @@
  *    gap and no duplicate, and the text it assembles is the agent's whole answer, once.
  *  - idle in input-required: a task waiting for the client's next message survives the crash, and the follow-up
  *    sent to the new process continues the same task (and the same event log) to completion.
+ *  - a turn's last attempt lost with the process: the task fails, and the agent's task it was following is
+ *    canceled at the agent (no run left behind there).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,8 +20,9 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent } from './agents';
-import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, rememberKeys, startTemporal, type TestDb } from './helpers/harness';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startSlowAgent } from './agents';
+import { agentTaskQuery, workflowIdOf } from '../workflows/messages';
+import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { KeyStore } from '../src/auth/keys';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
@@ -183,6 +186,36 @@ describe('Switchboard killed with SIGKILL and restarted', () => {
       assert.equal(stateOf(second.events.at(-1)!), 'TASK_STATE_COMPLETED');
       assert.equal(assembledText(second.events), 'Hello, Ada!');
       assert.equal(asker.calls.filter((c) => c.method === 'SendStreamingMessage').length, 2, 'each message reached the agent once');
+    }));
+
+  test("a turn whose last attempt dies with its worker fails, and the agent's task it left is canceled at the agent", () =>
+    withOutput(async () => {
+      // One attempt: Temporal does not retry the dead worker's attempt (its heartbeat times out after 2 s), so the
+      // workflow fails the turn; the agent's task, named by the non-blocking send, must not be left running there.
+      const slow = await agents.add(startSlowAgent({ ms: 120_000, streaming: false }));
+      const rpcUrl = await register(slow.url, { retry: { attemptTimeoutMs: 2000, maxAttempts: 1 } });
+      const sent = await rpc(rpcUrl, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('lost'), configuration: { returnImmediately: true } } });
+      const taskId = sent.json?.result?.task?.id as string;
+      assert.ok(taskId, JSON.stringify(sent.json));
+      // (The gateway's liveness probe GetTasks a made-up id: the task is the one polled after the send.)
+      const polled = () => {
+        const sent = slow.calls.findIndex((c) => c.method === 'SendMessage');
+        return sent < 0 ? undefined : slow.calls.slice(sent).find((c) => c.method === 'GetTask');
+      };
+      const agentTaskId = await eventually(() => polled()?.params.id as string | undefined, 15_000, 'the agent to name its task');
+      // The activity tells the workflow the task it follows (a signal), so the workflow knows it after the crash.
+      const workflow = env.client.workflow.getHandle(workflowIdOf('default', taskId));
+      await eventually(async () => (await workflow.query(agentTaskQuery))?.agentTaskId === agentTaskId || undefined, 15_000, 'the workflow to know the agent task');
+      await crashAndRestart();
+
+      const failed = await eventually(async () => {
+        const got = await rpc(rpcUrl, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId } });
+        return got.json?.result?.status?.state === 'TASK_STATE_FAILED' ? got.json.result : undefined;
+      }, 30_000, 'the task to fail');
+      assert.match(JSON.stringify(failed.status.message), /timed out/);
+      await eventually(() => slow.cancels.length > 0 || undefined, 15_000, 'the cancel to reach the agent');
+      assert.deepEqual(slow.cancels, [agentTaskId], "the agent's task was canceled at the agent");
+      assert.equal(slow.calls.filter((c) => c.method === 'SendMessage').length, 1, 'the message was sent once');
     }));
 });
 

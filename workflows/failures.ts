@@ -32,3 +32,15 @@ export function agentErrorOf(err: unknown): AgentRpcError | undefined {
   const found = (err.cause.details?.[0] as { agentError?: AgentRpcError } | undefined)?.agentError;
   return found && typeof found.code === 'number' && typeof found.message === 'string' ? { code: found.code, message: found.message } : undefined;
 }
+
+/**
+ * The agent's task a failed forwarding call may have left running there: none when the activity itself failed the
+ * turn for good (a non-retryable failure: it cancels a task it gives up on at the agent); else the task the last
+ * attempt heartbeated (a timeout: its worker died), or the one the workflow knows (the agent's signal, or an earlier turn).
+ */
+export function leftRunningAtAgent(err: unknown, known: string | undefined): string | undefined {
+  if (!(err instanceof ActivityFailure)) return undefined;
+  if (err.cause instanceof ApplicationFailure && err.cause.nonRetryable) return undefined;
+  const beat = err.cause instanceof TimeoutFailure ? (err.cause.lastHeartbeatDetails as { agentTaskId?: string } | undefined) : undefined;
+  return (typeof beat?.agentTaskId === 'string' ? beat.agentTaskId : undefined) ?? known;
+}

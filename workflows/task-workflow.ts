@@ -25,7 +25,7 @@ import {
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
-import { agentErrorOf, describeFailure, humanDuration, isTimeout } from './failures';
+import { agentErrorOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent } from './failures';
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
@@ -47,6 +47,13 @@ const agentControl = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   scheduleToCloseTimeout: '1 hour',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+});
+
+/** After a lost turn the agent is asked to cancel for a minute at most: the task's settlement waits for it. */
+const agentControlAfterFailure = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  scheduleToCloseTimeout: '1 minute',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' },
 });
 
 /** Failures of the forwarding activity that retrying cannot fix (see activities/forward-message.ts). */
@@ -265,6 +272,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         apply(outcome);
       }
       turnsDone++;
+      // The turn's last attempt was lost (its worker died: a timeout) with the agent's task running: canceled there,
+      // as the activity does with a task it gives up on, so runs do not pile up at the agent. The client has its
+      // answer already (this activation completes its update).
+      if ('failure' in outcome && outcome.leftRunning && patched('cancel-at-agent-after-a-lost-turn')) await cancelLeftRunning(outcome.leftRunning);
       if (isTerminal(state())) return;
       await record();
       if (workflowInfo().continueAsNewSuggested) {
@@ -299,7 +310,16 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
   }
 
-  async function forward(message: WireMessage, record?: TaskRecord): Promise<ForwardResult | { failure: string }> {
+  /** Cancels the agent's task of a failed turn, bounded (the task's settlement waits for it); a failure is only noted. */
+  async function cancelLeftRunning(id: string): Promise<void> {
+    try {
+      await agentControlAfterFailure.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: id, tenant: input.tenant, agentId: agent.agentId });
+    } catch (cancelErr) {
+      if (isCancellation(cancelErr)) throw cancelErr;
+    }
+  }
+
+  async function forward(message: WireMessage, record?: TaskRecord): Promise<ForwardResult | { failure: string; leftRunning?: string }> {
     try {
       const args = {
         ...(record ? { record } : {}),
@@ -323,7 +343,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (main.consideredCancelled && patched('cancel-wins-over-a-failed-call')) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
       if (isTimeout(err)) trustOutcome = 'timeout';
       if (turnsDone === 0) firstTurnError = agentErrorOf(err);
-      return { failure: describeFailure(err) };
+      return { failure: describeFailure(err), leftRunning: isHubAgent(agent) ? undefined : leftRunningAtAgent(err, agentTaskId) };
     }
   }
 
