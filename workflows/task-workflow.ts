@@ -272,9 +272,9 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         apply(outcome);
       }
       turnsDone++;
-      // The turn's last attempt was lost (its worker died: a timeout) with the agent's task running: canceled there,
-      // as the activity does with a task it gives up on, so runs do not pile up at the agent. The client has its
-      // answer already (this activation completes its update).
+      // The turn's last attempt was lost (its worker died: a timeout; or a retryable failure ran out of attempts)
+      // with the agent's task running: canceled there, as the activity does with a task it gives up on, so runs do
+      // not pile up at the agent. The client has its answer already (this activation completes its update).
       if ('failure' in outcome && outcome.leftRunning && patched('cancel-at-agent-after-a-lost-turn')) await cancelLeftRunning(outcome.leftRunning);
       if (isTerminal(state())) return;
       await record();
@@ -310,7 +310,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
   }
 
-  /** Cancels the agent's task of a failed turn, bounded (the task's settlement waits for it); a failure is only noted. */
+  /** Cancels the agent's task of a failed turn, for a minute at most (the settlement waits); the task has failed either way. */
   async function cancelLeftRunning(id: string): Promise<void> {
     try {
       await agentControlAfterFailure.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: id, tenant: input.tenant, agentId: agent.agentId });
@@ -319,10 +319,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     }
   }
 
-  async function forward(message: WireMessage, record?: TaskRecord): Promise<ForwardResult | { failure: string; leftRunning?: string }> {
+  async function forward(message: WireMessage, start?: TaskRecord): Promise<ForwardResult | { failure: string; leftRunning?: string }> {
     try {
       const args = {
-        ...(record ? { record } : {}),
+        ...(start ? { record: start } : {}),
         endpoint: agent.endpoint,
         message,
         agentTaskId,
