@@ -32,8 +32,9 @@ import type { GrpcChannels } from '../src/http/outbound-grpc';
 import { withTimeouts, type OutboundTimeouts } from '../src/http/outbound';
 import type { AgentBinding, AgentDialect, AgentEndpoint } from '../workflows/types';
 import { traceHeaders } from '../src/tracing';
-import { A2aV01TransportFactory, type LegacyTransportOptions } from './transports/a2a-v01';
-import { NexusTransportFactory } from './transports/nexus';
+import { A2aV01Transport } from './transports/a2a-v01';
+import { LegacyTransportFactory, type LegacyTransportOptions } from './transports/json-rpc';
+import { NexusTransport } from './transports/nexus';
 
 export interface HttpTrace {
   /** The HTTP status of the most recent response, so failures can be classified as retryable or not. */
@@ -75,8 +76,8 @@ export interface AgentClientOptions {
  * a dialect is one file in activities/transports/ and one row here.
  */
 const LEGACY_DIALECTS: Partial<Record<AgentDialect, (o: LegacyTransportOptions) => TransportFactory>> = {
-  '0.1': (o) => new A2aV01TransportFactory(o),
-  nexus: (o) => new NexusTransportFactory(o),
+  '0.1': (o) => new LegacyTransportFactory(o, A2aV01Transport),
+  nexus: (o) => new LegacyTransportFactory(o, NexusTransport),
 };
 
 /** Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms; undefined when absent or unreadable. */

@@ -21,13 +21,13 @@ import { benchRouting, printRouting, type RoutingReport } from './routing';
 import { runSearchBench, type SearchBenchResult } from './search';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 import { type AuthReport, benchAuth, printAuth } from './auth';
-import { sendBlocking, timeCalls } from './measure';
+import { type Timing, sendBlocking, timeCalls } from './measure';
 import { type BindingsReport, benchBindings, printBindings } from './bindings';
 import { type GenesisReport, benchGenesis, printGenesis } from './genesis';
 import { type NandaReport, benchNanda, printNanda } from './nanda';
 import { type HubReport, benchHub, printHub } from './hub';
 import { type FloorReport, measureFloor, printFloor } from './floor';
-import { type GroupCpu, THREAD_GROUPS, markBefore } from './threads';
+import { THREAD_GROUPS, markBefore } from './threads';
 import { type PausedReport, benchPaused, printPaused } from './paused';
 import { PHASES, type Phase, profilePhases } from './phases';
 import { cpuMeter } from './threads';
@@ -74,19 +74,8 @@ setTimeout(() => {
   process.exit(2);
 }, BUDGET_MS + 120_000).unref();
 
-interface Result {
-  scenario: string;
-  concurrency: number;
-  n: number;
-  errors: number;
-  p50: number;
-  p99: number;
-  tps: number;
-  /** CPU time of this whole process (bench client + agent + gateway + worker) per successful call. */
-  cpuMs: number;
-  cpuByThread: GroupCpu;
-  truncated: boolean;
-}
+/** One scenario's timing (bench/measure.ts) at one concurrency. */
+type Result = Timing & { scenario: string; concurrency: number };
 
 /** Workflow history of a blocking single-turn task (the mean over the tasks sampled). */
 interface Activations {
@@ -100,7 +89,7 @@ interface Activations {
 /** `n` blocking SendMessages from `concurrency` loops (bench/measure.ts), as the scenario `scenario`. */
 async function measure(scenario: string, client: Client, concurrency: number, n: number): Promise<Result> {
   const t = await timeCalls(() => sendBlocking(client), { concurrency, n, warmup: WARMUP, deadline });
-  const r: Result = { scenario, concurrency, n: t.n, errors: t.errors, p50: t.p50, p99: t.p99, tps: t.tps, cpuMs: t.cpuMs, cpuByThread: t.cpuByThread, truncated: t.truncated };
+  const r: Result = { scenario, concurrency, ...t };
   console.error(`  ${scenario} c=${concurrency}: ${r.n} ok, ${r.errors} errors in ${t.seconds.toFixed(1)}s`);
   return r;
 }

@@ -6,41 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, type SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
-import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
+import type { RequestOptions, Transport } from '@a2a-js/sdk/client';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
 import { fromV01Part, toV01Part } from '../../src/a2a/v01-parts';
-import { JsonRpcChannel, objectOr, stateOf, unsupported } from './json-rpc';
-
-export interface LegacyTransportOptions {
-  /** The guarded fetch (with the agent's credential and the trace). */
-  fetchImpl: typeof fetch;
-  /** The task id a new task is sent with, in dialects where the client names it (the gateway task's id). */
-  newTaskId?: string;
-}
+import { LegacyJsonRpcTransport, objectOr, stateOf } from './json-rpc';
 
 type V01Params = { id: string; sessionId?: string; message: Record<string, unknown>; metadata?: Record<string, unknown>; historyLength?: number };
 
-export class A2aV01TransportFactory implements TransportFactory {
-  constructor(private readonly opts: LegacyTransportOptions) {}
-
-  get protocolName(): string {
-    return 'JSONRPC';
-  }
-
-  async create(url: string): Promise<Transport> {
-    return new A2aV01Transport(new JsonRpcChannel(url, this.opts.fetchImpl), this.opts.newTaskId);
-  }
-}
-
-class A2aV01Transport implements Transport {
-  constructor(
-    private readonly rpc: JsonRpcChannel,
-    private readonly newTaskId: string | undefined,
-  ) {}
-
-  get protocolName(): string {
-    return 'JSONRPC';
-  }
+export class A2aV01Transport extends LegacyJsonRpcTransport implements Transport {
+  protected readonly dialect = 'A2A 0.1';
 
   get protocolVersion(): string {
     return '0.1';
@@ -68,25 +42,6 @@ class A2aV01Transport implements Transport {
 
   async *resubscribeTask(params: SubscribeToTaskRequest, options?: RequestOptions): AsyncGenerator<StreamResponse, void, undefined> {
     yield* this.events(this.rpc.stream('tasks/resubscribe', { id: params.id }, options), { id: params.id });
-  }
-
-  getExtendedAgentCard(): never {
-    return unsupported('A2A 0.1', 'the extended agent card');
-  }
-  createTaskPushNotificationConfig(): never {
-    return unsupported('A2A 0.1', 'push-config creation through Switchboard');
-  }
-  getTaskPushNotificationConfig(): never {
-    return unsupported('A2A 0.1', 'push-config reads through Switchboard');
-  }
-  listTaskPushNotificationConfig(): never {
-    return unsupported('A2A 0.1', 'listing push configs');
-  }
-  deleteTaskPushNotificationConfig(): never {
-    return unsupported('A2A 0.1', 'deleting push configs');
-  }
-  listTasks(): never {
-    return unsupported('A2A 0.1', 'listing tasks');
   }
 
   private sendParams(params: SendMessageRequest): V01Params {

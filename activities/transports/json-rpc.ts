@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { parseSseStream } from '@a2a-js/sdk';
 import { fromJsonRpcErrorResponse, UnsupportedOperationError } from '@a2a-js/sdk/errors';
-import type { RequestOptions } from '@a2a-js/sdk/client';
+import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
 import type { TaskState } from '../../src/a2a/wire';
 
 interface RpcAnswer {
@@ -68,6 +68,69 @@ export class JsonRpcChannel {
 /** The SDK's "unsupported operation" for what a dialect has no method for. */
 export function unsupported(dialect: string, operation: string): never {
   throw new UnsupportedOperationError({ message: `${operation} does not exist in the ${dialect} dialect` });
+}
+
+export interface LegacyTransportOptions {
+  /** The guarded fetch (with the agent's credential and the trace). */
+  fetchImpl: typeof fetch;
+  /** The task id a new task is sent with, in dialects where the client names it (the gateway task's id). */
+  newTaskId?: string;
+}
+
+/**
+ * What every SDK-less dialect's Transport shares: its JSON-RPC channel, the id a new task is sent with, and
+ * "unsupported" for what Switchboard never asks of such an agent (the extended card, push configs, listing).
+ * A dialect implements sending, reading, canceling and resubscribing.
+ */
+export abstract class LegacyJsonRpcTransport
+  implements Pick<Transport, 'getExtendedAgentCard' | 'createTaskPushNotificationConfig' | 'getTaskPushNotificationConfig' | 'listTaskPushNotificationConfig' | 'deleteTaskPushNotificationConfig' | 'listTasks'>
+{
+  /** The dialect's name in error messages, e.g. "A2A 0.1". */
+  protected abstract readonly dialect: string;
+
+  constructor(
+    protected readonly rpc: JsonRpcChannel,
+    protected readonly newTaskId: string | undefined,
+  ) {}
+
+  get protocolName(): string {
+    return 'JSONRPC';
+  }
+
+  getExtendedAgentCard(): never {
+    return unsupported(this.dialect, 'the extended agent card');
+  }
+  createTaskPushNotificationConfig(): never {
+    return unsupported(this.dialect, 'push-config creation through Switchboard');
+  }
+  getTaskPushNotificationConfig(): never {
+    return unsupported(this.dialect, 'push-config reads through Switchboard');
+  }
+  listTaskPushNotificationConfig(): never {
+    return unsupported(this.dialect, 'listing push configs');
+  }
+  deleteTaskPushNotificationConfig(): never {
+    return unsupported(this.dialect, 'deleting push configs');
+  }
+  listTasks(): never {
+    return unsupported(this.dialect, 'listing tasks');
+  }
+}
+
+/** The SDK TransportFactory of an SDK-less dialect: its transport over a guarded JSON-RPC channel. */
+export class LegacyTransportFactory implements TransportFactory {
+  constructor(
+    private readonly opts: LegacyTransportOptions,
+    private readonly transport: new (rpc: JsonRpcChannel, newTaskId: string | undefined) => Transport,
+  ) {}
+
+  get protocolName(): string {
+    return 'JSONRPC';
+  }
+
+  async create(url: string): Promise<Transport> {
+    return new this.transport(new JsonRpcChannel(url, this.opts.fetchImpl), this.opts.newTaskId);
+  }
 }
 
 async function readJson(res: Response, method: string): Promise<RpcAnswer> {

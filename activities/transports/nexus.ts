@@ -5,32 +5,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
-import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
+import type { RequestOptions, Transport } from '@a2a-js/sdk/client';
 import type { WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
-import { JsonRpcChannel, objectOr, stateOf, unsupported } from './json-rpc';
-import type { LegacyTransportOptions } from './a2a-v01';
+import { LegacyJsonRpcTransport, objectOr, stateOf, unsupported } from './json-rpc';
 
-export class NexusTransportFactory implements TransportFactory {
-  constructor(private readonly opts: LegacyTransportOptions) {}
-
-  get protocolName(): string {
-    return 'JSONRPC';
-  }
-
-  async create(url: string): Promise<Transport> {
-    return new NexusTransport(new JsonRpcChannel(url, this.opts.fetchImpl), this.opts.newTaskId);
-  }
-}
-
-class NexusTransport implements Transport {
-  constructor(
-    private readonly rpc: JsonRpcChannel,
-    private readonly newTaskId: string | undefined,
-  ) {}
-
-  get protocolName(): string {
-    return 'JSONRPC';
-  }
+export class NexusTransport extends LegacyJsonRpcTransport implements Transport {
+  protected readonly dialect = 'NEXUS';
 
   get protocolVersion(): string {
     return 'nexus';
@@ -58,24 +38,6 @@ class NexusTransport implements Transport {
 
   resubscribeTask(): never {
     return unsupported('NEXUS', 'resubscribing');
-  }
-  getExtendedAgentCard(): never {
-    return unsupported('NEXUS', 'the extended agent card');
-  }
-  createTaskPushNotificationConfig(): never {
-    return unsupported('NEXUS', 'push configs');
-  }
-  getTaskPushNotificationConfig(): never {
-    return unsupported('NEXUS', 'push configs');
-  }
-  listTaskPushNotificationConfig(): never {
-    return unsupported('NEXUS', 'push configs');
-  }
-  deleteTaskPushNotificationConfig(): never {
-    return unsupported('NEXUS', 'push configs');
-  }
-  listTasks(): never {
-    return unsupported('NEXUS', 'listing tasks');
   }
 }
 
