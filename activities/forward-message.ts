@@ -7,7 +7,9 @@
  * non-blocking send (1.0 `returnImmediately`, 0.3 `blocking: false`), so the agent names its task before the
  * gateway waits (a cancel can then reach it). From then on the activity follows that task for as long as it runs
  * (up to `retry.taskTimeoutMs`), heartbeating: over the stream, re-attached with SubscribeToTask when it breaks or
- * stays silent past `retry.streamIdleTimeoutMs`, else by polling GetTask. A failed exchange is retried here with
+ * stays silent past `retry.streamIdleTimeoutMs`; else by the agent's push notifications when its card declares
+ * them (the send carries a push config for Switchboard's webhook; a push that may settle the task wakes a GetTask,
+ * and a slow poll covers lost pushes: activities/push-follow.ts); else by polling GetTask. A failed exchange is retried here with
  * the policy's attempts and backoff, and a later attempt of the activity (its worker died) re-attaches to the task
  * named in the heartbeat details (or, failing those, told to the workflow): the message is never sent twice to a
  * task the agent has named. A task the activity gives up on is canceled at the agent, so runs do not pile up there.
@@ -34,6 +36,7 @@ import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type Ht
 import { EventSink } from './event-sink';
 import { costOf } from './agent-cost';
 import { recordTask } from './bookkeeping';
+import { type AgentPushDeps, PushFollow, followsByPush } from './push-follow';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -61,6 +64,8 @@ export interface ForwardDeps {
   link: AgentLink;
   pool: Pool;
   hub: EventHub;
+  /** Following agents' tasks by their push notifications; unset: agents are polled. */
+  push?: AgentPushDeps;
 }
 
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
@@ -122,6 +127,8 @@ class Turn {
   private announceTimer?: ReturnType<typeof setTimeout>;
   /** A stream was re-attached (SubscribeToTask): the final artifacts are taken from the agent's finished task. */
   private reattached = false;
+  /** The agent's pushes, when this turn is followed by them. */
+  private readonly push?: PushFollow;
 
   constructor(
     private readonly ctx: Context,
@@ -135,6 +142,16 @@ class Turn {
     const saved = ctx.info.heartbeatDetails as AgentTaskRef | undefined;
     if (saved?.agentTaskId) this.ref = saved;
     this.heartbeat();
+    const base = deps.push?.baseUrl();
+    const { workflowExecution, activityId, scheduledTimestampMs } = ctx.info;
+    if (deps.push && base && workflowExecution && followsByPush(args.endpoint)) {
+      // Every attempt of the turn makes the same URL and token: a re-attached attempt gets the pushes the agent
+      // was told to send with the message.
+      const turn = { ...workflowExecution, activityId, expiresAtMs: scheduledTimestampMs + this.policy.taskTimeoutMs };
+      this.push = new PushFollow(deps.hub, deps.push, base, turn);
+      const known = this.ref?.agentTaskId ?? args.agentTaskId;
+      if (known) this.push.following(known);
+    }
   }
 
   /** Heartbeats with the agent's task as details (a retried attempt re-attaches to it). */
@@ -191,9 +208,10 @@ class Turn {
     this.announceTimer ??= setTimeout(() => void this.announce().catch(() => undefined), ANNOUNCE_AFTER_MS);
   }
 
-  /** The turn is over: a pending announcement is not needed. */
+  /** The turn is over: a pending announcement is not needed, nor pushes. */
   ended(): void {
     clearTimeout(this.announceTimer);
+    this.push?.close();
   }
 
   /** A turn given up on (not canceled: the workflow cancels then) leaves no run behind at the agent. */
@@ -221,7 +239,12 @@ class Turn {
         contextId: this.args.agentContextId ?? this.args.gatewayContextId,
         metadata: { ...this.args.message.metadata, switchboard },
       },
-      configuration: { returnImmediately: !this.args.endpoint.streaming },
+      configuration: {
+        returnImmediately: !this.args.endpoint.streaming,
+        // §1.12: the agent pushes the task's events to this URL with this token (the 0.3 transport sends it as
+        // pushNotificationConfig); a follow-up turn's config replaces the previous one (the same config id).
+        ...(this.push ? { taskPushNotificationConfig: this.push.config } : {}),
+      },
     });
     if (this.args.endpoint.streaming) {
       const acc = new StreamAccumulator();
@@ -238,7 +261,11 @@ class Turn {
     const reply = await this.exchange('SendMessage', (o) => calls.sendMessage(request, o), this.graceSignal());
     if ('messageId' in reply) return Message.toJSON(reply) as WireMessage;
     const task = Task.toJSON(reply) as WireTask;
-    if (!SETTLED(task.status.state)) this.named(task);
+    if (!SETTLED(task.status.state)) {
+      this.named(task);
+      // Followed by push, the task is not read at once: the workflow is told it if it has not settled shortly.
+      if (this.push) this.announceSoon();
+    }
     return { task };
   }
 
@@ -254,6 +281,10 @@ class Turn {
     let failures = 0;
     let polls = 0;
     let failed = broken;
+    this.push?.following(id);
+    // Followed by push: the next GetTask waits for a push or the fallback poll, except right after a failed
+    // exchange (its backoff was the wait) and when nothing has been read yet (a re-attached attempt looks at once).
+    let immediate = task === undefined;
     for (;;) {
       if (task && SETTLED(task.status.state)) {
         if (!this.reattached) return task;
@@ -274,6 +305,7 @@ class Turn {
         } else {
           if (failure.nonRetryable || ++failures >= this.policy.maxAttempts) throw gaveUp(failure, id, failures);
           await sleep(this.policy.initialIntervalMs * this.policy.backoffCoefficient ** (failures - 1));
+          immediate = true;
         }
       }
       this.checkDeadline();
@@ -290,7 +322,10 @@ class Turn {
           if (task && SETTLED(task.status.state)) continue;
           // The stream ended with the task still running: look, and re-attach after a pause.
         }
-        if (polls > 0) await sleep(Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS));
+        if (this.push) {
+          if (!immediate) await this.push.next(this.untilDeadline(this.push.fallbackPollMs), this.ctx.cancellationSignal);
+          immediate = false;
+        } else if (polls > 0) await sleep(Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS));
         polls++;
         task = Task.toJSON(await this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o))) as WireTask;
         failures = 0;
@@ -306,6 +341,11 @@ class Turn {
    * The agent's task has run past retry.taskTimeoutMs (counted from the turn's first attempt): the turn fails
    * (a final failure: follow() gives up on it at once, and the task is canceled at the agent).
    */
+  /** `ms`, or less when the task's deadline comes sooner. */
+  private untilDeadline(ms: number): number {
+    return Math.max(0, Math.min(ms, this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs - Date.now() + 1));
+  }
+
   private checkDeadline(): void {
     if (Date.now() <= this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs) return;
     const limit = this.policy.taskTimeoutMs;

@@ -6,6 +6,7 @@ import type { RefreshPolicy } from '../src/agents/refresh';
 import type { AgentCredentials } from '../src/agents/agent-credentials';
 import type { GrpcChannels } from '../src/http/outbound-grpc';
 import type { AgentLink } from './agent-client';
+import type { AgentPushDeps } from './push-follow';
 import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
@@ -40,9 +41,11 @@ export interface ActivityDeps {
   unfundedAccounts?: UnfundedPolicy;
   /** The agents' outbound credentials: looked up by the activities that call agents, never passed through Temporal. */
   credentials?: AgentCredentials;
+  /** Following agents' tasks by their push notifications (the webhook's public URL and tokens); unset: polling. */
+  agentPush?: AgentPushDeps;
 }
 
-export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials }: ActivityDeps) {
+export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush }: ActivityDeps) {
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
   const agentLink = (tenant: string, agentId: string | undefined): AgentLink => ({
     fetch,
@@ -51,7 +54,7 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
   });
   return {
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
-    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub }, args)),
+    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>
       cancelAtAgent(agentLink(args.tenant ?? '', args.agentId), args, Context.current().info.startToCloseTimeoutMs),

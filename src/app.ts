@@ -52,6 +52,8 @@ import { genesisRoutes } from './routes/genesis';
 import { Actions } from './nanda/actions';
 import { CertificationGateway } from './temporal/certification-gateway';
 import { credentialRoutes } from './routes/credentials';
+import { agentPushRoutes } from './routes/agent-push';
+import type { AgentPushTokens } from './push/agent-push';
 
 export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
@@ -103,6 +105,11 @@ export interface AppDeps {
    * Unset: no /hub route.
    */
   agentHub?: AgentHub;
+  /**
+   * Agents' push notifications (POST /agent-push/:id): the tokens the worker's activities give agents, derived
+   * from SWITCHBOARD_SECRETS_KEY as in every process. Unset: no such route (agents are polled).
+   */
+  agentPush?: { tokens: AgentPushTokens };
 }
 
 declare module 'fastify' {
@@ -214,6 +221,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: deps.allowPrivateUrls ?? false });
   await app.register(nexusTaskRoutes, { endpoints, publicUrl: deps.publicUrl });
+  if (deps.agentPush) await app.register(agentPushRoutes, { pool: deps.pool, hub: deps.hub, tokens: deps.agentPush.tokens });
   if (deps.agentHub) await app.register(hubRoutes, { hub: deps.agentHub, registry, endpoints, publicUrl: deps.publicUrl });
   if (deps.grpc) {
     const grpc = new GrpcServer({

@@ -24,6 +24,7 @@ import { ensureOrphanSweep } from './temporal/orphan-sweep';
 import { KeyStore } from './auth/keys';
 import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
+import { AgentPushTokens } from './push/agent-push';
 import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from './net';
@@ -131,7 +132,12 @@ async function main(): Promise<void> {
     const outbound = createOutbound({ allowPrivate: config.SWITCHBOARD_ALLOW_PRIVATE_URLS });
     stops.push(() => outbound.close());
     const secretsKey = config.SWITCHBOARD_SECRETS_KEY ?? (await keyFile(join(dataDir, 'secrets-key'), generateKeySpec));
-    const credentials = new AgentCredentials({ pool, box: new SecretBox(parseKeyRing(secretsKey, 'SWITCHBOARD_SECRETS_KEY')), fetch: outbound.fetch });
+    const secretsRing = parseKeyRing(secretsKey, 'SWITCHBOARD_SECRETS_KEY');
+    const credentials = new AgentCredentials({ pool, box: new SecretBox(secretsRing), fetch: outbound.fetch });
+    // Agents that declare push notifications push to POST /agent-push/:id (any api process verifies the token:
+    // all share the secrets key). Only with SWITCHBOARD_PUBLIC_URL: a URL the agent cannot reach would leave
+    // each task to the slow fallback poll.
+    const agentPushTokens = new AgentPushTokens(secretsRing);
     const agentRefresh = { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS } };
     const workerOptions = {
       registryPolicy: agentRefresh.policy,
@@ -145,6 +151,7 @@ async function main(): Promise<void> {
       issuer: config.SWITCHBOARD_PUBLIC_URL,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       credentials,
+      agentPush: { tokens: agentPushTokens, baseUrl: () => config.SWITCHBOARD_PUBLIC_URL },
       payloadCodec,
       plugins,
     };
@@ -219,6 +226,7 @@ async function main(): Promise<void> {
       temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
       grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT } : undefined,
       agentHub,
+      agentPush: { tokens: agentPushTokens },
     });
     stops.push(() => app.close());
     const url = await app.listen({ host: config.HOST, port: config.PORT });

@@ -52,6 +52,12 @@ export const pushDeliveries = new Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
+export const agentPushes = new Counter({
+  name: 'switchboard_agent_pushes_total',
+  help: 'Push notifications agents sent to POST /agent-push/:id, by outcome (woke: the follower reads the task; progress: nothing to read yet; refused: bad token; malformed: bad body)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
 export const quotaRefusals = new Counter({
   name: 'switchboard_quota_refusals_total',
   help: 'Calls refused by a tenant quota or rate limit, by quota',

@@ -84,6 +84,7 @@ const OPS: readonly Role[] = ['admin', 'operator'];
 const ADMIN: readonly Role[] = ['admin'];
 /** The A2A methods that change something: everyone but operators (rpcMethodRoles). */
 const WRITERS: readonly Role[] = ['admin', 'client', 'agent'];
+const completedPushBody = { statusUpdate: { taskId: 'agent-task', status: { state: 'TASK_STATE_COMPLETED' } } };
 const rpcBody = () => ({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: randomUUID() } });
 
 /** One row per route: the test fails when the app has a route this table does not name, or the other way round. */
@@ -155,6 +156,9 @@ const MATRIX: Record<string, Row> = {
   'POST /agents/:id/genesis-secret': { allowed: OPS, request: () => ({ path: '/agents/no-such-agent/genesis-secret' }), ok: 404 },
   'POST /genesis/subscriptions': { allowed: ['admin', 'operator', 'agent'], request: () => ({ path: '/genesis/subscriptions', body: {} }), ok: 400 },
   'GET /genesis/subscriptions': { allowed: ALL, request: () => ({ path: '/genesis/subscriptions' }), ok: 200 },
+  // Agents' push notifications: no Switchboard key (an agent pushes), the follow's own token instead; any
+  // Authorization is read as that token, so every caller here is refused as a bad push token.
+  'POST /agent-push/:id': { allowed: 'public', request: () => ({ path: '/agent-push/no-such-follow', body: completedPushBody }), ok: 401 },
   'DELETE /genesis/subscriptions/:id': { allowed: ['admin', 'operator', 'agent'], request: () => ({ path: '/genesis/subscriptions/no-such-subscription' }), ok: 404 },
 };
 

@@ -21,6 +21,11 @@ export interface AgentEndpoint {
   streaming: boolean;
   /** Absent in workflows started before agents had a binding: those are JSON-RPC. */
   binding?: AgentBinding;
+  /**
+   * The card declares `capabilities.pushNotifications`: a non-streamed task is followed by the agent's pushes
+   * (and a slower poll). Absent: false (and in workflows started before it was passed).
+   */
+  pushNotifications?: boolean;
 }
 
 /** retry.taskTimeoutMs when the registration sets none (also for agents registered before it existed): 7 days. */

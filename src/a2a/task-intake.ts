@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import type { Agent } from '../agents/registry';
+import { type Agent, forwardingEndpoint } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
 import { agentOfTask, findTask } from '../db/task-store';
@@ -124,7 +124,7 @@ export class TaskIntake {
         submittedAt,
         inputTimeoutMs: this.deps.inputTimeoutMs,
         pushRetryInitialMs: this.deps.pushRetryInitialMs,
-        agent: { agentId: agent.id, endpoint: agent.endpoint, priceMinor: agent.priceMinor, retry: agent.retry },
+        agent: { agentId: agent.id, endpoint: forwardingEndpoint(agent), priceMinor: agent.priceMinor, retry: agent.retry },
       },
       args: { ...args, message: { ...message, contextId } },
     };

@@ -442,6 +442,15 @@ interface AgentRow {
   card_fresh_until: Date | null;
 }
 
+/**
+ * The endpoint a task forwards to: the agent's, plus `pushNotifications` when its card (1.0 or 0.3 shape alike)
+ * declares them, so the forwarding activity can follow a non-streamed task by the agent's pushes.
+ */
+export function forwardingEndpoint(agent: Pick<Agent, 'endpoint' | 'card'>): AgentEndpoint {
+  const push = (agent.card.capabilities as { pushNotifications?: unknown } | undefined)?.pushNotifications === true;
+  return push ? { ...agent.endpoint, pushNotifications: true } : agent.endpoint;
+}
+
 function toAgent(r: AgentRow): Agent {
   return {
     id: r.id,

@@ -6,10 +6,15 @@
  * Notices are only hints. Readers always continue from their own cursor in the log, and poll it every
  * `pollMs` as well, so a missed notice (a dropped LISTEN connection, embedded PGlite, where NOTIFY does not
  * cross connections) delays an event, never loses one.
+ *
+ * The same connection LISTENs on AGENT_PUSH_CHANNEL: an agent's push (POST /agent-push/:id, in whichever process
+ * got it) wakes the forwarding activity that follows that agent's task, here. Those are hints too (the activity
+ * reads the task with GetTask, and polls as well).
  */
 import { Client, type ClientConfig } from 'pg';
 import type { Logger } from 'pino';
 import { EVENTS_CHANNEL, type EventNotice, type LoggedEvent } from './event-log';
+import { AGENT_PUSH_CHANNEL, type AgentPushNotice } from '../push/agent-push';
 
 export interface TaskListener {
   /** Events just committed by this process, in seq order. */
@@ -31,6 +36,7 @@ const keyOf = (tenant: string, taskId: string) => `${tenant}\u0000${taskId}`;
 export class EventHub {
   readonly pollMs: number;
   private readonly listeners = new Map<string, Set<TaskListener>>();
+  private readonly pushListeners = new Map<string, Set<(notice: AgentPushNotice) => void>>();
   private client?: Client;
   private closed = false;
   private reconnectTimer?: NodeJS.Timeout;
@@ -44,6 +50,7 @@ export class EventHub {
     if (!this.o.connection || this.closed) return;
     const client = new Client(this.o.connection);
     client.on('notification', (n) => {
+      if (n.channel === AGENT_PUSH_CHANNEL && n.payload) return this.agentPushed(n.payload);
       if (n.channel !== EVENTS_CHANNEL || !n.payload) return;
       try {
         const notice = JSON.parse(n.payload) as EventNotice;
@@ -58,7 +65,7 @@ export class EventHub {
     });
     client.on('end', () => this.reconnectLater());
     await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${AGENT_PUSH_CHANNEL}`);
     this.client = client;
   }
 
@@ -87,6 +94,33 @@ export class EventHub {
   publish(tenant: string, taskId: string, events: LoggedEvent[]): void {
     if (events.length === 0) return;
     for (const l of this.listeners.get(keyOf(tenant, taskId)) ?? []) l.onEvents(events);
+  }
+
+  /** Whether other processes' notices reach this hub now (its LISTEN connection is up). */
+  get listening(): boolean {
+    return this.client !== undefined;
+  }
+
+  /** Calls `listener` for every agent push to follow `id` (heard through NOTIFY, or agentPushed in this process). */
+  onAgentPush(id: string, listener: (notice: AgentPushNotice) => void): () => void {
+    let set = this.pushListeners.get(id);
+    if (!set) this.pushListeners.set(id, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.pushListeners.delete(id);
+    };
+  }
+
+  /** An agent push for a follow of this process (the NOTIFY payload, JSON). */
+  agentPushed(payload: string): void {
+    let notice: AgentPushNotice;
+    try {
+      notice = JSON.parse(payload) as AgentPushNotice;
+    } catch {
+      return; // not ours
+    }
+    for (const l of this.pushListeners.get(notice.id) ?? []) l(notice);
   }
 
   /** Number of readers of one task, or of all tasks. */

@@ -27,7 +27,7 @@ export const TAGS = [
   { name: 'tenants', description: 'Tenants, their quotas and API keys (admin)' },
   { name: 'accounts', description: 'Requester and agent accounts, deposits' },
   { name: 'ledger', description: 'The ledger\'s invariants' },
-  { name: 'push', description: 'The keys that sign push-notification deliveries' },
+  { name: 'push', description: 'The keys that sign push-notification deliveries, and the webhook agents push to about the tasks Switchboard follows' },
   { name: 'audit', description: 'The audit trail of mutations' },
   { name: 'genesis', description: 'Genesis Nexus envelopes: signed, optionally encrypted COMMAND/QUERY/EVENT/RESPONSE messages, secrets, topic subscriptions' },
   { name: 'health', description: 'Liveness, readiness and metrics' },

@@ -6,8 +6,12 @@ import type { AgentCard, Message, Part } from '@a2a-js/sdk';
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 import {
   AgentEvent,
+  DefaultPushNotificationSender,
   DefaultRequestHandler,
+  InMemoryPushNotificationStore,
   InMemoryTaskStore,
+  type PushNotificationSender,
+  type PushNotificationStore,
   type AgentExecutor,
   type TaskStore,
   type ExecutionEventBus,
@@ -45,6 +49,11 @@ export interface AgentOptions {
   bindings?: TestBinding[];
   /** Asked for every recorded call (after it is recorded): a fault makes the agent answer with it instead. */
   fault?: (call: RecordedCall) => InjectedFault | undefined;
+  /**
+   * capabilities.pushNotifications in the card (default false): the SDK keeps the push configs it is sent and
+   * pushes every event to them, through `sender(store)` when given (default the SDK's DefaultPushNotificationSender).
+   */
+  pushNotifications?: boolean | { sender: (store: PushNotificationStore) => PushNotificationSender };
 }
 
 // ---- ts-proto object builders (in-memory SDK types are ts-proto objects, not wire JSON) ----
@@ -141,7 +150,7 @@ export function v1Card(url: string, name: string, description: string, opts: Age
     // duplicateInterfacesForLegacy appends a {protocolVersion: '0.3'} twin of the JSONRPC and HTTP+JSON interfaces.
     supportedInterfaces: opts.legacyCompat === false ? v1 : duplicateInterfacesForLegacy(v1, ['JSONRPC', 'HTTP+JSON']),
     provider: { organization: 'Switchboard tests', url },
-    capabilities: { streaming: opts.streaming ?? true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: opts.streaming ?? true, pushNotifications: !!opts.pushNotifications, extensions: [], extendedAgentCard: false },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ['text/plain'],
@@ -165,7 +174,10 @@ export function mountV1Agent(
   opts: AgentOptions & { grpcPort?: number } = {},
   record?: Recorder,
 ): DefaultRequestHandler {
-  const requestHandler = new DefaultRequestHandler(v1Card(url, name, description, opts), opts.taskStore ?? new InMemoryTaskStore(), executor);
+  const pushStore = new InMemoryPushNotificationStore();
+  const push = opts.pushNotifications;
+  const pushSender = typeof push === 'object' ? push.sender(pushStore) : new DefaultPushNotificationSender(pushStore);
+  const requestHandler = new DefaultRequestHandler(v1Card(url, name, description, opts), opts.taskStore ?? new InMemoryTaskStore(), executor, undefined, pushStore, pushSender);
   const legacyCompat = { enabled: opts.legacyCompat !== false };
   const bindings = opts.bindings ?? ['JSONRPC'];
   const { fault } = opts;

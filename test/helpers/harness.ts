@@ -23,6 +23,7 @@ import { KeyStore } from '../../src/auth/keys';
 import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
 import { EncryptionCodec, parseKeyRing } from '../../src/temporal/encryption-codec';
 import { createLogger } from '../../src/log';
+import { AgentPushTokens } from '../../src/push/agent-push';
 import { createPool } from '../../src/db/pool';
 import { startDevServer } from '../../src/temporal/dev-server';
 import { freePort } from './process';
@@ -201,6 +202,8 @@ export interface GatewayOptions {
   grpc?: boolean;
   /** Serve the WebSocket hub (GET /hub) with its hub worker, as main.ts does; settings override the defaults. */
   hub?: Partial<HubSettings>;
+  /** How often a task followed by the agent's pushes is polled all the same (default 30 s, as in production). */
+  agentPushPollMs?: number;
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -215,6 +218,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
   const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch });
+  const agentPushTokens = new AgentPushTokens(parseKeyRing(TEST_SECRETS_KEY));
+  // The URL agents push to: the gateway's own, once it listens (the worker starts before).
+  const pushAt: { base?: string } = {};
   const payloadCodec = opts.payloadKey ? new EncryptionCodec(parseKeyRing(opts.payloadKey)) : undefined;
   const plugins = opts.tracing ? [opts.tracing.plugin] : undefined;
   // As in production (src/main.ts): the client shares the worker's native connection.
@@ -229,7 +235,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // A restarted worker keeps the test's activity wrapper unless given another. Supervised as in production: a
   // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials });
+    const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs };
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush });
     const make = () =>
       createWorker({
         payloadCodec,
@@ -275,8 +282,10 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     log,
     inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
     agentHub,
+    agentPush: { tokens: agentPushTokens },
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  pushAt.base = url;
   if (grpcPort) await app.grpc!.listen('127.0.0.1', grpcPort);
   const keys: TestKeys = {
     admin: TEST_ADMIN_KEY,

@@ -1,0 +1,108 @@
+/**
+ * Following an agent's task by its push notifications (src/push/agent-push.ts): the push config sent with the
+ * message, and the wake-ups the webhook sends this activity (through the process's EventHub, which hears other
+ * processes by NOTIFY). A wake-up only says "look now": the activity then reads the task with GetTask, and polls
+ * as well, every `fallbackPollMs`, so a lost push costs latency, not the task.
+ */
+import type { EventHub } from '../src/events/hub';
+import { type AgentPushNotice, type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/push/agent-push';
+import type { AgentEndpoint } from '../workflows/types';
+
+export interface AgentPushDeps {
+  tokens: AgentPushTokens;
+  /** The URL agents reach Switchboard at (SWITCHBOARD_PUBLIC_URL); undefined: unknown, agents are polled. */
+  baseUrl: () => string | undefined;
+  /** How often a task followed by push is polled all the same (default DEFAULT_PUSH_POLL_MS). */
+  fallbackPollMs?: number;
+}
+
+/** The fallback poll while pushes are expected: a lost push costs up to this much latency. */
+export const DEFAULT_PUSH_POLL_MS = 30_000;
+/** The least time between two GetTasks a push asks for: repeated pushes do not become a stream of GetTasks. */
+const MIN_LOOK_INTERVAL_MS = 250;
+
+/** Whether the agent at `endpoint` is followed by push: it declares them and is not streamed; an SDK dialect. */
+export const followsByPush = (endpoint: AgentEndpoint): boolean =>
+  endpoint.pushNotifications === true && !endpoint.streaming && (endpoint.protocolVersion === '1.0' || endpoint.protocolVersion === '0.3');
+
+export interface PushTurn {
+  workflowId: string;
+  runId: string;
+  activityId: string;
+  /** When the token stops being valid: the turn's task deadline. */
+  expiresAtMs: number;
+}
+
+export class PushFollow {
+  /** The push config for the send (1.0 TaskPushNotificationConfig JSON, without taskId: SendMessageConfiguration). */
+  readonly config: { id: string; url: string; token: string };
+  readonly fallbackPollMs: number;
+  private agentTaskId?: string;
+  /** Agent tasks named by pushes before the agent's task was known (a push may beat the send's answer). */
+  private readonly early = new Set<string>();
+  private woken = false;
+  private wake?: () => void;
+  private lastLook = 0;
+  private readonly unsubscribe: () => void;
+
+  constructor(hub: EventHub, deps: AgentPushDeps, base: string, turn: PushTurn) {
+    const id = followIdOf(turn.workflowId, turn.runId, turn.activityId);
+    this.config = { id: PUSH_CONFIG_ID, url: `${base.replace(/\/+$/, '')}${agentPushPath(id)}`, token: deps.tokens.issue(id, turn.expiresAtMs) };
+    this.fallbackPollMs = deps.fallbackPollMs ?? DEFAULT_PUSH_POLL_MS;
+    // Subscribed before the send: a push may come before the agent's answer does.
+    this.unsubscribe = hub.onAgentPush(id, (n) => this.pushed(n));
+  }
+
+  /** The agent's task is known: only pushes about it wake the turn. */
+  following(agentTaskId: string): void {
+    if (this.agentTaskId) return;
+    this.agentTaskId = agentTaskId;
+    if (this.early.has(agentTaskId)) this.woken = true;
+    this.early.clear();
+  }
+
+  private pushed(notice: AgentPushNotice): void {
+    if (!this.agentTaskId) {
+      if (this.early.size < 100) this.early.add(notice.taskId);
+      return;
+    }
+    if (notice.taskId !== this.agentTaskId) return; // about another task: nothing to look at here
+    this.woken = true;
+    this.wake?.();
+  }
+
+  /**
+   * Waits until a push says the task may have settled, or `ms` passes (the fallback poll), or the activity is
+   * canceled (rejects with the cancel's reason).
+   */
+  async next(ms: number, cancel: AbortSignal): Promise<void> {
+    if (!this.woken) {
+      await new Promise<void>((resolve, reject) => {
+        const done = () => {
+          clearTimeout(timer);
+          cancel.removeEventListener('abort', aborted);
+          this.wake = undefined;
+          resolve();
+        };
+        const aborted = () => {
+          clearTimeout(timer);
+          this.wake = undefined;
+          reject(cancel.reason);
+        };
+        const timer = setTimeout(done, ms);
+        if (cancel.aborted) return aborted();
+        cancel.addEventListener('abort', aborted, { once: true });
+        this.wake = done;
+      });
+    }
+    this.woken = false;
+    const spacing = this.lastLook + MIN_LOOK_INTERVAL_MS - Date.now();
+    if (spacing > 0) await new Promise((r) => setTimeout(r, spacing));
+    this.lastLook = Date.now();
+  }
+
+  close(): void {
+    this.unsubscribe();
+    this.wake = undefined;
+  }
+}
