@@ -164,7 +164,7 @@ describe('a task followed by the agent\'s push notifications', { concurrency: tr
     assert.equal(calls(agent, 'tasks/get').length, 1, 'one tasks/get, asked for by the push');
   });
 
-  test('a bad token is refused (401), a bad body is 400, a huge one 413; a forged "completed" costs one GetTask and changes nothing', async () => {
+  test('a bad token is refused (401), a bad body is 400, a huge one 413; a forged "completed" (through another process) costs one GetTask and changes nothing', async () => {
     const { agent, executor } = await gatedAgent('Gated');
     const client = await clientFor(gw, agent.url);
     const { task, agentTaskId, config } = await started(client, agent, executor, 'hold on');
@@ -193,9 +193,12 @@ describe('a task followed by the agent\'s push notifications', { concurrency: tr
     assert.deepEqual([progress.status, progress.json], [200, { accepted: true, wake: false }]);
     assert.equal(looks(agent, agentTaskId), 0, 'nothing refused or progress-only made the gateway look');
 
-    // A forged (or repeated) "completed" with the right token (as Authorization: Bearer): the gateway looks, sees
-    // the agent's task still working, and goes on waiting.
-    const forged = await push(config.url, undefined, completedPush(agentTaskId), { authorization: `Bearer ${config.token}` });
+    // A forged (or repeated) "completed" with the right token (as Authorization: Bearer), sent to another gateway
+    // process (its own app, pool and hub, sharing the secrets key): its NOTIFY wakes the activity here, which looks,
+    // sees the agent's task still working, and goes on waiting.
+    const elsewhere = config.url.replace(gw.url, polled.url);
+    assert.notEqual(elsewhere, config.url);
+    const forged = await push(elsewhere, undefined, completedPush(agentTaskId), { authorization: `Bearer ${config.token}` });
     assert.deepEqual([forged.status, forged.json], [200, { accepted: true, wake: true }]);
     await eventually(() => looks(agent, agentTaskId) === 1 || undefined, 15_000, 'the GetTask the push asked for');
     assert.equal(await stateOf(client, task.id), 'TASK_STATE_WORKING', 'the push did not change the task');
