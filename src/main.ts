@@ -29,6 +29,7 @@ import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encry
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from './net';
 import { tracingConfigured } from './tracing';
+import { REPO_ROOT } from './paths';
 
 async function main(): Promise<void> {
   let config;
@@ -88,7 +89,7 @@ async function main(): Promise<void> {
     let temporalAddress = config.TEMPORAL_ADDRESS;
     let uiUrl: string | undefined;
     if (!temporalAddress) {
-      const binary = config.TEMPORAL_CLI ?? (await resolveTemporalBinary(resolve(__dirname, '..')));
+      const binary = config.TEMPORAL_CLI ?? (await resolveTemporalBinary(REPO_ROOT));
       const server = await startDevServer({
         binary,
         dbFilename: join(dataDir, 'temporal.sqlite'),

@@ -1,15 +1,18 @@
 /** The Temporal worker: the only module that imports both workflows/ (by path) and activities/. */
+import { readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
 import type { PayloadCodec } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { type ActivityDeps, createActivities, createHubActivities } from '../activities';
 import type { AgentHub } from './hub/hub';
+import { DIST_DIR, REPO_ROOT } from './paths';
 
 /** What the worker needs: its Temporal connection and queue, plus everything the activities depend on. */
 export interface WorkerDeps extends ActivityDeps {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
-  /** Pre-built bundle (tests bundle once per process); default: bundle workflows/ at start. */
+  /** Pre-built bundle (tests bundle once per process); default: `npm run build`'s (prebuiltWorkflowBundle), else bundle workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
   activities?: ReturnType<typeof createActivities>;
@@ -23,6 +26,31 @@ export interface WorkerDeps extends ActivityDeps {
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
+/**
+ * The file `npm run build` (scripts/build.js) writes the workflow bundle for these worker plugins to: one bundle
+ * per set of plugins, because a plugin may add workflow interceptor modules to the bundle (OpenTelemetry's does).
+ */
+export function workflowBundleFile(plugins: readonly { name: string }[] = []): string {
+  return path.join(DIST_DIR, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`);
+}
+
+/**
+ * `npm run build`'s workflow bundle for these plugins, when it exists and is not older than any file of the
+ * workflows/ directory this code would otherwise bundle (dist/workflows/ in the compiled build, the TypeScript
+ * sources under tsx) nor than package-lock.json (the bundle holds @temporalio/workflow). Else undefined, and the
+ * worker bundles at start as before. Loaded by path: the SDK reads its inline source map once, for the stack
+ * traces of workflows (Temporal UI's "Stack Trace"); plain `node` has Node's own source maps off.
+ */
+export function prebuiltWorkflowBundle(plugins: readonly { name: string }[] = []): { codePath: string } | undefined {
+  const codePath = workflowBundleFile(plugins);
+  const mtime = (file: string) => statSync(file, { throwIfNoEntry: false })?.mtimeMs;
+  const built = mtime(codePath);
+  if (built === undefined) return undefined;
+  const dir = path.dirname(WORKFLOWS_PATH);
+  const sources = [...readdirSync(dir).map((f) => path.join(dir, f)), path.join(REPO_ROOT, 'package-lock.json')];
+  return sources.every((f) => (mtime(f) ?? 0) <= built) ? { codePath } : undefined;
+}
+
 const MAX_CACHED_WORKFLOWS = 200;
 
 export async function createWorker(d: WorkerDeps): Promise<Worker> {
@@ -30,7 +58,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     connection: d.connection,
     namespace: d.namespace,
     taskQueue: d.taskQueue,
-    ...(d.workflowBundle ? { workflowBundle: d.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...workflowCode(d),
     activities: d.activities ?? createActivities(d),
     ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
     plugins: d.plugins,
@@ -51,6 +79,12 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     // throttled to 80 % of the heartbeat timeout (8 s). Every 2 s keeps a cancel prompt at modest cost.
     maxHeartbeatThrottleInterval: '2s',
   });
+}
+
+/** The workflow code a worker runs: the bundle it was given, else the prebuilt one, else workflows/ bundled now. */
+function workflowCode(d: WorkerDeps): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
+  const bundle = d.workflowBundle ?? prebuiltWorkflowBundle(d.plugins ?? []);
+  return bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH };
 }
 
 /**

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// `npm run build`: the compiled build `npm start`, the Docker image and `npm run bench` run with plain node.
+//   1. tsc (tsconfig.build.json) compiles src/, workflows/, activities/ and bench/ to dist/, laid out as the sources;
+//   2. the files the code reads beside itself (SQL migrations, the console page) are copied next to it;
+//   3. the workflow code is bundled once, here, instead of by webpack at every worker start: one bundle per set of
+//      worker plugins Switchboard runs with (none; OpenTelemetry's, which adds its workflow interceptors), named
+//      as src/worker.ts's workflowBundleFile looks them up;
+//   4. dist/.built is written last (dated when the build began), so an interrupted build is redone.
+// `--if-stale` (npm's pre-script for start and bench, after ensure-deps.js) builds only when dist/ is missing or a
+// source is newer than dist/.built.
+'use strict';
+const { execFileSync } = require('node:child_process');
+const { cpSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const dist = path.join(root, 'dist');
+const stamp = path.join(dist, '.built');
+/** What the build reads: a change to any of these makes dist/ stale. bench/ imports test/helpers and test/agents. */
+const SOURCES = ['src', 'workflows', 'activities', 'bench', 'test/helpers', 'test/agents', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'scripts/build.js'];
+/** Files read at run time from beside the code (src/db/migrate.ts, src/routes/console.ts). */
+const ASSETS = ['src/db/migrations', 'src/console'];
+
+const mtime = (file) => statSync(file, { throwIfNoEntry: false })?.mtimeMs;
+
+/** The newest file under `rel` (a file or a directory), as [mtime, path]. */
+function newest(rel) {
+  const abs = path.join(root, rel);
+  const st = statSync(abs, { throwIfNoEntry: false });
+  if (!st) return [0, rel];
+  if (!st.isDirectory()) return [st.mtimeMs, rel];
+  let best = [0, rel];
+  for (const entry of readdirSync(abs)) {
+    const found = newest(path.join(rel, entry));
+    if (found[0] > best[0]) best = found;
+  }
+  return best;
+}
+
+/** Why dist/ must be built again, or undefined when it is up to date. */
+function staleness() {
+  const built = mtime(stamp);
+  if (built === undefined) return 'dist/ has not been built';
+  for (const rel of SOURCES) {
+    const [time, file] = newest(rel);
+    if (time > built) return `${file} changed since the last build`;
+  }
+  return undefined;
+}
+
+async function build() {
+  const started = new Date();
+  rmSync(dist, { recursive: true, force: true });
+  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'inherit' });
+  for (const rel of ASSETS) cpSync(path.join(root, rel), path.join(dist, rel), { recursive: true });
+
+  // Required here, not at the top: `--if-stale` with an up-to-date dist/ loads nothing.
+  const { bundleWorkflowCode, DefaultLogger } = require('@temporalio/worker');
+  const { OpenTelemetryPlugin } = require('@temporalio/interceptors-opentelemetry');
+  const { Resource } = require('@opentelemetry/resources');
+  const { NoopSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+  // The plugin sets main.ts gives the worker: none, or src/tracing-sdk.ts's when tracing is configured. A plugin
+  // contributes its workflow interceptor modules to the bundle whatever its options, so placeholders do here.
+  const pluginSets = [[], [new OpenTelemetryPlugin({ resource: new Resource({}), spanProcessor: new NoopSpanProcessor() })]];
+  for (const plugins of pluginSets) {
+    // From the TypeScript sources, as the tests and the replay test bundle them: the same code, and the inline
+    // source map points Temporal UI's workflow stack traces at workflows/*.ts.
+    const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'workflows'), logger: new DefaultLogger('WARN'), plugins });
+    writeFileSync(path.join(dist, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`), code);
+  }
+  // Dated when the build began: a source saved while it ran is newer, so the next `--if-stale` builds again.
+  writeFileSync(stamp, `${started.toISOString()}\n`);
+  utimesSync(stamp, started, started);
+}
+
+const ifStale = process.argv.includes('--if-stale');
+const why = staleness();
+if (ifStale && !why) process.exit(0);
+if (ifStale) console.error(`build: ${why}; running npm run build`);
+build().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
