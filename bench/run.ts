@@ -31,8 +31,10 @@ import { THREAD_GROUPS, markBefore } from './threads';
 import { type PausedReport, benchPaused, printPaused } from './paused';
 import { PHASES, type Phase, profilePhases } from './phases';
 import { cpuMeter } from './threads';
+import { COMPILED, REPO_ROOT } from '../src/paths';
 
-const ROOT = path.resolve(__dirname, '..');
+// The repository root, from bench/ under tsx or dist/bench/ in the compiled build.
+const ROOT = REPO_ROOT;
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
 const N1 = int('BENCH_N1', 200);
 const N32 = int('BENCH_N32', 1000);
@@ -233,7 +235,8 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
   const gatewayCpu = find('gateway', 32)?.cpuMs ?? NaN;
   const ratio = (find('gateway', 32)?.tps ?? NaN) / (find('direct', 32)?.tps ?? NaN);
   const gatewayTps = find('gateway', 32)?.tps ?? NaN;
-  const machine = { node: process.version, cpus: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown', loadAvgBefore: loadBefore };
+  // `compiled`: `npm run bench` (plain node on dist/, as `npm start`); `tsx`: `npm run bench:tsx`.
+  const machine = { node: process.version, code: COMPILED ? 'compiled' : 'tsx', cpus: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown', loadAvgBefore: loadBefore };
 
   const cols = ['scenario', 'concurrency', 'n', 'errors', 'p50 ms', 'p99 ms', 'tasks/s', 'node CPU ms/task', ...THREAD_GROUPS];
   const rows = results.map((r) => [
@@ -249,7 +252,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
   ]);
   const widths = cols.map((c, i) => Math.max(c.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  console.log(`\nSwitchboard bench — node ${machine.node}, ${machine.cpus} CPUs (${machine.model}), load average before the run ${loadBefore.toFixed(1)}\n`);
+  console.log(`\nSwitchboard bench — node ${machine.node} (${machine.code}), ${machine.cpus} CPUs (${machine.model}), load average before the run ${loadBefore.toFixed(1)}\n`);
   if (results.length) {
     console.log(line(cols));
     console.log(line(widths.map((w) => '-'.repeat(w))));

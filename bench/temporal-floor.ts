@@ -9,8 +9,9 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { startTemporal } from '../test/helpers/harness';
 import { measureFloor, printFloor } from './floor';
+import { REPO_ROOT } from '../src/paths';
 
-process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.resolve(__dirname, '../scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
+process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(REPO_ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 
 async function main() {
   const env = await startTemporal((process.env.FLOOR_SERVER_ARGS ?? '').split(' ').filter(Boolean));

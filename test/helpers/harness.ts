@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleOption } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Pool } from 'pg';
 import type { FastifyInstance } from 'fastify';
@@ -15,7 +15,8 @@ import { buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { createHubWorker, createWorker, superviseWorker, type SupervisedWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker, type SupervisedWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { COMPILED } from '../../src/paths';
 import { AgentHub, type HubSettings } from '../../src/hub/hub';
 import { createActivities } from '../../activities';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
@@ -72,10 +73,14 @@ export function clientFactory(key: string, opts: { legacyCompat?: boolean } = {}
   );
 }
 
-let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
-/** Bundling takes a second or two: once per test process. */
-export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+let bundle: Promise<WorkflowBundleOption> | undefined;
+/**
+ * Bundling takes a second or two: once per test process. The compiled bench (`npm run bench`, dist/) runs
+ * `npm run build`'s bundle, as `npm start` does; the tests (tsx) bundle the sources they run.
+ */
+export function workflowBundle(): Promise<WorkflowBundleOption> {
+  const prebuilt = COMPILED ? prebuiltWorkflowBundle() : undefined;
+  bundle ??= prebuilt ? Promise.resolve(prebuilt) : bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
   return bundle;
 }
 
