@@ -9,7 +9,7 @@ const NODE_BUILTINS = [
 ];
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**', '.dist-next/**', '.dist-old/**', 'coverage/**'] },
   {
     files: ['**/*.ts'],
     languageOptions: { parser: tseslint.parser, parserOptions: { ecmaVersion: 2022, sourceType: 'module' } },

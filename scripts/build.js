@@ -5,13 +5,15 @@
 //   3. the workflow code is bundled once, here, instead of by webpack at every worker start: one bundle per set of
 //      worker plugins Switchboard runs with (none; OpenTelemetry's, which adds its workflow interceptors), named
 //      as src/worker.ts's workflowBundleFile looks them up;
-//   4. dist/.built is written last (dated when the build began), so an interrupted build is redone.
+//   4. dist/.built is written last (dated when the build began), so an interrupted build is redone; all of it is
+//      built in .dist-next/ and then swapped for dist/.
 // `--if-stale` (npm's pre-script for start and bench, after ensure-deps.js) builds only when dist/ is missing or a
 // source is newer than dist/.built.
 'use strict';
 const { execFileSync } = require('node:child_process');
-const { cpSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } = require('node:fs');
+const { cpSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } = require('node:fs');
 const path = require('node:path');
+const { locked } = require('./ensure-deps');
 
 const root = path.resolve(__dirname, '..');
 const dist = path.join(root, 'dist');
@@ -50,9 +52,13 @@ function staleness() {
 
 async function build() {
   const started = new Date();
-  rmSync(dist, { recursive: true, force: true });
-  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'inherit' });
-  for (const rel of ASSETS) cpSync(path.join(root, rel), path.join(dist, rel), { recursive: true });
+  // Built beside dist/ and swapped in at the end: a process running from dist/ (a worker that restarts reads its
+  // bundle again) never finds it half-written or missing, and a failed build leaves the last one in place.
+  const next = path.join(root, '.dist-next');
+  const old = path.join(root, '.dist-old');
+  rmSync(next, { recursive: true, force: true });
+  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', next], { cwd: root, stdio: 'inherit' });
+  for (const rel of ASSETS) cpSync(path.join(root, rel), path.join(next, rel), { recursive: true });
 
   // Required here, not at the top: `--if-stale` with an up-to-date dist/ loads nothing.
   const { bundleWorkflowCode, DefaultLogger } = require('@temporalio/worker');
@@ -66,18 +72,37 @@ async function build() {
     // From the TypeScript sources, as the tests and the replay test bundle them: the same code, and the inline
     // source map points Temporal UI's workflow stack traces at workflows/*.ts.
     const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'workflows'), logger: new DefaultLogger('WARN'), plugins });
-    writeFileSync(path.join(dist, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`), code);
+    writeFileSync(path.join(next, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`), code);
   }
   // Dated when the build began: a source saved while it ran is newer, so the next `--if-stale` builds again.
-  writeFileSync(stamp, `${started.toISOString()}\n`);
-  utimesSync(stamp, started, started);
+  const nextStamp = path.join(next, path.basename(stamp));
+  writeFileSync(nextStamp, `${started.toISOString()}\n`);
+  utimesSync(nextStamp, started, started);
+  rmSync(old, { recursive: true, force: true });
+  if (statSync(dist, { throwIfNoEntry: false })) renameSync(dist, old);
+  renameSync(next, dist);
+  rmSync(old, { recursive: true, force: true });
 }
 
 const ifStale = process.argv.includes('--if-stale');
-const why = staleness();
-if (ifStale && !why) process.exit(0);
-if (ifStale) console.error(`build: ${why}; running npm run build`);
-build().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+if (!ifStale || staleness()) {
+  // One build at a time: `SWITCHBOARD_ROLE=worker npm start & SWITCHBOARD_ROLE=api npm start` on a fresh clone
+  // starts two; the second waits, then finds dist/ built.
+  Promise.resolve()
+    .then(() =>
+      locked(
+        () => {
+          const why = staleness(); // again: whoever held the lock may have built it
+          if (ifStale && !why) return undefined;
+          if (ifStale) console.error(`build: ${why}; running npm run build`);
+          return build();
+        },
+        '.build.lock',
+        'building dist/',
+      ),
+    )
+    .catch((err) => {
+      console.error(err);
+      process.exitCode = 1;
+    });
+}

@@ -42,10 +42,11 @@ function staleness() {
 /**
  * Runs `fn` holding a lock directory, so that two commands started at once on a fresh clone (`npm start` in one
  * terminal, `npm run example:agent` in another) do not run npm ci over each other: the second waits, then finds
- * the modules installed. A lock left by a killed install is taken over after 15 minutes.
+ * the modules installed. A lock left by a killed install is taken over after 15 minutes. scripts/build.js takes
+ * its own lock (`name`) the same way, held until its promise settles when `fn` is async.
  */
-function locked(fn) {
-  const lock = path.join(root, '.ensure-deps.lock');
+function locked(fn, name = '.ensure-deps.lock', doing = 'installing the dependencies') {
+  const lock = path.join(root, name);
   const stale = 15 * 60_000;
   for (let said = false; ; ) {
     try {
@@ -63,19 +64,28 @@ function locked(fn) {
         rmSync(lock, { recursive: true, force: true });
         continue;
       }
-      if (!said) console.error('ensure-deps: another command is installing the dependencies; waiting for it');
+      if (!said) console.error(`${path.basename(process.argv[1] ?? '', '.js')}: another command is ${doing}; waiting for it`);
       said = true;
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
     }
   }
+  const release = () => rmSync(lock, { recursive: true, force: true });
+  let result;
   try {
-    return fn();
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
+    result = fn();
+  } catch (err) {
+    release();
+    throw err;
   }
+  // An async `fn` (the build) holds the lock until it settles.
+  if (result instanceof Promise) return result.finally(release);
+  release();
+  return result;
 }
 
-if (staleness()) {
+module.exports = { locked };
+
+if (require.main === module && staleness()) {
   locked(() => {
     const why = staleness(); // again: whoever held the lock may have installed them
     if (!why) return;
