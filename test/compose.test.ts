@@ -94,16 +94,25 @@ test('each Switchboard service gets a valid config with its role, all on the sam
   assert.match(read('docker/setup-postgres.sh'), /--db switchboard create/);
 });
 
-test('the image runs Node 20 on glibc, starts node itself under an init, as a non-root user', () => {
+test('the image runs Node 20 on glibc, starts node itself on the compiled build under an init, as a non-root user', () => {
   const dockerfile = read('Dockerfile');
-  const from = dockerfile.match(/^FROM\s+(\S+)/m)?.[1] ?? '';
-  const [image, tag = ''] = from.split(':');
-  assert.equal(image, 'node');
-  // The Temporal core-bridge native module does not load on musl, and Switchboard is built for Node 20.
-  assert.match(tag, /^20(\.|-|$)/, `FROM ${from}`);
-  assert.doesNotMatch(tag, /alpine/, `FROM ${from}`);
-  // node is the process SIGTERM reaches (npm would not pass it on); compose runs it under an init.
-  assert.match(dockerfile, /^CMD \["node", "--import", "tsx", "src\/main\.ts"\]$/m);
+  // Both stages: the build stage (tsc, webpack) and the image.
+  const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]);
+  assert.equal(froms.length, 2, 'a build stage and the image');
+  for (const from of froms) {
+    const [image, tag = ''] = from.split(':');
+    assert.equal(image, 'node');
+    // The Temporal core-bridge native module does not load on musl, and Switchboard is built for Node 20.
+    assert.match(tag, /^20(\.|-|$)/, `FROM ${from}`);
+    assert.doesNotMatch(tag, /alpine/, `FROM ${from}`);
+  }
+  // node is the process SIGTERM reaches (npm would not pass it on); compose runs it under an init. It runs the
+  // compiled build, the file `npm start` runs, made by `npm run build` in the build stage and copied into the image.
+  const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.start;
+  assert.equal(start, 'node dist/src/main.js');
+  assert.match(dockerfile, /^CMD \["node", "dist\/src\/main\.js"\]$/m);
+  assert.match(dockerfile, /^FROM \S+ AS build$[^]*^RUN npm run build$/m, 'a build stage runs npm run build');
+  assert.match(dockerfile, /^COPY --from=build \/app\/dist \.\/dist$/m, 'the image holds the build stage\'s dist/');
   for (const sb of SWITCHBOARD) assert.equal((services[sb] as Service & { init?: boolean }).init, true, sb);
   assert.match(dockerfile, /^USER node$/m);
 });
