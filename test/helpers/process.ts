@@ -1,6 +1,6 @@
 /**
- * Switchboard as a real child process (`node --import tsx src/main.ts`), for tests that kill it: started with
- * the given environment, ready once GET /healthz answers, its output kept for failure messages.
+ * Switchboard as a real child process (`node --import tsx src/main.ts`, or the compiled build `npm start` runs:
+ * `node dist/src/main.js`), for tests that kill it: started with the given environment, ready once GET /healthz answers, its output kept for failure messages.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -10,7 +10,7 @@ const REPO_ROOT = resolve(__dirname, '../..');
 export interface SwitchboardProcess {
   url: string;
   child: ChildProcess;
-  /** stdout and stderr so far (the last 20,000 characters). */
+  /** stdout and stderr so far (the last 20,000 characters, or `keepOutput`). */
   output(): string;
   /** Resolves when the process has exited, with its exit code or signal. */
   exited: Promise<string>;
@@ -29,14 +29,15 @@ import { freePort } from '../../src/net';
 export { freePort };
 
 /**
- * Starts `node --import tsx src/main.ts` with `env` and waits until it is ready: /healthz answers, or for a process
- * without an HTTP server (SWITCHBOARD_ROLE=worker), until it prints `readyLine`.
+ * Starts `node --import tsx src/main.ts` (with `compiled`: `node dist/src/main.js`, built beforehand) with `env` and
+ * waits until it is ready: /healthz answers, or for a process without an HTTP server (SWITCHBOARD_ROLE=worker),
+ * until it prints `readyLine`.
  */
-export async function startSwitchboard(env: Record<string, string>, opts: { readyTimeoutMs?: number; readyLine?: RegExp } = {}): Promise<SwitchboardProcess> {
+export async function startSwitchboard(env: Record<string, string>, opts: { readyTimeoutMs?: number; readyLine?: RegExp; compiled?: boolean; keepOutput?: number } = {}): Promise<SwitchboardProcess> {
   const port = env.PORT;
   if (!port || port === '0') throw new Error('startSwitchboard needs a fixed PORT');
   const url = `http://${env.HOST ?? '127.0.0.1'}:${port}`;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
     cwd: REPO_ROOT,
     // Only what Switchboard reads, plus PATH/HOME: nothing from the test runner (NODE_TEST_CONTEXT, NODE_OPTIONS...).
     // The gRPC binding on a free port unless the test picks one (the default, 8081, may be taken).
@@ -46,7 +47,7 @@ export async function startSwitchboard(env: Record<string, string>, opts: { read
   running.add(child);
   let out = '';
   const keep = (d: Buffer) => {
-    out = (out + d.toString()).slice(-20_000);
+    out = (out + d.toString()).slice(-(opts.keepOutput ?? 20_000));
   };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);

@@ -1,0 +1,128 @@
+// The compiled build for real: `npm run build` (scripts/build.js), then the server `npm start` runs
+// (`node dist/src/main.js`, no tsx) as a process on the test's Temporal dev server and PostgreSQL schema. It
+// finds its migrations and console page beside the compiled code, loads the prebuilt workflow bundle for its
+// plugins instead of bundling at start, and completes a task for an @a2a-js/sdk client.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
+import { AgentPool, startEchoAgent } from './agents';
+import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
+import { freePort, startSwitchboard } from './helpers/process';
+
+const ROOT = path.resolve(__dirname, '..');
+const DIST = path.join(ROOT, 'dist');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+let gw: Gateway;
+const agents = new AgentPool();
+
+before(async () => {
+  // Only the build's own output on stderr: a failure names the file tsc or webpack stopped at.
+  execFileSync(npm, ['run', '--silent', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  // The Temporal dev server, the schema and the keys; the compiled process runs tasks on a queue of its own.
+  gw = await startGateway();
+});
+after(async () => {
+  await agents.closeAll();
+  await gw?.close();
+});
+
+test('npm run build writes the compiled server, its assets and a workflow bundle per plugin set; --if-stale then does nothing', () => {
+  for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'bench/run.js']) {
+    assert.ok(existsSync(path.join(DIST, file)), `dist/${file}`);
+  }
+  const built = statSync(path.join(DIST, '.built')).mtimeMs;
+  const out = execFileSync(process.execPath, ['scripts/build.js', '--if-stale'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  assert.equal(out, '');
+  assert.equal(statSync(path.join(DIST, '.built')).mtimeMs, built, 'an up-to-date dist/ is not built again');
+});
+
+/** Starts `node dist/src/main.js` on the test's Temporal and schema, at debug level (the SDK then logs its worker options). */
+async function startCompiled(env: Record<string, string> = {}) {
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${gw.db.schema}`);
+  const taskQueue = `build-${randomBytes(3).toString('hex')}`;
+  const sb = await startSwitchboard(
+    {
+      DATABASE_URL: url.toString(),
+      TEMPORAL_ADDRESS: gw.env.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      HOST: '127.0.0.1',
+      PORT: String(await freePort()),
+      SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
+      SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
+      LOG_LEVEL: 'debug',
+      ...env,
+    },
+    // Debug output is long: keep all of it, to find the worker's options in it.
+    { compiled: true, keepOutput: 50_000_000 },
+  );
+  rememberKeys(sb.url, gw.keys);
+  return { sb, taskQueue };
+}
+
+/** The workflow bundle the process's task-queue worker was created with (the SDK's "Creating worker" debug line). */
+function bundleOf(output: string, taskQueue: string): unknown {
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as { msg?: string; options?: { taskQueue?: string; workflowBundle?: unknown; workflowsPath?: string } };
+    if (entry.msg === 'Creating worker' && entry.options?.taskQueue === taskQueue) return entry.options.workflowBundle ?? { workflowsPath: entry.options.workflowsPath };
+  }
+  return undefined;
+}
+
+/** One blocking task through the process's gateway card, with an @a2a-js/sdk client: its final state. */
+async function oneTask(sbUrl: string, text: string) {
+  const echo = await agents.add(startEchoAgent());
+  const { base } = await register({ ...gw, url: sbUrl }, echo.url);
+  const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
+  const result = await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } }));
+  assert.ok('status' in result, `a task: ${JSON.stringify(result)}`);
+  return result.status?.state;
+}
+
+test('the compiled server is ready, runs the prebuilt bundle, serves the console and completes a task', async () => {
+  const { sb, taskQueue } = await startCompiled();
+  try {
+    const ready = await fetch(`${sb.url}/readyz`);
+    const body = (await ready.json()) as { ready: boolean; checks: { migrations: { pending: string[] }; worker: { running: boolean } } };
+    assert.equal(ready.status, 200, JSON.stringify(body));
+    assert.deepEqual(body.checks.migrations.pending, [], 'the migrations were found in dist/ and applied');
+    assert.equal(body.checks.worker.running, true);
+    assert.equal((await fetch(`${sb.url}/console`)).status, 200, 'the console page is served from dist/');
+    assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.js') });
+    assert.equal(await oneTask(sb.url, 'compiled'), TaskState.TASK_STATE_COMPLETED);
+  } finally {
+    await sb.kill();
+  }
+});
+
+test('with tracing on, the compiled worker runs the OpenTelemetry bundle, whose workflow interceptors export the workflow span', async () => {
+  const names: string[] = [];
+  const receiver = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const doc = JSON.parse(body || '{}') as { resourceSpans?: { scopeSpans: { spans: { name: string }[] }[] }[] };
+      for (const rs of doc.resourceSpans ?? []) for (const ss of rs.scopeSpans) names.push(...ss.spans.map((s) => s.name));
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const { sb, taskQueue } = await startCompiled({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`, OTEL_BSP_SCHEDULE_DELAY: '200' });
+  try {
+    assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.OpenTelemetryPlugin.js') });
+    assert.equal(await oneTask(sb.url, 'traced'), TaskState.TASK_STATE_COMPLETED);
+    // RunWorkflow comes from the interceptors inside the bundle (through the plugin's sink): spans export in batches.
+    for (let i = 0; i < 100 && !names.includes('RunWorkflow:taskWorkflow'); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(names.includes('RunWorkflow:taskWorkflow'), `the workflow span was exported (got ${names.join(', ')})`);
+  } finally {
+    await sb.kill();
+    receiver.close();
+  }
+});
