@@ -1,11 +1,11 @@
 // The compiled build for real: `npm run build` (scripts/build.js), then the server `npm start` runs
 // (`node dist/src/main.js`, no tsx) as a process on the test's Temporal dev server and PostgreSQL schema. It
 // finds its migrations and console page beside the compiled code, loads the prebuilt workflow bundle for its
-// plugins instead of bundling at start, and completes a task for an @a2a-js/sdk client.
+// plugins (when it is fresh) instead of bundling at start, and completes a task for an @a2a-js/sdk client.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, statSync, utimesSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { AgentPool, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
+import { prebuiltWorkflowBundle } from '../src/worker';
 
 const ROOT = path.resolve(__dirname, '..');
 const DIST = path.join(ROOT, 'dist');
@@ -40,6 +41,19 @@ test('npm run build writes the compiled server, its assets and a workflow bundle
   const out = execFileSync(process.execPath, ['scripts/build.js', '--if-stale'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   assert.equal(out, '');
   assert.equal(statSync(path.join(DIST, '.built')).mtimeMs, built, 'an up-to-date dist/ is not built again');
+});
+
+test('a prebuilt bundle older than the workflow code is not used: the worker bundles the sources at start instead', () => {
+  const file = path.join(DIST, 'workflow-bundle.js');
+  assert.deepEqual(prebuiltWorkflowBundle(), { codePath: file });
+  assert.equal(prebuiltWorkflowBundle([{ name: 'SomeOtherPlugin' }]), undefined, 'no bundle was built for that plugin');
+  const { atime, mtime } = statSync(file);
+  utimesSync(file, atime, new Date(0)); // as if workflows/ had been edited after the build
+  try {
+    assert.equal(prebuiltWorkflowBundle(), undefined);
+  } finally {
+    utimesSync(file, atime, mtime);
+  }
 });
 
 /** Starts `node dist/src/main.js` on the test's Temporal and schema, at debug level (the SDK then logs its worker options). */
