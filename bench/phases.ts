@@ -6,6 +6,7 @@
  * (@a2a-js/sdk, undici, Node internals) are passed over to their caller. Workflow activations run on the workflow
  * threads (bench/threads.ts measures those).
  */
+import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 
 export type Phase = 'front door' | 'activities' | 'PostgreSQL client' | 'Temporal SDK' | 'bench clients and agents' | 'GC' | 'other';
@@ -41,6 +42,8 @@ export async function profilePhases(work: () => Promise<void>): Promise<Record<P
   }
   const { profile } = await session.post('Profiler.stop');
   session.disconnect();
+  // BENCH_CPUPROFILE=<file>: keep the profile itself (a .cpuprofile, for DevTools or bench/profile-top.ts).
+  if (process.env.BENCH_CPUPROFILE) writeFileSync(process.env.BENCH_CPUPROFILE, JSON.stringify(profile));
   const nodes = new Map<number, ProfileNode>(profile.nodes.map((n: ProfileNode) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of nodes.values()) for (const c of n.children ?? []) parent.set(c, n.id);

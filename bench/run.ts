@@ -32,6 +32,7 @@ import { type PausedReport, benchPaused, printPaused } from './paused';
 import { PHASES, type Phase, profilePhases } from './phases';
 import { cpuMeter } from './threads';
 import { COMPILED, REPO_ROOT } from '../src/paths';
+import { sqlMeter } from './sql-count';
 
 // The repository root, from bench/ under tsx or dist/bench/ in the compiled build.
 const ROOT = REPO_ROOT;
@@ -168,25 +169,31 @@ async function main() {
 interface PhaseReport {
   n: number;
   msPerTask: Record<Phase | 'workflow activations' | 'Temporal core (Rust)' | 'V8/libuv helpers', number>;
+  /** SQL statements this process sent per task (bench/sql-count.ts), in all and by statement. */
+  sqlPerTask: number;
+  sqlByStatement: [string, number][];
 }
 
 /** `n` more gateway tasks at c=32 under the main thread's CPU profiler (bench/phases.ts), timed apart from the table. */
 async function measurePhases(client: Client, n: number): Promise<PhaseReport> {
   console.error(`  phases: ${n} gateway tasks at c=32 under the CPU profiler...`);
   const cpu = cpuMeter();
+  const sql = sqlMeter();
   let done = 0;
   const sampled = await profilePhases(async () => {
     const t = await timeCalls(() => sendBlocking(client), { concurrency: 32, n, warmup: 0, deadline });
     done = t.n;
   });
   const { main, workflow, other, 'temporal core': core } = cpu.stop();
+  const statements = sql.stop();
   const sampledTotal = Object.values(sampled).reduce((a, b) => a + b, 0);
   const perTask = (ms: number) => ms / Math.max(1, done);
   const msPerTask = Object.fromEntries(PHASES.map((p) => [p, perTask((main * sampled[p]) / (sampledTotal || 1))])) as PhaseReport['msPerTask'];
   msPerTask['workflow activations'] = perTask(workflow);
   msPerTask['Temporal core (Rust)'] = perTask(core);
   msPerTask['V8/libuv helpers'] = perTask(other);
-  return { n: done, msPerTask };
+  const sqlPerTask = statements.total / Math.max(1, done);
+  return { n: done, msPerTask, sqlPerTask, sqlByStatement: statements.byStatement.map(([k, n]) => [k, n / Math.max(1, done)]) };
 }
 
 /**
@@ -269,6 +276,8 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
   if (phases) {
     console.log(`\nnode CPU per task by phase (${phases.n} more tasks at c=32 under the main thread's profiler), ms:`);
     for (const [phase, ms] of Object.entries(phases.msPerTask)) console.log(`  ${phase.padEnd(26)} ${ms.toFixed(1).padStart(6)}`);
+    console.log(`SQL statements per task (same run): ${phases.sqlPerTask.toFixed(2)}`);
+    for (const [statement, n] of phases.sqlByStatement.slice(0, 15)) console.log(`  ${n.toFixed(2).padStart(5)}  ${statement}`);
   }
   if (activations) {
     const a = activations;
