@@ -20,8 +20,9 @@ export async function oneLocalActivity(): Promise<void> {
 
 /**
  * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts): update-with-start; the
- * workflow records the task (a local activity), calls the agent (an activity), then records and settles it (one
- * more local activity), and the update returns then.
+ * workflow calls the agent (an activity, which records the task's `working` state itself), the update's
+ * condition holds once it returns, and the workflow records and settles the task (one local activity,
+ * `finishTask`) in the same activation, so the update's answer leaves with that workflow task.
  */
 export async function gatewayShape(): Promise<void> {
   let done = false;
@@ -29,8 +30,7 @@ export async function gatewayShape(): Promise<void> {
     await condition(() => done);
     return 'ok';
   });
-  await local.noop();
   await acts.noop();
-  await local.noop();
   done = true;
+  await local.noop();
 }
