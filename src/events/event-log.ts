@@ -8,7 +8,6 @@ import type { Pool, PoolClient } from 'pg';
 import { endsTurn } from '../../workflows/task-state';
 import type { StreamEvent, WireTask } from '../a2a/wire';
 import type { NewEvent } from '../../workflows/types';
-import { inTransaction } from '../db/tx';
 
 export type { NewEvent };
 
@@ -17,7 +16,7 @@ export interface LoggedEvent {
   event: StreamEvent;
 }
 
-/** The NOTIFY channel that tells other Switchboard processes a task has new events (payload: EventNotice). */
+/** The NOTIFY channel that tells other Switchboard processes a task has new events (payload: EventNotice, JSON built by switchboard_append_events). */
 export const EVENTS_CHANNEL = 'switchboard_task_events';
 
 export interface EventNotice {
@@ -36,12 +35,12 @@ export function closesStream(e: StreamEvent): boolean {
 }
 
 /**
- * Appends events in one transaction and returns those stored now (a key seen before is skipped). The head
- * row lock serialises concurrent writers of one task, so sequence numbers have no gaps and follow commit order.
+ * Appends events and returns those stored now (a key seen before is skipped), in one statement: the database
+ * function `switchboard_append_events` (migration 015) locks the task's head row, so concurrent writers of one
+ * task serialise, sequence numbers have no gaps and follow commit order. Alone it is its own transaction.
  */
 export async function appendEvents(pool: Pool, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
-  if (events.length === 0) return [];
-  return inTransaction(pool, (client) => appendInTransaction(client, tenant, taskId, events, opts));
+  return appendWith(pool, tenant, taskId, events, opts);
 }
 
 /** The body of appendEvents, for callers that write other rows in the same transaction. */
@@ -54,41 +53,22 @@ export interface AppendOptions {
 }
 
 export async function appendInTransaction(client: PoolClient, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
-  const head = await client.query<{ last_seq: string }>(
-    `INSERT INTO task_event_heads (tenant, task_id, last_seq) VALUES ($1, $2, 0)
-     ON CONFLICT (tenant, task_id) DO UPDATE SET last_seq = task_event_heads.last_seq
-     RETURNING last_seq`,
-    [tenant, taskId],
-  );
-  let seq = Number(head.rows[0].last_seq);
-  const seen = opts.freshKeys
-    ? { rows: [] }
-    : await client.query<{ event_key: string }>(
-        'SELECT event_key FROM task_events WHERE tenant = $1 AND task_id = $2 AND event_key = ANY($3::text[])',
-        [tenant, taskId, events.map((e) => e.key)],
-      );
-  const skip = new Set(seen.rows.map((r) => r.event_key));
-  const fresh: (NewEvent & { seq: number })[] = [];
-  for (const e of events) {
-    if (skip.has(e.key)) continue;
-    skip.add(e.key);
-    fresh.push({ ...e, seq: ++seq });
-  }
-  if (fresh.length === 0) return [];
+  return appendWith(client, tenant, taskId, events, opts);
+}
+
+async function appendWith(db: Pool | PoolClient, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions): Promise<LoggedEvent[]> {
+  if (events.length === 0) return [];
   // One JSON parameter for the whole batch: much cheaper for pg to send than a jsonb[] array literal.
-  const rows = fresh.map((e) => ({ k: e.key, kd: kindOf(e.event), e: e.event }));
-  const notice: EventNotice = { tenant, taskId, seq };
-  // The events, the new head and the notice in one statement: one round trip instead of three (the head row is
-  // already locked by the upsert above, so updating it here is the only change to it in this statement).
-  await client.query(
-    `WITH ins AS (
-       INSERT INTO task_events (tenant, task_id, seq, event_key, kind, event)
-       SELECT $1, $2, $3::bigint + o, x->>'k', x->>'kd', x->'e' FROM jsonb_array_elements($4::jsonb) WITH ORDINALITY AS t(x, o)),
-     head AS (UPDATE task_event_heads SET last_seq = $5 WHERE tenant = $1 AND task_id = $2)
-     SELECT pg_notify($6, $7)`,
-    [tenant, taskId, fresh[0].seq - 1, JSON.stringify(rows), seq, EVENTS_CHANNEL, JSON.stringify(notice)],
+  const batch = events.map((e) => ({ k: e.key, kd: kindOf(e.event), e: e.event }));
+  const { rows } = await db.query<{ stored_seq: string; stored_key: string }>(
+    'SELECT stored_seq, stored_key FROM switchboard_append_events($1, $2, $3::jsonb, $4, $5)',
+    [tenant, taskId, JSON.stringify(batch), opts.freshKeys === true, EVENTS_CHANNEL],
   );
-  return fresh.map(({ seq: s, event }) => ({ seq: s, event }));
+  if (rows.length === 0) return [];
+  // A key's first occurrence in the batch is the event stored under it.
+  const byKey = new Map<string, StreamEvent>();
+  for (const e of events) if (!byKey.has(e.key)) byKey.set(e.key, e.event);
+  return rows.map((r) => ({ seq: Number(r.stored_seq), event: byKey.get(r.stored_key)! }));
 }
 
 /** Events with seq > afterSeq, oldest first, at most `limit`. */
