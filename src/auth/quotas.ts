@@ -11,7 +11,6 @@
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
-import { inTransaction } from '../db/tx';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 import { quotaRefusals } from '../metrics';
@@ -81,8 +80,9 @@ const UNRECORDED_WINDOW = '5 minutes';
 
 /**
  * Claims a first message's task id (as task-store's claimMessage does) after checking the tenant's open-task
- * and daily quotas, all in one transaction. The same message sent again finds its task and counts nothing.
- * A task counts as open from its claim until the projection records it terminal.
+ * and daily quotas, in one statement (the database function `switchboard_claim_within_quota`, migration 016:
+ * the check and the claim under the tenant's advisory lock). The same message sent again finds its task and
+ * counts nothing. A task counts as open from its claim until the projection records it terminal.
  * @throws the QuotaExceeded A2A error; nothing is claimed then.
  */
 export async function claimWithinQuota(
@@ -93,29 +93,14 @@ export async function claimWithinQuota(
   quotas: Quotas,
   agentId?: string,
 ): Promise<{ taskId: string; resent: boolean }> {
-  return inTransaction(pool, async (client) => {
-    // Serialises the new tasks of one tenant for the length of the check and claim (not of the task).
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`new-task:${tenant}`]);
-    const known = await client.query<{ task_id: string }>('SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2', [tenant, messageId]);
-    if (known.rows[0]) return { taskId: known.rows[0].task_id, resent: true };
-    const { rows } = await client.query<{ today: number | null; open: string }>(
-      `SELECT
-         (SELECT count FROM tenant_daily_tasks WHERE tenant = $1 AND day = (now() AT TIME ZONE 'UTC')::date) AS today,
-         (SELECT count(*) FROM tasks WHERE tenant = $1 AND state <> ALL ($2::text[]))
-         + (SELECT count(*) FROM message_tasks m WHERE m.tenant = $1 AND m.created_at > now() - interval '${UNRECORDED_WINDOW}'
-              AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.tenant = m.tenant AND t.task_id = m.task_id)) AS open`,
-      [tenant, TERMINAL_STATES],
-    );
-    const today = rows[0].today ?? 0;
-    const open = Number(rows[0].open);
-    if (today >= quotas.newTasksPerDay) throw quotaError('newTasksPerDay', quotas.newTasksPerDay, `this tenant has started ${today} tasks today (UTC)`);
-    if (open >= quotas.openTasks) throw quotaError('openTasks', quotas.openTasks, `this tenant has ${open} open tasks`);
-    await client.query('INSERT INTO message_tasks (tenant, message_id, task_id, agent_id) VALUES ($1, $2, $3, $4)', [tenant, messageId, candidate, agentId ?? null]);
-    await client.query(
-      `INSERT INTO tenant_daily_tasks (tenant, day, count) VALUES ($1, (now() AT TIME ZONE 'UTC')::date, 1)
-       ON CONFLICT (tenant, day) DO UPDATE SET count = tenant_daily_tasks.count + 1`,
-      [tenant],
-    );
-    return { taskId: candidate, resent: false };
-  });
+  const { rows } = await pool.query<{ task_id: string | null; resent: boolean; today: string | null; open: string | null }>(
+    'SELECT task_id, resent, today, open FROM switchboard_claim_within_quota($1, $2, $3, $4, $5, $6, $7, $8)',
+    [tenant, messageId, candidate, agentId ?? null, quotas.newTasksPerDay, quotas.openTasks, TERMINAL_STATES, UNRECORDED_WINDOW],
+  );
+  const { task_id: taskId, resent } = rows[0];
+  if (taskId !== null) return { taskId, resent };
+  const today = Number(rows[0].today);
+  const open = Number(rows[0].open);
+  if (today >= quotas.newTasksPerDay) throw quotaError('newTasksPerDay', quotas.newTasksPerDay, `this tenant has started ${today} tasks today (UTC)`);
+  throw quotaError('openTasks', quotas.openTasks, `this tenant has ${open} open tasks`);
 }
