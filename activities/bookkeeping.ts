@@ -1,6 +1,6 @@
 /** The activities that write PostgreSQL: the task projection, holds, and the settlement ledger. */
 import type { Pool, PoolClient } from 'pg';
-import { appendInTransaction, type LoggedEvent } from '../src/events/event-log';
+import { appendCall, appendParams, type LoggedEvent, type StoredRow, storedEvents } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { agentAccount, ensureAccount, post, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
 import { inTransaction } from '../src/db/tx';
@@ -10,13 +10,12 @@ import { stateLabel } from '../workflows/task-state';
 import { degradeIfFailing } from '../src/trust/work-health';
 
 /**
- * Upserts the task's projection row and appends the state change to the task's event log, in one
- * transaction. Versions only grow, so a retried or late write never overwrites a newer state, and the
+ * Upserts the task's projection row and appends the state change to the task's event log, in one statement
+ * (so one transaction). Versions only grow, so a retried or late write never overwrites a newer state, and the
  * event's key is the version, so a retried write logs it once.
  */
 export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Promise<void> {
-  const logged = await inTransaction(pool, (client) => recordWith(client, rec));
-  recorded(hub, rec, logged);
+  recorded(hub, rec, await recordWith(pool, rec));
 }
 
 /**
@@ -30,9 +29,29 @@ export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPoli
   return outcome;
 }
 
-async function recordWith(client: PoolClient, rec: TaskRecord): Promise<LoggedEvent[]> {
-  await upsertProjection(client, rec);
-  return rec.event ? appendInTransaction(client, rec.tenant, rec.task.id, [rec.event]) : [];
+/**
+ * The projection's upsert and the event's append as one statement: one round trip. The append (a data-modifying
+ * CTE runs whether or not it is read) touches only the event log, so neither write depends on the other's.
+ */
+async function recordWith(db: Pool | PoolClient, rec: TaskRecord): Promise<LoggedEvent[]> {
+  const { task } = rec;
+  const projection = [rec.tenant, task.id, task.contextId, rec.agentId, task.status.state, task.status.timestamp ?? rec.createdAt, rec.version, task, rec.createdAt, rec.parentTaskId ?? null, rec.depth ?? 0];
+  const upsert = `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT (tenant, task_id) DO UPDATE
+       SET state = EXCLUDED.state, status_timestamp = EXCLUDED.status_timestamp, version = EXCLUDED.version,
+           task = EXCLUDED.task, updated_at = now()
+       WHERE tasks.version < EXCLUDED.version`;
+  if (!rec.event) {
+    await db.query(upsert, projection);
+    return [];
+  }
+  const events = [rec.event];
+  const { rows } = await db.query<StoredRow>(
+    `WITH projection AS (${upsert}) SELECT stored_seq, stored_key FROM ${appendCall(projection.length + 1)}`,
+    [...projection, ...appendParams(rec.tenant, task.id, events)],
+  );
+  return storedEvents(events, rows);
 }
 
 /** After the commit: readers of this process hear of the events; the first change counts the task started. */
@@ -40,19 +59,6 @@ function recorded(hub: EventHub, rec: TaskRecord, logged: LoggedEvent[]): void {
   hub.publish(rec.tenant, rec.task.id, logged);
   // The first change the workflow records (version 1) starts the task's work; a retried write logs nothing new.
   if (rec.version === 1 && logged.length > 0) tasksStarted.inc({ agent: rec.agentId });
-}
-
-async function upsertProjection(client: PoolClient, rec: TaskRecord): Promise<void> {
-  const { task } = rec;
-  await client.query(
-    `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-     ON CONFLICT (tenant, task_id) DO UPDATE
-       SET state = EXCLUDED.state, status_timestamp = EXCLUDED.status_timestamp, version = EXCLUDED.version,
-           task = EXCLUDED.task, updated_at = now()
-       WHERE tasks.version < EXCLUDED.version`,
-    [rec.tenant, task.id, task.contextId, rec.agentId, task.status.state, task.status.timestamp ?? rec.createdAt, rec.version, task, rec.createdAt, rec.parentTaskId ?? null, rec.depth ?? 0],
-  );
 }
 
 export interface SettlementOutcome {

@@ -4,7 +4,7 @@
  * deliveries read `seq > cursor`. An event is committed here before anyone is sent it, so a reader that
  * knows its last seq can always get exactly the rest.
  */
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import { endsTurn } from '../../workflows/task-state';
 import type { StreamEvent, WireTask } from '../a2a/wire';
 import type { NewEvent } from '../../workflows/types';
@@ -40,10 +40,12 @@ export function closesStream(e: StreamEvent): boolean {
  * task serialise, sequence numbers have no gaps and follow commit order. Alone it is its own transaction.
  */
 export async function appendEvents(pool: Pool, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
-  return appendWith(pool, tenant, taskId, events, opts);
+  if (events.length === 0) return [];
+  const { rows } = await pool.query<StoredRow>(`SELECT stored_seq, stored_key FROM ${appendCall(1)}`, appendParams(tenant, taskId, events, opts));
+  return storedEvents(events, rows);
 }
 
-/** The body of appendEvents, for callers that write other rows in the same transaction. */
+/** How appendEvents treats the keys of a batch. */
 export interface AppendOptions {
   /**
    * The keys are new (a writer that never repeats a key, e.g. one attempt of an activity): skip the lookup of
@@ -52,23 +54,34 @@ export interface AppendOptions {
   freshKeys?: boolean;
 }
 
-export async function appendInTransaction(client: PoolClient, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
-  return appendWith(client, tenant, taskId, events, opts);
+/** A row of switchboard_append_events: one event stored now. */
+export interface StoredRow {
+  stored_seq: string;
+  stored_key: string;
 }
 
-async function appendWith(db: Pool | PoolClient, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions): Promise<LoggedEvent[]> {
-  if (events.length === 0) return [];
+/**
+ * The append as a table expression with its parameters numbered from `first` (see appendParams), for a caller
+ * that puts it in a statement of its own (one round trip for its other writes and the append).
+ */
+export function appendCall(first: number): string {
+  const p = (i: number) => `$${first + i}`;
+  return `switchboard_append_events(${p(0)}, ${p(1)}, ${p(2)}::jsonb, ${p(3)}, ${p(4)})`;
+}
+
+/** appendCall's five parameters. */
+export function appendParams(tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): unknown[] {
   // One JSON parameter for the whole batch: much cheaper for pg to send than a jsonb[] array literal.
   const batch = events.map((e) => ({ k: e.key, kd: kindOf(e.event), e: e.event }));
-  const { rows } = await db.query<{ stored_seq: string; stored_key: string }>(
-    'SELECT stored_seq, stored_key FROM switchboard_append_events($1, $2, $3::jsonb, $4, $5)',
-    [tenant, taskId, JSON.stringify(batch), opts.freshKeys === true, EVENTS_CHANNEL],
-  );
+  return [tenant, taskId, JSON.stringify(batch), opts.freshKeys === true, EVENTS_CHANNEL];
+}
+
+/** The events appendCall stored, in log order: a key's first occurrence in the batch is the event stored under it. */
+export function storedEvents(events: NewEvent[], rows: StoredRow[]): LoggedEvent[] {
   if (rows.length === 0) return [];
-  // A key's first occurrence in the batch is the event stored under it.
   const byKey = new Map<string, StreamEvent>();
   for (const e of events) if (!byKey.has(e.key)) byKey.set(e.key, e.event);
-  return rows.map((r) => ({ seq: Number(r.stored_seq), event: byKey.get(r.stored_key)! }));
+  return rows.map((r) => ({ seq: Number(r.stored_seq), event: byKey.get(r.stored_key)! })).sort((a, b) => a.seq - b.seq);
 }
 
 /** Events with seq > afterSeq, oldest first, at most `limit`. */
