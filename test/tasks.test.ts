@@ -122,11 +122,10 @@ describe('blocking and non-blocking SendMessage', () => {
   });
 
   test('returnImmediately answers at once with a working task that later completes', async () => {
-    const slow = await agents.add(startSlowAgent({ ms: 1_500 }));
+    const slow = await agents.add(startSlowAgent({ ms: 3_000 }));
     const { client } = await clientFor(slow.url);
-    const started = Date.now();
     const task = await send(client, 'take your time', { configuration: { returnImmediately: true } });
-    assert.ok(Date.now() - started < 1_500, 'answered before the agent finished');
+    // Not a clock: a gateway that waited for the agent would answer with the completed task.
     assert.ok(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING'].includes(task.status.state), task.status.state);
     const done = await eventually(async () => {
       const t = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
