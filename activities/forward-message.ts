@@ -337,15 +337,15 @@ class Turn {
     }
   }
 
-  /**
-   * The agent's task has run past retry.taskTimeoutMs (counted from the turn's first attempt): the turn fails
-   * (a final failure: follow() gives up on it at once, and the task is canceled at the agent).
-   */
   /** `ms`, or less when the task's deadline comes sooner. */
   private untilDeadline(ms: number): number {
     return Math.max(0, Math.min(ms, this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs - Date.now() + 1));
   }
 
+  /**
+   * The agent's task has run past retry.taskTimeoutMs (counted from the turn's first attempt): the turn fails
+   * (a final failure: follow() gives up on it at once, and the task is canceled at the agent).
+   */
   private checkDeadline(): void {
     if (Date.now() <= this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs) return;
     const limit = this.policy.taskTimeoutMs;
