@@ -1,33 +1,41 @@
 /**
  * `BENCH_ONLY=paused npm run bench`: many tasks paused in input-required. Creates BENCH_PAUSED_N (default 10,000)
- * tasks on an agent that asks a question, and reports how much this process's RSS grew, and how long resuming
- * one of them takes compared with resuming one of the first ten (the worker keeps a bounded cache of workflows;
- * an evicted one is replayed from its history on the normal task queue).
+ * tasks on an agent that asks a question, and reports how much this process's memory grew, where (bench/memory.ts:
+ * the main thread's heap, the workflow threads' heaps, native), how it grew with the number of tasks, and how
+ * long resuming one of them takes compared with resuming one of the first ten: one of the oldest (long evicted from
+ * the worker's bounded workflow cache, replayed from its history on the normal task queue) and one of the newest
+ * (still cached, on the sticky queue).
  */
+import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import type { Gateway } from '../test/helpers/harness';
+import { type MemoryBreakdown, memoryBreakdown } from './memory';
 
 const N = Number(process.env.BENCH_PAUSED_N ?? 10_000);
-const CONCURRENCY = 16;
+const CONCURRENCY = Number(process.env.BENCH_PAUSED_CONCURRENCY ?? 16);
 const RESUMES = 5;
+/** RSS is sampled every this many tasks, to tell growth per task from a one-off plateau. */
+const CHECKPOINTS = 5;
 
 export interface PausedReport {
   paused: number;
-  rssBeforeMb: number;
-  rssAfterMb: number;
-  rssGrowthMb: number;
-  /** This thread's JS heap after a full GC, before and after: what the tasks hold on the main thread. */
-  heapBeforeMb: number;
-  heapAfterMb: number;
-  /** Resume latency p50 (ms) with ten tasks paused, and with all of them. */
+  before: MemoryBreakdown;
+  after: MemoryBreakdown;
+  /** The same 10 s after the last task paused (what GC and the allocator give back). */
+  settled: MemoryBreakdown;
+  /** RSS growth (MB) over the tasks created so far, at CHECKPOINTS points. */
+  growth: { tasks: number; rssMb: number }[];
+  /** Resume latency p50 (ms): with ten tasks paused; the oldest of all (evicted); the newest (cached). */
   resumeOfTenP50: number;
-  resumeOfAllP50: number;
+  resumeOldestP50: number;
+  resumeNewestP50: number;
   createSeconds: number;
+  settings: string;
 }
 
 async function send(client: Client, text: string, taskId?: string): Promise<{ id: string; state: string }> {
@@ -57,25 +65,33 @@ async function resumeP50(client: Client, taskIds: string[]): Promise<number> {
   return ms[Math.floor(ms.length / 2)];
 }
 
-const rssMb = () => process.memoryUsage().rss / 2 ** 20;
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-const heapMb = () => {
-  gc();
-  return process.memoryUsage().heapUsed / 2 ** 20;
-};
+/** The asking agent, in a child process (bench/agent-process.ts): its memory is not Switchboard's. */
+async function startAgentProcess(): Promise<{ url: string; close(): Promise<void> }> {
+  const child = fork(path.join(__dirname, 'agent-process.ts'), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const [msg] = (await once(child, 'message')) as [{ url: string }];
+  return {
+    url: msg.url,
+    async close() {
+      const exited = once(child, 'exit');
+      child.disconnect();
+      await exited;
+    },
+  };
+}
+
+const rssMb = () => process.memoryUsage.rss() / 2 ** 20;
 
 export async function benchPaused(gw: Gateway, deadline: number): Promise<PausedReport> {
   const { register, clientFactory } = await import('../test/helpers/harness');
-  const { startAskingAgent } = await import('../test/agents');
-  const agent = await startAskingAgent();
+  const agent = await startAgentProcess();
   try {
     const client = await clientFactory(gw.keys.client).createFromUrl(`${(await register(gw, agent.url)).base}/.well-known/agent-card.json`, '');
     const ten: string[] = [];
     for (let i = 0; i < 10 + RESUMES; i++) ten.push(await pause(client));
     const resumeOfTenP50 = await resumeP50(client, ten.slice(0, RESUMES));
-    const heapBeforeMb = heapMb();
-    const rssBeforeMb = rssMb();
+    const before = await memoryBreakdown();
+    const growth: PausedReport['growth'] = [];
+    const every = Math.max(1, Math.ceil(N / CHECKPOINTS));
     const all: string[] = [];
     const t0 = performance.now();
     await Promise.all(
@@ -83,24 +99,43 @@ export async function benchPaused(gw: Gateway, deadline: number): Promise<Paused
         while (all.length < N && Date.now() < deadline) {
           const i = all.push('') - 1;
           all[i] = await pause(client);
+          if ((i + 1) % every === 0) growth.push({ tasks: i + 1, rssMb: rssMb() - before.rssMb });
         }
       }),
     );
     const createSeconds = (performance.now() - t0) / 1000;
-    const heapAfterMb = heapMb();
-    const rssAfterMb = rssMb();
+    const after = await memoryBreakdown();
     console.error(`  paused: ${all.length} tasks in input-required after ${createSeconds.toFixed(0)} s`);
-    // The oldest ones: the longest out of the worker's cache.
-    const resumeOfAllP50 = await resumeP50(client, all.slice(0, RESUMES));
-    return { paused: all.length + ten.length - RESUMES, rssBeforeMb, rssAfterMb, rssGrowthMb: rssAfterMb - rssBeforeMb, heapBeforeMb, heapAfterMb, resumeOfTenP50, resumeOfAllP50, createSeconds };
+    await new Promise((r) => setTimeout(r, 10_000));
+    const settled = await memoryBreakdown();
+    // The oldest ones: the longest out of the worker's cache; the newest: still in it.
+    const resumeOldestP50 = await resumeP50(client, all.slice(0, RESUMES));
+    const resumeNewestP50 = await resumeP50(client, all.slice(-RESUMES));
+    const settings = ['MALLOC_ARENA_MAX', 'LD_PRELOAD', 'SWITCHBOARD_MAX_CACHED_WORKFLOWS', 'NODE_OPTIONS']
+      .filter((k) => process.env[k])
+      .map((k) => `${k}=${process.env[k]}`)
+      .join(' ');
+    return { paused: all.length + ten.length - RESUMES, before, after, settled, growth, resumeOfTenP50, resumeOldestP50, resumeNewestP50, createSeconds, settings };
   } finally {
     await agent.close();
   }
 }
 
 export function printPaused(r: PausedReport): void {
-  console.log(`\n${r.paused} tasks paused in input-required (created in ${r.createSeconds.toFixed(0)} s)`);
-  console.log(`  RSS of this process: ${r.rssBeforeMb.toFixed(0)} MB → ${r.rssAfterMb.toFixed(0)} MB (+${r.rssGrowthMb.toFixed(0)} MB; it also holds the agent's own tasks)`);
-  console.log(`  main thread's JS heap after GC: ${r.heapBeforeMb.toFixed(0)} MB → ${r.heapAfterMb.toFixed(0)} MB (the workflow cache lives in the workflow thread and in the SDK's Rust core)`);
-  console.log(`  resume p50: ${r.resumeOfTenP50.toFixed(1)} ms with ten paused, ${r.resumeOfAllP50.toFixed(1)} ms with all of them (ratio ${(r.resumeOfAllP50 / r.resumeOfTenP50).toFixed(2)})`);
+  const f = (n: number) => (Number.isNaN(n) ? '?' : n.toFixed(0));
+  const d = (k: keyof MemoryBreakdown) => `${f(r.before[k])} → ${f(r.after[k])} → ${f(r.settled[k])} MB (${r.after[k] >= r.before[k] ? '+' : ''}${f(r.after[k] - r.before[k])}, settled ${r.settled[k] >= r.before[k] ? '+' : ''}${f(r.settled[k] - r.before[k])})`;
+  console.log(`\n${r.paused} tasks paused in input-required (created in ${r.createSeconds.toFixed(0)} s)${r.settings ? `; ${r.settings}` : ''}`);
+  console.log('  memory of this process (Switchboard and the bench client; the agent runs in a child process), before → after → 10 s later:');
+  console.log(`    RSS                                   ${d('rssMb')}`);
+  console.log(`    RssAnon (heaps, malloc, stacks)       ${d('rssAnonMb')}`);
+  console.log(`    main thread's JS heap, used after GC   ${d('mainHeapUsedMb')}`);
+  console.log(`    main thread's JS heap, committed       ${d('mainHeapTotalMb')}`);
+  console.log(`    external (of which ArrayBuffers)       ${d('externalMb')} (${f(r.after.arrayBuffersMb)})`);
+  console.log(`    ${r.after.workflowThreads} workflow thread(s)' heaps, used after GC ${d('workflowHeapUsedMb')}`);
+  console.log(`    workflow threads' heaps, committed     ${d('workflowHeapTotalMb')}`);
+  console.log(`    the rest (native: Rust core, malloc)   ${d('restMb')}`);
+  console.log(`  RSS growth by tasks created: ${r.growth.map((g) => `${g.tasks}: +${g.rssMb.toFixed(0)} MB`).join(', ')}`);
+  console.log(
+    `  resume p50: ${r.resumeOfTenP50.toFixed(1)} ms with ten paused; with all of them ${r.resumeOldestP50.toFixed(1)} ms for the oldest (evicted, ratio ${(r.resumeOldestP50 / r.resumeOfTenP50).toFixed(2)}) and ${r.resumeNewestP50.toFixed(1)} ms for the newest (cached, ratio ${(r.resumeNewestP50 / r.resumeOfTenP50).toFixed(2)})`,
+  );
 }

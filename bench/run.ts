@@ -29,6 +29,7 @@ import { type HubReport, benchHub, printHub } from './hub';
 import { type FloorReport, measureFloor, printFloor } from './floor';
 import { THREAD_GROUPS, markBefore } from './threads';
 import { type PausedReport, benchPaused, printPaused } from './paused';
+import { instrumentWorkflowThreads } from './memory';
 import { PHASES, type Phase, profilePhases } from './phases';
 import { cpuMeter } from './threads';
 import { COMPILED, REPO_ROOT } from '../src/paths';
@@ -104,6 +105,7 @@ async function main() {
 
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
   markBefore(); // the node threads that appear from here on are the worker's workflow threads
+  if (RUN_PAUSED) instrumentWorkflowThreads(); // their heaps, for the memory breakdown (bench/memory.ts)
   const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true, hub: {} }), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
   let floor: FloorReport | undefined;
