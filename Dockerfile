@@ -13,6 +13,13 @@ FROM node:20-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
 
+# jemalloc instead of glibc's malloc: with glibc's per-thread arenas the process (V8's threads, the workflow
+# thread, the Temporal core's Rust threads) kept ~80 MB more after 1,000 tasks paused in input-required and did
+# not give it back; with jemalloc it grew ~5 MB and returned to below where it started (README, "Paused tasks").
+RUN apt-get update && apt-get install -y --no-install-recommends libjemalloc2 && rm -rf /var/lib/apt/lists/* \
+  && ln -s "$(dpkg -L libjemalloc2 | grep '/libjemalloc\.so\.2$')" /usr/local/lib/libjemalloc.so.2
+ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
+
 # Dependencies first, so source edits don't invalidate this layer. tsx is a runtime dependency: the CLI
 # (`npx switchboard`, bin/switchboard.js) runs the TypeScript sources through it.
 COPY package.json package-lock.json ./
