@@ -63,7 +63,8 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
     plugins: d.plugins,
     // A bounded cache of running workflows. The SDK's default grows with the heap limit (~2,300 on a 4 GB heap)
-    // and each cached task workflow holds ~250 KB, so 10,000 tasks waiting for input would hold gigabytes; past
+    // and each cached task workflow holds ~250 KB (~90 KB of it in the workflow thread's heap, bench/paused.ts),
+    // so 10,000 tasks waiting for input would hold gigabytes; past
     // this many the least recently used is evicted and, when its task resumes, replayed from its history (a few
     // ms). Far above the tasks in flight at once, so a running task is not evicted between its steps.
     maxCachedWorkflows: MAX_CACHED_WORKFLOWS,
