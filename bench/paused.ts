@@ -9,7 +9,6 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
@@ -67,7 +66,8 @@ async function resumeP50(client: Client, taskIds: string[]): Promise<number> {
 
 /** The asking agent, in a child process (bench/agent-process.ts): its memory is not Switchboard's. */
 async function startAgentProcess(): Promise<{ url: string; close(): Promise<void> }> {
-  const child = fork(path.join(__dirname, 'agent-process.ts'), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  // require.resolve: agent-process.ts under tsx, dist/bench/agent-process.js in the compiled bench.
+  const child = fork(require.resolve('./agent-process'), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const [msg] = (await once(child, 'message')) as [{ url: string }];
   return {
     url: msg.url,
