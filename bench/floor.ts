@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
 import { turn } from './floor-workflows';
+import { cpuMeter, type GroupCpu } from './threads';
 
 export interface FloorShape {
   shape: string;
@@ -20,6 +21,11 @@ export interface FloorReport {
   /** The gateway shape's p50 at c=1 (ms) and throughput at c=32 (workflows/s). */
   gatewayP50: number;
   gatewayTpsC32: number;
+  /**
+   * Node CPU per workflow at c=32, per thread group: what the SDK's client, worker, core and workflow threads cost
+   * for the gateway's shape with nothing of Switchboard's in it (the bench's floor under the gateway's CPU).
+   */
+  cpuC32: GroupCpu & { total: number };
 }
 
 export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
@@ -59,6 +65,7 @@ export async function measureFloor(
       shapes.push({ shape, p50: ms[Math.floor(o.n / 2)], p99: ms[Math.min(o.n - 1, Math.floor(o.n * 0.99))] });
     }
     let next = 0;
+    const cpu = cpuMeter();
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: 32 }, async () => {
@@ -66,7 +73,9 @@ export async function measureFloor(
       }),
     );
     const gatewayTpsC32 = o.n32 / ((performance.now() - t0) / 1000);
-    return { shapes, gatewayP50: shapes.find((s) => s.shape === GATEWAY_SHAPE)!.p50, gatewayTpsC32 };
+    const used = cpu.stop();
+    const cpuC32 = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, ms / o.n32])) as GroupCpu & { total: number };
+    return { shapes, gatewayP50: shapes.find((s) => s.shape === GATEWAY_SHAPE)!.p50, gatewayTpsC32, cpuC32 };
   } finally {
     worker.shutdown();
     await running;
@@ -77,4 +86,6 @@ export function printFloor(f: FloorReport): void {
   console.log('\nbare Temporal on the same dev server (bench/floor.ts), ms');
   for (const s of f.shapes) console.log(`  ${s.shape.padEnd(34)} p50 ${s.p50.toFixed(1).padStart(6)}   p99 ${s.p99.toFixed(1).padStart(6)}`);
   console.log(`  ${GATEWAY_SHAPE} at c=32: ${f.gatewayTpsC32.toFixed(1)} workflows/s`);
+  const c = f.cpuC32;
+  console.log(`  its node CPU per workflow at c=32: ${c.total.toFixed(1)} ms (main ${c.main.toFixed(1)}, workflow ${c.workflow.toFixed(1)}, temporal core ${c['temporal core'].toFixed(1)}, other ${c.other.toFixed(1)})`);
 }

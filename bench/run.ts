@@ -241,6 +241,8 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
   // Above bare Temporal's floor for the same shape, less what the agent itself took (the direct call).
   const aboveFloorP50 = addedP50 - (floor?.gatewayP50 ?? NaN);
   const floorTpsRatio = (find('gateway', 32)?.tps ?? NaN) / (floor?.gatewayTpsC32 ?? NaN);
+  // CPU the same way: less the bench's client and agent (the direct call's) and bare Temporal's for the shape.
+  const cpuAboveFloor = (find('gateway', 32)?.cpuMs ?? NaN) - (find('direct', 32)?.cpuMs ?? NaN) - (floor?.cpuC32.total ?? NaN);
   const gatewayCpu = find('gateway', 32)?.cpuMs ?? NaN;
   const ratio = (find('gateway', 32)?.tps ?? NaN) / (find('direct', 32)?.tps ?? NaN);
   const gatewayTps = find('gateway', 32)?.tps ?? NaN;
@@ -274,6 +276,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     printFloor(floor);
     console.log(`gateway p50 above the floor at c=1 (gateway − direct − floor): ${aboveFloorP50.toFixed(1)} ms`);
     console.log(`gateway throughput at c=32 / the floor's: ${floorTpsRatio.toFixed(3)}`);
+    console.log(`gateway node CPU per task at c=32 above the floor's (gateway − direct − floor): ${cpuAboveFloor.toFixed(1)} ms`);
   }
   if (phases) {
     console.log(`\nnode CPU per task by phase (${phases.n} more tasks at c=32 under the main thread's profiler), ms:`);
@@ -339,7 +342,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     warmup: WARMUP,
     results,
     ...(results.length ? { addedP50Ms: addedP50, throughputRatio: ratio } : {}),
-    ...(floor ? { floor, aboveFloorP50Ms: aboveFloorP50, floorThroughputRatio: floorTpsRatio } : {}),
+    ...(floor ? { floor, aboveFloorP50Ms: aboveFloorP50, floorThroughputRatio: floorTpsRatio, cpuAboveFloorMs: cpuAboveFloor } : {}),
     ...(activations ? { activations } : {}),
     ...(paused ? { paused } : {}),
     ...(phases ? { phases } : {}),
