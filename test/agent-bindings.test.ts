@@ -13,7 +13,7 @@ import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAg
 import type { InjectedFault, TestBinding } from './agents/v1';
 import { RPC_PATH } from './agents/harness';
 import { startMutableAgent } from './agents/mutable';
-import { type Gateway, clientFactory, eventually, register, startGateway } from './helpers/harness';
+import { type Gateway, clientFactory, eventually, register, startGateway, textOf } from './helpers/harness';
 import { agentClient, type HttpTrace } from '../activities/agent-client';
 import { classify } from '../activities/forward-message';
 import { probeEndpoint } from '../src/agents/refresh';
@@ -65,7 +65,6 @@ async function send(client: Client, text: string, opts: { extra?: Record<string,
 /** GET /agents/:id as the operator sees it. */
 const agentView = async (id: string): Promise<any> => (await gw.fetch(`${gw.url}/agents/${id}`, {}, 'operator')).json();
 
-const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
 const SENDS = new Set(['SendMessage', 'SendStreamingMessage']);
 const sendsTo = (agent: TestAgent) => agent.calls.filter((c) => SENDS.has(c.method));
 /** A header as the agent saw it: HTTP headers are strings, gRPC metadata values strings or buffers. */

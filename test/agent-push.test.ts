@@ -11,14 +11,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { SendMessageRequest, Task, TaskState } from '@a2a-js/sdk';
+import { Task, TaskState } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import type { ExecutionEventBus, PushNotificationSender, RequestContext } from '@a2a-js/sdk/server';
 import { createLegacyAwarePushNotificationSender } from '@a2a-js/sdk/compat/v0_3/server';
 import { AgentPool, type TestAgent } from './agents';
 import { SlowExecutor } from './agents/slow';
 import { BaseExecutor, startV1Agent, taskEvent, textOf as agentText, type AgentOptions } from './agents/v1';
-import { type Gateway, clientFactory, eventually, register, startGateway } from './helpers/harness';
+import { type Gateway, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
 
 let gw: Gateway;
 let polled: Gateway;
@@ -72,16 +72,7 @@ async function clientFor(g: Gateway, agentUrl: string, extra: Record<string, unk
   return clientFactory(g.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
 }
 
-async function send(client: Client, text: string, returnImmediately = false) {
-  const request = SendMessageRequest.fromJSON({
-    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] },
-    configuration: { returnImmediately },
-  });
-  return Task.toJSON((await client.sendMessage(request)) as Task) as any;
-}
-
 const stateOf = async (client: Client, id: string) => (Task.toJSON(await client.getTask({ tenant: '', id })) as any).status.state as string;
-const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
 const calls = (agent: TestAgent, ...methods: string[]) => agent.calls.filter((c) => methods.includes(c.method));
 /** GetTasks (1.0 or 0.3) the agent saw for one of its tasks. */
 const looks = (agent: TestAgent, agentTaskId: string) => calls(agent, 'GetTask', 'tasks/get').filter((c) => c.params?.id === agentTaskId).length;
@@ -113,7 +104,7 @@ async function gatedAgent(name: string, opts: AgentOptions = {}) {
 
 /** Sends `text` non-blocking and waits until the agent runs it: its task id and push config. */
 async function started(client: Client, agent: TestAgent, executor: GatedExecutor, text: string) {
-  const task = await send(client, text, true);
+  const task = await sendText(client, text, true);
   const agentTaskId = await eventually(() => executor.tasks.get(text), 15_000, `the agent to run "${text}"`);
   const config = pushConfigOf(agent, text);
   assert.ok(config, 'the send carried a push config');
@@ -125,8 +116,8 @@ describe('a task followed by the agent\'s push notifications', { concurrency: tr
     const pushing = await agents.add(startV1Agent(new SlowExecutor(4_000), 'Pushing', 'Pushes', { streaming: false, pushNotifications: true }));
     const polling = await agents.add(startV1Agent(new SlowExecutor(4_000), 'Polled', 'No pushes', { streaming: false }));
     const [byPush, byPoll] = await Promise.all([
-      clientFor(gw, pushing.url).then((c) => send(c, 'push me')),
-      clientFor(gw, polling.url).then((c) => send(c, 'poll me')),
+      clientFor(gw, pushing.url).then((c) => sendText(c, 'push me')),
+      clientFor(gw, polling.url).then((c) => sendText(c, 'poll me')),
     ]);
     assert.equal(byPush.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(byPush.status));
     assert.equal(textOf(byPush.artifacts[0].parts), 'done: push me');
@@ -154,7 +145,7 @@ describe('a task followed by the agent\'s push notifications', { concurrency: tr
       }),
     );
     const client = await clientFor(gw, agent.url, { protocol: '0.3' });
-    const task = await send(client, 'old school');
+    const task = await sendText(client, 'old school');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
     assert.equal(textOf(task.artifacts[0].parts), 'done: old school');
     const sent = calls(agent, 'message/send');
@@ -254,7 +245,7 @@ describe('a task followed by the agent\'s push notifications', { concurrency: tr
     const sender = new DroppingSender();
     const agent = await agents.add(startV1Agent(new SlowExecutor(3_000), 'Lossy', 'Its pushes are lost', { streaming: false, pushNotifications: { sender: () => sender } }));
     const client = await clientFor(polled, agent.url);
-    const task = await send(client, 'anyone there');
+    const task = await sendText(client, 'anyone there');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
     assert.equal(textOf(task.artifacts[0].parts), 'done: anyone there');
     assert.ok(pushConfigOf(agent, 'anyone there')?.url.startsWith(`${polled.url}/agent-push/`));

@@ -8,15 +8,14 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import type express from 'express';
-import { SendMessageRequest, Task, TaskState } from '@a2a-js/sdk';
+import { Task, TaskState } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
 import { AgentPool, RPC_PATH, type TestAgent } from './agents';
 import { SlowExecutor } from './agents/slow';
 import { artifactEvent, startV1Agent, taskEvent, textOf as agentText, type AgentOptions } from './agents/v1';
-import { type Gateway, clientFactory, eventually, register, startGateway } from './helpers/harness';
+import { type Gateway, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
 
 let gw: Gateway;
 const agents = new AgentPool();
@@ -72,15 +71,6 @@ async function clientFor(agentUrl: string, retry: Record<string, number>): Promi
   return clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
 }
 
-async function send(client: Client, text: string, returnImmediately = false) {
-  const request = SendMessageRequest.fromJSON({
-    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] },
-    configuration: { returnImmediately },
-  });
-  return Task.toJSON((await client.sendMessage(request)) as Task) as any;
-}
-
-const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
 const methods = (agent: TestAgent, ...names: string[]) => agent.calls.filter((c) => names.includes(c.method));
 
 describe('agent tasks that outlast the attempt timeout', { concurrency: true }, () => {
@@ -88,7 +78,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
     const { agent, executor } = await startAgent(new CountingSlow(45_000), { streaming: false });
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
     const started = Date.now();
-    const task = await send(client, 'take your time');
+    const task = await sendText(client, 'take your time');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
     assert.ok(Date.now() - started >= 45_000, 'the gateway waited for the work');
     assert.equal(textOf(task.artifacts[0].parts), 'done: take your time');
@@ -103,7 +93,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
   test('a stream silent for 35 s (past the 30 s body timeout, and the 5 s attempt timeout) is followed to the end', async () => {
     const { agent, executor } = await startAgent(new SilentExecutor(35_000));
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
-    const task = await send(client, 'quiet please');
+    const task = await sendText(client, 'quiet please');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
     assert.deepEqual(task.artifacts.map((a: { parts: { text?: string }[] }) => textOf(a.parts)).sort(), ['after the silence: quiet please', 'done'].sort());
     assert.equal(executor.runs, 1);
@@ -114,7 +104,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
   test('a stream silent past retry.streamIdleTimeoutMs is re-attached (SubscribeToTask), not sent again', async () => {
     const { agent, executor } = await startAgent(new SilentExecutor(4_000));
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 5_000, streamIdleTimeoutMs: 1_500 });
-    const task = await send(client, 'hush');
+    const task = await sendText(client, 'hush');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
     assert.deepEqual(task.artifacts.map((a: { parts: { text?: string }[] }) => textOf(a.parts)).sort(), ['after the silence: hush', 'done'].sort());
     assert.equal(executor.runs, 1, 'one run at the agent');
@@ -126,7 +116,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
     test(`an agent (${streaming ? 'streaming' : 'non-streaming'}) that restarts its HTTP server mid-task is re-attached: one task at the agent`, async () => {
       const { agent, executor } = await startAgent(new CountingSlow(8_000), { streaming });
       const client = await clientFor(agent.url, { maxAttempts: 5, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
-      const pending = send(client, 'survive a restart');
+      const pending = sendText(client, 'survive a restart');
       await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to start');
       await new Promise((r) => setTimeout(r, 1_000));
       await agent.restart(2_000);
@@ -144,7 +134,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
       const { agent, executor } = await startAgent(new CountingSlow(60_000), { streaming });
       const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 2_000, taskTimeoutMs: 4_000 });
       const started = Date.now();
-      const task = await send(client, 'too long');
+      const task = await sendText(client, 'too long');
       assert.equal(task.status.state, 'TASK_STATE_FAILED');
       assert.match(textOf(task.status.message.parts), /timed out: the agent's task ran longer than retry\.taskTimeoutMs \(4000 ms\)/);
       assert.ok(Date.now() - started < 30_000, 'ended at the task timeout, not at the agent\'s 60 s');
@@ -159,7 +149,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
       startV1Agent(executor, 'Unpollable', 'Answers the send, then 503 to GetTask', { streaming: false, fault: (c) => (c.method === 'GetTask' ? 'unavailable' : undefined) }),
     );
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
-    const task = await send(client, 'lost');
+    const task = await sendText(client, 'lost');
     assert.equal(task.status.state, 'TASK_STATE_FAILED');
     assert.match(textOf(task.status.message.parts), /HTTP 503.*gave up following the agent's task/);
     assert.equal(executor.runs, 1);
@@ -173,7 +163,7 @@ describe('a cancel during the first turn of a non-streaming agent', { concurrenc
   test('reaches an agent that honours non-blocking sends (CancelTask with its task id)', async () => {
     const { agent, executor } = await startAgent(new CountingSlow(60_000), { streaming: false });
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
-    const task = await send(client, 'never mind', true);
+    const task = await sendText(client, 'never mind', true);
     const agentTaskId = await eventually(() => agent.calls.find((c) => c.method === 'GetTask')?.params.id as string | undefined, 15_000, 'the agent to name its task');
     const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
     assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
@@ -184,7 +174,7 @@ describe('a cancel during the first turn of a non-streaming agent', { concurrenc
   test('is still correct with an agent that ignores non-blocking sends (it holds the send, then answers)', async () => {
     const { agent, executor } = await startAgent(new CountingSlow(3_000), { streaming: false }, ignoresNonBlocking);
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
-    const task = await send(client, 'cancel me', true);
+    const task = await sendText(client, 'cancel me', true);
     await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to be called');
     // The agent named no task before it answered, and its answer ends its run: the cancel wins (canceled) or the
     // answer does (completed, the cancel refused as the task is terminal). Either way one terminal state, one run,
@@ -205,7 +195,7 @@ describe('a cancel during the first turn of a non-streaming agent', { concurrenc
   test('an agent that ignores non-blocking and answers at once costs one exchange, as before', async () => {
     const { agent } = await startAgent(new CountingSlow(0), { streaming: false }, ignoresNonBlocking);
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
-    const task = await send(client, 'quick');
+    const task = await sendText(client, 'quick');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
     assert.deepEqual(agent.calls.map((c) => c.method), ['SendMessage'], 'no GetTask, no signal round trip');
   });

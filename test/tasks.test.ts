@@ -9,7 +9,7 @@ import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import { Context, activityInfo } from '@temporalio/activity';
 import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
-import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, clientFactory, eventually, register, rpc, startGateway, textOf } from './helpers/harness';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
 let gw: Gateway;
@@ -75,7 +75,6 @@ async function send(client: Client, text: string, opts: { extra?: Record<string,
   return Task.toJSON(reply as Task) as any;
 }
 
-const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
 
 async function settlementsOf(taskId: string) {
   const { rows } = await gw.db.pool.query('SELECT * FROM settlements WHERE task_id = $1', [taskId]);

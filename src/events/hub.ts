@@ -33,6 +33,17 @@ export interface EventHubOptions {
 
 const keyOf = (tenant: string, taskId: string) => `${tenant}\u0000${taskId}`;
 
+/** Adds `listener` to `key`'s set in `map`; the returned function removes it (and the set, once empty). */
+function addListener<L>(map: Map<string, Set<L>>, key: string, listener: L): () => void {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(listener);
+  return () => {
+    set.delete(listener);
+    if (set.size === 0) map.delete(key);
+  };
+}
+
 export class EventHub {
   readonly pollMs: number;
   private readonly listeners = new Map<string, Set<TaskListener>>();
@@ -80,14 +91,7 @@ export class EventHub {
   }
 
   subscribe(tenant: string, taskId: string, listener: TaskListener): () => void {
-    const key = keyOf(tenant, taskId);
-    let set = this.listeners.get(key);
-    if (!set) this.listeners.set(key, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.listeners.delete(key);
-    };
+    return addListener(this.listeners, keyOf(tenant, taskId), listener);
   }
 
   /** Called by writers in this process right after their append committed. */
@@ -103,13 +107,7 @@ export class EventHub {
 
   /** Calls `listener` for every agent push to follow `id` (heard through NOTIFY, or agentPushed in this process). */
   onAgentPush(id: string, listener: (notice: AgentPushNotice) => void): () => void {
-    let set = this.pushListeners.get(id);
-    if (!set) this.pushListeners.set(id, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.pushListeners.delete(id);
-    };
+    return addListener(this.pushListeners, id, listener);
   }
 
   /** An agent push for a follow of this process (the NOTIFY payload, JSON). */

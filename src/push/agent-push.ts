@@ -15,6 +15,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { KeyRing } from '../temporal/encryption-codec';
 import { TASK_STATES, type TaskState } from '../a2a/wire';
+import { objectOr, stateOf } from '../../activities/transports/json-rpc';
 
 /** The NOTIFY channel that wakes the activity following an agent's task (payload: AgentPushNotice). */
 export const AGENT_PUSH_CHANNEL = 'switchboard_agent_push';
@@ -85,10 +86,10 @@ export class PushBodyError extends Error {}
  * @throws PushBodyError when it is none of those, names no task, or reports a state no version has.
  */
 export function pushHint(body: unknown): PushHint {
-  const o = objectOf(body);
+  const o = objectOr(body);
   if (!o) throw new PushBodyError('the push body must be a JSON object (an A2A StreamResponse, or a 0.3 event)');
   const [key, inner] = Object.entries(o).length === 1 ? Object.entries(o)[0]! : [undefined, undefined];
-  const wrapped = key && ['task', 'statusUpdate', 'artifactUpdate', 'message'].includes(key) ? objectOf(inner) : undefined;
+  const wrapped = key && ['task', 'statusUpdate', 'artifactUpdate', 'message'].includes(key) ? objectOr(inner) : undefined;
   let event: Record<string, unknown>;
   let kind: string;
   if (wrapped) {
@@ -103,22 +104,22 @@ export function pushHint(body: unknown): PushHint {
   const taskId = kind === 'task' ? event.id : event.taskId;
   if (typeof taskId !== 'string' || !taskId) throw new PushBodyError(`the push (${kind}) names no task`);
   if (kind !== 'task' && kind !== 'statusUpdate') return { taskId };
-  const raw = objectOf(event.status)?.state;
+  const raw = objectOr(event.status)?.state;
   if (raw === undefined) throw new PushBodyError(`the push (${kind}) has no status.state`);
   return { taskId, state: readState(raw) };
 }
 
-/** A 1.0 state name, or a 0.x one (`completed`, `input-required`…) as the 1.0 state. */
+/** A 1.0 state name, or a 0.x one (`completed`, `input-required`…: the 0.x transports' reading) as the 1.0 state. */
 function readState(raw: unknown): TaskState {
-  const name = typeof raw === 'string' ? (raw.startsWith('TASK_STATE_') ? raw : `TASK_STATE_${raw.toUpperCase().replace(/-/g, '_')}`) : '';
-  const state = name === 'TASK_STATE_CANCELLED' ? 'TASK_STATE_CANCELED' : name;
-  if (!(TASK_STATES as readonly string[]).includes(state) || state === 'TASK_STATE_UNSPECIFIED') {
+  if (typeof raw === 'string' && raw.startsWith('TASK_STATE_') && raw !== 'TASK_STATE_UNSPECIFIED' && (TASK_STATES as readonly string[]).includes(raw)) {
+    return raw as TaskState;
+  }
+  try {
+    return stateOf(raw);
+  } catch {
     throw new PushBodyError(`the push reports an unknown task state ${JSON.stringify(raw)}`);
   }
-  return state as TaskState;
 }
 
 /** Whether a push reports a state the follower must look at (the turn may be over); progress does not wake it. */
 export const wakes = (hint: PushHint): boolean => hint.state !== undefined && hint.state !== 'TASK_STATE_SUBMITTED' && hint.state !== 'TASK_STATE_WORKING';
-
-const objectOf = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);

@@ -3,7 +3,7 @@
  * @temporalio/testing), the local PostgreSQL in a schema of its own, a worker, and the HTTP app listening
  * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,7 +29,8 @@ import { createPool } from '../../src/db/pool';
 import { startDevServer } from '../../src/temporal/dev-server';
 import { freePort } from './process';
 import { Client } from '@temporalio/client';
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { type Client as A2AClient, ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { SendMessageRequest, Task } from '@a2a-js/sdk';
 
 /** SWITCHBOARD_ADMIN_KEY of every test gateway. */
 export const TEST_ADMIN_KEY = 'test-admin-key-0123456789abcdef0123456789';
@@ -381,3 +382,15 @@ export async function eventually<T>(check: () => Promise<T | undefined> | T | un
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** Sends `text` as a new user message (non-blocking when asked) and returns the task the gateway answers with, as 1.0 JSON. */
+export async function sendText(client: A2AClient, text: string, returnImmediately = false): Promise<any> {
+  const request = SendMessageRequest.fromJSON({
+    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] },
+    configuration: { returnImmediately },
+  });
+  return Task.toJSON((await client.sendMessage(request)) as Task);
+}
+
+/** The text of a message's or an artifact's parts (1.0 JSON). */
+export const textOf = (parts: { text?: string }[] = []) => parts.map((p) => p.text ?? '').join('');
