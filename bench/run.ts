@@ -9,7 +9,7 @@
  * (bench/threads.ts), and the workflow tasks each task took (counted from workflow history).
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
- * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `streaming`,
+ * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
  * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub` or `paused`: run only that part; paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
@@ -34,6 +34,7 @@ import { PHASES, type Phase, profilePhases } from './phases';
 import { cpuMeter } from './threads';
 import { COMPILED, REPO_ROOT } from '../src/paths';
 import { sqlMeter } from './sql-count';
+import { measureTimeline, printTimeline, type TimelineReport } from './timeline';
 
 // The repository root, from bench/ under tsx or dist/bench/ in the compiled build.
 const ROOT = REPO_ROOT;
@@ -48,9 +49,10 @@ const TARGET_CPU_MS = 15;
 const TARGET_ABOVE_FLOOR_MS = 10;
 const TARGET_FLOOR_TPS_RATIO = 0.5;
 const ONLY = process.env.BENCH_ONLY ?? '';
-const PARTS = ['tasks', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'paused'];
+const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'paused'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
+const RUN_TIMELINE = ONLY === '' || ONLY === 'tasks' || ONLY === 'timeline';
 const RUN_STREAMING = ONLY === '' || ONLY === 'streaming';
 const RUN_SEARCH = ONLY === '' || ONLY === 'search';
 const RUN_ROUTING = ONLY === '' || ONLY === 'routing';
@@ -112,6 +114,7 @@ async function main() {
   let activations: Activations | undefined;
   let paused: PausedReport | undefined;
   let phases: PhaseReport | undefined;
+  let timeline: TimelineReport | undefined;
   let streaming: StreamingReport | undefined;
   let routing: RoutingReport | undefined;
   let auth: AuthReport | undefined;
@@ -140,6 +143,11 @@ async function main() {
       floor = await measureFloor({ client: gw.temporal, nativeConnection: gw.env.nativeConnection }, { n: N1, n32: N32, warmup: WARMUP, shapes: 'gateway' });
       phases = await measurePhases(gateway, Math.ceil(N32 / 2));
     }
+    if (RUN_TIMELINE) {
+      console.error('  timeline: gateway and floor tasks at c=1, segment by segment...');
+      const gateway = await clientFactory(gw.keys.client).createFromUrl(`${(await register(gw, echo.url)).base}/.well-known/agent-card.json`, '');
+      timeline = await measureTimeline({ client: gw.temporal, nativeConnection: gw.env.nativeConnection }, gateway, { n: Math.min(N1, 100), warmup: WARMUP, tenant: 'default' });
+    }
     if (RUN_PAUSED) paused = await benchPaused(gw, deadline);
     if (RUN_STREAMING) streaming = await benchStreaming(gw, deadline);
     // The front door (POST /a2a) against the agent's own endpoint (bench/routing.ts).
@@ -159,7 +167,7 @@ async function main() {
   }
   // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
-  report(results, streaming, search, routing, floor, activations, paused, phases);
+  report(results, streaming, search, routing, floor, activations, paused, phases, timeline);
   if (auth) printAuth(auth);
   if (bindings) printBindings(bindings);
   if (genesis) printGenesis(genesis);
@@ -235,7 +243,7 @@ registry search over ${r.agents} agents (${r.runsPerQuery} runs per query), ms`)
   }
 }
 
-function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport, floor?: FloorReport, activations?: Activations, paused?: PausedReport, phases?: PhaseReport) {
+function report(results: Result[], streaming: StreamingReport | undefined, search?: SearchBenchResult, routing?: RoutingReport, floor?: FloorReport, activations?: Activations, paused?: PausedReport, phases?: PhaseReport, timeline?: TimelineReport) {
   const find = (s: string, c: number) => results.find((r) => r.scenario === s && r.concurrency === c);
   const addedP50 = (find('gateway', 1)?.p50 ?? NaN) - (find('direct', 1)?.p50 ?? NaN);
   // Above bare Temporal's floor for the same shape, less what the agent itself took (the direct call).
@@ -311,6 +319,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     console.log(`  added stream TTFE p50 ≤ ${t.addedTtfeP50Ms.target} ms:    ${t.addedTtfeP50Ms.value.toFixed(1)} ms — ${met(t.addedTtfeP50Ms.met)}`);
     console.log(`  stream events/s ≥ ${t.streamThroughputRatio.target * 100} % of direct: ${(t.streamThroughputRatio.value * 100).toFixed(1)} % — ${met(t.streamThroughputRatio.met)}`);
   }
+  if (timeline) printTimeline(timeline);
   console.log(`\n(run took ${((Date.now() - started) / 1000).toFixed(0)} s)`);
 
   const out = path.join(ROOT, '.data/bench-latest.json');
@@ -346,6 +355,7 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     ...(activations ? { activations } : {}),
     ...(paused ? { paused } : {}),
     ...(phases ? { phases } : {}),
+    ...(timeline ? { timeline } : {}),
     ...(streaming ? { streaming } : {}),
     ...(search ? { search } : {}),
     ...(routing ? { routing } : {}),
