@@ -92,14 +92,22 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
   const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
-  const turn = new Turn(ctx, deps, args, sink);
+  // The turn's `working` change is written while the agent's credential is read and the agent called: it reaches the
+  // log before anything the agent streams (the sink writes nothing until it has), and the result waits for it.
+  const recording = args.record ? recordTask(deps.pool, deps.hub, args.record) : undefined;
+  recording?.catch(() => undefined); // awaited below; a failure fails the attempt there
+  sink.after(recording);
+  const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink);
   const beat = setInterval(() => turn.heartbeat(), 1_000);
   try {
-    if (args.record) await recordTask(deps.pool, deps.hub, args.record);
     await turn.resume();
     if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt, turn.ref !== undefined);
-    return await turn.run();
+    const result = await turn.run();
+    await recording;
+    return result;
   } catch (err) {
+    // A failed attempt leaves the agent's task in its heartbeat details at once, so the next one re-attaches to it.
+    if (turn.ref) turn.heartbeat();
     await sink.flush().catch(() => undefined); // what was relayed stays in the log; a retry voids it
     if (ctx.cancellationSignal.aborted) {
       // The workflow passes the cancel on to the agent's task once this call has ended: it must know the task.
@@ -115,6 +123,22 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   }
 }
 
+/** The link with its credential already being read: the first exchange takes that read, later ones read afresh (a 401 may have replaced an OAuth token). */
+function prefetched(link: AgentLink): AgentLink {
+  if (!link.credentials) return link;
+  const read = link.credentials;
+  let first: Promise<Record<string, string>> | undefined = read();
+  first.catch(() => undefined); // the first exchange gets the failure
+  return {
+    ...link,
+    credentials: () => {
+      const headers = first ?? read();
+      first = undefined;
+      return headers;
+    },
+  };
+}
+
 /** One turn with the agent: the send, then following the agent's task until it settles. */
 class Turn {
   readonly trace: HttpTrace = {};
@@ -125,6 +149,7 @@ class Turn {
   private clients?: { calls: Client; streams: Client };
   private announcing?: Promise<void>;
   private announceTimer?: ReturnType<typeof setTimeout>;
+  private heartbeatTimer?: ReturnType<typeof setTimeout>;
   /** A stream was re-attached (SubscribeToTask): the final artifacts are taken from the agent's finished task. */
   private reattached = false;
   /** The agent's pushes, when this turn is followed by them. */
@@ -141,7 +166,6 @@ class Turn {
     // An earlier attempt's heartbeat names the task the agent already runs for this turn.
     const saved = ctx.info.heartbeatDetails as AgentTaskRef | undefined;
     if (saved?.agentTaskId) this.ref = saved;
-    this.heartbeat();
     const base = deps.push?.baseUrl();
     const { workflowExecution, activityId, scheduledTimestampMs } = ctx.info;
     if (deps.push && base && workflowExecution && followsByPush(args.endpoint)) {
@@ -157,6 +181,15 @@ class Turn {
   /** Heartbeats with the agent's task as details (a retried attempt re-attaches to it). */
   heartbeat(): void {
     this.ctx.heartbeat(this.ref);
+  }
+
+  /**
+   * Heartbeats unless the turn ends within ANNOUNCE_AFTER_MS. An attempt's completion waits for its heartbeat in
+   * flight (about one round trip to Temporal), so an agent that answers at once would pay one for details that
+   * only a later attempt reads, and its result carries them anyway. The interval heartbeat keeps the activity alive.
+   */
+  private heartbeatSoon(): void {
+    this.heartbeatTimer ??= setTimeout(() => this.heartbeat(), ANNOUNCE_AFTER_MS);
   }
 
   /**
@@ -211,6 +244,7 @@ class Turn {
   /** The turn is over: a pending announcement is not needed, nor pushes. */
   ended(): void {
     clearTimeout(this.announceTimer);
+    clearTimeout(this.heartbeatTimer);
     this.push?.close();
   }
 
@@ -431,7 +465,7 @@ class Turn {
   /** The agent has named its task: remembered in the heartbeat details. */
   private named(task: WireTask): this {
     this.ref ??= { agentTaskId: task.id, agentContextId: task.contextId || undefined };
-    this.heartbeat();
+    this.heartbeatSoon();
     return this;
   }
 
