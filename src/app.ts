@@ -50,6 +50,7 @@ import { GenesisService } from './genesis/service';
 import { GenesisStore } from './genesis/store';
 import { genesisRoutes } from './routes/genesis';
 import { Actions } from './nanda/actions';
+import { EnforcedPolicies } from './nanda/policies';
 import { CertificationGateway } from './temporal/certification-gateway';
 import { credentialRoutes } from './routes/credentials';
 import { agentPushRoutes } from './routes/agent-push';
@@ -157,7 +158,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await installOpenApi(app);
   const scheduler =
     deps.agentRefresh && (deps.agentRefresh.scheduler ?? new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs }));
-  const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials });
+  // Agents and enforced policies are read through caches that every change clears (src/events/config-cache.ts).
+  const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials, hub: deps.hub });
+  const policies = new EnforcedPolicies(deps.pool, deps.hub);
+  app.addHook('onClose', async () => {
+    registry.close();
+    policies.close();
+  });
   const health = deps.health ?? new Health({ pool: deps.pool, temporal: deps.temporal.connection, log: deps.log });
   const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log, health });
 
@@ -190,6 +197,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
   const rpcDeps = {
     registry,
+    policies,
     quotas,
     health,
     gateway,
@@ -205,7 +213,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const endpoints = new A2AEndpoints(rpcDeps);
   const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
   const certifications = new CertificationGateway({ client: deps.temporal, taskQueue: deps.taskQueue });
-  const actions = new Actions({ pool: deps.pool, registry, certifications, health });
+  const actions = new Actions({ pool: deps.pool, registry, policies, certifications, health });
   await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl: deps.publicUrl, sse, actions });
   await app.register(credentialRoutes, { pool: deps.pool, publicUrl: deps.publicUrl });
   await app.register(restRoutes, { endpoints, health, publicUrl: deps.publicUrl, sse });

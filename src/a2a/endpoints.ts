@@ -12,7 +12,7 @@ export class A2AEndpoints {
 
   constructor(private readonly deps: RpcCoreDeps) {
     this.core = new RpcCore(deps);
-    this.frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool });
+    this.frontDoor = new FrontDoor({ registry: deps.registry, pool: deps.pool, policies: deps.policies });
   }
 
   /**

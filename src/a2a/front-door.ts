@@ -15,6 +15,7 @@ import { type RoutableMessage, Router } from '../agents/router';
 import { claimWithinQuota } from '../auth/quotas';
 import { type StoredRoute, recordRoute, routeOf } from '../db/task-routes';
 import { findTask, taskOfMessage } from '../db/task-store';
+import type { EnforcedPolicies } from '../nanda/policies';
 
 const SEND_METHODS = new Set(['SendMessage', 'SendStreamingMessage', 'message/send', 'message/stream']);
 // The card lists a summary of what the registered agents can do, not a catalogue: GET /agents?q= is that.
@@ -23,13 +24,14 @@ const CARD_SKILLS = 50;
 export interface FrontDoorDeps {
   registry: AgentRegistry;
   pool: Pool;
+  policies: EnforcedPolicies;
 }
 
 export class FrontDoor {
   private readonly router: Router;
 
   constructor(private readonly d: FrontDoorDeps) {
-    this.router = new Router(d.registry, d.pool);
+    this.router = new Router(d.registry, d.pool, d.policies);
   }
 
   /**
@@ -55,7 +57,7 @@ export class FrontDoor {
     if (known) {
       const prior = await routeOf(pool, tenant, known);
       const agentId = prior?.agentId ?? (await findTask(pool, tenant, known))?.agentId;
-      const agent = agentId && (await this.d.registry.get(tenant, agentId));
+      const agent = agentId && (await this.d.registry.lookup(tenant, agentId));
       if (agent) return target(agent, prior);
       // A reconnect follows the task's log and needs no agent.
       if (call.lastEventId !== undefined) return target(undefined);
@@ -68,7 +70,7 @@ export class FrontDoor {
     const { taskId } = await claimWithinQuota(pool, tenant, message.messageId, call.intent?.taskId ?? randomUUID(), quotas, agent.id);
     const stored = await recordRoute(pool, tenant, taskId, tenant, decision);
     // A concurrent send of the same message recorded its decision first: that one stands.
-    const executing = stored.agentId === agent.id ? agent : await this.d.registry.get(tenant, stored.agentId);
+    const executing = stored.agentId === agent.id ? agent : await this.d.registry.lookup(tenant, stored.agentId);
     return target(executing ?? agent, { ...stored, ...(stored.agentId === agent.id && { tiedWith: decision.tiedWith }) });
   }
 }

@@ -45,7 +45,7 @@ export class KnownAgents {
   async get(registry: AgentRegistry, tenant: string, id: string): Promise<Agent | undefined> {
     const key = `${tenant}/${id}`;
     try {
-      const agent = await registry.get(tenant, id);
+      const agent = await registry.lookup(tenant, id);
       if (agent) {
         if (this.known.size > 10_000) this.known.clear();
         this.known.set(key, agent);

@@ -22,7 +22,7 @@ import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
 import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
-import { enforcePolicies } from '../nanda/policies';
+import { type EnforcedPolicies, enforcePolicies } from '../nanda/policies';
 import type { Dialect, WireMessage, WireTask } from './wire';
 
 export interface IntakeDeps {
@@ -37,6 +37,8 @@ export interface IntakeDeps {
   pushRetryInitialMs?: number;
   /** The tenants' quotas: a new task is claimed only within them. */
   quotas: TenantQuotas;
+  /** The tenants' enforced policies: a new task for an agent one denies is refused. */
+  policies: EnforcedPolicies;
 }
 
 /** A new task, ready to start: its workflow's input and its first message. */
@@ -96,10 +98,11 @@ export class TaskIntake {
     intent?: CallIntent,
   ): Promise<PreparedTask> {
     const budgetMinor = this.budgetOf(message);
+    // Both come from per-process caches; when an entry has expired, the two reads need not wait for each other.
+    const [enforced, quotas] = await Promise.all([this.deps.policies.of(this.tenant), this.deps.quotas.of(this.tenant)]);
     // Governance (issue 12): an enforced policy that denies the agent refuses the task before anything is claimed.
-    await enforcePolicies(this.deps.pool, this.tenant, this.agent);
+    await enforcePolicies(this.deps.pool, this.tenant, this.agent, enforced);
     const parent = await this.parentOf(message, headers);
-    const quotas = await this.deps.quotas.of(this.tenant);
     if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
     const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, intent?.taskId ?? randomUUID(), quotas, this.agent.id);
     if (resent) await this.ownTask(taskId);

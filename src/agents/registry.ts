@@ -26,6 +26,8 @@ import { checkCardSignatures, type SignatureCheck } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
 import { z } from 'zod';
 import { decodePageToken, encodePageToken } from '../db/page-token';
+import { ConfigCache, configKey } from '../events/config-cache';
+import type { EventHub } from '../events/hub';
 
 export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
   maxAttempts: 3,
@@ -110,6 +112,8 @@ export interface RegistryOptions {
   policy?: Partial<RefreshPolicy>;
   /** Where agents' outbound credentials are sealed; without it a registration that brings one is refused. */
   credentials?: AgentCredentials;
+  /** Hears changes to agents in every process: with it, lookup() reads through a cache (src/events/config-cache.ts). */
+  hub?: EventHub;
 }
 
 const CARD_PATHS = ['/.well-known/agent-card.json', '/.well-known/agent.json'];
@@ -125,6 +129,8 @@ const COLUMNS = COLUMN_NAMES.join(', ');
 
 export class AgentRegistry {
   private readonly policy: RefreshPolicy;
+  private readonly cache: ConfigCache<Agent | undefined>;
+  private readonly unsubscribe: () => void;
 
   constructor(
     private readonly pool: Pool,
@@ -132,6 +138,16 @@ export class AgentRegistry {
     private readonly opts: RegistryOptions = {},
   ) {
     this.policy = { ...DEFAULT_REFRESH_POLICY, ...opts.policy };
+    this.cache = new ConfigCache(opts.hub);
+    this.unsubscribe = opts.hub?.onConfigChange((n) => {
+      if (!n) this.cache.drop();
+      else if (n.kind === 'agents') this.cache.drop(configKey('agents', n.tenant, n.id));
+    }) ?? (() => undefined);
+  }
+
+  /** Stops hearing changes (the app closes). */
+  close(): void {
+    this.unsubscribe();
   }
 
   /**
@@ -230,6 +246,16 @@ export class AgentRegistry {
     return toAgent(rows[0]!);
   }
 
+  /**
+   * The agent for a call to it (a new task, routing): through the process's cache, which every change to the row
+   * clears at once in every process (and which lives 2 s at most). Reads that must see the row as it is now
+   * (admin reads, writes, refreshes) use get().
+   */
+  async lookup(tenant: string, id: string): Promise<Agent | undefined> {
+    return this.cache.read(configKey('agents', tenant, id), () => this.get(tenant, id));
+  }
+
+  /** The agent as PostgreSQL has it now. */
   async get(tenant: string, id: string): Promise<Agent | undefined> {
     const { rows } = await this.pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 AND id = $2`, [tenant, id]);
     return rows[0] && toAgent(rows[0]);
@@ -323,6 +349,8 @@ export class AgentRegistry {
    */
   async remove(tenant: string, id: string): Promise<boolean> {
     const { rowCount } = await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
+    // This process's next call must not find it, even before the trigger's notice comes back.
+    this.cache.drop(configKey('agents', tenant, id));
     return (rowCount ?? 0) > 0;
   }
 

@@ -8,7 +8,7 @@
  */
 import type { Pool } from 'pg';
 import { a2aError } from '../a2a/errors';
-import { type PolicyVerdict, denialOf, listPolicies, policyDenied } from '../nanda/policies';
+import { type EnforcedPolicies, type PolicyVerdict, denialOf, policyDenied } from '../nanda/policies';
 import { reputationOf } from '../trust/reputation';
 import { recentWork } from '../trust/work-health';
 import type { Agent, AgentRegistry, RankedAgent } from './registry';
@@ -44,6 +44,7 @@ export class Router {
   constructor(
     private readonly registry: AgentRegistry,
     private readonly pool: Pool,
+    private readonly policies: EnforcedPolicies,
   ) {}
 
   /**
@@ -55,13 +56,13 @@ export class Router {
     const agentId = stringField(message, 'agentId') ?? (await this.executorOf(tenant, message));
     const skillId = stringField(message, 'skillId') ?? stringField(message, 'skill_used');
     if (agentId !== undefined) {
-      const agent = await this.registry.get(tenant, agentId);
+      const agent = await this.registry.lookup(tenant, agentId);
       if (!agent) throw a2aError('Unroutable', `No agent ${agentId} is registered on this gateway (message.metadata.agentId)`);
       if (agent.status === 'down') throw a2aError('Unroutable', `Agent ${agentId} is down (${agent.statusReason}); nothing was started`);
       if (skillId !== undefined && !skillIds(agent).includes(skillId)) {
         throw a2aError('Unroutable', `Agent ${agentId} has no skill ${skillId} (message.metadata.skillId)`);
       }
-      const denied = await denialOf(this.pool, tenant, agent);
+      const denied = await denialOf(this.pool, tenant, agent, await this.policies.of(tenant));
       if (denied) throw policyDenied(agent, denied);
       return { agent, decision: { agentId, skillId: skillId ?? null, reason: 'metadata.agentId', rank: null, query: null, tiedWith: [] } };
     }
@@ -101,7 +102,7 @@ export class Router {
     if (name === undefined || name === null || name === '') return undefined;
     const field = 'message.metadata.executor.name';
     if (typeof name !== 'string') throw a2aError('InvalidParams', `${field} must be a string`, [{ field, description: 'must be a string' }]);
-    if (await this.registry.get(tenant, name)) return name;
+    if (await this.registry.lookup(tenant, name)) return name;
     const named = (await this.registry.list(tenant)).find((a) => a.name === name);
     if (!named) throw a2aError('Unroutable', `No agent named ${name} is registered on this gateway (${field})`);
     return named.id;
@@ -117,7 +118,7 @@ export class Router {
     if (agents.length === 0) return agents;
     const allowed: RankedAgent[] = [];
     let firstDenial: { agent: RankedAgent; verdict: PolicyVerdict } | undefined;
-    const enforced = await listPolicies(this.pool, tenant, true);
+    const enforced = await this.policies.of(tenant);
     for (const a of agents) {
       const verdict = await denialOf(this.pool, tenant, a, enforced);
       if (!verdict) allowed.push(a);

@@ -10,11 +10,28 @@
  * The same connection LISTENs on AGENT_PUSH_CHANNEL: an agent's push (POST /agent-push/:id, in whichever process
  * got it) wakes the forwarding activity that follows that agent's task, here. Those are hints too (the activity
  * reads the task with GetTask, and polls as well).
+ *
+ * And on CONFIG_CHANNEL: an agent or policy row changed (migration 018's triggers, whoever wrote it), so the
+ * process's caches of them (src/events/config-cache.ts) drop the entry. A cache trusts its entries only while
+ * the connection is up; each (re)connect tells it to drop everything, since notices sent meanwhile were lost.
  */
 import { Client, type ClientConfig } from 'pg';
 import type { Logger } from 'pino';
 import { EVENTS_CHANNEL, type EventNotice, type LoggedEvent } from './event-log';
 import { AGENT_PUSH_CHANNEL, type AgentPushNotice } from '../push/agent-push';
+
+/** The NOTIFY channel of migration 018's triggers on `agents` and `policies` (payload: ConfigNotice, JSON). */
+export const CONFIG_CHANNEL = 'switchboard_config';
+
+/** A changed row: an agent (`id` names it) or one of a tenant's policies. */
+export interface ConfigNotice {
+  kind: 'agents' | 'policies';
+  tenant: string;
+  id: string | null;
+}
+
+/** Hears every ConfigNotice; undefined means anything may have changed (the LISTEN connection was (re)made). */
+export type ConfigListener = (notice: ConfigNotice | undefined) => void;
 
 export interface TaskListener {
   /** Events just committed by this process, in seq order. */
@@ -48,6 +65,7 @@ export class EventHub {
   readonly pollMs: number;
   private readonly listeners = new Map<string, Set<TaskListener>>();
   private readonly pushListeners = new Map<string, Set<(notice: AgentPushNotice) => void>>();
+  private readonly configListeners = new Set<ConfigListener>();
   private client?: Client;
   private closed = false;
   private reconnectTimer?: NodeJS.Timeout;
@@ -62,6 +80,7 @@ export class EventHub {
     const client = new Client(this.o.connection);
     client.on('notification', (n) => {
       if (n.channel === AGENT_PUSH_CHANNEL && n.payload) return this.agentPushed(n.payload);
+      if (n.channel === CONFIG_CHANNEL && n.payload) return this.configChanged(n.payload);
       if (n.channel !== EVENTS_CHANNEL || !n.payload) return;
       try {
         const notice = JSON.parse(n.payload) as EventNotice;
@@ -76,8 +95,9 @@ export class EventHub {
     });
     client.on('end', () => this.reconnectLater());
     await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${AGENT_PUSH_CHANNEL}`);
+    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${AGENT_PUSH_CHANNEL}; LISTEN ${CONFIG_CHANNEL}`);
     this.client = client;
+    for (const l of this.configListeners) l(undefined);
   }
 
   private reconnectLater(): void {
@@ -119,6 +139,22 @@ export class EventHub {
       return; // not ours
     }
     for (const l of this.pushListeners.get(notice.id) ?? []) l(notice);
+  }
+
+  /** Calls `listener` for every agent or policy change heard, and with undefined on each (re)connect. */
+  onConfigChange(listener: ConfigListener): () => void {
+    this.configListeners.add(listener);
+    return () => this.configListeners.delete(listener);
+  }
+
+  private configChanged(payload: string): void {
+    let notice: ConfigNotice;
+    try {
+      notice = JSON.parse(payload) as ConfigNotice;
+    } catch {
+      return; // not ours
+    }
+    for (const l of this.configListeners) l(notice);
   }
 
   /** Number of readers of one task, or of all tasks. */

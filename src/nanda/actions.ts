@@ -19,11 +19,13 @@ import type { CertificationGateway } from '../temporal/certification-gateway';
 import { ActionError, invalidField } from './action-error';
 import { checkCertificate, evaluation, issueCredential, revokeCertificate, startEvaluation } from './certificates';
 import { auditReconcile, auditSettlement, latency, liveness, reputation } from './observer';
-import { PolicyConflict, PolicyRules, createPolicy, evaluatePolicies, getPolicy, listPolicies, setEnforced } from './policies';
+import { type EnforcedPolicies, PolicyConflict, PolicyRules, createPolicy, evaluatePolicies, getPolicy, listPolicies, setEnforced } from './policies';
 
 export interface ActionDeps {
   pool: Pool;
   registry: AgentRegistry;
+  /** A policy action's change applies to this process's very next task (other processes hear the trigger). */
+  policies: EnforcedPolicies;
   certifications: CertificationGateway;
   health: Health;
 }
@@ -90,7 +92,9 @@ export const ACTIONS: Record<string, ActionSpec> = {
       const rules = PolicyRules.safeParse(c.f.rules);
       if (!rules.success) throw invalidField('policy.create', 'rules', `is not a valid rule set: ${rules.error.issues.map((i) => `${i.path.join('.') || 'rules'}: ${i.message}`).join('; ')}`);
       try {
-        return await createPolicy(d.pool, c.tenant, c.caller.keyId, { name: str(c.f.name), rules: rules.data, enforced: c.f.enforce === true });
+        const policy = await createPolicy(d.pool, c.tenant, c.caller.keyId, { name: str(c.f.name), rules: rules.data, enforced: c.f.enforce === true });
+        d.policies.forget(c.tenant);
+        return policy;
       } catch (err) {
         if (err instanceof PolicyConflict) throw invalidField('policy.create', 'name', `is taken: ${err.message}`);
         throw err;
@@ -115,7 +119,11 @@ export const ACTIONS: Record<string, ActionSpec> = {
   'policy.enforce': {
     roles: OPERATORS,
     fields: { policy_id: req('string'), enforced: opt('boolean') },
-    run: async (d, c) => (await setEnforced(d.pool, c.tenant, str(c.f.policy_id), c.f.enforced !== false)) ?? notFound('policy.enforce', 'policy_id', 'policy', c.f.policy_id),
+    run: async (d, c) => {
+      const policy = await setEnforced(d.pool, c.tenant, str(c.f.policy_id), c.f.enforced !== false);
+      d.policies.forget(c.tenant);
+      return policy ?? notFound('policy.enforce', 'policy_id', 'policy', c.f.policy_id);
+    },
   },
   'observer.status': {
     roles: EVERYONE,

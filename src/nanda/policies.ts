@@ -9,6 +9,8 @@ import type { Pool } from 'pg';
 import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import type { Agent } from '../agents/registry';
+import { ConfigCache, configKey } from '../events/config-cache';
+import type { EventHub } from '../events/hub';
 import { reputationOf } from '../trust/reputation';
 
 export const PolicyRules = z
@@ -76,6 +78,41 @@ export async function setEnforced(pool: Pool, tenant: string, id: string, enforc
   return rows[0] && toPolicy(rows[0]);
 }
 
+/**
+ * The tenants' enforced policies for calls (task start, routing), through the process's cache: a change to a
+ * tenant's policies in any process clears its entry at once (migration 018's trigger), and an entry lives 2 s at
+ * most. Policy actions and evaluations read PostgreSQL itself.
+ */
+export class EnforcedPolicies {
+  private readonly cache: ConfigCache<Policy[]>;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly pool: Pool,
+    hub?: EventHub,
+  ) {
+    this.cache = new ConfigCache(hub);
+    this.unsubscribe = hub?.onConfigChange((n) => {
+      if (!n) this.cache.drop();
+      else if (n.kind === 'policies') this.forget(n.tenant);
+    }) ?? (() => undefined);
+  }
+
+  of(tenant: string): Promise<Policy[]> {
+    return this.cache.read(configKey('policies', tenant), () => listPolicies(this.pool, tenant, true));
+  }
+
+  /** After a change in this process: its next call sees it even before the trigger's notice comes back. */
+  forget(tenant: string): void {
+    this.cache.drop(configKey('policies', tenant));
+  }
+
+  /** Stops hearing changes (the app closes). */
+  close(): void {
+    this.unsubscribe();
+  }
+}
+
 /** How `agent` fares under each of `policies`. */
 export async function evaluatePolicies(pool: Pool, tenant: string, agent: Agent, policies: Policy[]): Promise<PolicyVerdict[]> {
   // The reputation is read only when a rule needs it, and once.
@@ -114,10 +151,11 @@ export function policyDenied(agent: Agent, verdict: PolicyVerdict): Error {
 
 /**
  * Task start's check: refuses a task for an agent an enforced policy denies.
+ * @param enforced the tenant's enforced policies (EnforcedPolicies.of).
  * @throws PolicyDenied naming the policy and the broken rules.
  */
-export async function enforcePolicies(pool: Pool, tenant: string, agent: Agent): Promise<void> {
-  const verdict = await denialOf(pool, tenant, agent);
+export async function enforcePolicies(pool: Pool, tenant: string, agent: Agent, enforced: Policy[]): Promise<void> {
+  const verdict = await denialOf(pool, tenant, agent, enforced);
   if (verdict) throw policyDenied(agent, verdict);
 }
 
