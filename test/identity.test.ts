@@ -442,6 +442,8 @@ describe('quotas', () => {
     const send = (message: Record<string, unknown>) =>
       rpc(`${gw.url}/agents/${id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message } }, { ...V1, authorization: `Bearer ${smallClient}` });
     const claims = async () => (await gw.db.pool.query("SELECT count(*)::int AS n FROM message_tasks WHERE tenant = 'small'")).rows[0].n;
+    // A new task's `submitted` event goes in with its claim (one statement): never without it, never twice.
+    const submitted = async () => (await gw.db.pool.query("SELECT count(*)::int AS n FROM task_events WHERE tenant = 'small' AND event_key = 'v0'")).rows[0].n;
 
     const first = userMessage('hi');
     const open = await send(first);
@@ -451,9 +453,11 @@ describe('quotas', () => {
     assert.equal(over.json.error?.code, -32053, over.text);
     assert.match(over.json.error.message, /openTasks \(1\)/);
     assert.equal(await claims(), 1, 'the refused message claimed nothing');
+    assert.equal(await submitted(), 1, 'the refused message logged nothing');
     assert.equal(asking.calls.length, callsBefore, 'the agent was not called');
     // The same first message sent again is the same task, not a new one: no quota applies.
     assert.equal((await send(first)).json.result.task.id, open.json.result.task.id);
+    assert.equal(await submitted(), 1, 'the resent message logged nothing new');
 
     // Finish the open task; two more fit the day, the fourth does not.
     const done = await send(userMessage('Ada', { taskId: open.json.result.task.id }));
@@ -466,6 +470,7 @@ describe('quotas', () => {
     assert.equal(fourth.json.error?.code, -32053, fourth.text);
     assert.match(fourth.json.error.message, /newTasksPerDay \(3\)/);
     assert.equal(await claims(), 3);
+    assert.equal(await submitted(), 3);
 
     // An admin raises the quota; it applies within the cache's few seconds.
     assert.equal((await admin('PATCH', '/tenants/small', { quotas: { newTasksPerDay: 10 } })).status, 200);

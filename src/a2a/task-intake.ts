@@ -10,7 +10,7 @@ import { type Agent, forwardingEndpoint } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
 import { agentOfTask, findTask } from '../db/task-store';
-import { appendEvents } from '../events/event-log';
+import { type NewEvent, appendEvents } from '../events/event-log';
 import type { EventHub } from '../events/hub';
 import { outageOf } from '../health';
 import type { PushStore } from '../push/store';
@@ -23,7 +23,7 @@ import { a2aError } from './errors';
 import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
 import { type EnforcedPolicies, enforcePolicies } from '../nanda/policies';
-import type { Dialect, WireMessage, WireTask } from './wire';
+import type { Dialect, WireMessage } from './wire';
 
 export interface IntakeDeps {
   gateway: TaskGateway;
@@ -104,17 +104,24 @@ export class TaskIntake {
     await enforcePolicies(this.deps.pool, this.tenant, this.agent, enforced);
     const parent = await this.parentOf(message, headers);
     if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
-    const { taskId, resent } = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, intent?.taskId ?? randomUUID(), quotas, this.agent.id);
+    const candidate = intent?.taskId ?? randomUUID();
+    const contextId = message.contextId || randomUUID();
+    const submittedAt = new Date().toISOString();
+    // Key v0: the workflow's own changes are v1, v2…
+    const submitted = (taskId: string): NewEvent[] => [
+      { key: 'v0', event: { task: { ...submittedTask(taskId, contextId, submittedAt), history: [{ ...message, taskId, contextId }] } } },
+    ];
+    // A new claim logs the task's first event in the same round trip; a resent message logs nothing new, but its
+    // claim may be the front door's router's (which logs nothing), so its event is appended below when missing.
+    const claim = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, candidate, quotas, this.agent.id, submitted(candidate));
+    const { taskId, resent } = claim;
     if (resent) await this.ownTask(taskId);
     if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
     // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
     if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
-    const contextId = message.contextId || randomUUID();
-    const submittedAt = new Date().toISOString();
-    const submitted: WireTask = { ...submittedTask(taskId, contextId, submittedAt), history: [{ ...message, taskId, contextId }] };
-    // Key v0: the workflow's own changes are v1, v2…; a resent message logs nothing new.
-    this.deps.hub.publish(this.tenant, taskId, await appendEvents(this.deps.pool, this.tenant, taskId, [{ key: 'v0', event: { task: submitted } }]));
+    const stored = resent ? await appendEvents(this.deps.pool, this.tenant, taskId, submitted(taskId)) : claim.stored;
+    this.deps.hub.publish(this.tenant, taskId, stored);
     const { agent } = this;
     return {
       input: {

@@ -14,6 +14,7 @@ import { a2aError } from '../a2a/errors';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 import { quotaRefusals } from '../metrics';
+import { EVENTS_CHANNEL, type LoggedEvent, type NewEvent, appendParams, storedEvents } from '../events/event-log';
 
 export const QuotasSchema = z.strictObject({
   requestsPerSecond: z.number().int().min(1).max(1_000_000),
@@ -83,7 +84,9 @@ const UNRECORDED_WINDOW = '5 minutes';
  * and daily quotas, in one statement (the database function `switchboard_claim_within_quota`, migration 016:
  * the check and the claim under the tenant's advisory lock). The same message sent again finds its task and
  * counts nothing. A task counts as open from its claim until the projection records it terminal.
- * @throws the QuotaExceeded A2A error; nothing is claimed then.
+ * @param first the new task's first events (for the task `candidate`): appended in the same round trip and
+ *   transaction when the claim is new (`switchboard_claim_and_submit`, migration 019), and returned as `stored`.
+ * @throws the QuotaExceeded A2A error; nothing is claimed (or appended) then.
  */
 export async function claimWithinQuota(
   pool: Pool,
@@ -92,13 +95,22 @@ export async function claimWithinQuota(
   candidate: string,
   quotas: Quotas,
   agentId?: string,
-): Promise<{ taskId: string; resent: boolean }> {
-  const { rows } = await pool.query<{ task_id: string | null; resent: boolean; today: string | null; open: string | null }>(
-    'SELECT task_id, resent, today, open FROM switchboard_claim_within_quota($1, $2, $3, $4, $5, $6, $7, $8)',
-    [tenant, messageId, candidate, agentId ?? null, quotas.newTasksPerDay, quotas.openTasks, TERMINAL_STATES, UNRECORDED_WINDOW],
+  first?: NewEvent[],
+): Promise<{ taskId: string; resent: boolean; stored: LoggedEvent[] }> {
+  const params: unknown[] = [tenant, messageId, candidate, agentId ?? null, quotas.newTasksPerDay, quotas.openTasks, TERMINAL_STATES, UNRECORDED_WINDOW];
+  const call = first
+    ? 'switchboard_claim_and_submit($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)'
+    : 'switchboard_claim_within_quota($1, $2, $3, $4, $5, $6, $7, $8)';
+  if (first) params.push(appendParams(tenant, candidate, first)[2], EVENTS_CHANNEL);
+  const { rows } = await pool.query<{ task_id: string | null; resent: boolean; today: string | null; open: string | null; stored_seq?: string | null; stored_key?: string | null }>(
+    `SELECT * FROM ${call}`,
+    params,
   );
   const { task_id: taskId, resent } = rows[0];
-  if (taskId !== null) return { taskId, resent };
+  if (taskId !== null) {
+    const appended = rows.flatMap((r) => (r.stored_seq ? [{ stored_seq: r.stored_seq, stored_key: r.stored_key! }] : []));
+    return { taskId, resent, stored: first ? storedEvents(first, appended) : [] };
+  }
   const today = Number(rows[0].today);
   const open = Number(rows[0].open);
   if (today >= quotas.newTasksPerDay) throw quotaError('newTasksPerDay', quotas.newTasksPerDay, `this tenant has started ${today} tasks today (UTC)`);
