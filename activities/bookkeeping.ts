@@ -2,7 +2,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { appendCall, appendParams, type LoggedEvent, type StoredRow, storedEvents } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
-import { agentAccount, ensureAccount, post, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
+import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
 import { inTransaction } from '../src/db/tx';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
 import { settledMinor, tasksEnded, tasksStarted } from '../src/metrics';
@@ -19,37 +19,62 @@ export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Pr
 }
 
 /**
- * A terminal task's last writes, in one transaction: its final state recorded (as recordTask) and its settlement
- * (as settleTask). One local activity instead of two: a workflow activation and a transaction fewer per task.
+ * A terminal task's last writes: its final state recorded (as recordTask) and its settlement (as settleTask), in
+ * one statement, so one round trip and one transaction: the client's answer leaves only after this. The projection's
+ * upsert (a data-modifying CTE), the append and the settlement all run once per statement and none reads what
+ * another writes: the record touches the task and its event log, the settlement the ledger's tables.
  */
 export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPolicy, rec: TaskRecord, req: SettlementRequest): Promise<SettlementOutcome> {
-  const { logged, outcome } = await inTransaction(pool, async (client) => ({ logged: await recordWith(client, rec), outcome: await settleWith(client, policy, req) }));
+  const { upsert, projection } = projectionOf(rec);
+  const events = rec.event ? [rec.event] : [];
+  // The append as one row whatever it stored (an aggregate always yields one), and the settlement always one row:
+  // their cross join is one row, so an event logged before (nothing appended now) cannot drop the settlement.
+  const appended = events.length > 0
+    ? `SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys FROM ${appendCall(projection.length + 1)}`
+    : 'SELECT NULL::bigint[] AS seqs, NULL::text[] AS keys';
+  const appendArgs = events.length > 0 ? appendParams(rec.tenant, rec.task.id, events) : [];
+  const { rows } = await pool.query<SettledRow & { seqs: string[] | null; keys: string[] | null }>(
+    `WITH projection AS (${upsert})
+     SELECT a.seqs, a.keys, s.* FROM (${appended}) AS a CROSS JOIN ${settleCall(projection.length + appendArgs.length + 1)} AS s`,
+    [...projection, ...appendArgs, ...settleParams(policy, req)],
+  );
+  const { seqs, keys } = rows[0];
+  const logged = storedEvents(events, (seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: keys![i] })));
+  const outcome = outcomeOf(rows[0]);
   recorded(hub, rec, logged);
   settled(req, outcome);
+  await healthAfter(pool, req);
   return outcome;
+}
+
+/** The task's projection row as an upsert: versions only grow, so a retried or late write never overwrites a newer state. */
+function projectionOf(rec: TaskRecord): { upsert: string; projection: unknown[] } {
+  const { task } = rec;
+  return {
+    upsert: `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT (tenant, task_id) DO UPDATE
+       SET state = EXCLUDED.state, status_timestamp = EXCLUDED.status_timestamp, version = EXCLUDED.version,
+           task = EXCLUDED.task, updated_at = now()
+       WHERE tasks.version < EXCLUDED.version`,
+    projection: [rec.tenant, task.id, task.contextId, rec.agentId, task.status.state, task.status.timestamp ?? rec.createdAt, rec.version, task, rec.createdAt, rec.parentTaskId ?? null, rec.depth ?? 0],
+  };
 }
 
 /**
  * The projection's upsert and the event's append as one statement: one round trip. The append (a data-modifying
  * CTE runs whether or not it is read) touches only the event log, so neither write depends on the other's.
  */
-async function recordWith(db: Pool | PoolClient, rec: TaskRecord): Promise<LoggedEvent[]> {
-  const { task } = rec;
-  const projection = [rec.tenant, task.id, task.contextId, rec.agentId, task.status.state, task.status.timestamp ?? rec.createdAt, rec.version, task, rec.createdAt, rec.parentTaskId ?? null, rec.depth ?? 0];
-  const upsert = `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-     ON CONFLICT (tenant, task_id) DO UPDATE
-       SET state = EXCLUDED.state, status_timestamp = EXCLUDED.status_timestamp, version = EXCLUDED.version,
-           task = EXCLUDED.task, updated_at = now()
-       WHERE tasks.version < EXCLUDED.version`;
+async function recordWith(pool: Pool, rec: TaskRecord): Promise<LoggedEvent[]> {
+  const { upsert, projection } = projectionOf(rec);
   if (!rec.event) {
-    await db.query(upsert, projection);
+    await pool.query(upsert, projection);
     return [];
   }
   const events = [rec.event];
-  const { rows } = await db.query<StoredRow>(
+  const { rows } = await pool.query<StoredRow>(
     `WITH projection AS (${upsert}) SELECT stored_seq, stored_key FROM ${appendCall(projection.length + 1)}`,
-    [...projection, ...appendParams(rec.tenant, task.id, events)],
+    [...projection, ...appendParams(rec.tenant, rec.task.id, events)],
   );
   return storedEvents(events, rows);
 }
@@ -70,16 +95,50 @@ export interface SettlementOutcome {
 }
 
 /**
- * Settles a terminal task exactly once, in one transaction: the settlement row (its unique (tenant, task_id)
- * key makes a retried activity a no-op), the task's hold closed (captured up to its amount, the rest released),
- * the ledger movement `settle:<task>` (requester debited, agent credited, the hold taken off the held balance)
- * and the task's trust event. The hold is read here, under a row lock, not taken from the workflow: whatever
- * raced or crashed before, the charge is capped by what was actually reserved.
+ * Settles a terminal task exactly once, in one statement: the database function `switchboard_settle_task`
+ * (migration 017) writes the settlement row (its unique (tenant, task_id) key makes a retried activity a no-op),
+ * closes the task's hold (captured up to its amount, the rest released), posts the ledger movement `settle:<task>`
+ * (requester debited, agent credited, the hold taken off the held balance) and the task's trust event. The hold is
+ * read there, under a row lock, not taken from the workflow: whatever raced or crashed before, the charge is capped
+ * by what was actually reserved.
  */
 export async function settleTask(pool: Pool, policy: UnfundedPolicy, req: SettlementRequest): Promise<SettlementOutcome> {
-  const outcome = await inTransaction(pool, (client) => settleWith(client, policy, req));
+  const { rows } = await pool.query<SettledRow>(`SELECT * FROM ${settleCall(1)}`, settleParams(policy, req));
+  const outcome = outcomeOf(rows[0]);
   settled(req, outcome);
+  await healthAfter(pool, req);
   return outcome;
+}
+
+/** A row of switchboard_settle_task. */
+interface SettledRow {
+  settlement_id: string;
+  created: boolean;
+  charged_minor: string;
+}
+
+/** The settlement as a table expression with its parameters numbered from `first` (see settleParams). */
+function settleCall(first: number): string {
+  const p = (i: number) => `$${first + i}`;
+  return `switchboard_settle_task(${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)})`;
+}
+
+/** settleCall's ten parameters. */
+function settleParams(policy: UnfundedPolicy, req: SettlementRequest): unknown[] {
+  return [req.tenant, req.taskId, req.agentId, req.requester, req.finalState, req.amountMinor, req.outcome, req.startedAt, req.endedAt, policy === 'unlimited'];
+}
+
+const outcomeOf = (row: SettledRow): SettlementOutcome => ({ settlementId: row.settlement_id, created: row.created, chargedMinor: Number(row.charged_minor) });
+
+/**
+ * Health from real work (issue 12): an agent that answers probes but fails every task is degraded now. Run after
+ * the settlement's commit, not in its transaction (which is one statement now): it reads the projection the task's
+ * final state is committed in by then, and it only marks a healthy agent degraded when its recent tasks all failed,
+ * so it may run twice: a retried activity (its settlement found, created = false) runs it again, and a crash
+ * between the commit and this check loses nothing.
+ */
+async function healthAfter(pool: Pool, req: SettlementRequest): Promise<void> {
+  if (req.finalState !== 'TASK_STATE_COMPLETED') await degradeIfFailing(pool, req.tenant, req.agentId);
 }
 
 function settled(req: SettlementRequest, outcome: SettlementOutcome): void {
@@ -87,58 +146,6 @@ function settled(req: SettlementRequest, outcome: SettlementOutcome): void {
     tasksEnded.inc({ agent: req.agentId, state: stateLabel(req.finalState) });
     settledMinor.inc({ agent: req.agentId }, outcome.chargedMinor);
   }
-}
-
-async function settleWith(client: PoolClient, policy: UnfundedPolicy, req: SettlementRequest): Promise<SettlementOutcome> {
-  const inserted = await client.query<{ id: string }>(
-    `INSERT INTO settlements (tenant, task_id, agent_id, requester, final_state, amount_minor)
-     VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (tenant, task_id) DO NOTHING RETURNING id`,
-    [req.tenant, req.taskId, req.agentId, req.requester, req.finalState],
-  );
-  if (inserted.rows.length === 0) {
-    const { rows } = await client.query<{ id: string; amount_minor: string }>(
-      'SELECT id, amount_minor FROM settlements WHERE tenant = $1 AND task_id = $2',
-      [req.tenant, req.taskId],
-    );
-    return { settlementId: rows[0].id, created: false, chargedMinor: Number(rows[0].amount_minor) };
-  }
-  const id = inserted.rows[0].id;
-  const { rows: holds } = await client.query<{ amount_minor: string }>(
-    `SELECT amount_minor FROM holds WHERE tenant = $1 AND task_id = $2 AND state = 'held' FOR UPDATE`,
-    [req.tenant, req.taskId],
-  );
-  const held = holds[0] ? Number(holds[0].amount_minor) : 0;
-  const charged = req.finalState === 'TASK_STATE_COMPLETED' ? Math.min(req.amountMinor, held) : 0;
-  await client.query('UPDATE settlements SET amount_minor = $2 WHERE id = $1', [id, charged]);
-  if (holds[0]) {
-    await client.query(
-      `UPDATE holds SET state = $3, captured_minor = $4, closed_at = now() WHERE tenant = $1 AND task_id = $2`,
-      [req.tenant, req.taskId, charged > 0 ? 'captured' : 'released', charged],
-    );
-  }
-  await post(
-    client,
-    {
-      tenant: req.tenant,
-      key: `settle:${req.taskId}`,
-      kind: charged > 0 ? 'capture' : 'release',
-      taskId: req.taskId,
-      settlementId: id,
-      entries: [
-        { account: requesterAccount(req.requester), amountMinor: -charged, heldMinor: -held },
-        { account: agentAccount(req.agentId), amountMinor: charged },
-      ],
-    },
-    policy,
-  );
-  await client.query(
-    `INSERT INTO trust_events (tenant, task_id, agent_id, outcome, started_at, ended_at) VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (tenant, task_id) DO NOTHING`,
-    [req.tenant, req.taskId, req.agentId, req.outcome, req.startedAt, req.endedAt],
-  );
-  // Health from real work (issue 12): an agent that answers probes but fails every task is degraded now.
-  if (req.finalState !== 'TASK_STATE_COMPLETED') await degradeIfFailing(client, req.tenant, req.agentId);
-  return { settlementId: id, created: true, chargedMinor: charged };
 }
 
 export type HoldOutcome = { ok: true } | { ok: false; availableMinor: number; reason: string };

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { activityInfo } from '@temporalio/activity';
 import { AgentPool, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
-import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
+import { Pool } from 'pg';
+import { finishTask, holdFunds } from '../activities/bookkeeping';
+import { DATABASE_URL, type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 
 const ACCOUNT = 'requester:default';
 const V1 = { 'A2A-Version': '1.0' };
@@ -311,6 +313,53 @@ describe('holds and captures', () => {
     assert.deepEqual([acct.balanceMinor, acct.heldMinor], [930, 0]);
     const { rows } = await gw.db.pool.query('SELECT count(*)::int AS n FROM trust_events WHERE task_id = $1', [task.id]);
     assert.equal(rows[0].n, 1);
+    await reconciled();
+  });
+
+  test("a task's last writes are one statement: recorded and settled once however often retried, the capture moving the right amounts", async () => {
+    await resetTo(1_000);
+    const agentId = `direct-${randomUUID()}`;
+    const taskId = randomUUID();
+    assert.deepEqual(await holdFunds(gw.db.pool, 'enforce', { tenant: 'default', taskId, agentId, requester: 'default', amountMinor: 100 }), { ok: true });
+    // Its own pool on the test's schema, every statement it sends counted (as bench/sql-count.ts counts them).
+    const pool = new Pool({ connectionString: DATABASE_URL, max: 1, options: `-c search_path=${gw.db.schema}` });
+    const sent: string[] = [];
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      client.query = ((...args: unknown[]) => {
+        sent.push(String(args[0]).trim().split(/\s+/)[0]);
+        return query(...args);
+      }) as typeof client.query;
+    });
+    const now = new Date().toISOString();
+    const task = { id: taskId, contextId: randomUUID(), status: { state: 'TASK_STATE_COMPLETED' as const, timestamp: now } };
+    const rec = { tenant: 'default', agentId, task, version: 2, createdAt: now, event: { key: 'v2', event: { statusUpdate: { taskId, contextId: task.contextId, status: task.status } } } };
+    const req = { tenant: 'default', taskId, agentId, requester: 'default', finalState: task.status.state, amountMinor: 70, outcome: 'completed' as const, startedAt: now, endedAt: now };
+    try {
+      const first = await finishTask(pool, gw.hub, 'enforce', rec, req);
+      assert.deepEqual(sent, ['WITH'], 'one round trip: no BEGIN, no COMMIT, nothing else');
+      assert.equal(first.created, true);
+      assert.equal(first.chargedMinor, 70);
+      const again = await finishTask(pool, gw.hub, 'enforce', rec, req);
+      assert.deepEqual(again, { ...first, created: false }, 'a retry finds the first settlement');
+      assert.equal(sent.length, 2);
+    } finally {
+      await pool.end();
+    }
+    assert.deepEqual(await movementsOf(taskId), [
+      { key: `hold:${taskId}`, kind: 'hold', account: ACCOUNT, amount: 0, held: 100 },
+      { key: `settle:${taskId}`, kind: 'capture', account: `agent:${agentId}`, amount: 70, held: 0 },
+      { key: `settle:${taskId}`, kind: 'capture', account: ACCOUNT, amount: -70, held: -100 },
+    ]);
+    const acct = await accountOf();
+    assert.deepEqual([acct.balanceMinor, acct.heldMinor], [930, 0]);
+    assert.equal((await accountOf(`agent:${agentId}`)).balanceMinor, 70);
+    const { rows } = await gw.db.pool.query(
+      `SELECT (SELECT state FROM tasks WHERE task_id = $1) AS state, (SELECT count(*)::int FROM task_events WHERE task_id = $1) AS events,
+              (SELECT state FROM holds WHERE task_id = $1) AS hold, (SELECT count(*)::int FROM trust_events WHERE task_id = $1) AS trust`,
+      [taskId],
+    );
+    assert.deepEqual(rows[0], { state: 'TASK_STATE_COMPLETED', events: 1, hold: 'captured', trust: 1 });
     await reconciled();
   });
 

@@ -12,7 +12,6 @@ export type MovementKind = 'deposit' | 'hold' | 'capture' | 'release';
 export type UnfundedPolicy = 'enforce' | 'unlimited';
 
 export const requesterAccount = (requester: string) => `requester:${requester}`;
-export const agentAccount = (agentId: string) => `agent:${agentId}`;
 export const DEPOSITS_ACCOUNT = 'external:deposits';
 
 export const kindOf = (account: string): AccountKind => account.slice(0, account.indexOf(':')) as AccountKind;
@@ -27,8 +26,6 @@ export interface Movement {
   tenant: string;
   key: string;
   kind: MovementKind;
-  taskId?: string;
-  settlementId?: string;
   entries: Entry[];
 }
 
@@ -46,7 +43,8 @@ export async function ensureAccount(client: PoolClient, tenant: string, account:
 
 /**
  * Writes the movement's entries and applies them to the accounts. Accounts are locked in name order, so two
- * movements touching the same accounts cannot deadlock. A movement key seen before raises a unique violation
+ * movements touching the same accounts cannot deadlock (a task's settlement, switchboard_settle_task in migration
+ * 017, locks its two in the same order). A movement key seen before raises a unique violation
  * (23505): callers check for the movement first and treat that as "already done".
  * Throws a check violation (23514) if an account's available balance would go negative.
  */
@@ -63,15 +61,13 @@ export async function post(client: PoolClient, m: Movement, policy: UnfundedPoli
     );
   }
   await client.query(
-    `INSERT INTO ledger_entries (settlement_id, tenant, account, amount_minor, held_minor, movement_key, kind, task_id)
-     SELECT $1, $2, e.account, e.amount, e.held, $3, $4, $5
-       FROM unnest($6::text[], $7::bigint[], $8::bigint[]) AS e(account, amount, held)`,
+    `INSERT INTO ledger_entries (tenant, account, amount_minor, held_minor, movement_key, kind)
+     SELECT $1, e.account, e.amount, e.held, $2, $3
+       FROM unnest($4::text[], $5::bigint[], $6::bigint[]) AS e(account, amount, held)`,
     [
-      m.settlementId ?? null,
       m.tenant,
       m.key,
       m.kind,
-      m.taskId ?? null,
       entries.map((e) => e.account),
       entries.map((e) => e.amountMinor),
       entries.map((e) => e.heldMinor ?? 0),

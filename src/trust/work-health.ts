@@ -61,7 +61,7 @@ export function failingReason(w: RecentWork): string {
 
 /**
  * Marks a healthy agent degraded at once when its recent tasks all failed, rather than at its next probe (minutes
- * away): called in the settlement's transaction of a task that did not complete. The next probe keeps it degraded
+ * away): called right after the settlement of a task that did not complete. The next probe keeps it degraded
  * while the work keeps failing, and makes it healthy again once a task completes.
  */
 export async function degradeIfFailing(db: Pick<Pool, 'query'>, tenant: string, agentId: string): Promise<void> {
