@@ -15,7 +15,7 @@ import type { UnfundedPolicy } from '../src/ledger/postings';
 import { orphanQuery } from '../src/temporal/orphan-sweep';
 import { isTerminal, stateLabel } from '../workflows/task-state';
 import type { WireTask } from '../src/a2a/wire';
-import { recordTask, settleTask } from './bookkeeping';
+import { finishTask } from './bookkeeping';
 
 const WHY: Record<string, string> = {
   TERMINATED: 'its workflow was terminated (by an operator in Temporal, most likely)',
@@ -56,26 +56,32 @@ export async function endOrphanedTasks(deps: { pool: Pool; hub: EventHub; unfund
       parts: [{ text: `Switchboard ended this task: ${why} while it was ${stateLabel(stored.task.status.state)}.` }],
     };
     const task: WireTask = { ...stored.task, status: { state: 'TASK_STATE_FAILED', message, timestamp: now } };
-    await recordTask(deps.pool, deps.hub, {
-      tenant,
-      agentId: stored.agent_id,
-      task,
-      version: stored.version + 1,
-      createdAt: stored.created_at.toISOString(),
-      ...(stored.parent_task_id ? { parentTaskId: stored.parent_task_id, depth: stored.depth } : {}),
-      event: { key: `orphan/${wf.runId}`, event: { statusUpdate: { taskId, contextId: task.contextId, status: task.status } } },
-    });
-    await settleTask(deps.pool, deps.unfundedAccounts, {
-      tenant,
-      taskId,
-      agentId: stored.agent_id,
-      requester: tenant,
-      finalState: 'TASK_STATE_FAILED',
-      amountMinor: 0,
-      outcome: 'failed',
-      startedAt: stored.created_at.toISOString(),
-      endedAt: now,
-    });
+    // The failed state and its settlement commit together: a reader who sees the task failed sees its hold released.
+    await finishTask(
+      deps.pool,
+      deps.hub,
+      deps.unfundedAccounts,
+      {
+        tenant,
+        agentId: stored.agent_id,
+        task,
+        version: stored.version + 1,
+        createdAt: stored.created_at.toISOString(),
+        ...(stored.parent_task_id ? { parentTaskId: stored.parent_task_id, depth: stored.depth } : {}),
+        event: { key: `orphan/${wf.runId}`, event: { statusUpdate: { taskId, contextId: task.contextId, status: task.status } } },
+      },
+      {
+        tenant,
+        taskId,
+        agentId: stored.agent_id,
+        requester: tenant,
+        finalState: 'TASK_STATE_FAILED',
+        amountMinor: 0,
+        outcome: 'failed',
+        startedAt: stored.created_at.toISOString(),
+        endedAt: now,
+      },
+    );
     sweep.ended.push({ tenant, taskId, why });
   }
   return sweep;
