@@ -17,8 +17,6 @@ export class EventSink {
   private writing?: Promise<void>;
   private failure?: unknown;
   private count = 0;
-  /** What must be committed before this sink's first write (see `after`). */
-  private gate?: Promise<unknown>;
 
   /**
    * @param keyPrefix unique to this attempt of this activity, so a retried attempt's events never collide
@@ -31,11 +29,6 @@ export class EventSink {
     private readonly taskId: string,
     readonly keyPrefix: string,
   ) {}
-
-  /** Writes nothing until `write` has settled (the turn's own change, logged before what the agent streams); its failure is the sink's. */
-  after(write: Promise<unknown> | undefined): void {
-    this.gate = write;
-  }
 
   /** Queues an event; resolves at once unless the log has fallen far behind. */
   async push(event: StreamEvent, key = `${this.keyPrefix}${++this.count}`): Promise<void> {
@@ -53,7 +46,6 @@ export class EventSink {
 
   private async drain(): Promise<void> {
     try {
-      await this.gate;
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, MAX_BATCH);
         // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.

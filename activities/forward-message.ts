@@ -92,19 +92,16 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
   const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
-  // The turn's `working` change is written while the agent's credential is read and the agent called: it reaches the
-  // log before anything the agent streams (the sink writes nothing until it has), and the result waits for it.
-  const recording = args.record ? recordTask(deps.pool, deps.hub, args.record) : undefined;
-  recording?.catch(() => undefined); // awaited below; a failure fails the attempt there
-  sink.after(recording);
+  // The agent's credential is read while the turn's `working` change is written. That change commits before the
+  // agent is called: it precedes what the agent streams in the log, and an agent that calls back through
+  // Switchboard names this task as the parent of its own, which must exist by then.
   const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink);
   const beat = setInterval(() => turn.heartbeat(), 1_000);
   try {
+    if (args.record) await recordTask(deps.pool, deps.hub, args.record);
     await turn.resume();
     if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt, turn.ref !== undefined);
-    const result = await turn.run();
-    await recording;
-    return result;
+    return await turn.run();
   } catch (err) {
     // A failed attempt leaves the agent's task in its heartbeat details at once, so the next one re-attaches to it.
     if (turn.ref) turn.heartbeat();
