@@ -56,6 +56,9 @@ const agentControlAfterFailure = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' },
 });
 
+/** The agent's task states that a client's cancel, requested before they arrived, overrides. */
+const FAILED_AT_AGENT: TaskState[] = ['TASK_STATE_FAILED', 'TASK_STATE_REJECTED'];
+
 /** Failures of the forwarding activity that retrying cannot fix (see activities/forward-message.ts). */
 export const NON_RETRYABLE_FORWARD_ERRORS = ['AgentRejected', 'InvalidAgentResponse', 'AgentUnreachable'];
 
@@ -76,6 +79,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   // Turn counters let a blocking sender wait for the end of *its* turn.
   let turnsAccepted = 0;
   let turnsDone = 0;
+  /** The agent's task of the current turn has ended (nothing to cancel there). */
+  let agentTaskEnded = false;
   /** The agent's JSON-RPC error that ended the first turn, for its sender. */
   let firstTurnError: AgentRpcError | undefined;
   const state = (): TaskState => task.status.state;
@@ -266,6 +271,13 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (startByForwarding) logged = Math.max(logged, start.version); // push loops follow the log's live tail from here
       else await write(start);
       const outcome = await forward(message, startByForwarding ? start : undefined);
+      // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
+      // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
+      // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
+      if (!('failure' in outcome) && main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state) && patched('cancel-wins-over-a-failed-turn')) {
+        agentTaskEnded = true;
+        throw new CancelledFailure(`canceled while the agent's task ended ${stateLabel(outcome.state)}`);
+      }
       if ('failure' in outcome) {
         setStatus('TASK_STATE_FAILED', gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));
       } else {
@@ -300,7 +312,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     if (isHubAgent(agent)) {
       const untold = await cancelThroughHub(agent, input.tenant, task.id);
       if (untold) note += `; ${untold}`;
-    } else if (agentTaskId) {
+    } else if (agentTaskId && !agentTaskEnded) {
       try {
         await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant: input.tenant, agentId: agent.agentId });
       } catch (cancelErr) {
