@@ -26,7 +26,7 @@ import { checkCardSignatures, type SignatureCheck } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
 import { z } from 'zod';
 import { decodePageToken, encodePageToken } from '../db/page-token';
-import { ConfigCache, configKey } from '../events/config-cache';
+import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
 
 export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
@@ -130,7 +130,6 @@ const COLUMNS = COLUMN_NAMES.join(', ');
 export class AgentRegistry {
   private readonly policy: RefreshPolicy;
   private readonly cache: ConfigCache<Agent | undefined>;
-  private readonly unsubscribe: () => void;
 
   constructor(
     private readonly pool: Pool,
@@ -138,16 +137,12 @@ export class AgentRegistry {
     private readonly opts: RegistryOptions = {},
   ) {
     this.policy = { ...DEFAULT_REFRESH_POLICY, ...opts.policy };
-    this.cache = new ConfigCache(opts.hub);
-    this.unsubscribe = opts.hub?.onConfigChange((n) => {
-      if (!n) this.cache.drop();
-      else if (n.kind === 'agents') this.cache.drop(configKey('agents', n.tenant, n.id));
-    }) ?? (() => undefined);
+    this.cache = new ConfigCache(opts.hub, 'agents');
   }
 
   /** Stops hearing changes (the app closes). */
   close(): void {
-    this.unsubscribe();
+    this.cache.close();
   }
 
   /**
@@ -252,7 +247,7 @@ export class AgentRegistry {
    * (admin reads, writes, refreshes) use get().
    */
   async lookup(tenant: string, id: string): Promise<Agent | undefined> {
-    return this.cache.read(configKey('agents', tenant, id), () => this.get(tenant, id));
+    return this.cache.read(tenant, id, () => this.get(tenant, id));
   }
 
   /** The agent as PostgreSQL has it now. */
@@ -350,7 +345,7 @@ export class AgentRegistry {
   async remove(tenant: string, id: string): Promise<boolean> {
     const { rowCount } = await this.pool.query('DELETE FROM agents WHERE tenant = $1 AND id = $2', [tenant, id]);
     // This process's next call must not find it, even before the trigger's notice comes back.
-    this.cache.drop(configKey('agents', tenant, id));
+    this.cache.drop(tenant, id);
     return (rowCount ?? 0) > 0;
   }
 

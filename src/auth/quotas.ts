@@ -81,8 +81,8 @@ const UNRECORDED_WINDOW = '5 minutes';
 
 /**
  * Claims a first message's task id (as task-store's claimMessage does) after checking the tenant's open-task
- * and daily quotas, in one statement (the database function `switchboard_claim_within_quota`, migration 016:
- * the check and the claim under the tenant's advisory lock). The same message sent again finds its task and
+ * and daily quotas, in one statement (the database function `switchboard_claim_within_quota`, migration 016,
+ * its counts from partial indexes since 020: the check and the claim under the tenant's advisory lock). The same message sent again finds its task and
  * counts nothing. A task counts as open from its claim until the projection records it terminal.
  * @param first the new task's first events (for the task `candidate`): appended in the same round trip and
  *   transaction when the claim is new (`switchboard_claim_and_submit`, migration 019), and returned as `stored`.

@@ -9,22 +9,30 @@ import type { ConfigNotice, EventHub } from './hub';
 
 export const CONFIG_CACHE_TTL_MS = 2_000;
 
-/** Cache keys: an agent's, and a tenant's policies'. */
-export const configKey = (kind: ConfigNotice['kind'], tenant: string, id?: string | null): string => `${kind}\u0000${tenant}\u0000${id ?? ''}`;
-
+/** One table's rows (`kind`, the table the trigger names), by tenant and, for agents, id. */
 export class ConfigCache<V> {
   private readonly entries = new Map<string, { value: V; until: number }>();
   /** Bumped by every drop: a load that was under way meanwhile may have read the old row, so it is not kept. */
   private generation = 0;
+  private readonly unsubscribe: () => void;
 
   constructor(
-    private readonly hub: Pick<EventHub, 'listening'> | undefined,
+    private readonly hub: Pick<EventHub, 'listening' | 'onConfigChange'> | undefined,
+    kind: ConfigNotice['kind'],
     private readonly ttlMs = CONFIG_CACHE_TTL_MS,
-  ) {}
+  ) {
+    // A notice names the changed row; none (undefined) means the connection was (re)made and any row may have changed.
+    this.unsubscribe =
+      hub?.onConfigChange((n) => {
+        if (!n) this.drop();
+        else if (n.kind === kind) this.drop(n.tenant, n.id);
+      }) ?? (() => undefined);
+  }
 
-  /** The cached value of `key`, or what `load` reads (kept for next time when no change came meanwhile). */
-  async read(key: string, load: () => Promise<V>): Promise<V> {
+  /** The cached value for (tenant, id), or what `load` reads (kept for next time when no change came meanwhile). */
+  async read(tenant: string, id: string | null, load: () => Promise<V>): Promise<V> {
     if (!this.hub?.listening) return load();
+    const key = keyOf(tenant, id);
     const hit = this.entries.get(key);
     if (hit && hit.until > Date.now()) return hit.value;
     const generation = this.generation;
@@ -36,10 +44,17 @@ export class ConfigCache<V> {
     return value;
   }
 
-  /** Drops `key`'s entry, or every entry (undefined). */
-  drop(key?: string): void {
+  /** Drops (tenant, id)'s entry, or every entry (no tenant): after a change this process made, or heard of. */
+  drop(tenant?: string, id: string | null = null): void {
     this.generation++;
-    if (key === undefined) this.entries.clear();
-    else this.entries.delete(key);
+    if (tenant === undefined) this.entries.clear();
+    else this.entries.delete(keyOf(tenant, id));
+  }
+
+  /** Stops hearing changes (the app closes). */
+  close(): void {
+    this.unsubscribe();
   }
 }
+
+const keyOf = (tenant: string, id: string | null): string => `${tenant}\u0000${id ?? ''}`;

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import type { Agent } from '../agents/registry';
-import { ConfigCache, configKey } from '../events/config-cache';
+import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
 import { reputationOf } from '../trust/reputation';
 
@@ -85,31 +85,26 @@ export async function setEnforced(pool: Pool, tenant: string, id: string, enforc
  */
 export class EnforcedPolicies {
   private readonly cache: ConfigCache<Policy[]>;
-  private readonly unsubscribe: () => void;
 
   constructor(
     private readonly pool: Pool,
     hub?: EventHub,
   ) {
-    this.cache = new ConfigCache(hub);
-    this.unsubscribe = hub?.onConfigChange((n) => {
-      if (!n) this.cache.drop();
-      else if (n.kind === 'policies') this.forget(n.tenant);
-    }) ?? (() => undefined);
+    this.cache = new ConfigCache(hub, 'policies');
   }
 
   of(tenant: string): Promise<Policy[]> {
-    return this.cache.read(configKey('policies', tenant), () => listPolicies(this.pool, tenant, true));
+    return this.cache.read(tenant, null, () => listPolicies(this.pool, tenant, true));
   }
 
   /** After a change in this process: its next call sees it even before the trigger's notice comes back. */
   forget(tenant: string): void {
-    this.cache.drop(configKey('policies', tenant));
+    this.cache.drop(tenant);
   }
 
   /** Stops hearing changes (the app closes). */
   close(): void {
-    this.unsubscribe();
+    this.cache.close();
   }
 }
 
