@@ -22,21 +22,24 @@
 import { A2AError, isJsonRpcError } from '@a2a-js/sdk/errors';
 import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
 import type { Client, RequestOptions } from '@a2a-js/sdk/client';
-import { ApplicationFailure, Context, sleep } from '@temporalio/activity';
+import { setTimeout as delay } from 'node:timers/promises';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { agentTaskQuery, agentTaskSignal } from '../workflows/messages';
 import type { Pool } from 'pg';
 import { seqRangeOf } from '../src/events/event-log';
+import { childTasksLinked } from '../src/db/task-store';
+import { isTerminal } from '../workflows/task-state';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import { DEFAULT_RETRY } from '../src/agents/registry';
-import type { AgentEndpoint, AgentRetryPolicy, AgentRpcError, AgentTaskRef, ForwardResult, TaskRecord } from '../workflows/types';
+import { FIRST_EXCHANGE_MS, followsByPush, type AgentEndpoint, type AgentRetryPolicy, type AgentRpcError, type AgentTaskRef, type FirstExchange, type ForwardResult, type TaskRecord } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink } from './event-sink';
 import { costOf } from './agent-cost';
 import { recordTask } from './bookkeeping';
-import { type AgentPushDeps, PushFollow, followsByPush } from './push-follow';
+import { type AgentPushDeps, PushFollow } from './push-follow';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -57,6 +60,15 @@ export interface ForwardArgs {
    * written: its version and event key make it idempotent).
    */
   record?: TaskRecord;
+  /**
+   * The turn's message was delivered by its first exchange (forwardFirstExchange) and the agent runs it as this
+   * task: the activity follows it instead of sending the message again.
+   */
+  attach?: AgentTaskRef;
+  /** The first exchange's turn, parked in the process that ran it (its event-sink key): adopted when this attempt runs there. */
+  adopt?: string;
+  /** The turn's attempts made before this activity's first (the first exchange's, when it failed): for the retry count. */
+  attemptsBefore?: number;
 }
 
 export interface ForwardDeps {
@@ -89,23 +101,120 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Promise<ForwardResult> {
   const ctx = Context.current();
+  // The turn the first exchange handed over, still running in this process: this attempt carries it on.
+  const parked = args.adopt && ctx.info.attempt === 1 ? parkedTurns.take(args.adopt) : undefined;
+  if (parked) {
+    parked.turn.adopt(ctx);
+    return finish(ctx, parked.turn, parked.work);
+  }
+  const turn = startTurn(ctx, deps, args, false);
+  return finish(ctx, turn, turn.started);
+}
+
+/**
+ * A blocking turn's first exchange, run as a local activity in the workflow task that starts the turn: no activity
+ * task to queue and no second workflow task for its result. It is the turn itself (the `working` change, the send,
+ * following the agent's task) for up to FIRST_EXCHANGE_MS, so an agent that answers at once ends the turn here.
+ * A turn still running then is handed over: it is parked in this process and the workflow schedules forwardMessage,
+ * which carries it on when it runs here (`adopt`; with eager activity dispatch it does), or else follows the task
+ * the agent named (`attach`), or sends the message again when the agent named none (the same messageId). While
+ * this runs the workflow can take no cancel and answer no query: hence the short limit. (The workflow sends agents
+ * followed by push to the activity directly: the pushes are addressed to it.) A failure is the turn's first
+ * attempt: the workflow makes the others with forwardMessage, by the agent's policy.
+ */
+export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
+  const ctx = Context.current();
+  const turn = startTurn(ctx, deps, args, true);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ran = await Promise.race([
+    turn.started.then(
+      () => 'settled',
+      () => 'settled',
+    ),
+    new Promise<'running'>((resolve) => (timer = setTimeout(resolve, FIRST_EXCHANGE_MS, 'running'))),
+  ]);
+  clearTimeout(timer);
+  if (ran === 'settled') {
+    let result: ForwardResult;
+    try {
+      result = await finish(ctx, turn, turn.started);
+    } catch (err) {
+      if (!(err instanceof ApplicationFailure) || err.nonRetryable) throw err;
+      // A failure retrying may help, with the agent's task named: the activity follows that task (a local activity
+      // has no heartbeat details for its next attempt to re-attach with).
+      if (turn.ref) return { handoff: turn.ref, why: `the first exchange failed: ${err.message}` };
+      // A local activity's failure reaches the workflow without its nextRetryDelay: the agent's Retry-After goes in the details.
+      if (typeof err.nextRetryDelay === 'number') throw ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, details: [{ retryAfterMs: err.nextRetryDelay }] });
+      throw err;
+    }
+    // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
+    if (!isTerminal(result.state)) return result;
+    return { ...result, childrenLinked: await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId) };
+  }
+  const key = turn.sink.keyPrefix;
+  parkedTurns.park(key, turn);
+  return { handoff: turn.handOver() ?? null, why: `still running after ${FIRST_EXCHANGE_MS} ms`, adopt: key };
+}
+
+/**
+ * Turns the first exchange handed over, by its event-sink key, until forwardMessage adopts them. One not adopted
+ * within PARKED_MS (the activity ran in another process, or never: the task was canceled) is stopped: its activity
+ * follows the agent's task on its own.
+ */
+const PARKED_MS = 60_000;
+const parkedTurns = {
+  turns: new Map<string, { turn: Turn; work: Promise<ForwardResult>; timer: ReturnType<typeof setTimeout> }>(),
+  park(key: string, turn: StartedTurn): void {
+    const timer = setTimeout(() => {
+      this.turns.delete(key);
+      turn.stop('not adopted: its activity ran elsewhere, or not at all');
+    }, PARKED_MS);
+    timer.unref();
+    turn.started.catch(() => undefined); // its failure is the adopting attempt's
+    this.turns.set(key, { turn, work: turn.started, timer });
+  },
+  take(key: string): { turn: Turn; work: Promise<ForwardResult> } | undefined {
+    const parked = this.turns.get(key);
+    if (!parked) return undefined;
+    this.turns.delete(key);
+    clearTimeout(parked.timer);
+    return parked;
+  },
+};
+
+/** A turn begun: its `working` change written, an earlier attempt's output voided, the agent called (`started`). */
+type StartedTurn = Turn & { started: Promise<ForwardResult> };
+
+function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExchange: boolean): StartedTurn {
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
   const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
   // The agent's credential is read while the turn's `working` change is written. That change commits before the
   // agent is called: it precedes what the agent streams in the log, and an agent that calls back through
   // Switchboard names this task as the parent of its own, which must exist by then.
-  const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink);
-  const beat = setInterval(() => turn.heartbeat(), 1_000);
-  try {
+  const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink, firstExchange);
+  const started = (async () => {
     if (args.record) await recordTask(deps.pool, deps.hub, args.record);
     await turn.resume();
-    if (attempt > 1) await voidPreviousAttempt(deps.pool, sink, args, attemptKey(attempt - 1), attempt, turn.ref !== undefined);
-    return await turn.run();
+    if (attempt > 1) {
+      // The first attempt's output may be under the first exchange's key (it adopted that turn).
+      const previous = [attemptKey(attempt - 1), ...(attempt === 2 && args.adopt ? [args.adopt] : [])];
+      for (const key of previous) await voidPreviousAttempt(deps.pool, sink, args, key, attempt, turn.ref !== undefined);
+    }
+    return turn.run();
+  })();
+  return Object.assign(turn, { started });
+}
+
+/** Waits for a turn's end under the attempt `ctx` runs: heartbeating, and classifying its failure. */
+async function finish(ctx: Context, turn: Turn, work: Promise<ForwardResult>): Promise<ForwardResult> {
+  const beat = setInterval(() => turn.heartbeat(), 1_000);
+  try {
+    return await work;
   } catch (err) {
     // A failed attempt leaves the agent's task in its heartbeat details at once, so the next one re-attaches to it.
     if (turn.ref) turn.heartbeat();
-    await sink.flush().catch(() => undefined); // what was relayed stays in the log; a retry voids it
+    await turn.sink.flush().catch(() => undefined); // what was relayed stays in the log; a retry voids it
     if (ctx.cancellationSignal.aborted) {
       // The workflow passes the cancel on to the agent's task once this call has ended: it must know the task.
       await turn.announce().catch(() => undefined);
@@ -141,6 +250,10 @@ class Turn {
   readonly trace: HttpTrace = {};
   /** The agent's task this turn runs as, once the agent has named it. */
   ref?: AgentTaskRef;
+  /** Aborted when the attempt running the turn is canceled (after a hand-over: the adopting one), or the turn is stopped. */
+  private readonly canceled = new AbortController();
+  /** The task the first exchange told the workflow about when it handed the turn over. */
+  private handedOver?: AgentTaskRef;
   private readonly policy: Required<AgentRetryPolicy>;
   private readonly relay: Relay;
   private clients?: { calls: Client; streams: Client };
@@ -153,16 +266,20 @@ class Turn {
   private readonly push?: PushFollow;
 
   constructor(
-    private readonly ctx: Context,
+    private ctx: Context,
     private readonly deps: ForwardDeps,
     private readonly args: ForwardArgs,
-    private readonly sink: EventSink,
+    readonly sink: EventSink,
+    /** Run by the turn's first exchange (a local activity: no heartbeats; the workflow learns the task from its result). */
+    private firstExchange = false,
   ) {
+    this.cancelWith(ctx);
     this.policy = { ...DEFAULT_RETRY, ...args.retry };
     this.relay = new Relay(sink, args);
-    // An earlier attempt's heartbeat names the task the agent already runs for this turn.
+    // An earlier attempt's heartbeat names the task the agent already runs for this turn (or the first exchange did).
     const saved = ctx.info.heartbeatDetails as AgentTaskRef | undefined;
     if (saved?.agentTaskId) this.ref = saved;
+    else if (args.attach) this.ref = args.attach;
     const base = deps.push?.baseUrl();
     const { workflowExecution, activityId, scheduledTimestampMs } = ctx.info;
     if (deps.push && base && workflowExecution && followsByPush(args.endpoint)) {
@@ -177,7 +294,38 @@ class Turn {
 
   /** Heartbeats with the agent's task as details (a retried attempt re-attaches to it). */
   heartbeat(): void {
-    this.ctx.heartbeat(this.ref);
+    if (!this.firstExchange) this.ctx.heartbeat(this.ref);
+  }
+
+  private cancelWith(ctx: Context): void {
+    const cancel = () => this.canceled.abort(ctx.cancellationSignal.reason);
+    if (ctx.cancellationSignal.aborted) cancel();
+    else ctx.cancellationSignal.addEventListener('abort', cancel, { once: true });
+  }
+
+  /** The first exchange hands the turn over: the task the workflow will know from its result. */
+  handOver(): AgentTaskRef | undefined {
+    this.handedOver = this.ref;
+    return this.ref;
+  }
+
+  /**
+   * The forwarding activity carries on the turn its first exchange handed over: its cancel, heartbeats and signals
+   * from now on. A task the agent named after the hand-over is heartbeated and told to the workflow at once.
+   */
+  adopt(ctx: Context): void {
+    this.ctx = ctx;
+    this.firstExchange = false;
+    this.cancelWith(ctx);
+    if (this.ref) {
+      this.heartbeat();
+      void this.announce().catch(() => undefined);
+    }
+  }
+
+  /** Stops a parked turn nobody adopted (see parkedTurns). */
+  stop(why: string): void {
+    this.canceled.abort(new Error(why));
   }
 
   /**
@@ -212,7 +360,7 @@ class Turn {
         return messageResult(answer, this.args);
       }
       ({ task, broken } = answer);
-      if (this.ctx.cancellationSignal.aborted) await this.ctx.cancelled;
+      if (this.canceled.signal.aborted) throw this.canceled.signal.reason; // finish() reports the cancel
     }
     task = await this.follow(task, broken);
     this.ended(); // settled: the result carries the ids, no signal needed any more
@@ -228,7 +376,10 @@ class Turn {
   announce(): Promise<void> {
     const ref = this.ref;
     const workflowId = this.ctx.info.workflowExecution?.workflowId;
-    if (!ref || ref.agentTaskId === this.args.agentTaskId || !workflowId) return Promise.resolve();
+    // The workflow knows the task already: an earlier turn's, or the one the first exchange handed over; a first
+    // exchange hands its task over with its result (a signal would come after it, in a workflow task of its own).
+    const known = ref && [this.args.agentTaskId, this.args.attach?.agentTaskId, this.handedOver?.agentTaskId].includes(ref.agentTaskId);
+    if (!ref || known || this.firstExchange || !workflowId) return Promise.resolve();
     this.announcing ??= this.ctx.client.workflow.getHandle(workflowId).signal(agentTaskSignal, ref);
     return this.announcing;
   }
@@ -247,7 +398,7 @@ class Turn {
 
   /** A turn given up on (not canceled: the workflow cancels then) leaves no run behind at the agent. */
   async abandon(failure: ApplicationFailure): Promise<void> {
-    if (!this.ref || this.ctx.cancellationSignal.aborted || !failure.nonRetryable) return;
+    if (!this.ref || this.canceled.signal.aborted || !failure.nonRetryable) return;
     const id = this.ref.agentTaskId;
     const { calls } = await this.agent();
     await this.exchange('CancelTask', (o) => calls.cancelTask({ tenant: '', id, metadata: undefined }, o)).catch(() => undefined);
@@ -282,7 +433,7 @@ class Turn {
       try {
         await this.consume('SendStreamingMessage', (o) => streams.sendMessageStream(request, o), acc, false);
       } catch (err) {
-        if (!this.ref || this.ctx.cancellationSignal.aborted) throw err;
+        if (!this.ref || this.canceled.signal.aborted) throw err;
         return { task: acc.task, broken: err }; // re-attached to below
       }
       if (acc.task) return { task: acc.task };
@@ -335,7 +486,7 @@ class Turn {
           subscribe = false; // the agent cannot re-attach a stream (not supported, or the task ended meanwhile): poll
         } else {
           if (failure.nonRetryable || ++failures >= this.policy.maxAttempts) throw gaveUp(failure, id, failures);
-          await sleep(this.policy.initialIntervalMs * this.policy.backoffCoefficient ** (failures - 1));
+          await delay(this.policy.initialIntervalMs * this.policy.backoffCoefficient ** (failures - 1), undefined, { signal: this.canceled.signal });
           immediate = true;
         }
       }
@@ -354,15 +505,15 @@ class Turn {
           // The stream ended with the task still running: look, and re-attach after a pause.
         }
         if (this.push) {
-          if (!immediate) await this.push.next(this.untilDeadline(this.push.fallbackPollMs), this.ctx.cancellationSignal);
+          if (!immediate) await this.push.next(this.untilDeadline(this.push.fallbackPollMs), this.canceled.signal);
           immediate = false;
-        } else if (polls > 0) await sleep(Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS));
+        } else if (polls > 0) await delay(Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS), undefined, { signal: this.canceled.signal });
         polls++;
         task = Task.toJSON(await this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o))) as WireTask;
         failures = 0;
         if (!SETTLED(task.status.state)) await this.named(task).announce();
       } catch (err) {
-        if (this.ctx.cancellationSignal.aborted) throw err;
+        if (this.canceled.signal.aborted) throw err;
         failed = err;
       }
     }
@@ -400,7 +551,7 @@ class Turn {
     const left = this.ctx.info.scheduledTimestampMs + this.policy.taskTimeoutMs - Date.now();
     const deadline = setTimeout(() => overdue.abort(), Math.max(0, Math.min(left, MAX_TIMER_MS)));
     // The grace matters only until the agent names its task (a re-attach knows it: no listener per re-attach).
-    const cancel = this.ref ? this.ctx.cancellationSignal : this.graceSignal();
+    const cancel = this.ref ? this.canceled.signal : this.graceSignal();
     // Closed once the agent's task is interrupted: an agent may keep its stream open then (below).
     const interrupted = new AbortController();
     try {
@@ -412,7 +563,7 @@ class Turn {
         if (snapshots && event.payload?.$case === 'task') await this.relay.snapshot(acc.task?.artifacts ?? []);
         else await this.relay.event(event);
         // Canceled: once the task is named the workflow passes the cancel on; nothing more to read.
-        if (this.ctx.cancellationSignal.aborted && this.ref) return;
+        if (this.canceled.signal.aborted && this.ref) return;
         // input-required with the stream left open (the coding-agent seed: "Not final; stream stays open"): the
         // turn ends here for the client, and the answer goes to the same agent task as a new message.
         if (acc.task && INTERRUPTED(acc.task.status.state)) {
@@ -421,7 +572,7 @@ class Turn {
         }
       }
     } catch (err) {
-      if (this.ctx.cancellationSignal.aborted) throw err;
+      if (this.canceled.signal.aborted) throw err;
       if (overdue.signal.aborted) {
         this.checkDeadline();
         throw ApplicationFailure.retryable(`${what}: the stream was open for ${MAX_TIMER_MS} ms; re-attaching`, 'AgentUnavailable');
@@ -435,12 +586,12 @@ class Turn {
   }
 
   /** One request and its answer, within the attempt timeout. */
-  private async exchange<T>(what: string, call: (options: RequestOptions) => Promise<T>, cancel = this.ctx.cancellationSignal): Promise<T> {
+  private async exchange<T>(what: string, call: (options: RequestOptions) => Promise<T>, cancel = this.canceled.signal): Promise<T> {
     const deadline = AbortSignal.timeout(this.policy.attemptTimeoutMs);
     try {
       return await call({ signal: AbortSignal.any([deadline, cancel]) });
     } catch (err) {
-      if (deadline.aborted && !this.ctx.cancellationSignal.aborted) throw timedOut(what, this.policy.attemptTimeoutMs);
+      if (deadline.aborted && !this.canceled.signal.aborted) throw timedOut(what, this.policy.attemptTimeoutMs);
       throw err;
     }
   }
@@ -450,7 +601,7 @@ class Turn {
    * answer that names it may still come, and the cancel then reaches the agent.
    */
   private graceSignal(): AbortSignal {
-    const cancel = this.ctx.cancellationSignal;
+    const cancel = this.canceled.signal;
     const controller = new AbortController();
     const abort = () => controller.abort(cancel.reason);
     const onCancel = () => (this.ref ? abort() : setTimeout(abort, CANCEL_GRACE_MS).unref());

@@ -17,7 +17,7 @@ import { recordCertification } from './certification';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { deliverGenesisEvent, finishGenesisDelivery, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
 import { createRegistryActivities } from './registry';
-import { forwardMessage, type ForwardArgs } from './forward-message';
+import { forwardFirstExchange, forwardMessage, type ForwardArgs } from './forward-message';
 import { hubCancel, hubForward, hubQueueOf, type HubQueueArgs } from './hub';
 import type { AgentHub } from '../src/hub/hub';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
@@ -55,6 +55,8 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
   return {
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
     forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
+    forwardFirstExchange: (args: ForwardArgs) =>
+      measuredForward(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>
       cancelAtAgent(agentLink(args.tenant ?? '', args.agentId), args, Context.current().info.startToCloseTimeoutMs),
@@ -92,7 +94,7 @@ export type OrphanActivities = Pick<ReturnType<typeof createActivities>, 'endOrp
 async function measuredForward<T>(args: ForwardArgs, attempt: () => Promise<T>): Promise<T> {
   const agent = args.agentId ?? 'unknown';
   forwardAttempts.inc({ agent });
-  if (Context.current().info.attempt > 1) forwardRetries.inc({ agent });
+  if (Context.current().info.attempt + (args.attemptsBefore ?? 0) > 1) forwardRetries.inc({ agent });
   const stop = forwardDuration.startTimer({ agent });
   try {
     const result = await attempt();

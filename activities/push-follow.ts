@@ -6,7 +6,6 @@
  */
 import type { EventHub } from '../src/events/hub';
 import { type AgentPushNotice, type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/push/agent-push';
-import type { AgentEndpoint } from '../workflows/types';
 
 export interface AgentPushDeps {
   tokens: AgentPushTokens;
@@ -21,9 +20,6 @@ export const DEFAULT_PUSH_POLL_MS = 30_000;
 /** The least time between two GetTasks a push asks for: repeated pushes do not become a stream of GetTasks. */
 const MIN_LOOK_INTERVAL_MS = 250;
 
-/** Whether the agent at `endpoint` is followed by push: it declares them and is not streamed; an SDK dialect. */
-export const followsByPush = (endpoint: AgentEndpoint): boolean =>
-  endpoint.pushNotifications === true && !endpoint.streaming && (endpoint.protocolVersion === '1.0' || endpoint.protocolVersion === '0.3');
 
 export interface PushTurn {
   workflowId: string;

@@ -46,8 +46,8 @@ describe('multi-agent jobs', () => {
     const echo = await agents.add(startEchoAgent());
     const { ids, topRpc } = await chain(echo, [1, 10, 100]);
     const res = await send(topRpc, 'hello');
-    const top = res.json.result.task;
-    assert.equal(top.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(res.json));
+    const top = res.json.result?.task;
+    assert.equal(top?.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(res.json));
     assert.equal(top.artifacts[0].parts[0].text, 'echo: Top asks: Middle asks: hello'.replace('Top asks: Middle asks', 'Middle asks: Top asks'));
 
     const { rows } = await gw.db.pool.query('SELECT task_id, agent_id, parent_task_id, depth FROM tasks WHERE task_id = $1 OR parent_task_id IS NOT NULL ORDER BY depth', [top.id]);

@@ -12,8 +12,8 @@ import type express from 'express';
 import { Task, TaskState } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
-import { AgentPool, RPC_PATH, type TestAgent } from './agents';
-import { SlowExecutor } from './agents/slow';
+import { AgentPool, type TestAgent } from './agents';
+import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents/slow';
 import { artifactEvent, startV1Agent, taskEvent, textOf as agentText, type AgentOptions } from './agents/v1';
 import { type Gateway, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
 
@@ -27,15 +27,6 @@ after(async () => {
   await gw?.close();
   await agents.closeAll();
 });
-
-/** A slow agent that counts the tasks it was asked to run (every execute() is one run at the agent). */
-class CountingSlow extends SlowExecutor {
-  runs = 0;
-  override async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
-    this.runs++;
-    await super.execute(ctx, bus);
-  }
-}
 
 /** Streams `working`, then stays silent `silenceMs`, streams a chunk, is silent again, then completes. */
 class SilentExecutor extends SlowExecutor {
@@ -59,13 +50,6 @@ async function startAgent<E extends SlowExecutor>(executor: E, opts: AgentOption
   return { agent, executor };
 }
 
-/** An agent that ignores non-blocking sends: the flag is dropped before its SDK handler reads the request. */
-const ignoresNonBlocking = (app: express.Express) =>
-  app.post(RPC_PATH, (req, _res, next) => {
-    delete req.body?.params?.configuration?.returnImmediately;
-    next();
-  });
-
 async function clientFor(agentUrl: string, retry: Record<string, number>): Promise<Client> {
   const { base } = await register(gw, agentUrl, { retry });
   return clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
@@ -75,7 +59,7 @@ const methods = (agent: TestAgent, ...names: string[]) => agent.calls.filter((c)
 
 describe('agent tasks that outlast the attempt timeout', { concurrency: true }, () => {
   test('a non-streaming agent that works 45 s, with a 10 s attempt timeout: one send, one run at the agent, completed', async () => {
-    const { agent, executor } = await startAgent(new CountingSlow(45_000), { streaming: false });
+    const { agent, executor } = await startAgent(new CountingSlowExecutor(45_000), { streaming: false });
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
     const started = Date.now();
     const task = await sendText(client, 'take your time');
@@ -114,7 +98,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
 
   for (const streaming of [false, true]) {
     test(`an agent (${streaming ? 'streaming' : 'non-streaming'}) that restarts its HTTP server mid-task is re-attached: one task at the agent`, async () => {
-      const { agent, executor } = await startAgent(new CountingSlow(8_000), { streaming });
+      const { agent, executor } = await startAgent(new CountingSlowExecutor(8_000), { streaming });
       const client = await clientFor(agent.url, { maxAttempts: 5, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
       const pending = sendText(client, 'survive a restart');
       await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to start');
@@ -131,7 +115,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
 
   for (const streaming of [false, true]) {
     test(`an agent task (${streaming ? 'streaming, silent' : 'non-streaming'}) past retry.taskTimeoutMs fails the turn and is canceled at the agent`, async () => {
-      const { agent, executor } = await startAgent(new CountingSlow(60_000), { streaming });
+      const { agent, executor } = await startAgent(new CountingSlowExecutor(60_000), { streaming });
       const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 200, backoffCoefficient: 2, attemptTimeoutMs: 2_000, taskTimeoutMs: 4_000 });
       const started = Date.now();
       const task = await sendText(client, 'too long');
@@ -144,7 +128,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
   }
 
   test('a task the gateway gives up following (GetTask keeps failing) is canceled at the agent: no run left behind', async () => {
-    const executor = new CountingSlow(60_000);
+    const executor = new CountingSlowExecutor(60_000);
     const agent = await agents.add(
       startV1Agent(executor, 'Unpollable', 'Answers the send, then 503 to GetTask', { streaming: false, fault: (c) => (c.method === 'GetTask' ? 'unavailable' : undefined) }),
     );
@@ -161,7 +145,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
 
 describe('a cancel during the first turn of a non-streaming agent', { concurrency: true }, () => {
   test('reaches an agent that honours non-blocking sends (CancelTask with its task id)', async () => {
-    const { agent, executor } = await startAgent(new CountingSlow(60_000), { streaming: false });
+    const { agent, executor } = await startAgent(new CountingSlowExecutor(60_000), { streaming: false });
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
     const task = await sendText(client, 'never mind', true);
     const agentTaskId = await eventually(() => agent.calls.find((c) => c.method === 'GetTask')?.params.id as string | undefined, 15_000, 'the agent to name its task');
@@ -172,7 +156,7 @@ describe('a cancel during the first turn of a non-streaming agent', { concurrenc
   });
 
   test('is still correct with an agent that ignores non-blocking sends (it holds the send, then answers)', async () => {
-    const { agent, executor } = await startAgent(new CountingSlow(3_000), { streaming: false }, ignoresNonBlocking);
+    const { agent, executor } = await startAgent(new CountingSlowExecutor(3_000), { streaming: false }, ignoresNonBlocking);
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
     const task = await sendText(client, 'cancel me', true);
     await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to be called');
@@ -193,7 +177,7 @@ describe('a cancel during the first turn of a non-streaming agent', { concurrenc
   });
 
   test('an agent that ignores non-blocking and answers at once costs one exchange, as before', async () => {
-    const { agent } = await startAgent(new CountingSlow(0), { streaming: false }, ignoresNonBlocking);
+    const { agent } = await startAgent(new CountingSlowExecutor(0), { streaming: false }, ignoresNonBlocking);
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
     const task = await sendText(client, 'quick');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');

@@ -5,6 +5,8 @@
  * - task-*-before-finish-in-one: a task's final record and its settlement were two local activities.
  * - task-*-before-turn-start-in-forwarding: a first turn's `working` was recorded by a local activity before the
  *   forwarding activity was scheduled (a streaming agent's task, a non-streaming one's, and two turns).
+ * - task-*-before-first-exchange-local: a blocking turn's agent call was the forwarding activity from the start,
+ *   not a local activity first (blocking tasks: a streaming agent's, a non-streaming one's, and two turns).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,7 +21,7 @@ const DIR = path.join(__dirname, 'fixtures/histories');
 test('task workflow histories recorded by earlier code replay without nondeterminism', async () => {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
-  assert.ok(files.length >= 5, 'the fixtures are there');
+  assert.ok(files.length >= 8, 'the fixtures are there');
   const bundle = await workflowBundle();
   for (const file of files) {
     // Proto JSON as fetchHistory's result serialises (enum names, int64 and bytes as strings). fromObject, not the

@@ -186,14 +186,19 @@ describe('input-required', () => {
   });
 
   test('a conversation continues-as-new when Temporal suggests it and loses nothing', async () => {
-    // A tiny history budget makes Temporal suggest continue-as-new after the first turn.
+    // A tiny history budget makes Temporal suggest continue-as-new after the first turn. (Suggested when a workflow
+    // task starts: the first turn is sent non-blocking, so the agent's answer comes in a workflow task of its own; a
+    // blocking first turn runs whole in the first workflow task, and the suggestion would come with the next turn.)
     const small = await startGateway({ temporalArgs: ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=10'] });
     try {
       const asking = await agents.add(startAskingAgent());
       const { base } = await register(small, asking.url);
       const client = await clientFactory(small.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
-      const first = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi') }))) as Task) as any;
-      assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
+      const sent = Task.toJSON((await client.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('hi'), configuration: { returnImmediately: true } }))) as Task) as any;
+      const first = await eventually(async () => {
+        const t = Task.toJSON(await client.getTask({ tenant: '', id: sent.id })) as any;
+        return t.status.state === 'TASK_STATE_INPUT_REQUIRED' ? t : undefined;
+      }, 15_000, 'input-required');
       const workflowId = workflowIdOf('default', first.id);
       await eventually(async () => {
         const d = await small.env.client.workflow.getHandle(workflowId).describe();

@@ -2,11 +2,21 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
 import type { AgentRpcError } from './types';
 
+/**
+ * Why an agent call failed: an activity's failure wraps it (ActivityFailure), a local activity's arrives bare (the
+ * turn's first exchange: workflows/task-workflow.ts).
+ */
+export function causeOf(err: unknown): Error | undefined {
+  if (err instanceof ActivityFailure) return err.cause;
+  return err instanceof ApplicationFailure || err instanceof TimeoutFailure ? err : undefined;
+}
+
 /** The most specific reason Temporal recorded, e.g. the agent's JSON-RPC error or "timed out after 3 attempts". */
 export function describeFailure(err: unknown): string {
-  if (err instanceof ActivityFailure && err.cause) {
-    if (err.cause instanceof TimeoutFailure) return `the agent call timed out (${err.cause.timeoutType})`;
-    return err.cause.message;
+  const cause = causeOf(err);
+  if (cause) {
+    if (cause instanceof TimeoutFailure) return `the agent call timed out (${cause.timeoutType})`;
+    return cause.message;
   }
   return err instanceof Error ? err.message : String(err);
 }
@@ -15,9 +25,10 @@ export function describeFailure(err: unknown): string {
  * The agent call ran out of time: an exchange with the agent on every attempt (`AgentTimeout`, raised by the
  * forwarding activity), the agent's task past `retry.taskTimeoutMs`, or Temporal's own timeouts.
  */
-export const isTimeout = (err: unknown): boolean =>
-  err instanceof ActivityFailure &&
-  (err.cause instanceof TimeoutFailure || (err.cause instanceof ApplicationFailure && err.cause.type === 'AgentTimeout'));
+export const isTimeout = (err: unknown): boolean => {
+  const cause = causeOf(err);
+  return cause instanceof TimeoutFailure || (cause instanceof ApplicationFailure && cause.type === 'AgentTimeout');
+};
 
 export function humanDuration(ms: number): string {
   if (ms % 86_400_000 === 0) return `${ms / 86_400_000} day(s)`;
@@ -28,8 +39,9 @@ export function humanDuration(ms: number): string {
 
 /** The agent's JSON-RPC error behind a failed agent call (activities/forward-message.ts's classify puts it in the details). */
 export function agentErrorOf(err: unknown): AgentRpcError | undefined {
-  if (!(err instanceof ActivityFailure) || !(err.cause instanceof ApplicationFailure)) return undefined;
-  const found = (err.cause.details?.[0] as { agentError?: AgentRpcError } | undefined)?.agentError;
+  const cause = causeOf(err);
+  if (!(cause instanceof ApplicationFailure)) return undefined;
+  const found = (cause.details?.[0] as { agentError?: AgentRpcError } | undefined)?.agentError;
   return found && typeof found.code === 'number' && typeof found.message === 'string' ? { code: found.code, message: found.message } : undefined;
 }
 
@@ -39,8 +51,9 @@ export function agentErrorOf(err: unknown): AgentRpcError | undefined {
  * attempt heartbeated (a timeout: its worker died), or the one the workflow knows (the agent's signal, or an earlier turn).
  */
 export function leftRunningAtAgent(err: unknown, known: string | undefined): string | undefined {
-  if (!(err instanceof ActivityFailure)) return undefined;
-  if (err.cause instanceof ApplicationFailure && err.cause.nonRetryable) return undefined;
-  const beat = err.cause instanceof TimeoutFailure ? (err.cause.lastHeartbeatDetails as { agentTaskId?: string } | undefined) : undefined;
+  const cause = causeOf(err);
+  if (!cause) return undefined;
+  if (cause instanceof ApplicationFailure && cause.nonRetryable) return undefined;
+  const beat = cause instanceof TimeoutFailure ? (cause.lastHeartbeatDetails as { agentTaskId?: string } | undefined) : undefined;
   return (typeof beat?.agentTaskId === 'string' ? beat.agentTaskId : undefined) ?? known;
 }

@@ -19,20 +19,22 @@ import {
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
+  TimeoutFailure,
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
-import { agentErrorOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent } from './failures';
+import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent } from './failures';
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { PushDelivery } from './push-delivery';
 import { isTerminal, refuseCancel, refuseMessage, stateLabel, submittedTask, viewTask } from './task-state';
-import { type AgentRpcError, DEFAULT_TASK_TIMEOUT_MS, type ForwardResult, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from './types';
+import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type ForwardResult, followsByPush, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -56,6 +58,17 @@ const agentControlAfterFailure = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' },
 });
 
+/**
+ * A blocking turn's first exchange with the agent, inside the workflow task that starts the turn (see
+ * forwardFirstExchange): one attempt, which ends within FIRST_EXCHANGE_MS (plus a PostgreSQL write in flight) with
+ * the agent's answer or a hand-over; the timeout is a backstop. A failure is the turn's first attempt (forward()).
+ */
+const firstExchanges = proxyLocalActivities<Activities>({
+  startToCloseTimeout: 3 * FIRST_EXCHANGE_MS + 15_000,
+  retry: { maximumAttempts: 1 },
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+});
+
 /** The agent's task states that a client's cancel, requested before they arrived, overrides. */
 const FAILED_AT_AGENT: TaskState[] = ['TASK_STATE_FAILED', 'TASK_STATE_REJECTED'];
 
@@ -75,7 +88,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   let version = carry?.version ?? 0;
   // Bumped once a change is committed to the event log: push deliveries wait on it for something new.
   let logged = version;
-  const inbox: WireMessage[] = [];
+  /** Messages not yet sent to the agent, and whether their sender waits for the turn's end. */
+  const inbox: { message: WireMessage; blocking: boolean }[] = [];
   // Turn counters let a blocking sender wait for the end of *its* turn.
   let turnsAccepted = 0;
   let turnsDone = 0;
@@ -83,6 +97,16 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   let agentTaskEnded = false;
   /** The agent's JSON-RPC error that ended the first turn, for its sender. */
   let firstTurnError: AgentRpcError | undefined;
+  /**
+   * The last turn ended in the workflow task that started it (its first exchange answered). Signals sent meanwhile
+   * (a child task the agent started through Switchboard, linked) reach the workflow only in its next workflow task,
+   * so the workflow never ends in this one: completing with a signal pending, the server would refuse the workflow
+   * task, and the first exchange (the agent call) would run again. The task is settled in it all the same, so its
+   * answer leaves after its last write, unless the agent linked children this workflow has not heard of yet
+   * (`childrenLinked`, read by the first exchange): their costs belong in the settlement.
+   */
+  let answeredInWorkflowTask = false;
+  let childrenLinked = 0;
   const state = (): TaskState => task.status.state;
 
   const funding = new Funding(input);
@@ -98,7 +122,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   // The retry policy bounds each exchange with the agent inside the activity, not the agent's work: an attempt
   // follows the agent's task for up to taskTimeoutMs (the activity ends itself then, canceling it at the agent;
   // Temporal's timeout is the backstop), and a dead worker is noticed by the heartbeat timeout.
-  const forwarding = proxyActivities<Activities>({
+  const forwardingOptions = {
     startToCloseTimeout: (agent.retry.taskTimeoutMs ?? DEFAULT_TASK_TIMEOUT_MS) + 2 * agent.retry.attemptTimeoutMs + 10_000,
     heartbeatTimeout: Math.min(10_000, agent.retry.attemptTimeoutMs),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -107,6 +131,17 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       initialInterval: agent.retry.initialIntervalMs,
       backoffCoefficient: agent.retry.backoffCoefficient,
       nonRetryableErrorTypes: NON_RETRYABLE_FORWARD_ERRORS,
+    },
+  };
+  const forwarding = proxyActivities<Activities>(forwardingOptions);
+  /** The attempts after a first exchange that failed (it was attempt 1): the policy's, one fewer, backoff from its second interval. */
+  const laterAttempts = proxyActivities<Activities>({
+    ...forwardingOptions,
+    retry: {
+      ...forwardingOptions.retry,
+      maximumAttempts: agent.retry.maxAttempts - 1,
+      initialInterval: agent.retry.initialIntervalMs * agent.retry.backoffCoefficient,
+      maximumInterval: 100 * agent.retry.initialIntervalMs, // Temporal's default for the policy itself
     },
   });
 
@@ -132,7 +167,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       for (const id of pushConfigIds ?? []) push.watch(id);
       const own = { ...message, taskId: task.id, contextId: task.contextId };
       task.history = [...(task.history ?? []), own];
-      inbox.push(own);
+      inbox.push({ message: own, blocking: !returnImmediately });
       if (state() !== 'TASK_STATE_SUBMITTED') setStatus('TASK_STATE_WORKING');
       // The first message is answered only once its hold is decided, so a client without the funds gets an
       // error instead of a task (the task itself ends rejected, and is settled like any other).
@@ -184,6 +219,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     await CancellationScope.nonCancellable(cancel); // cleanup must finish even though this scope was canceled
   }
 
+  if (answeredInWorkflowTask && childrenLinked > job.children.length) {
+    await sleep(1); // the children's links arrive with the next workflow task (see answeredInWorkflowTask)
+    answeredInWorkflowTask = false;
+  }
   const ownCostMinor = state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, funding.heldMinor) : 0;
   await job.childrenSettled();
   job.show(ownCostMinor);
@@ -210,6 +249,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       await bookkeeping.settleTask(settlement);
     }
   });
+  if (answeredInWorkflowTask) await sleep(1); // the workflow ends in a workflow task of its own (see answeredInWorkflowTask)
   await job.reportToParent(state(), ownCostMinor);
   // The task is over; its webhooks still get every event (retried for up to a day).
   await push.finished();
@@ -243,7 +283,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
           return;
         }
       }
-      const message = inbox.shift()!;
+      const { message, blocking } = inbox.shift()!;
       // Dequeued past its ttl (Date.now() is when this workflow task runs): not delivered, and not held against
       // the agent, which never saw it.
       if (!carry && turnsDone === 0 && input.expiresAt !== undefined && Date.now() >= input.expiresAt) {
@@ -270,7 +310,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       const startByForwarding = start.version === 1 && !isHubAgent(agent) && patched('turn-start-recorded-by-forwarding');
       if (startByForwarding) logged = Math.max(logged, start.version); // push loops follow the log's live tail from here
       else await write(start);
-      const outcome = await forward(message, startByForwarding ? start : undefined);
+      const outcome = await forward(message, startByForwarding ? start : undefined, blocking);
       // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
       // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
       // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
@@ -292,6 +332,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       await record();
       if (workflowInfo().continueAsNewSuggested) {
         await condition(allHandlersFinished);
+        if (answeredInWorkflowTask) await sleep(1); // as before completing: see answeredInWorkflowTask
         await push.stop(); // the next run starts them again; each resumes at its cursor
         await continueAsNew<typeof taskWorkflow>({
           ...input,
@@ -331,7 +372,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     }
   }
 
-  async function forward(message: WireMessage, start?: TaskRecord): Promise<ForwardResult | { failure: string; leftRunning?: string }> {
+  async function forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<ForwardResult | { failure: string; leftRunning?: string }> {
+    answeredInWorkflowTask = false;
     try {
       const args = {
         ...(start ? { record: start } : {}),
@@ -346,7 +388,15 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         retry: agent.retry,
       };
       // A hub agent's turn goes to the process holding its socket (workflows/hub.ts); every other agent is called over HTTP/gRPC.
-      return await (isHubAgent(agent) ? forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS) : forwarding.forwardMessage(args));
+      if (isHubAgent(agent)) return await forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS);
+      // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
+      // workflow task more for an agent that answers at once); the activity takes over what remains.
+      const first = blocking && !followsByPush(agent.endpoint) && patched('first-exchange-local') ? await firstExchange(args) : undefined;
+      if (first && 'answer' in first) return first.answer;
+      const failedFirst = first !== undefined && 'failed' in first;
+      const activity = failedFirst ? laterAttempts : forwarding;
+      // (`record` again: the first exchange may have handed over before its write committed; a written one is a no-op.)
+      return await activity.forwardMessage({ ...args, ...(first && 'handOver' in first ? first.handOver : {}), ...(failedFirst ? { attemptsBefore: 1 } : {}) });
     } catch (err) {
       if (isCancellation(err)) throw err;
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
@@ -356,6 +406,41 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (isTimeout(err)) trustOutcome = 'timeout';
       if (turnsDone === 0) firstTurnError = agentErrorOf(err);
       return { failure: describeFailure(err), leftRunning: isHubAgent(agent) ? undefined : leftRunningAtAgent(err, agentTaskId) };
+    }
+  }
+
+  /**
+   * The first exchange: the agent's answer; or the turn to hand to the activity, with the task the agent named
+   * (which a cancel then reaches); or, when it failed as the activity's first attempt could (retrying may help),
+   * `failed`, after the policy's first interval. A failure that retrying cannot help ends the turn, as the
+   * activity's would; so does a retryable one when the policy allows one attempt.
+   */
+  async function firstExchange(
+    args: Parameters<Activities['forwardMessage']>[0],
+  ): Promise<{ answer: ForwardResult } | { handOver: { attach?: AgentTaskRef; adopt?: string } } | { failed: true }> {
+    try {
+      const first = await firstExchanges.forwardFirstExchange(args);
+      if (!('handoff' in first)) {
+        answeredInWorkflowTask = true;
+        childrenLinked = first.childrenLinked ?? 0;
+        return { answer: first };
+      }
+      if (first.handoff) {
+        agentTaskId = first.handoff.agentTaskId;
+        agentContextId = first.handoff.agentContextId ?? agentContextId;
+      }
+      return { handOver: { ...(first.handoff ? { attach: first.handoff } : {}), ...(first.adopt ? { adopt: first.adopt } : {}) } };
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      const cause = causeOf(err);
+      const retryable =
+        cause instanceof TimeoutFailure ||
+        (cause instanceof ApplicationFailure && !cause.nonRetryable && !NON_RETRYABLE_FORWARD_ERRORS.includes(cause.type ?? ''));
+      if (!retryable || agent.retry.maxAttempts <= 1) throw err;
+      // The agent's Retry-After (a local activity's failure carries it in its details: forwardFirstExchange).
+      const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
+      await sleep(typeof retryAfter === 'number' ? retryAfter : agent.retry.initialIntervalMs);
+      return { failed: true };
     }
   }
 

@@ -28,6 +28,13 @@ export interface AgentEndpoint {
   pushNotifications?: boolean;
 }
 
+/**
+ * Whether the agent at `endpoint` is followed by push (activities/push-follow.ts, when Switchboard has a public URL):
+ * it declares them and is not streamed; an SDK dialect.
+ */
+export const followsByPush = (endpoint: AgentEndpoint): boolean =>
+  endpoint.pushNotifications === true && !endpoint.streaming && (endpoint.protocolVersion === '1.0' || endpoint.protocolVersion === '0.3');
+
 /** retry.taskTimeoutMs when the registration sets none (also for agents registered before it existed): 7 days. */
 export const DEFAULT_TASK_TIMEOUT_MS = 7 * 24 * 3600_000;
 
@@ -154,6 +161,28 @@ export interface ForwardResult {
   costMinor?: number;
   /** The agent's task metadata (its `switchboard` key dropped): kept on the gateway's task for the client. */
   metadata?: Record<string, unknown>;
+}
+
+/**
+ * How long a blocking turn's first exchange (a local activity in the workflow task that starts the turn, see
+ * activities/forward-message.ts forwardFirstExchange) runs the turn before handing it to the forwarding activity.
+ * Short, because the workflow can take no cancel and answer no query while it runs.
+ */
+export const FIRST_EXCHANGE_MS = 1_000;
+
+/**
+ * What a turn's first exchange ended with: the agent's answer, or the turn handed to the forwarding activity, with
+ * the task the agent named so far (`handoff`) and the key of the turn parked in the process that ran it (`adopt`).
+ */
+export type FirstExchange = (ForwardResult & FirstAnswer) | { handoff: AgentTaskRef | null; why: string; adopt?: string };
+
+/** What the first exchange adds to an agent's terminal answer: the workflow settles the task in the same workflow task. */
+export interface FirstAnswer {
+  /**
+   * How many child tasks the agent started through Switchboard for this task, linked in PostgreSQL (migration 021).
+   * Their links reach the workflow as signals, in its next workflow task: it waits for them when it knows fewer.
+   */
+  childrenLinked?: number;
 }
 
 /** One row of the PostgreSQL projection, written by the `recordTask` activity on every state change. */

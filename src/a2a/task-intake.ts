@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import { type Agent, forwardingEndpoint } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
-import { agentOfTask, findTask } from '../db/task-store';
+import { agentOfTask, findTask, linkChildTask } from '../db/task-store';
 import { type NewEvent, appendEvents } from '../events/event-log';
 import type { EventHub } from '../events/hub';
 import { outageOf } from '../health';
@@ -118,8 +118,12 @@ export class TaskIntake {
     if (resent) await this.ownTask(taskId);
     if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
-    // Linked before the child runs, so a cancel of the parent reaches it however soon it comes.
-    if (parent) await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
+    // Linked before the child runs, so a cancel of the parent reaches it however soon it comes; the row first, so the
+    // parent's first exchange, which reads it once its agent has answered, knows of every signal on its way.
+    if (parent) {
+      await linkChildTask(this.deps.pool, this.tenant, parent.taskId, taskId);
+      await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
+    }
     const stored = resent ? await appendEvents(this.deps.pool, this.tenant, taskId, submitted(taskId)) : claim.stored;
     this.deps.hub.publish(this.tenant, taskId, stored);
     const { agent } = this;

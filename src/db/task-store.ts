@@ -24,6 +24,17 @@ export async function findTask(pool: Pool, tenant: string, taskId: string): Prom
   return r && { task: r.task, agentId: r.agent_id, depth: r.depth, parentTaskId: r.parent_task_id ?? undefined };
 }
 
+/** Links a child task to its parent (migration 021); a resent message links it again, a no-op. */
+export async function linkChildTask(pool: Pool, tenant: string, parentTaskId: string, childTaskId: string): Promise<void> {
+  await pool.query('INSERT INTO task_children (tenant, parent_task_id, child_task_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [tenant, parentTaskId, childTaskId]);
+}
+
+/** How many child tasks are linked to a task (linkChildTask). */
+export async function childTasksLinked(pool: Pool, tenant: string, parentTaskId: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2', [tenant, parentTaskId]);
+  return rows[0]?.n ?? 0;
+}
+
 export interface TaskPage {
   tasks: WireTask[];
   nextPageToken: string;

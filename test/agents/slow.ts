@@ -1,7 +1,9 @@
 // Slow agent: works for `ms` (default 60s) then completes; cancelTask ends it promptly as canceled.
 // A blocking SendMessage stays open for the whole time (the SDK answers only at a terminal state).
+import type express from 'express';
 import { TaskState } from '@a2a-js/sdk';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
+import { RPC_PATH } from './harness';
 import { BaseExecutor, startV1Agent, taskEvent, textOf, type AgentOptions } from './v1';
 
 export class SlowExecutor extends BaseExecutor {
@@ -34,3 +36,19 @@ export class SlowExecutor extends BaseExecutor {
 export function startSlowAgent(opts: AgentOptions & { ms?: number } = {}) {
   return startV1Agent(new SlowExecutor(opts.ms ?? 60_000, opts.cost), 'Slow', 'Works for a long time; cancelable', opts);
 }
+
+/** A slow agent that counts the tasks it was asked to run (every execute() is one run at the agent). */
+export class CountingSlowExecutor extends SlowExecutor {
+  runs = 0;
+  override async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    this.runs++;
+    await super.execute(ctx, bus);
+  }
+}
+
+/** Makes an agent ignore non-blocking sends (startV1Agent's `before`): the flag is dropped before its SDK handler reads the request. */
+export const ignoresNonBlocking = (app: express.Express) =>
+  app.post(RPC_PATH, (req, _res, next) => {
+    delete req.body?.params?.configuration?.returnImmediately;
+    next();
+  });

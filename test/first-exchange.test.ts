@@ -1,0 +1,183 @@
+/**
+ * A blocking turn's first exchange runs as a local activity inside the workflow task that starts the turn
+ * (activities/forward-message.ts forwardFirstExchange): an agent that answers at once costs one workflow task and
+ * no activity. A turn still running after FIRST_EXCHANGE_MS is handed to the forwarding activity, which adopts the
+ * running turn: the message is sent once, a stream is never cut, and a cancel still reaches the agent.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Task, TaskState } from '@a2a-js/sdk';
+import type { Client } from '@a2a-js/sdk/client';
+import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
+import { AgentPool, type TestAgent, startDelegatorAgent, startEchoAgent } from './agents';
+import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents/slow';
+import { artifactEvent, startV1Agent, taskEvent, type AgentOptions } from './agents/v1';
+import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
+import { workflowIdOf } from '../workflows/messages';
+import { FIRST_EXCHANGE_MS } from '../workflows/types';
+
+let gw: Gateway;
+const agents = new AgentPool();
+
+before(async () => {
+  gw = await startGateway();
+});
+after(async () => {
+  await gw?.close();
+  await agents.closeAll();
+});
+
+/** Streams one artifact every 500 ms for `n` artifacts, then completes. */
+class Streaming extends SlowExecutor {
+  runs = 0;
+  constructor(private readonly n: number) {
+    super(0);
+  }
+  override async run(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    this.runs++;
+    bus.publish(taskEvent(ctx, TaskState.TASK_STATE_WORKING));
+    for (let i = 1; i <= this.n; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      bus.publish(artifactEvent(ctx, `part ${i}`));
+    }
+    this.complete(ctx, bus, 'done');
+  }
+}
+
+async function clientFor(agentUrl: string): Promise<Client> {
+  const { base } = await register(gw, agentUrl, { retry: { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 10_000 } });
+  return clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
+}
+
+const methods = (agent: TestAgent, ...names: string[]) => agent.calls.filter((c) => names.includes(c.method));
+
+/**
+ * The task's workflow history (once its workflow has ended, with `ended`): how many workflow tasks completed, which
+ * one completed the client's update, and the inputs of the activities it scheduled.
+ */
+async function historyOf(taskId: string, ended = false) {
+  const handle = gw.env.client.workflow.getHandle(workflowIdOf('default', taskId));
+  if (ended) await handle.result();
+  const events = (await handle.fetchHistory()).events ?? [];
+  const completedWorkflowTasks = events.filter((e) => e.workflowTaskCompletedEventAttributes);
+  const scheduled = events.map((e) => e.activityTaskScheduledEventAttributes).filter((a): a is temporal.api.history.v1.IActivityTaskScheduledEventAttributes => !!a);
+  return {
+    workflowTasks: completedWorkflowTasks.length,
+    /** Which workflow task (1-based) answered the client's first message: its commands follow its completion. */
+    answeredIn: completedWorkflowTasks.filter((t) => Number(t.eventId) < Number(events.find((e) => e.workflowExecutionUpdateCompletedEventAttributes)?.eventId ?? 0)).length,
+    failedWorkflowTasks: events.filter((e) => e.workflowTaskFailedEventAttributes).length,
+    activities: scheduled.map((a) => ({ type: a.activityType?.name, input: defaultPayloadConverter.fromPayload<Record<string, unknown>>(a.input!.payloads![0]!) })),
+  };
+}
+
+describe('the first exchange of a blocking turn', { concurrency: true }, () => {
+  test('an agent that answers at once: recorded, settled and answered by the first workflow task, no activity', async () => {
+    const echo = await agents.add(startEchoAgent({ streaming: false }));
+    const task = await sendText(await clientFor(echo.url), 'hello');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    // The answer leaves after the task's last write: the projection and the ledger have it as the client does.
+    const { rows } = await gw.db.pool.query(
+      'SELECT t.state, s.final_state FROM tasks t LEFT JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id WHERE t.tenant = $1 AND t.task_id = $2',
+      ['default', task.id],
+    );
+    assert.deepEqual(rows, [{ state: 'TASK_STATE_COMPLETED', final_state: 'TASK_STATE_COMPLETED' }]);
+    const h = await historyOf(task.id, true);
+    assert.equal(h.answeredIn, 1, "the client's answer left with the first workflow task");
+    assert.equal(h.workflowTasks, 2, 'the workflow ended in a second (after a timer, so that signals sent meanwhile are taken)');
+    assert.deepEqual(h.activities, [], 'the agent was called by a local activity');
+    assert.equal(methods(echo, 'SendMessage').length, 1);
+  });
+
+  test('an agent that starts a child task through Switchboard and answers at once: linked, settled, called once', async () => {
+    // The child's link reaches the parent's workflow as a signal while its first exchange runs: were the parent to
+    // complete in that workflow task, the server would refuse it and the first exchange (the agent call) run again.
+    const leaf = await agents.add(startEchoAgent({ streaming: false }));
+    const ids: Record<string, string> = {};
+    let key = '';
+    const top = await agents.add(startDelegatorAgent({ name: 'Top', gateway: () => ({ url: gw.url, agentId: ids.leaf, key }) }));
+    ids.leaf = (await register(gw, leaf.url, { priceMinor: 5 })).id;
+    const { id, base } = await register(gw, top.url);
+    key = await agentKey(gw, id);
+    const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
+    const task = await sendText(client, 'pass it on');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    const h = await historyOf(task.id, true);
+    assert.equal(h.failedWorkflowTasks, 0, 'no workflow task was refused');
+    assert.equal(h.answeredIn, 1);
+    assert.deepEqual(h.activities, []);
+    assert.equal(methods(top, 'SendMessage').length, 1, 'the top agent was called once');
+    assert.equal(methods(leaf, 'SendMessage').length, 1);
+    const { rows } = await gw.db.pool.query('SELECT state FROM tasks WHERE parent_task_id = $1', [task.id]);
+    assert.deepEqual(rows, [{ state: 'TASK_STATE_COMPLETED' }], 'the child, linked to its parent');
+    // Settled once the child's link arrived: its cost in the parent's.
+    const job = (Task.toJSON(await client.getTask({ tenant: '', id: task.id, historyLength: undefined })) as any).metadata.switchboard.job;
+    assert.deepEqual(job.cost, { ownMinor: 0, childrenMinor: 5, totalMinor: 5 });
+  });
+
+  for (const honours of [true, false]) {
+    test(`an agent that ${honours ? 'honours' : 'ignores'} non-blocking and works past the first exchange: handed over, the message sent once`, async () => {
+      const executor = new CountingSlowExecutor(3 * FIRST_EXCHANGE_MS);
+      const agent = await agents.add(startV1Agent(executor, 'Patient', 'Works a while', { streaming: false } as AgentOptions, honours ? undefined : ignoresNonBlocking));
+      const task = await sendText(await clientFor(agent.url), 'take your time');
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+      assert.equal(textOf(task.artifacts[0].parts), 'done: take your time');
+      assert.equal(executor.runs, 1, 'one run at the agent');
+      assert.equal(methods(agent, 'SendMessage').length, 1, 'the message was sent once');
+      const h = await historyOf(task.id);
+      assert.deepEqual(h.activities.map((a) => a.type), ['forwardMessage'], 'the forwarding activity took the turn over');
+      assert.equal(typeof h.activities[0]!.input.adopt, 'string', 'and adopted the running turn');
+      if (honours) assert.equal((h.activities[0]!.input.attach as { agentTaskId?: string }).agentTaskId, methods(agent, 'GetTask')[0]?.params.id, "the agent's task, named");
+    });
+  }
+
+  test('a stream that outlasts the first exchange is carried on, never cut or re-attached', async () => {
+    const executor = new Streaming(6);
+    const agent = await agents.add(startV1Agent(executor, 'Streamer', 'Streams a while', { streaming: true }));
+    const task = await sendText(await clientFor(agent.url), 'stream please');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    assert.deepEqual(task.artifacts.map((a: { parts: { text?: string }[] }) => textOf(a.parts)).sort(), ['done', 'part 1', 'part 2', 'part 3', 'part 4', 'part 5', 'part 6']);
+    assert.equal(executor.runs, 1);
+    assert.equal(methods(agent, 'SendStreamingMessage').length, 1, 'one stream');
+    assert.equal(methods(agent, 'SubscribeToTask').length, 0, 'never re-attached');
+    assert.deepEqual((await historyOf(task.id)).activities.map((a) => a.type), ['forwardMessage']);
+  });
+
+  test('a cancel sent while the first exchange runs waits for its end: one terminal state, one run, no refused workflow task', async () => {
+    const executor = new CountingSlowExecutor(FIRST_EXCHANGE_MS / 2);
+    const agent = await agents.add(startV1Agent(executor, 'Brief', 'Works half a second', { streaming: false }));
+    const client = await clientFor(agent.url);
+    let answered = false;
+    const blocked = sendText(client, 'cancel me soon').finally(() => (answered = true));
+    const sent = await eventually(() => methods(agent, 'SendMessage')[0], 15_000, 'the agent to be called');
+    const taskId = sent.params.message.metadata.switchboard.parentTaskId as string;
+    assert.equal(answered, false, 'the cancel goes while the turn runs');
+    // The update waits for the workflow task that runs the turn: the task has completed by then.
+    await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), /cannot be canceled|not cancelable/i);
+    const task = await blocked;
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    assert.equal(methods(agent, 'SendMessage').length, 1, 'the message was sent once');
+    assert.equal(executor.runs, 1);
+    const h = await historyOf(taskId, true);
+    assert.equal(h.failedWorkflowTasks, 0, 'no workflow task was refused');
+    assert.deepEqual(h.activities, [], 'answered within the first exchange');
+  });
+
+  test('a cancel after the hand-over reaches the agent', async () => {
+    const executor = new CountingSlowExecutor(60_000);
+    const agent = await agents.add(startV1Agent(executor, 'Patient', 'Works a long time', { streaming: false }));
+    const client = await clientFor(agent.url);
+    const blocked = sendText(client, 'never mind');
+    const agentTaskId = await eventually(() => methods(agent, 'GetTask')[0]?.params.id as string | undefined, 15_000, 'the agent to name its task');
+    // The gateway's task id, as the agent got it (the parent of any task it starts through Switchboard).
+    const taskId = methods(agent, 'SendMessage')[0]!.params.message.metadata.switchboard.parentTaskId as string;
+    // Handed over: the activity is scheduled (the workflow takes cancels again).
+    await eventually(async () => ((await historyOf(taskId)).activities.length > 0 ? true : undefined), 15_000, 'the hand-over');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: taskId, metadata: undefined })) as { status: { state: string } };
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    assert.deepEqual(agent.cancels, [agentTaskId], 'the cancel reached the agent');
+    assert.equal((await blocked).status.state, 'TASK_STATE_CANCELED', 'the waiting sender learns it');
+    assert.equal(executor.runs, 1);
+  });
+});
