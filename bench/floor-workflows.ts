@@ -1,5 +1,5 @@
 // Minimal workflows for bench/floor.ts: the Temporal round-trips under a gateway task, without A2A or PostgreSQL.
-import { condition, defineUpdate, proxyActivities, proxyLocalActivities, setHandler } from '@temporalio/workflow';
+import { condition, defineUpdate, proxyActivities, proxyLocalActivities, setHandler, sleep } from '@temporalio/workflow';
 
 interface Acts {
   noop(): Promise<void>;
@@ -19,18 +19,39 @@ export async function oneLocalActivity(): Promise<void> {
 }
 
 /**
- * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts): update-with-start; the
- * workflow calls the agent (an activity, which records the task's `working` state itself), the update's
- * condition holds once it returns, and the workflow records and settles the task (one local activity,
- * `finishTask`) in the same activation, so the update's answer leaves with that workflow task.
+ * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts) since the first exchange with the
+ * agent is a local activity: update-with-start; in its first workflow task the workflow calls the agent (a local
+ * activity, which records the task's `working` state itself), the update's condition holds once it returns, and the
+ * workflow records and settles the task (another local activity, `finishTask`), so the update's answer leaves with
+ * that workflow task, after the task's last write; a 1 ms timer, and a second workflow task ends the workflow.
  */
 export async function gatewayShape(): Promise<void> {
+  const turnDone = answersWhenDone();
+  await local.noop();
+  turnDone();
+  await local.noop();
+  await sleep(1);
+}
+
+/**
+ * The gateway's shape before that (and still the shape of a turn the first exchange hands over, or of a client
+ * that does not wait): the agent is called by an activity, and a second workflow task takes its result.
+ */
+export async function gatewayShapeWithActivity(): Promise<void> {
+  const turnDone = answersWhenDone();
+  await acts.noop();
+  turnDone();
+  await local.noop();
+}
+
+/** The gateway shapes' update (the client's blocking send): answered once the turn is done. @returns what marks it done. */
+function answersWhenDone(): () => void {
   let done = false;
   setHandler(turn, async () => {
     await condition(() => done);
     return 'ok';
   });
-  await acts.noop();
-  done = true;
-  await local.noop();
+  return () => {
+    done = true;
+  };
 }

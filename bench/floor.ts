@@ -20,6 +20,8 @@ export interface FloorReport {
   shapes: FloorShape[];
   /** The gateway shape's p50 at c=1 (ms) and throughput at c=32 (workflows/s). */
   gatewayP50: number;
+  /** The earlier shape's p50 at c=1 (ms): the agent called by an activity. */
+  activityShapeP50: number;
   gatewayTpsC32: number;
   /**
    * Node CPU per workflow at c=32, per thread group: what the SDK's client, worker, core and workflow threads cost
@@ -29,6 +31,8 @@ export interface FloorReport {
 }
 
 export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
+/** The gateway's shape before its first exchange with the agent became a local activity (bench/floor-workflows.ts). */
+export const ACTIVITY_SHAPE = 'update-with-start, with an activity';
 
 export async function measureFloor(
   env: { client: Client; nativeConnection: NativeConnection },
@@ -39,21 +43,23 @@ export async function measureFloor(
   const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: { noop: async () => {} } });
   const running = worker.run();
   const wf = env.client.workflow;
-  const gatewayShape = () =>
+  const withStart = (workflow: string) => () =>
     wf.executeUpdateWithStart(turn, {
       updateId: randomUUID(),
-      startWorkflowOperation: new WithStartWorkflowOperation('gatewayShape', { taskQueue, workflowId: randomUUID(), workflowIdConflictPolicy: 'FAIL' }),
+      startWorkflowOperation: new WithStartWorkflowOperation(workflow, { taskQueue, workflowId: randomUUID(), workflowIdConflictPolicy: 'FAIL' }),
     });
+  const gatewayShape = withStart('gatewayShape');
   const all: Record<string, () => Promise<unknown>> = {
     'start + complete (no activity)': () => wf.execute('empty', { taskQueue, workflowId: randomUUID() }),
     'one local activity': () => wf.execute('oneLocalActivity', { taskQueue, workflowId: randomUUID() }),
     'one activity': () => wf.execute('oneActivity', { taskQueue, workflowId: randomUUID() }),
     [GATEWAY_SHAPE]: gatewayShape,
+    [ACTIVITY_SHAPE]: withStart('gatewayShapeWithActivity'),
   };
   const shapes: FloorShape[] = [];
   try {
     for (const [shape, call] of Object.entries(all)) {
-      if (o.shapes === 'gateway' && shape !== GATEWAY_SHAPE) continue;
+      if (o.shapes === 'gateway' && shape !== GATEWAY_SHAPE && shape !== ACTIVITY_SHAPE) continue;
       for (let i = 0; i < o.warmup; i++) await call();
       const ms: number[] = [];
       for (let i = 0; i < o.n; i++) {
@@ -75,7 +81,8 @@ export async function measureFloor(
     const gatewayTpsC32 = o.n32 / ((performance.now() - t0) / 1000);
     const used = cpu.stop();
     const cpuC32 = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, ms / o.n32])) as GroupCpu & { total: number };
-    return { shapes, gatewayP50: shapes.find((s) => s.shape === GATEWAY_SHAPE)!.p50, gatewayTpsC32, cpuC32 };
+    const p50Of = (name: string) => shapes.find((s) => s.shape === name)!.p50;
+    return { shapes, gatewayP50: p50Of(GATEWAY_SHAPE), activityShapeP50: p50Of(ACTIVITY_SHAPE), gatewayTpsC32, cpuC32 };
   } finally {
     worker.shutdown();
     await running;

@@ -19,7 +19,7 @@ export const SEGMENTS = [
   'front door, before Temporal',
   'update-with-start → workflow started',
   'workflow task 1 queued',
-  'workflow task 1 on the worker',
+  'workflow task 1 on the worker (incl. first exchange)',
   'activity queued',
   'activity (agent call + its writes)',
   'workflow task 2 queued',
@@ -44,19 +44,25 @@ const EV = { started: 1, wftScheduled: 5, wftStarted: 6, wftCompleted: 7, actSch
 const now = () => performance.timeOrigin + performance.now();
 const msOf = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
 
-/** The marks between the two front-door marks, from the workflow's history (epoch ms). */
+/**
+ * The marks between the two front-door marks, from the workflow's history (epoch ms). A task whose first
+ * exchange answered has no activity, and its answer leaves with workflow task 1 (the agent call is in it): the
+ * activity's and workflow task 2's segments are 0 (its second workflow task, which only ends it, comes after the answer).
+ */
 async function historyMarks(client: Client, workflowId: string): Promise<number[]> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const at = (type: number, nth = 0) => msOf(events.filter((e) => e.eventType === type)[nth]?.eventTime);
-  return [
+  const at = (type: number, nth = 0) => msOf(events.filter((e) => e.eventType === type)[nth]?.eventTime) || undefined;
+  const activity = events.some((e) => e.eventType === EV.actScheduled);
+  const marks = [
     at(EV.started),
     at(EV.wftStarted, 0),
     at(EV.wftCompleted, 0),
-    at(EV.actStarted),
-    at(EV.actCompleted),
-    at(EV.wftStarted, 1),
-    at(EV.wftCompleted, 1),
+    activity ? at(EV.actStarted) : undefined,
+    activity ? at(EV.actCompleted) : undefined,
+    activity ? at(EV.wftStarted, 1) : undefined,
+    activity ? at(EV.wftCompleted, 1) : undefined,
   ];
+  return marks.map((m, i) => m ?? marks.slice(0, i).reduce<number>((last, x) => x ?? last, NaN));
 }
 
 /** Medians per segment over samples of 11 marks each (client send … client answer). */
