@@ -104,8 +104,8 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
   // The turn the first exchange handed over, still running in this process: this attempt carries it on.
   const parked = args.adopt && ctx.info.attempt === 1 ? parkedTurns.take(args.adopt) : undefined;
   if (parked) {
-    parked.turn.adopt(ctx);
-    return finish(ctx, parked.turn, parked.work);
+    parked.adopt(ctx);
+    return finish(ctx, parked, parked.started);
   }
   const turn = startTurn(ctx, deps, args, false);
   return finish(ctx, turn, turn.started);
@@ -163,7 +163,7 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
  */
 const PARKED_MS = 60_000;
 const parkedTurns = {
-  turns: new Map<string, { turn: Turn; work: Promise<ForwardResult>; timer: ReturnType<typeof setTimeout> }>(),
+  turns: new Map<string, { turn: StartedTurn; timer: ReturnType<typeof setTimeout> }>(),
   park(key: string, turn: StartedTurn): void {
     const timer = setTimeout(() => {
       this.turns.delete(key);
@@ -171,14 +171,14 @@ const parkedTurns = {
     }, PARKED_MS);
     timer.unref();
     turn.started.catch(() => undefined); // its failure is the adopting attempt's
-    this.turns.set(key, { turn, work: turn.started, timer });
+    this.turns.set(key, { turn, timer });
   },
-  take(key: string): { turn: Turn; work: Promise<ForwardResult> } | undefined {
+  take(key: string): StartedTurn | undefined {
     const parked = this.turns.get(key);
     if (!parked) return undefined;
     this.turns.delete(key);
     clearTimeout(parked.timer);
-    return parked;
+    return parked.turn;
   },
 };
 
