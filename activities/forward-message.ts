@@ -28,11 +28,11 @@ import { agentTaskQuery, agentTaskSignal } from '../workflows/messages';
 import type { Pool } from 'pg';
 import { seqRangeOf } from '../src/events/event-log';
 import { childTasksLinked } from '../src/db/task-store';
-import { isTerminal } from '../workflows/task-state';
+import { finishedFirstTurn, isTerminal } from '../workflows/task-state';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import { DEFAULT_RETRY } from '../src/agents/registry';
-import { FIRST_EXCHANGE_MS, followsByPush, type AgentEndpoint, type AgentRetryPolicy, type AgentRpcError, type AgentTaskRef, type FirstExchange, type ForwardResult, type TaskRecord } from '../workflows/types';
+import { FIRST_EXCHANGE_MS, followsByPush, type AgentEndpoint, type AgentRetryPolicy, type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, type SettlementRequest, type TaskRecord, type TurnFinish } from '../workflows/types';
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
@@ -69,6 +69,8 @@ export interface ForwardArgs {
   adopt?: string;
   /** The turn's attempts made before this activity's first (the first exchange's, when it failed): for the retry count. */
   attemptsBefore?: number;
+  /** A fresh task's first exchange finishes the task itself when the agent completes it at once (finishHere). */
+  finish?: TurnFinish;
 }
 
 export interface ForwardDeps {
@@ -78,6 +80,8 @@ export interface ForwardDeps {
   hub: EventHub;
   /** Following agents' tasks by their push notifications; unset: agents are polled. */
   push?: AgentPushDeps;
+  /** Writes a task's final record and its settlement (bookkeeping.ts finishTask): for a first exchange that finishes its task. */
+  finishTask?: (rec: TaskRecord, req: SettlementRequest) => Promise<unknown>;
 }
 
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
@@ -120,7 +124,8 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
  * the agent named (`attach`), or sends the message again when the agent named none (the same messageId). While
  * this runs the workflow can take no cancel and answer no query: hence the short limit. (The workflow sends agents
  * followed by push to the activity directly: the pushes are addressed to it.) A failure is the turn's first
- * attempt: the workflow makes the others with forwardMessage, by the agent's policy.
+ * attempt: the workflow makes the others with forwardMessage, by the agent's policy. A fresh task the agent
+ * completes at once is finished here too (finishHere): the whole task is then one local activity.
  */
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
@@ -149,11 +154,34 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
     }
     // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
     if (!isTerminal(result.state)) return result;
-    return { ...result, childrenLinked: await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId) };
+    const childrenLinked = await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId);
+    return { ...result, childrenLinked, ...(childrenLinked === 0 ? await finishHere(ctx, deps, args, result) : {}) };
   }
   const key = turn.sink.keyPrefix;
   parkedTurns.park(key, turn);
   return { handoff: turn.handOver() ?? null, why: `still running after ${FIRST_EXCHANGE_MS} ms`, adopt: key };
+}
+
+/**
+ * A fresh task that the agent completed at once is finished by its first exchange (`args.finish`): the final record
+ * and the settlement the workflow would write next (task-state.ts finishedFirstTurn, the workflow's own steps), in
+ * one transaction here instead of a local activity of their own, so the workflow task that took the message costs
+ * one local activity and one activation fewer. Only a completed task: a client's cancel, which the workflow reads
+ * only once this has returned, may turn a failed answer into a canceled task, never a completed one. A write that
+ * failed is the workflow's to make again (its retried local activity; the record and the settlement are both
+ * idempotent), never a reason to call the agent again.
+ */
+async function finishHere(ctx: Context, deps: ForwardDeps, args: ForwardArgs, answer: ForwardResult): Promise<FirstAnswer> {
+  if (!args.finish || !args.record || answer.state !== 'TASK_STATE_COMPLETED' || !deps.finishTask) return {};
+  const at = new Date().toISOString();
+  const { record, settlement } = finishedFirstTurn(args.record, answer, at, args.finish);
+  try {
+    await deps.finishTask(record, settlement);
+    return { finish: { at, written: true } };
+  } catch (err) {
+    ctx.log.warn('the first exchange could not finish the task; the workflow finishes it', { taskId: args.gatewayTaskId, error: String(err) });
+    return { finish: { at, written: false } };
+  }
 }
 
 /**

@@ -56,7 +56,9 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
     forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
     forwardFirstExchange: (args: ForwardArgs) =>
-      measuredForward(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
+      measuredForward(args, () =>
+        forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush, finishTask: (rec, req) => finishTask(pool, hub, unfundedAccounts, rec, req) }, args),
+      ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>
       cancelAtAgent(agentLink(args.tenant ?? '', args.agentId), args, Context.current().info.startToCloseTimeoutMs),

@@ -20,16 +20,15 @@ export async function oneLocalActivity(): Promise<void> {
 
 /**
  * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts) since the first exchange with the
- * agent is a local activity: update-with-start; in its first workflow task the workflow calls the agent (a local
- * activity, which records the task's `working` state itself), the update's condition holds once it returns, and the
- * workflow records and settles the task (another local activity, `finishTask`), so the update's answer leaves with
+ * agent finishes a task the agent completes at once: update-with-start; in its first workflow task the workflow
+ * calls the agent in one local activity (which also records the task's `working` state before the call, and its final
+ * record and settlement after), the update's condition holds once it returns, and the update's answer leaves with
  * that workflow task, after the task's last write; a 1 ms timer, and a second workflow task ends the workflow.
  */
 export async function gatewayShape(): Promise<void> {
   const turnDone = answersWhenDone();
   await local.noop();
   turnDone();
-  await local.noop();
   await sleep(1);
 }
 

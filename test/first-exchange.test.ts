@@ -68,26 +68,70 @@ async function historyOf(taskId: string, ended = false) {
     /** Which workflow task (1-based) answered the client's first message: its commands follow its completion. */
     answeredIn: completedWorkflowTasks.filter((t) => Number(t.eventId) < Number(events.find((e) => e.workflowExecutionUpdateCompletedEventAttributes)?.eventId ?? 0)).length,
     failedWorkflowTasks: events.filter((e) => e.workflowTaskFailedEventAttributes).length,
+    localActivities: events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
     activities: scheduled.map((a) => ({ type: a.activityType?.name, input: defaultPayloadConverter.fromPayload<Record<string, unknown>>(a.input!.payloads![0]!) })),
   };
 }
 
 describe('the first exchange of a blocking turn', { concurrency: true }, () => {
-  test('an agent that answers at once: recorded, settled and answered by the first workflow task, no activity', async () => {
+  test('an agent that answers at once: recorded, settled and answered by the first workflow task, in one local activity', async () => {
     const echo = await agents.add(startEchoAgent({ streaming: false }));
     const task = await sendText(await clientFor(echo.url), 'hello');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
     // The answer leaves after the task's last write: the projection and the ledger have it as the client does.
     const { rows } = await gw.db.pool.query(
-      'SELECT t.state, s.final_state FROM tasks t LEFT JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id WHERE t.tenant = $1 AND t.task_id = $2',
+      'SELECT t.state, t.task, s.final_state FROM tasks t LEFT JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id WHERE t.tenant = $1 AND t.task_id = $2',
       ['default', task.id],
     );
-    assert.deepEqual(rows, [{ state: 'TASK_STATE_COMPLETED', final_state: 'TASK_STATE_COMPLETED' }]);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0].state, 'TASK_STATE_COMPLETED');
+    assert.equal(rows[0].final_state, 'TASK_STATE_COMPLETED');
+    // The first exchange wrote the final record; the workflow's task is the same (its status time included).
+    assert.deepEqual(rows[0].task.status, task.status);
+    assert.deepEqual(rows[0].task.artifacts, task.artifacts);
     const h = await historyOf(task.id, true);
     assert.equal(h.answeredIn, 1, "the client's answer left with the first workflow task");
     assert.equal(h.workflowTasks, 2, 'the workflow ended in a second (after a timer, so that signals sent meanwhile are taken)');
     assert.deepEqual(h.activities, [], 'the agent was called by a local activity');
+    assert.equal(h.localActivities, 1, 'the first exchange also wrote the final record and the settlement');
     assert.equal(methods(echo, 'SendMessage').length, 1);
+  });
+
+  test('a first exchange that cannot write the finished task: the workflow writes it, the agent is not called again', async () => {
+    const echo = await agents.add(startEchoAgent({ streaming: false }));
+    const client = await clientFor(echo.url);
+    // PostgreSQL refuses the finished task's record once (a sequence: nextval is not rolled back with the failed write).
+    const marker = `finish-fault-${Date.now()}`;
+    await gw.db.pool.query(`CREATE SEQUENCE ${marker.replace(/-/g, '_')}`);
+    await gw.db.pool.query(`
+      CREATE FUNCTION ${marker.replace(/-/g, '_')}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.version = 2 AND NEW.task::text LIKE '%${marker}%' AND nextval('${marker.replace(/-/g, '_')}') = 1 THEN
+          RAISE EXCEPTION 'injected: the finished task is refused once';
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await gw.db.pool.query(`CREATE TRIGGER ${marker.replace(/-/g, '_')} BEFORE INSERT OR UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION ${marker.replace(/-/g, '_')}()`);
+    try {
+      const task = await sendText(client, marker);
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+      const { rows } = await gw.db.pool.query(
+        'SELECT t.task, s.final_state FROM tasks t JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id WHERE t.tenant = $1 AND t.task_id = $2',
+        ['default', task.id],
+      );
+      assert.equal(rows.length, 1, 'recorded and settled once');
+      assert.deepEqual(rows[0].task.status, task.status, "the workflow wrote the first exchange's record: its status time");
+      const h = await historyOf(task.id, true);
+      assert.equal(h.localActivities, 2, "the workflow's own local activity wrote it");
+      assert.equal(h.answeredIn, 1);
+      assert.equal(methods(echo, 'SendMessage').length, 1, 'the agent was called once');
+      const { rows: tried } = await gw.db.pool.query(`SELECT last_value FROM ${marker.replace(/-/g, '_')}`);
+      assert.ok(Number(tried[0].last_value) >= 2, 'the fault fired and the write was made again');
+    } finally {
+      await gw.db.pool.query(`DROP TRIGGER ${marker.replace(/-/g, '_')} ON tasks`);
+      await gw.db.pool.query(`DROP FUNCTION ${marker.replace(/-/g, '_')}()`);
+      await gw.db.pool.query(`DROP SEQUENCE ${marker.replace(/-/g, '_')}`);
+    }
   });
 
   test('an agent that starts a child task through Switchboard and answers at once: linked, settled, called once', async () => {

@@ -3,9 +3,9 @@
  * workflow, the gateway, the event log and the streams: classes of states, when a turn ends, the submitted
  * task, the hold, and views of a task.
  */
-import type { TaskState, WireTask } from '../src/a2a/wire';
+import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
 import type { FailureTypes } from './messages';
-import type { TaskInput } from './types';
+import type { ForwardResult, SettlementRequest, TaskInput, TaskRecord, TrustOutcome, TurnFinish } from './types';
 
 const TERMINAL: ReadonlySet<TaskState> = new Set([
   'TASK_STATE_COMPLETED',
@@ -32,6 +32,68 @@ export function submittedTask(taskId: string, contextId: string, timestamp: stri
 
 /** What a task reserves on its requester's account before the agent is called: the client's budget, else the price. */
 export const holdOf = (input: Pick<TaskInput, 'budgetMinor' | 'agent'>): number => input.budgetMinor ?? input.agent.priceMinor;
+
+/** A task's status: its state since `timestamp`, with the message that says why (the agent's, or the gateway's). */
+export function statusOf(state: TaskState, timestamp: string, message?: WireMessage): WireTask['status'] {
+  return { state, timestamp, ...(message ? { message } : {}) };
+}
+
+/**
+ * The agent's answer to a turn, taken into the task: its artifacts replace the list, its status message joins the
+ * history, its task metadata is the client's to read (`switchboard` stays the gateway's own). The status is set
+ * apart (statusOf), since a task's first terminal state is its last. Reassigns, never mutates, what it changes.
+ */
+export function takeAnswer(task: WireTask, r: ForwardResult): void {
+  if (r.artifacts.length > 0) task.artifacts = r.artifacts;
+  if (r.statusMessage) task.history = [...(task.history ?? []), r.statusMessage];
+  if (r.metadata) task.metadata = { ...task.metadata, ...r.metadata, ...(task.metadata?.switchboard ? { switchboard: task.metadata.switchboard } : {}) };
+}
+
+/** The task's change at `version`, as the projection row and the event log get it: a whole-task snapshot, or a status update. */
+export function recordOf(base: Omit<TaskRecord, 'task' | 'version' | 'event'>, task: WireTask, version: number, snapshot = false): TaskRecord {
+  const event = snapshot ? { task: viewTask(task) } : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
+  return { ...base, task, version, event: { key: `v${version}`, event } };
+}
+
+/** What a task that ended in `state` costs its requester: the agent's reported cost, else its price, capped by the hold; nothing unless completed. */
+export function ownCostOf(state: TaskState, costMinor: number | undefined, priceMinor: number, heldMinor: number): number {
+  return state === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? priceMinor, heldMinor) : 0;
+}
+
+/** A terminal task's settlement: what it costs (ownCostOf), and its outcome for the agent's trust record (its state's, unless finer). */
+export function settlementOf(
+  rec: Pick<TaskRecord, 'tenant' | 'agentId' | 'createdAt'>,
+  task: WireTask,
+  p: { requester: string; amountMinor: number; outcome?: TrustOutcome; endedAt: string },
+): SettlementRequest {
+  const finalState = task.status.state;
+  return {
+    tenant: rec.tenant,
+    taskId: task.id,
+    agentId: rec.agentId,
+    requester: p.requester,
+    finalState,
+    // The settlement caps this by the hold it finds in PostgreSQL (the workflow's heldMinor is for humans reading history).
+    amountMinor: p.amountMinor,
+    outcome: p.outcome ?? (stateLabel(finalState) as TrustOutcome),
+    startedAt: rec.createdAt,
+    endedAt: p.endedAt,
+  };
+}
+
+/**
+ * A fresh task that its first turn's agent completed at once, finished as the workflow finishes it (the steps
+ * above): the record after `start` (the turn's `working` change) and the settlement. Run by the first exchange
+ * (activities/forward-message.ts), which writes both where the workflow would have, in its own local activity.
+ */
+export function finishedFirstTurn(start: TaskRecord, answer: ForwardResult, at: string, f: TurnFinish): { record: TaskRecord; settlement: SettlementRequest } {
+  const task: WireTask = { ...start.task };
+  takeAnswer(task, answer);
+  task.status = statusOf(answer.state, at, answer.statusMessage);
+  const base = { tenant: start.tenant, agentId: start.agentId, createdAt: start.createdAt, parentTaskId: start.parentTaskId, depth: start.depth };
+  const amountMinor = ownCostOf(task.status.state, answer.costMinor, f.priceMinor, f.heldMinor);
+  return { record: recordOf(base, task, start.version + 1), settlement: settlementOf(start, task, { requester: f.requester, amountMinor, endedAt: at }) };
+}
 
 /** `TASK_STATE_INPUT_REQUIRED` → `input-required`: the spelling operators see in Temporal UI and the 0.3 dialect uses. */
 export function stateLabel(s: TaskState): string {

@@ -33,8 +33,8 @@ import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
 import { PushDelivery } from './push-delivery';
-import { isTerminal, refuseCancel, refuseMessage, stateLabel, submittedTask, viewTask } from './task-state';
-import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type ForwardResult, followsByPush, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from './types';
+import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from './task-state';
+import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type FirstAnswer, type ForwardResult, followsByPush, type TaskInput, type TaskRecord, type TrustOutcome, type TurnFinish } from './types';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -107,6 +107,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
    */
   let answeredInWorkflowTask = false;
   let childrenLinked = 0;
+  /** The first exchange wrote the task's final record and its settlement (activities/forward-message.ts finishHere). */
+  let finishedByFirstExchange = false;
   const state = (): TaskState => task.status.state;
 
   const funding = new Funding(input);
@@ -223,25 +225,22 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     await sleep(1); // the children's links arrive with the next workflow task (see answeredInWorkflowTask)
     answeredInWorkflowTask = false;
   }
-  const ownCostMinor = state() === 'TASK_STATE_COMPLETED' ? Math.min(costMinor ?? agent.priceMinor, funding.heldMinor) : 0;
+  const ownCostMinor = ownCostOf(state(), costMinor, agent.priceMinor, funding.heldMinor);
   await job.childrenSettled();
   job.show(ownCostMinor);
   await CancellationScope.nonCancellable(async () => {
-    const settlement: SettlementRequest = {
-      tenant: input.tenant,
-      taskId: task.id,
-      agentId: agent.agentId,
+    const settlement = settlementOf(recordBase(), task, {
       requester: input.requester,
-      finalState: state(),
-      // The settlement caps this by the hold it finds in PostgreSQL (heldMinor here is for humans reading history).
       amountMinor: ownCostMinor,
-      outcome: trustOutcome ?? (stateLabel(state()) as TrustOutcome),
-      startedAt: createdAt,
+      outcome: trustOutcome,
       endedAt: task.status.timestamp ?? new Date().toISOString(),
-    };
+    });
     // The final state and the settlement in one local activity (one transaction, one activation fewer);
-    // runs recorded before this change replay their two.
-    if (patched('finish-in-one-local-activity')) {
+    // runs recorded before this change replay their two. The first exchange may have written both already: the
+    // same record (the task's next version) and settlement, from the same steps (task-state.ts finishedFirstTurn).
+    if (finishedByFirstExchange) {
+      logged = Math.max(logged, ++version);
+    } else if (patched('finish-in-one-local-activity')) {
       await bookkeeping.finishTask(nextRecord(), settlement);
       logged = Math.max(logged, version);
     } else {
@@ -372,7 +371,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     }
   }
 
-  async function forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<ForwardResult | { failure: string; leftRunning?: string }> {
+  async function forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<(ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string }> {
     answeredInWorkflowTask = false;
     try {
       const args = {
@@ -391,7 +390,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (isHubAgent(agent)) return await forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS);
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
-      const first = blocking && !followsByPush(agent.endpoint) && patched('first-exchange-local') ? await firstExchange(args) : undefined;
+      const first = blocking && !followsByPush(agent.endpoint) && patched('first-exchange-local') ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
       if (first && 'answer' in first) return first.answer;
       const failedFirst = first !== undefined && 'failed' in first;
       const activity = failedFirst ? laterAttempts : forwarding;
@@ -416,8 +415,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
    * activity's would; so does a retryable one when the policy allows one attempt.
    */
   async function firstExchange(
-    args: Parameters<Activities['forwardMessage']>[0],
-  ): Promise<{ answer: ForwardResult } | { handOver: { attach?: AgentTaskRef; adopt?: string } } | { failed: true }> {
+    args: Parameters<Activities['forwardFirstExchange']>[0],
+  ): Promise<{ answer: ForwardResult & FirstAnswer } | { handOver: { attach?: AgentTaskRef; adopt?: string } } | { failed: true }> {
     try {
       const first = await firstExchanges.forwardFirstExchange(args);
       if (!('handoff' in first)) {
@@ -444,20 +443,28 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     }
   }
 
-  function apply(r: ForwardResult): void {
-    agentTaskId = r.agentTaskId ?? agentTaskId;
-    agentContextId = r.agentContextId ?? agentContextId;
-    if (r.artifacts.length > 0) task.artifacts = r.artifacts;
-    if (r.statusMessage) task.history = [...(task.history ?? []), r.statusMessage];
-    if (r.costMinor !== undefined) costMinor = r.costMinor;
-    // The agent's task metadata is the client's to read; `switchboard` stays the gateway's own.
-    if (r.metadata) task.metadata = { ...task.metadata, ...r.metadata, ...(task.metadata?.switchboard ? { switchboard: task.metadata.switchboard } : {}) };
-    setStatus(r.state, r.statusMessage);
+  /**
+   * What a fresh task's first exchange needs to finish the task when the agent completes it at once (its final record
+   * and settlement: see FirstAnswer.finish). Not a child task, nor one with children: the job's costs go into the
+   * final record. No patch: the exchange's recorded result decides, and an earlier run's result has no `finish`.
+   */
+  function finishable(start: TaskRecord | undefined): { finish?: TurnFinish } {
+    if (!start || input.parentTaskId || job.children.length > 0) return {};
+    return { finish: { requester: input.requester, priceMinor: agent.priceMinor, heldMinor: funding.heldMinor } };
   }
 
-  function setStatus(next: TaskState, message?: WireMessage): void {
+  function apply(r: ForwardResult & FirstAnswer): void {
+    agentTaskId = r.agentTaskId ?? agentTaskId;
+    agentContextId = r.agentContextId ?? agentContextId;
+    if (r.costMinor !== undefined) costMinor = r.costMinor;
+    takeAnswer(task, r);
+    setStatus(r.state, r.statusMessage, r.finish?.at);
+    finishedByFirstExchange = r.finish?.written === true;
+  }
+
+  function setStatus(next: TaskState, message?: WireMessage, at = new Date().toISOString()): void {
     if (isTerminal(state())) return; // exactly one terminal state, whatever races
-    task.status = { state: next, timestamp: new Date().toISOString(), ...(message ? { message } : {}) };
+    task.status = statusOf(next, at, message);
     upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
     showDetails();
   }
@@ -477,18 +484,11 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
 
   /** The task's next version, as the projection row and the event log get it. */
   function nextRecord(snapshot = false): TaskRecord {
-    const v = ++version;
-    const event = snapshot ? { task: viewTask(task) } : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
-    return {
-      tenant: input.tenant,
-      agentId: agent.agentId,
-      task,
-      version: v,
-      createdAt,
-      parentTaskId: input.parentTaskId,
-      depth: input.depth,
-      event: { key: `v${v}`, event },
-    };
+    return recordOf(recordBase(), task, ++version, snapshot);
+  }
+
+  function recordBase(): Omit<TaskRecord, 'task' | 'version' | 'event'> {
+    return { tenant: input.tenant, agentId: agent.agentId, createdAt, parentTaskId: input.parentTaskId, depth: input.depth };
   }
 
   function gatewayMessage(text: string): WireMessage {

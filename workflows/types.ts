@@ -176,8 +176,24 @@ export const FIRST_EXCHANGE_MS = 1_000;
  */
 export type FirstExchange = (ForwardResult & FirstAnswer) | { handoff: AgentTaskRef | null; why: string; adopt?: string };
 
+/**
+ * What a fresh task's first exchange needs to finish the task itself when the agent completes it at once (its final
+ * record and settlement, task-state.ts finishedFirstTurn): the settlement's parts that only the workflow knows.
+ */
+export interface TurnFinish {
+  requester: string;
+  priceMinor: number;
+  /** What the task reserved (Funding.heldMinor): the cost's cap. */
+  heldMinor: number;
+}
+
 /** What the first exchange adds to an agent's terminal answer: the workflow settles the task in the same workflow task. */
 export interface FirstAnswer {
+  /**
+   * The task's final status time, set by the first exchange that finished the task (args.finish), and whether its
+   * record and settlement were written (`written`); if not, the workflow writes the same, with this time.
+   */
+  finish?: { at: string; written: boolean };
   /**
    * How many child tasks the agent started through Switchboard for this task, linked in PostgreSQL (migration 021).
    * Their links reach the workflow as signals, in its next workflow task: it waits for them when it knows fewer.
