@@ -73,7 +73,8 @@ async function historyOf(taskId: string, ended = false) {
   };
 }
 
-describe('the first exchange of a blocking turn', { concurrency: true }, () => {
+// These answer within the first exchange's second: one at a time, so the hand-over tests' agents do not slow them past it.
+describe('the first exchange of a blocking turn', () => {
   test('an agent that answers at once: recorded, settled and answered by the first workflow task, in one local activity', async () => {
     const echo = await agents.add(startEchoAgent({ streaming: false }));
     const task = await sendText(await clientFor(echo.url), 'hello');
@@ -160,6 +161,30 @@ describe('the first exchange of a blocking turn', { concurrency: true }, () => {
     assert.deepEqual(job.cost, { ownMinor: 0, childrenMinor: 5, totalMinor: 5 });
   });
 
+  test('a cancel sent while the first exchange runs waits for its end: one terminal state, one run, no refused workflow task', async () => {
+    // Done before the second look at its task (250 ms after the first): well within the first exchange's second.
+    const executor = new CountingSlowExecutor(FIRST_EXCHANGE_MS / 5);
+    const agent = await agents.add(startV1Agent(executor, 'Brief', 'Works a fifth of a second', { streaming: false }));
+    const client = await clientFor(agent.url);
+    let answered = false;
+    const blocked = sendText(client, 'cancel me soon').finally(() => (answered = true));
+    const sent = await eventually(() => methods(agent, 'SendMessage')[0], 15_000, 'the agent to be called');
+    const taskId = sent.params.message.metadata.switchboard.parentTaskId as string;
+    assert.equal(answered, false, 'the cancel goes while the turn runs');
+    // The update waits for the workflow task that runs the turn: the task has completed by then.
+    await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), /cannot be canceled|not cancelable/i);
+    const task = await blocked;
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    assert.equal(methods(agent, 'SendMessage').length, 1, 'the message was sent once');
+    assert.equal(executor.runs, 1);
+    const h = await historyOf(taskId, true);
+    assert.equal(h.failedWorkflowTasks, 0, 'no workflow task was refused');
+    assert.deepEqual(h.activities, [], 'answered within the first exchange');
+  });
+
+});
+
+describe('a blocking turn past its first exchange', { concurrency: true }, () => {
   for (const honours of [true, false]) {
     test(`an agent that ${honours ? 'honours' : 'ignores'} non-blocking and works past the first exchange: handed over, the message sent once`, async () => {
       const executor = new CountingSlowExecutor(3 * FIRST_EXCHANGE_MS);
@@ -186,26 +211,6 @@ describe('the first exchange of a blocking turn', { concurrency: true }, () => {
     assert.equal(methods(agent, 'SendStreamingMessage').length, 1, 'one stream');
     assert.equal(methods(agent, 'SubscribeToTask').length, 0, 'never re-attached');
     assert.deepEqual((await historyOf(task.id)).activities.map((a) => a.type), ['forwardMessage']);
-  });
-
-  test('a cancel sent while the first exchange runs waits for its end: one terminal state, one run, no refused workflow task', async () => {
-    const executor = new CountingSlowExecutor(FIRST_EXCHANGE_MS / 2);
-    const agent = await agents.add(startV1Agent(executor, 'Brief', 'Works half a second', { streaming: false }));
-    const client = await clientFor(agent.url);
-    let answered = false;
-    const blocked = sendText(client, 'cancel me soon').finally(() => (answered = true));
-    const sent = await eventually(() => methods(agent, 'SendMessage')[0], 15_000, 'the agent to be called');
-    const taskId = sent.params.message.metadata.switchboard.parentTaskId as string;
-    assert.equal(answered, false, 'the cancel goes while the turn runs');
-    // The update waits for the workflow task that runs the turn: the task has completed by then.
-    await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), /cannot be canceled|not cancelable/i);
-    const task = await blocked;
-    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
-    assert.equal(methods(agent, 'SendMessage').length, 1, 'the message was sent once');
-    assert.equal(executor.runs, 1);
-    const h = await historyOf(taskId, true);
-    assert.equal(h.failedWorkflowTasks, 0, 'no workflow task was refused');
-    assert.deepEqual(h.activities, [], 'answered within the first exchange');
   });
 
   test('a cancel after the hand-over reaches the agent', async () => {

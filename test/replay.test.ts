@@ -7,6 +7,8 @@
  *   forwarding activity was scheduled (a streaming agent's task, a non-streaming one's, and two turns).
  * - task-*-before-first-exchange-local: a blocking turn's agent call was the forwarding activity from the start,
  *   not a local activity first (blocking tasks: a streaming agent's, a non-streaming one's, and two turns).
+ * - task-*-before-first-exchange-finishes: a task its agent completed at once was finished by a second local
+ *   activity, not by its first exchange (no patch: the first exchange's recorded result, without `finish`, decides).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,7 +23,7 @@ const DIR = path.join(__dirname, 'fixtures/histories');
 test('task workflow histories recorded by earlier code replay without nondeterminism', async () => {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
-  assert.ok(files.length >= 8, 'the fixtures are there');
+  assert.ok(files.length >= 11, 'the fixtures are there');
   const bundle = await workflowBundle();
   for (const file of files) {
     // Proto JSON as fetchHistory's result serialises (enum names, int64 and bytes as strings). fromObject, not the
