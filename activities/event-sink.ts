@@ -17,6 +17,8 @@ export class EventSink {
   private writing?: Promise<void>;
   private failure?: unknown;
   private count = 0;
+  /** A write the log's first event waits for (the turn's `working` change): its failure is the sink's. */
+  private before?: Promise<unknown>;
 
   /**
    * @param keyPrefix unique to this attempt of this activity, so a retried attempt's events never collide
@@ -29,6 +31,11 @@ export class EventSink {
     private readonly taskId: string,
     readonly keyPrefix: string,
   ) {}
+
+  /** Writes nothing before `write` has committed (the turn's `working` change, written while the agent is called). */
+  after(write: Promise<unknown>): void {
+    this.before = write;
+  }
 
   /** Queues an event; resolves at once unless the log has fallen far behind. */
   async push(event: StreamEvent, key = `${this.keyPrefix}${++this.count}`): Promise<void> {
@@ -46,6 +53,7 @@ export class EventSink {
 
   private async drain(): Promise<void> {
     try {
+      await this.before;
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, MAX_BATCH);
         // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.

@@ -55,9 +55,9 @@ export interface ForwardArgs {
   /** The agent's retry policy (absent in workflows started before it was passed: the defaults). */
   retry?: AgentRetryPolicy;
   /**
-   * The task's change that starts the turn (state working), written here before the agent is called instead of by
-   * a local activity of its own: one workflow activation fewer per task. Every attempt writes it (a no-op once
-   * written: its version and event key make it idempotent).
+   * The task's change that starts the turn (state working), written here instead of by a local activity of its own:
+   * one workflow activation fewer per task. A first attempt writes it while it calls the agent (startTurn), a later
+   * one before. Every attempt writes it (a no-op once written: its version and event key make it idempotent).
    */
   record?: TaskRecord;
   /**
@@ -210,26 +210,42 @@ const parkedTurns = {
   },
 };
 
-/** A turn begun: its `working` change written, an earlier attempt's output voided, the agent called (`started`). */
+/** A turn begun: its `working` change written (on a first attempt, while the agent is called), an earlier attempt's output voided, the agent called (`started`). */
 type StartedTurn = Turn & { started: Promise<ForwardResult> };
 
 function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExchange: boolean): StartedTurn {
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
   const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
-  // The agent's credential is read while the turn's `working` change is written. That change commits before the
-  // agent is called: it precedes what the agent streams in the log, and an agent that calls back through
-  // Switchboard names this task as the parent of its own, which must exist by then.
+  // The agent's credential is read while the turn's `working` change is written. A first attempt calls the agent
+  // meanwhile: what the agent streams waits for that change in the sink (it precedes them in the log), the turn's
+  // result waits for its commit, and a task the agent starts through Switchboard meanwhile, naming this one as its
+  // parent, waits at the front door until the parent is recorded (task-intake.ts parentOf). A later attempt writes
+  // it (a no-op once written) before it voids the last attempt's output and calls again.
   const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink, firstExchange);
   const started = (async () => {
-    if (args.record) await recordTask(deps.pool, deps.hub, args.record);
+    const recorded = args.record ? recordTask(deps.pool, deps.hub, args.record) : undefined;
+    if (recorded && attempt === 1) {
+      recorded.catch(() => undefined); // awaited below, once the agent has answered
+      sink.after(recorded);
+    } else {
+      await recorded;
+    }
     await turn.resume();
     if (attempt > 1) {
       // The first attempt's output may be under the first exchange's key (it adopted that turn).
       const previous = [attemptKey(attempt - 1), ...(attempt === 2 && args.adopt ? [args.adopt] : [])];
       for (const key of previous) await voidPreviousAttempt(deps.pool, sink, args, key, attempt, turn.ref !== undefined);
     }
-    return turn.run();
+    let result: ForwardResult;
+    try {
+      result = await turn.run();
+    } catch (err) {
+      await recorded?.catch(() => undefined); // committed (or failed) before the turn's failure is reported: never after what follows it
+      throw err;
+    }
+    await recorded;
+    return result;
   })();
   return Object.assign(turn, { started });
 }

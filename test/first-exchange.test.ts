@@ -161,6 +161,65 @@ describe('the first exchange of a blocking turn', () => {
     assert.deepEqual(job.cost, { ownMinor: 0, childrenMinor: 5, totalMinor: 5 });
   });
 
+  /** Runs `body` while PostgreSQL takes 300 ms over the first row of a top-level task whose text holds the marker it is given. */
+  async function withSlowFirstRow(body: (marker: string) => Promise<void>): Promise<void> {
+    const marker = `slow_record_${Date.now()}`;
+    await gw.db.pool.query(`
+      CREATE FUNCTION ${marker}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.parent_task_id IS NULL AND NEW.task::text LIKE '%${marker}%' THEN PERFORM pg_sleep(0.3); END IF;
+        RETURN NEW;
+      END $$`);
+    await gw.db.pool.query(`CREATE TRIGGER ${marker} BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION ${marker}()`);
+    try {
+      await body(marker);
+    } finally {
+      await gw.db.pool.query(`DROP TRIGGER ${marker} ON tasks`);
+      await gw.db.pool.query(`DROP FUNCTION ${marker}()`);
+    }
+  }
+
+  /** The task's event log by key, once its workflow has ended (a task with children is settled after its answer). */
+  async function logKeys(taskId: string): Promise<string[]> {
+    await historyOf(taskId, true);
+    const { rows } = await gw.db.pool.query('SELECT event_key FROM task_events WHERE tenant = $1 AND task_id = $2 ORDER BY seq', ['default', taskId]);
+    return rows.map((e) => e.event_key as string);
+  }
+
+  test("a streaming agent called while the task's working change is written: its events wait for it in the log", async () => {
+    const echo = await agents.add(startEchoAgent({ streaming: true }));
+    const client = await clientFor(echo.url);
+    await withSlowFirstRow(async (marker) => {
+      const task = await sendText(client, marker);
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+      const keys = await logKeys(task.id);
+      assert.deepEqual(keys.slice(0, 2), ['v0', 'v1'], keys.join(' '));
+      assert.equal(keys.at(-1), 'v2');
+      assert.ok(keys.length > 3, "the agent's events are logged between them");
+    });
+  });
+
+  test("the agent is called while the task's working change is written: a child started at once waits for its parent's row", async () => {
+    const leaf = await agents.add(startEchoAgent({ streaming: false }));
+    const ids: Record<string, string> = {};
+    let key = '';
+    const top = await agents.add(startDelegatorAgent({ name: 'Prompt', gateway: () => ({ url: gw.url, agentId: ids.leaf, key }) }));
+    ids.leaf = (await register(gw, leaf.url)).id;
+    const { id, base } = await register(gw, top.url);
+    key = await agentKey(gw, id);
+    const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
+    // PostgreSQL takes 300 ms over the parent's first row: its agent calls back through Switchboard before it exists.
+    await withSlowFirstRow(async (marker) => {
+      const task = await sendText(client, marker);
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+      assert.equal(methods(top, 'SendMessage').length, 1, 'the top agent was called once');
+      const { rows: children } = await gw.db.pool.query('SELECT state FROM tasks WHERE parent_task_id = $1', [task.id]);
+      assert.deepEqual(children, [{ state: 'TASK_STATE_COMPLETED' }], "the child, started before its parent's row was written, waited for it");
+      const keys = await logKeys(task.id);
+      assert.deepEqual([keys[0], keys[1], keys.at(-1)], ['v0', 'v1', 'v2'], keys.join(' '));
+    });
+  });
+
   test('a cancel sent while the first exchange runs waits for its end: one terminal state, one run, no refused workflow task', async () => {
     // Done before the second look at its task (250 ms after the first): well within the first exchange's second.
     const executor = new CountingSlowExecutor(FIRST_EXCHANGE_MS / 5);

@@ -301,8 +301,9 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         }
       }
       setStatus('TASK_STATE_WORKING');
-      // Logged before the agent is called, so it precedes everything the agent streams: a snapshot for a
-      // follow-up turn; for the first, a status update (the gateway logged the submitted task as event 1).
+      // Logged first, so it precedes everything the agent streams (a fresh task's first exchange writes it while it
+      // calls the agent, whose events wait for it): a snapshot for a follow-up turn; for the first, a status update
+      // (the gateway logged the submitted task as event 1).
       const start = nextRecord(version > 0);
       // A fresh task's first turn has the forwarding activity write it first: one local activity (one activation)
       // fewer. A snapshot (the whole task, artifacts and all) is not put in the activity's input, which history keeps.

@@ -5,11 +5,12 @@
  * inline push configs, the link to a parent, and the task's first event in its log. No SDK types here.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Pool } from 'pg';
 import { type Agent, forwardingEndpoint } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
-import { agentOfTask, findTask, linkChildTask } from '../db/task-store';
+import { type StoredTask, agentOfTask, claimedUnrecorded, findTask, linkChildTask } from '../db/task-store';
 import { type NewEvent, appendEvents } from '../events/event-log';
 import type { EventHub } from '../events/hub';
 import { outageOf } from '../health';
@@ -187,7 +188,7 @@ export class TaskIntake {
         `A parent task (X-Switchboard-Parent-Task / metadata.switchboard.parentTaskId) may only be named with an agent key (role agent); this key's role is ${this.caller.role}`,
       );
     }
-    const parent = await findTask(this.deps.pool, this.tenant, parentTaskId);
+    const parent = (await findTask(this.deps.pool, this.tenant, parentTaskId)) ?? (await this.parentBeingRecorded(parentTaskId));
     if (parent && parent.agentId !== this.caller.agentId) {
       throw a2aError('HopLimit', `The parent task ${parentTaskId} is not run by this key's agent (${this.caller.agentId}); an agent starts child tasks only for its own tasks`);
     }
@@ -201,4 +202,24 @@ export class TaskIntake {
     }
     return { taskId: parentTaskId, depth };
   }
+
+  /**
+   * A parent task whose first row is still being written: its first turn writes it while it calls its agent
+   * (activities/forward-message.ts startTurn), so an agent that calls back at once may come first. Claimed and not
+   * yet recorded, it is waited for, up to PARENT_RECORD_WAIT_MS; any other unknown parent is refused at once.
+   */
+  private async parentBeingRecorded(taskId: string): Promise<StoredTask | undefined> {
+    const { pool } = this.deps;
+    if (!(await claimedUnrecorded(pool, this.tenant, taskId))) return undefined;
+    const deadline = Date.now() + PARENT_RECORD_WAIT_MS;
+    for (let wait = 2; Date.now() < deadline; wait = Math.min(wait * 2, 100)) {
+      await delay(wait);
+      const parent = await findTask(pool, this.tenant, taskId);
+      if (parent) return parent;
+    }
+    return undefined;
+  }
 }
+
+/** How long a child's front door waits for its parent's first row (parentBeingRecorded): a write, not a workflow's start. */
+const PARENT_RECORD_WAIT_MS = 5_000;

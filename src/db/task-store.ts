@@ -24,6 +24,15 @@ export async function findTask(pool: Pool, tenant: string, taskId: string): Prom
   return r && { task: r.task, agentId: r.agent_id, depth: r.depth, parentTaskId: r.parent_task_id ?? undefined };
 }
 
+/**
+ * A task claimed (its first message taken, message_tasks) that the projection has not recorded yet (migration 020's
+ * `recorded`): its first turn writes its first row while it calls its agent.
+ */
+export async function claimedUnrecorded(pool: Pool, tenant: string, taskId: string): Promise<boolean> {
+  const { rows } = await pool.query('SELECT 1 FROM message_tasks WHERE tenant = $1 AND task_id = $2 AND NOT recorded LIMIT 1', [tenant, taskId]);
+  return rows.length > 0;
+}
+
 /** Links a child task to its parent (migration 021); a resent message links it again, a no-op. */
 export async function linkChildTask(pool: Pool, tenant: string, parentTaskId: string, childTaskId: string): Promise<void> {
   await pool.query('INSERT INTO task_children (tenant, parent_task_id, child_task_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [tenant, parentTaskId, childTaskId]);

@@ -1,0 +1,57 @@
+/**
+ * The event sink (activities/event-sink.ts) writes nothing before the write it is told to follow: a fresh task's
+ * `working` change, which its first attempt writes while the agent is called (activities/forward-message.ts
+ * startTurn). Real PostgreSQL: the agent's events land after that change in the log, and its failure is the sink's.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { EventSink } from '../activities/event-sink';
+import { appendEvents } from '../src/events/event-log';
+import { EventHub } from '../src/events/hub';
+import { type TestDb, createTestDb } from './helpers/harness';
+
+let db: TestDb;
+before(async () => {
+  db = await createTestDb();
+});
+after(async () => {
+  await db?.drop();
+});
+
+const status = (taskId: string, state: 'TASK_STATE_WORKING' | 'TASK_STATE_COMPLETED') => ({
+  statusUpdate: { taskId, contextId: 'c', status: { state, timestamp: new Date().toISOString() } },
+});
+
+async function keysOf(taskId: string): Promise<string[]> {
+  const { rows } = await db.pool.query('SELECT event_key FROM task_events WHERE tenant = $1 AND task_id = $2 ORDER BY seq', ['t', taskId]);
+  return rows.map((r) => r.event_key as string);
+}
+
+test("events pushed before the awaited write commits are logged after it, in the order they were pushed", async () => {
+  const taskId = 'sink-after';
+  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  let commit!: () => void;
+  const working = new Promise<void>((resolve) => (commit = resolve)).then(() =>
+    appendEvents(db.pool, 't', taskId, [{ key: 'v1', event: status(taskId, 'TASK_STATE_WORKING') }]),
+  );
+  sink.after(working);
+  await sink.push(status(taskId, 'TASK_STATE_WORKING'));
+  await sink.push(status(taskId, 'TASK_STATE_COMPLETED'));
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(await keysOf(taskId), [], 'nothing written before the awaited write');
+  commit();
+  await sink.flush();
+  assert.deepEqual(await keysOf(taskId), ['v1', 'fwd/1/1', 'fwd/1/2']);
+});
+
+test('a failed awaited write fails the sink: its events are not logged', async () => {
+  const taskId = 'sink-after-failed';
+  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  const refused = Promise.reject(new Error('the working change was refused'));
+  refused.catch(() => undefined); // the sink's to report
+  sink.after(refused);
+  await sink.push(status(taskId, 'TASK_STATE_WORKING'));
+  await assert.rejects(sink.flush(), /the working change was refused/);
+  await assert.rejects(sink.push(status(taskId, 'TASK_STATE_COMPLETED')), /the working change was refused/);
+  assert.deepEqual(await keysOf(taskId), []);
+});
