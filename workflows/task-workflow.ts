@@ -228,26 +228,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   const ownCostMinor = ownCostOf(state(), costMinor, agent.priceMinor, funding.heldMinor);
   await job.childrenSettled();
   job.show(ownCostMinor);
-  await CancellationScope.nonCancellable(async () => {
-    const settlement = settlementOf(recordBase(), task, {
-      requester: input.requester,
-      amountMinor: ownCostMinor,
-      outcome: trustOutcome,
-      endedAt: task.status.timestamp ?? new Date().toISOString(),
-    });
-    // The final state and the settlement in one local activity (one transaction, one activation fewer);
-    // runs recorded before this change replay their two. The first exchange may have written both already: the
-    // same record (the task's next version) and settlement, from the same steps (task-state.ts finishedFirstTurn).
-    if (finishedByFirstExchange) {
-      logged = Math.max(logged, ++version);
-    } else if (patched('finish-in-one-local-activity')) {
-      await bookkeeping.finishTask(nextRecord(), settlement);
-      logged = Math.max(logged, version);
-    } else {
-      await record();
-      await bookkeeping.settleTask(settlement);
-    }
-  });
+  // The first exchange may have written the final record and the settlement already: the same record (the task's
+  // next version) and settlement, from the same steps (task-state.ts finishedFirstTurn).
+  if (finishedByFirstExchange) logged = Math.max(logged, ++version);
+  else await CancellationScope.nonCancellable(() => recordAndSettle(ownCostMinor));
   if (answeredInWorkflowTask) await sleep(1); // the workflow ends in a workflow task of its own (see answeredInWorkflowTask)
   await job.reportToParent(state(), ownCostMinor);
   // The task is over; its webhooks still get every event (retried for up to a day).
@@ -267,6 +251,23 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     });
   }
   return task;
+
+  /** The final state and the settlement, in one local activity (one transaction); runs recorded before that replay their two. */
+  async function recordAndSettle(ownCostMinor: number): Promise<void> {
+    const settlement = settlementOf(recordBase(), task, {
+      requester: input.requester,
+      amountMinor: ownCostMinor,
+      outcome: trustOutcome,
+      endedAt: task.status.timestamp ?? new Date().toISOString(),
+    });
+    if (patched('finish-in-one-local-activity')) {
+      await bookkeeping.finishTask(nextRecord(), settlement);
+      logged = Math.max(logged, version);
+    } else {
+      await record();
+      await bookkeeping.settleTask(settlement);
+    }
+  }
 
   /** One turn after another: wait for a message, fund the task once, call the agent, record what it said. */
   async function converse(): Promise<void> {
