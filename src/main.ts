@@ -134,7 +134,8 @@ async function main(): Promise<void> {
     stops.push(() => outbound.close());
     const secretsKey = config.SWITCHBOARD_SECRETS_KEY ?? (await keyFile(join(dataDir, 'secrets-key'), generateKeySpec));
     const secretsRing = parseKeyRing(secretsKey, 'SWITCHBOARD_SECRETS_KEY');
-    const credentials = new AgentCredentials({ pool, box: new SecretBox(secretsRing), fetch: outbound.fetch });
+    const credentials = new AgentCredentials({ pool, box: new SecretBox(secretsRing), fetch: outbound.fetch, hub });
+    stops.push(async () => credentials.close());
     // Agents that declare push notifications push to POST /agent-push/:id (any api process verifies the token:
     // all share the secrets key). Only with SWITCHBOARD_PUBLIC_URL: a URL the agent cannot reach would leave
     // each task to the slow fallback poll.

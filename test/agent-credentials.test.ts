@@ -13,9 +13,10 @@ import { Writable } from 'node:stream';
 import { temporal } from '@temporalio/proto';
 import { AgentPool } from './agents';
 import { type GuardedAgent, startGuardedAgent } from './agents/guarded';
-import { type Gateway, type TestDb, createTestDb, eventually, rpc, startGateway } from './helpers/harness';
+import { DATABASE_URL, type Gateway, type TestDb, createTestDb, eventually, rpc, startGateway } from './helpers/harness';
 import { AgentCredentials, CredentialError, SecretBox, authorizedFetch } from '../src/agents/agent-credentials';
 import { createOutbound } from '../src/http/outbound';
+import { EventHub } from '../src/events/hub';
 import { generateKeySpec, parseKeyRing } from '../src/temporal/encryption-codec';
 
 const V1 = { 'A2A-Version': '1.0' };
@@ -150,6 +151,78 @@ describe('the credential store', () => {
     await s.put('default', 'o3', { type: 'bearer', token: 't' });
     await db.pool.query("DELETE FROM agents WHERE id = 'o3'");
     assert.deepEqual(await s.headersFor('default', 'o3'), {});
+  });
+});
+
+describe('the credential cache (migration 022)', () => {
+  let db: TestDb;
+  const outbound = createOutbound({ allowPrivate: true });
+  const ring = generateKeySpec('k1');
+  /** Two processes: each its own store and LISTEN connection, on the same database. */
+  const hubs: EventHub[] = [];
+  let reads = 0;
+
+  async function aProcess(): Promise<AgentCredentials> {
+    const hub = new EventHub({ connection: { connectionString: DATABASE_URL } });
+    await hub.start();
+    hubs.push(hub);
+    // The real pool, with its credential reads counted.
+    const pool = Object.create(db.pool) as typeof db.pool;
+    pool.query = ((...args: Parameters<typeof db.pool.query>) => {
+      if (String(args[0]).includes('FROM agent_credentials')) reads++;
+      return (db.pool.query as (...a: unknown[]) => unknown)(...args);
+    }) as typeof db.pool.query;
+    return new AgentCredentials({ pool, box: new SecretBox(parseKeyRing(ring)), fetch: outbound.fetch, hub });
+  }
+
+  before(async () => {
+    db = await createTestDb();
+  });
+  after(async () => {
+    for (const h of hubs) await h.close();
+    await db.drop();
+    await outbound.close();
+  });
+
+  test('a credential is read once, and a change made anywhere (another process, a hand-run UPDATE) applies at once, not after the TTL', async () => {
+    const id = `c-${randomUUID().slice(0, 8)}`;
+    await insertAgent(db, id);
+    const [here, there] = [await aProcess(), await aProcess()];
+    await there.put('default', id, { type: 'bearer', token: 'one' });
+    assert.deepEqual(await here.headersFor('default', id), { authorization: 'Bearer one' });
+    const after1 = reads;
+    for (let i = 0; i < 5; i++) assert.deepEqual(await here.headersFor('default', id), { authorization: 'Bearer one' });
+    assert.equal(reads, after1, 'cached: no read per call');
+
+    await there.put('default', id, { type: 'bearer', token: 'two' });
+    await eventually(async () => ((await here.headersFor('default', id)).authorization === 'Bearer two' ? true : undefined), 1_000, 'the rotation seen by the other process');
+    await db.pool.query('DELETE FROM agent_credentials WHERE tenant = $1 AND agent_id = $2', ['default', id]);
+    await eventually(async () => ((await here.headersFor('default', id)).authorization === undefined ? true : undefined), 1_000, 'the hand-run delete seen');
+    here.close();
+    there.close();
+  });
+
+  test('an OAuth token fetched with a credential another process replaced is not used again', async () => {
+    const id = `c-${randomUUID().slice(0, 8)}`;
+    await insertAgent(db, id);
+    const tokens = await startTokenServer();
+    try {
+      const [here, there] = [await aProcess(), await aProcess()];
+      await here.put('default', id, { type: 'oauth2', tokenUrl: tokens.url, clientId: 'old-client', clientSecret: 's' });
+      const first = (await here.headersFor('default', id)).authorization;
+      assert.equal((await here.headersFor('default', id)).authorization, first, 'the token is cached');
+      await there.put('default', id, { type: 'oauth2', tokenUrl: tokens.url, clientId: 'new-client', clientSecret: 's' });
+      const next = await eventually(async () => {
+        const h = await here.headersFor('default', id);
+        return h.authorization !== first ? h.authorization : undefined;
+      }, 1_000, 'a new token after the other process replaced the credential');
+      assert.ok(tokens.issued.has(next!.replace('Bearer ', '')));
+      assert.equal(tokens.received.at(-1)!.authorization, `Basic ${Buffer.from('new-client:s').toString('base64')}`, 'fetched with the new credential');
+      here.close();
+      there.close();
+    } finally {
+      await tokens.close();
+    }
   });
 });
 

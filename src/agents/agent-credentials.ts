@@ -12,6 +12,8 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import type { KeyRing } from '../temporal/encryption-codec';
+import { ConfigCache } from '../events/config-cache';
+import type { EventHub } from '../events/hub';
 
 const FORBIDDEN_HEADERS = new Set(['host', 'content-length', 'content-type', 'connection', 'transfer-encoding', 'cookie', 'te', 'upgrade', 'accept-encoding']);
 const secret = z.string().min(1).max(8192).regex(/^[^\r\n\0]*$/, 'must not contain line breaks or NUL');
@@ -76,6 +78,18 @@ export interface AgentCredentialsDeps {
   fetch: typeof fetch;
   /** How long before a token's expiry it is fetched again (ms). Default 30 s. */
   refreshMarginMs?: number;
+  /**
+   * Where changes to credential rows are heard (migration 022's trigger): while it listens, the sealed rows are
+   * cached in the process (ConfigCache), so a call to an agent does not wait for a read of its credential first.
+   * Without one, every use reads the row.
+   */
+  hub?: Pick<EventHub, 'listening' | 'onConfigChange'>;
+}
+
+/** A credential row as stored: still sealed (it is opened for each use, so no plaintext secret is kept). */
+interface SealedRow {
+  key_id: string;
+  sealed: Buffer;
 }
 
 interface CachedToken {
@@ -86,8 +100,24 @@ interface CachedToken {
 export class AgentCredentials {
   private readonly tokens = new Map<string, CachedToken>();
   private readonly inFlight = new Map<string, Promise<CachedToken>>();
+  private readonly rows: ConfigCache<SealedRow | undefined>;
+  private readonly unsubscribe: () => void;
 
-  constructor(private readonly d: AgentCredentialsDeps) {}
+  constructor(private readonly d: AgentCredentialsDeps) {
+    this.rows = new ConfigCache(d.hub, 'agent_credentials');
+    // A credential changed in any process: an OAuth token fetched with the old one is not used again here either.
+    this.unsubscribe =
+      d.hub?.onConfigChange((n) => {
+        if (!n) this.tokens.clear();
+        else if (n.kind === 'agent_credentials' && n.id) this.tokens.delete(`${n.tenant}/${n.id}`);
+      }) ?? (() => undefined);
+  }
+
+  /** Stops hearing changes (the process closes). */
+  close(): void {
+    this.rows.close();
+    this.unsubscribe();
+  }
 
   /** The box credentials are sealed in: Genesis secrets (src/genesis/store.ts) are sealed in it too. */
   get box(): SecretBox {
@@ -102,11 +132,17 @@ export class AgentCredentials {
        ON CONFLICT (tenant, agent_id) DO UPDATE SET kind = $3, key_id = $4, sealed = $5, updated_at = now()`,
       [tenant, agentId, spec.type, keyId, sealed],
     );
-    this.invalidate(tenant, agentId);
+    this.changed(tenant, agentId);
   }
 
   async remove(tenant: string, agentId: string): Promise<void> {
     await this.d.pool.query('DELETE FROM agent_credentials WHERE tenant = $1 AND agent_id = $2', [tenant, agentId]);
+    this.changed(tenant, agentId);
+  }
+
+  /** This process changed the agent's credential: its next call uses the new one (others hear the trigger's notice). */
+  private changed(tenant: string, agentId: string): void {
+    this.rows.drop(tenant, agentId);
     this.invalidate(tenant, agentId);
   }
 
@@ -141,13 +177,14 @@ export class AgentCredentials {
     this.tokens.delete(`${tenant}/${agentId}`);
   }
 
+  /** The agent's credential, opened from its row (cached sealed while the hub listens). */
   private async load(tenant: string, agentId: string): Promise<AgentCredentialSpec | undefined> {
-    const { rows } = await this.d.pool.query<{ key_id: string; sealed: Buffer }>(
-      'SELECT key_id, sealed FROM agent_credentials WHERE tenant = $1 AND agent_id = $2',
-      [tenant, agentId],
-    );
-    if (!rows[0]) return undefined;
-    return JSON.parse(this.d.box.open(rows[0].key_id, rows[0].sealed, aadOf(tenant, agentId)).toString('utf8')) as AgentCredentialSpec;
+    const row = await this.rows.read(tenant, agentId, async () => {
+      const { rows } = await this.d.pool.query<SealedRow>('SELECT key_id, sealed FROM agent_credentials WHERE tenant = $1 AND agent_id = $2', [tenant, agentId]);
+      return rows[0];
+    });
+    if (!row) return undefined;
+    return JSON.parse(this.d.box.open(row.key_id, row.sealed, aadOf(tenant, agentId)).toString('utf8')) as AgentCredentialSpec;
   }
 
   private async token(spec: Extract<AgentCredentialSpec, { type: 'oauth2' }>, cacheKey: string): Promise<CachedToken> {

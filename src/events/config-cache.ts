@@ -1,7 +1,8 @@
 /**
- * A process's copy of rows every new task reads and that rarely change (an agent, a tenant's enforced policies),
- * so the front door does not ask PostgreSQL for them on each call. Entries are dropped as soon as the event hub
- * hears a change (migration 018's triggers NOTIFY whoever wrote the row), and live at most `ttlMs` in any case:
+ * A process's copy of rows every new task reads and that rarely change (an agent, a tenant's enforced policies, an
+ * agent's sealed credential), so neither the front door nor an agent call asks PostgreSQL for them each time.
+ * Entries are dropped as soon as the event hub hears a change (migrations 018 and 022: triggers NOTIFY whoever
+ * wrote the row), and live at most `ttlMs` in any case:
  * the bound on a change whose notice was lost. While the hub's LISTEN connection is down (or there is none:
  * embedded PGlite, where NOTIFY does not cross connections) nothing is cached, since no change would be heard.
  */

@@ -11,7 +11,7 @@
  * got it) wakes the forwarding activity that follows that agent's task, here. Those are hints too (the activity
  * reads the task with GetTask, and polls as well).
  *
- * And on CONFIG_CHANNEL: an agent or policy row changed (migration 018's triggers, whoever wrote it), so the
+ * And on CONFIG_CHANNEL: an agent, credential or policy row changed (migrations 018 and 022, whoever wrote it), so the
  * process's caches of them (src/events/config-cache.ts) drop the entry. A cache trusts its entries only while
  * the connection is up; each (re)connect tells it to drop everything, since notices sent meanwhile were lost.
  */
@@ -20,12 +20,12 @@ import type { Logger } from 'pino';
 import { EVENTS_CHANNEL, type EventNotice, type LoggedEvent } from './event-log';
 import { AGENT_PUSH_CHANNEL, type AgentPushNotice } from '../push/agent-push';
 
-/** The NOTIFY channel of migration 018's triggers on `agents` and `policies` (payload: ConfigNotice, JSON). */
+/** The NOTIFY channel of migration 018's triggers on `agents` and `policies`, and 022's on `agent_credentials` (payload: ConfigNotice, JSON). */
 export const CONFIG_CHANNEL = 'switchboard_config';
 
-/** A changed row: an agent (`id` names it) or one of a tenant's policies. */
+/** A changed row: an agent (`id` names it), an agent's outbound credential (`id` names the agent; migration 022) or one of a tenant's policies. */
 export interface ConfigNotice {
-  kind: 'agents' | 'policies';
+  kind: 'agents' | 'agent_credentials' | 'policies';
   tenant: string;
   id: string | null;
 }

@@ -223,7 +223,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   ]);
   const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
-  const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch });
+
   const agentPushTokens = new AgentPushTokens(parseKeyRing(TEST_SECRETS_KEY));
   // The URL agents push to: the gateway's own, once it listens (the worker starts before).
   const pushAt: { base?: string } = {};
@@ -235,6 +235,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
   await hub.start();
+  const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch, hub });
   const unfundedAccounts = opts.unfundedAccounts ?? 'unlimited';
   let worker: SupervisedWorker | undefined;
 
@@ -318,6 +319,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       await app.close();
       await hubWorker?.stop();
       await stopWorker();
+      credentials.close();
       await hub.close();
       if (!opts.temporal) await env.teardown();
       await outbound.close();
