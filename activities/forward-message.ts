@@ -130,6 +130,11 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
   const turn = startTurn(ctx, deps, args, true);
+  // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
+  // They are counted as soon as the answer is in, while the turn's last events are being logged.
+  let waiting = true; // false once the turn is handed over: its activity reports the answer then
+  const children = turn.answered.then((state) => (waiting && isTerminal(state) ? childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId) : undefined));
+  children.catch(() => undefined); // awaited below when the turn ends here
   let timer: ReturnType<typeof setTimeout> | undefined;
   const ran = await Promise.race([
     turn.started.then(
@@ -152,11 +157,11 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
       if (typeof err.nextRetryDelay === 'number') throw ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, details: [{ retryAfterMs: err.nextRetryDelay }] });
       throw err;
     }
-    // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
     if (!isTerminal(result.state)) return result;
-    const childrenLinked = await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId);
+    const childrenLinked = (await children) ?? (await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId));
     return { ...result, childrenLinked, ...(childrenLinked === 0 ? await finishHere(ctx, deps, args, result) : {}) };
   }
+  waiting = false;
   const key = turn.sink.keyPrefix;
   parkedTurns.park(key, turn);
   return { handoff: turn.handOver() ?? null, why: `still running after ${FIRST_EXCHANGE_MS} ms`, adopt: key };
@@ -308,6 +313,9 @@ class Turn {
   private reattached = false;
   /** The agent's pushes, when this turn is followed by them. */
   private readonly push?: PushFollow;
+  /** Resolves with the state of the agent's answer once it is in, before its last events are logged. */
+  readonly answered: Promise<TaskState>;
+  private answer!: (state: TaskState) => void;
 
   constructor(
     private ctx: Context,
@@ -318,6 +326,7 @@ class Turn {
     private firstExchange = false,
   ) {
     this.cancelWith(ctx);
+    this.answered = new Promise((resolve) => (this.answer = resolve));
     this.policy = { ...DEFAULT_RETRY, ...args.retry };
     this.relay = new Relay(sink, args);
     // An earlier attempt's heartbeat names the task the agent already runs for this turn (or the first exchange did).
@@ -400,13 +409,16 @@ class Turn {
       // Before the agent names its task a failure goes to Temporal's retries: there is nothing to re-attach to.
       const answer = await this.send();
       if ('messageId' in answer) {
+        const result = messageResult(answer, this.args);
+        this.answer(result.state);
         await this.sink.flush();
-        return messageResult(answer, this.args);
+        return result;
       }
       ({ task, broken } = answer);
       if (this.canceled.signal.aborted) throw this.canceled.signal.reason; // finish() reports the cancel
     }
     task = await this.follow(task, broken);
+    this.answer(task.status.state);
     this.ended(); // settled: the result carries the ids, no signal needed any more
     await this.announcing;
     // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now; after a re-attached
