@@ -1,7 +1,7 @@
 /**
  * Writes the events the forwarding activity relays into the task's event log, with group commit: while one
- * batch is being written the next one collects, so a fast agent stream costs one transaction per batch, not
- * per event. An event reaches readers only after its batch committed (the hub is told after the commit).
+ * batch is being written the next one collects (and each batch waits one turn of the event loop for the events
+ * relayed with it), so a fast agent stream costs one transaction per batch, not per event. An event reaches readers only after its batch committed (the hub is told after the commit).
  */
 import type { Pool } from 'pg';
 import { appendEvents, type NewEvent } from '../src/events/event-log';
@@ -55,6 +55,9 @@ export class EventSink {
     try {
       await this.before;
       while (this.queue.length > 0) {
+        // One turn of the event loop first: the events of one chunk of the agent's stream (a status and an artifact,
+        // say) are relayed a few microtasks apart, and go in one batch rather than one transaction each.
+        await new Promise(setImmediate);
         const batch = this.queue.splice(0, MAX_BATCH);
         // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.
         const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch, { freshKeys: true });

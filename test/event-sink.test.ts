@@ -1,7 +1,8 @@
 /**
  * The event sink (activities/event-sink.ts) writes nothing before the write it is told to follow: a fresh task's
  * `working` change, which its first attempt writes while the agent is called (activities/forward-message.ts
- * startTurn). Real PostgreSQL: the agent's events land after that change in the log, and its failure is the sink's.
+ * startTurn). Real PostgreSQL: the agent's events land after that change in the log, and its failure is the sink's;
+ * events relayed together go in one batch.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -54,4 +55,20 @@ test('a failed awaited write fails the sink: its events are not logged', async (
   await assert.rejects(sink.flush(), /the working change was refused/);
   await assert.rejects(sink.push(status(taskId, 'TASK_STATE_COMPLETED')), /the working change was refused/);
   assert.deepEqual(await keysOf(taskId), []);
+});
+
+test("events relayed a few microtasks apart (one chunk of the agent's stream) are logged in one batch", async () => {
+  const taskId = 'sink-batch';
+  const hub = new EventHub();
+  const batches: number[] = [];
+  hub.subscribe('t', taskId, { onEvents: (events) => batches.push(events.length), onNotice: () => undefined });
+  const sink = new EventSink(db.pool, hub, 't', taskId, 'fwd/1/');
+  // As the stream's reader relays them: each event a few awaits after the last (the SDK's async generators).
+  for (const state of ['TASK_STATE_WORKING', 'TASK_STATE_WORKING', 'TASK_STATE_COMPLETED'] as const) {
+    await sink.push(status(taskId, state));
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+  }
+  await sink.flush();
+  assert.deepEqual(batches, [3], 'one transaction for the three');
+  assert.deepEqual(await keysOf(taskId), ['fwd/1/1', 'fwd/1/2', 'fwd/1/3']);
 });
