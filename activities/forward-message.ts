@@ -39,7 +39,7 @@ import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type Ht
 import { EventSink } from './event-sink';
 import { costOf } from './agent-cost';
 import { recordTask } from './bookkeeping';
-import { type AgentPushDeps, PushFollow } from './push-follow';
+import { type AgentPushDeps, PushFollow, type PushReach } from './push-follow';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -523,8 +523,11 @@ class Turn {
     // Followed by push: the next GetTask waits for a push or the fallback poll, except right after a failed
     // exchange (its backoff was the wait) and when nothing has been read yet (a re-attached attempt looks at once).
     let immediate = task === undefined;
+    // How the last GetTask came about, for a task followed by push: woken by a push, the fallback poll, or neither.
+    let looked: 'push' | 'fallback' | 'other' = 'other';
     for (;;) {
       if (task && SETTLED(task.status.state)) {
+        this.pushReached(looked);
         if (!this.reattached) return task;
         // A re-attached stream may repeat an event its first snapshot already holds (the agent's SDK attaches the
         // live events before it reads the task): the agent's own copy of the finished task is the one to keep.
@@ -560,10 +563,14 @@ class Turn {
           if (task && SETTLED(task.status.state)) continue;
           // The stream ended with the task still running: look, and re-attach after a pause.
         }
+        const pollDelay = Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS);
         if (this.push) {
-          if (!immediate) await this.push.next(this.untilDeadline(this.push.fallbackPollMs), this.canceled.signal);
+          // An agent whose pushes are lost is polled as if it did not push; a push still wakes the turn at once.
+          const lost = this.reach()?.isLost(this.args.tenant, this.args.agentId!) ?? false;
+          if (immediate || (lost && polls === 0)) looked = 'other';
+          else looked = (await this.push.next(this.untilDeadline(lost ? pollDelay : this.push.fallbackPollMs), this.canceled.signal)) ? 'push' : lost ? 'other' : 'fallback';
           immediate = false;
-        } else if (polls > 0) await delay(Math.min(POLL_FIRST_MS * 2 ** (polls - 1), POLL_MAX_MS), undefined, { signal: this.canceled.signal });
+        } else if (polls > 0) await delay(pollDelay, undefined, { signal: this.canceled.signal });
         polls++;
         task = Task.toJSON(await this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o))) as WireTask;
         failures = 0;
@@ -573,6 +580,22 @@ class Turn {
         failed = err;
       }
     }
+  }
+
+  /**
+   * A task followed by push has settled: the agent's pushes arrive when a push woke the look that saw it, and are
+   * lost when the fallback poll saw it first (PushReach: its next turns are polled).
+   */
+  private pushReached(looked: 'push' | 'fallback' | 'other'): void {
+    const reach = this.push && this.reach();
+    if (!reach || looked === 'other') return;
+    if (looked === 'push') reach.arrived(this.args.tenant, this.args.agentId!);
+    else reach.missed(this.args.tenant, this.args.agentId!);
+  }
+
+  /** Which agents' pushes reach this process, for a turn of a known agent. */
+  private reach(): PushReach | undefined {
+    return this.args.agentId ? this.deps.push?.reach : undefined;
   }
 
   /** `ms`, or less when the task's deadline comes sooner. */

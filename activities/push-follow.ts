@@ -2,7 +2,8 @@
  * Following an agent's task by its push notifications (src/push/agent-push.ts): the push config sent with the
  * message, and the wake-ups the webhook sends this activity (through the process's EventHub, which hears other
  * processes by NOTIFY). A wake-up only says "look now": the activity then reads the task with GetTask, and polls
- * as well, every `fallbackPollMs`, so a lost push costs latency, not the task.
+ * as well, every `fallbackPollMs`, so a lost push costs latency, not the task. An agent whose pushes do not arrive
+ * (PushReach) is polled like one that does not push, until a push of it arrives again.
  */
 import type { EventHub } from '../src/events/hub';
 import { type AgentPushNotice, type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/push/agent-push';
@@ -13,6 +14,42 @@ export interface AgentPushDeps {
   baseUrl: () => string | undefined;
   /** How often a task followed by push is polled all the same (default DEFAULT_PUSH_POLL_MS). */
   fallbackPollMs?: number;
+  /** Which agents' pushes reach this process (one per process; without it every agent's pushes are trusted). */
+  reach?: PushReach;
+}
+
+/** How long an agent whose push was lost is polled as if it did not push, unless a push of it arrives meanwhile. */
+export const PUSH_LOST_FOR_MS = 10 * 60_000;
+
+/**
+ * Whether each agent's pushes reach this process. A task the fallback poll found settled, with no push about it,
+ * means the agent's pushes are lost (it cannot reach SWITCHBOARD_PUBLIC_URL, say): for PUSH_LOST_FOR_MS its turns
+ * are polled as if it did not push (at once, then 250 ms doubling to 5 s), so each of them does not wait for the
+ * fallback poll. They still send the push config, and a push that wakes one of them makes the agent trusted again.
+ */
+export class PushReach {
+  private readonly lost = new Map<string, number>();
+
+  /** Whether the agent's pushes are taken to be lost now. */
+  isLost(tenant: string, agentId: string): boolean {
+    const key = `${tenant}/${agentId}`;
+    const until = this.lost.get(key);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.lost.delete(key);
+    return false;
+  }
+
+  /** A task of the agent settled without a push waking its turn: its pushes are lost. */
+  missed(tenant: string, agentId: string): void {
+    if (this.lost.size >= 10_000) this.lost.clear();
+    this.lost.set(`${tenant}/${agentId}`, Date.now() + PUSH_LOST_FOR_MS);
+  }
+
+  /** A push of the agent woke a turn: its pushes arrive. */
+  arrived(tenant: string, agentId: string): void {
+    this.lost.delete(`${tenant}/${agentId}`);
+  }
 }
 
 /** The fallback poll while pushes are expected: a lost push costs up to this much latency. */
@@ -70,31 +107,36 @@ export class PushFollow {
   /**
    * Waits until a push says the task may have settled, or `ms` passes (the fallback poll), or the activity is
    * canceled (rejects with the cancel's reason).
+   * @returns whether a push woke it.
    */
-  async next(ms: number, cancel: AbortSignal): Promise<void> {
-    if (!this.woken) {
-      await new Promise<void>((resolve, reject) => {
-        const done = () => {
-          clearTimeout(timer);
-          cancel.removeEventListener('abort', aborted);
-          this.wake = undefined;
-          resolve();
-        };
-        const aborted = () => {
-          clearTimeout(timer);
-          this.wake = undefined;
-          reject(cancel.reason);
-        };
-        const timer = setTimeout(done, ms);
-        if (cancel.aborted) return aborted();
-        cancel.addEventListener('abort', aborted, { once: true });
-        this.wake = done;
-      });
-    }
+  async next(ms: number, cancel: AbortSignal): Promise<boolean> {
+    const pushed = this.woken || (await this.wait(ms, cancel));
     this.woken = false;
     const spacing = this.lastLook + MIN_LOOK_INTERVAL_MS - Date.now();
     if (spacing > 0) await new Promise((r) => setTimeout(r, spacing));
     this.lastLook = Date.now();
+    return pushed;
+  }
+
+  /** Resolves true on a push, false after `ms`; rejects when `cancel` aborts. */
+  private wait(ms: number, cancel: AbortSignal): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      const settle = (pushed: boolean) => {
+        clearTimeout(timer);
+        cancel.removeEventListener('abort', aborted);
+        this.wake = undefined;
+        resolve(pushed);
+      };
+      const aborted = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        reject(cancel.reason);
+      };
+      const timer = setTimeout(() => settle(false), ms);
+      if (cancel.aborted) return aborted();
+      cancel.addEventListener('abort', aborted, { once: true });
+      this.wake = () => settle(true);
+    });
   }
 
   close(): void {

@@ -25,6 +25,7 @@ import { KeyStore } from './auth/keys';
 import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { AgentPushTokens } from './push/agent-push';
+import { PushReach } from '../activities/push-follow';
 import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from './net';
@@ -153,7 +154,7 @@ async function main(): Promise<void> {
       issuer: config.SWITCHBOARD_PUBLIC_URL,
       unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
       credentials,
-      agentPush: { tokens: agentPushTokens, baseUrl: () => config.SWITCHBOARD_PUBLIC_URL },
+      agentPush: { tokens: agentPushTokens, baseUrl: () => config.SWITCHBOARD_PUBLIC_URL, reach: new PushReach() },
       payloadCodec,
       plugins,
     };

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Task, TaskState } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
-import type { ExecutionEventBus, PushNotificationSender, RequestContext } from '@a2a-js/sdk/server';
+import { DefaultPushNotificationSender, type ExecutionEventBus, type PushNotificationSender, type RequestContext } from '@a2a-js/sdk/server';
 import { createLegacyAwarePushNotificationSender } from '@a2a-js/sdk/compat/v0_3/server';
 import { AgentPool, type TestAgent } from './agents';
 import { SlowExecutor } from './agents/slow';
@@ -64,6 +64,15 @@ class DroppingSender implements PushNotificationSender {
   dropped = 0;
   async send(): Promise<void> {
     this.dropped++;
+  }
+}
+
+/** Loses the pushes while `losing`, else sends them as the SDK does. */
+class SwitchableSender implements PushNotificationSender {
+  losing = true;
+  constructor(private readonly inner: PushNotificationSender) {}
+  async send(...args: Parameters<PushNotificationSender['send']>): Promise<void> {
+    if (!this.losing) await this.inner.send(...args);
   }
 }
 
@@ -239,6 +248,35 @@ describe('a task followed by the agent\'s push notifications', { concurrency: tr
     assert.equal(looks(agent, b.agentTaskId), 1);
     const finalA = Task.toJSON(await clientA.getTask({ tenant: '', id: a.task.id })) as any;
     assert.equal(textOf(finalA.artifacts[0].parts), 'done: tenant a');
+  });
+
+  test('an agent whose pushes are lost is polled from its next task on, and trusted again once a push of it arrives', async () => {
+    let sender!: SwitchableSender;
+    const agent = await agents.add(
+      startV1Agent(new SlowExecutor(3_000), 'Unreachable', 'Cannot reach the webhook for a while', {
+        streaming: false,
+        pushNotifications: { sender: (store) => (sender = new SwitchableSender(new DefaultPushNotificationSender(store))) },
+      }),
+    );
+    const client = await clientFor(polled, agent.url);
+    const getTasks = () => calls(agent, 'GetTask').length;
+    // Pushes lost: the fallback poll (every 2 s here) finds the first task done, at its second look.
+    assert.equal((await sendText(client, 'first')).status.state, 'TASK_STATE_COMPLETED');
+    const first = getTasks();
+    assert.ok(first <= 2, `followed by push, its fallback polled ${first} times`);
+    // The next task is polled (at once, then 250 ms doubling): more looks, none waiting for the fallback.
+    assert.equal((await sendText(client, 'second')).status.state, 'TASK_STATE_COMPLETED');
+    const second = getTasks() - first;
+    assert.ok(second >= 4, `polled as an agent without pushes: ${second} GetTasks`);
+    assert.ok(pushConfigOf(agent, 'second'), 'still sent a push config');
+    // Its pushes arrive again: the polled task is woken by its push, so the one after is followed by push again.
+    sender.losing = false;
+    assert.equal((await sendText(client, 'third')).status.state, 'TASK_STATE_COMPLETED');
+    const third = getTasks() - first - second;
+    assert.equal((await sendText(client, 'fourth')).status.state, 'TASK_STATE_COMPLETED');
+    const fourth = getTasks() - first - second - third;
+    // Followed by push: the 2 s fallback poll once (the task works 3 s), then the push's look.
+    assert.ok(fourth <= 2, `trusted again: ${fourth} GetTasks (the third: ${third})`);
   });
 
   test('pushes that never arrive: the fallback poll ends the task', async () => {

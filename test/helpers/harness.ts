@@ -19,6 +19,7 @@ import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker,
 import { COMPILED } from '../../src/paths';
 import { AgentHub, type HubSettings } from '../../src/hub/hub';
 import { createActivities } from '../../activities';
+import { PushReach } from '../../activities/push-follow';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
 import { KeyStore } from '../../src/auth/keys';
 import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
@@ -242,7 +243,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // A restarted worker keeps the test's activity wrapper unless given another. Supervised as in production: a
   // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
-    const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs };
+    const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() };
     const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush });
     const make = () =>
       createWorker({
