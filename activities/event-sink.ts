@@ -4,9 +4,19 @@
  * relayed with it), so a fast agent stream costs one transaction per batch, not per event. An event reaches readers only after its batch committed (the hub is told after the commit).
  */
 import type { Pool } from 'pg';
+import { ApplicationFailure } from '@temporalio/activity';
 import { appendEvents, type NewEvent } from '../src/events/event-log';
 import type { StreamEvent } from '../src/a2a/wire';
 import type { EventHub } from '../src/events/hub';
+
+/**
+ * A write of a task's log or projection that PostgreSQL refused, as the turn reports it: retryable (the next attempt
+ * re-attaches to the agent's task, or sends the message again with its messageId), and never the agent's fault.
+ */
+export function writeFailed(what: string, err: unknown): ApplicationFailure {
+  if (err instanceof ApplicationFailure) return err;
+  return ApplicationFailure.retryable(`${what}: ${err instanceof Error ? err.message : String(err)}`, 'DatabaseUnavailable');
+}
 
 const MAX_BATCH = 1000;
 /** Queued events past which the relay waits for the log to catch up (the agent stream is paused meanwhile). */
@@ -64,7 +74,7 @@ export class EventSink {
         this.hub.publish(this.tenant, this.taskId, stored);
       }
     } catch (err) {
-      this.failure = err;
+      this.failure = writeFailed("the agent's events could not be logged", err);
       this.queue = [];
     } finally {
       this.writing = undefined;

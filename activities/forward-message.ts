@@ -36,7 +36,7 @@ import { FIRST_EXCHANGE_MS, followsByPush, type AgentEndpoint, type AgentRetryPo
 import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
-import { EventSink } from './event-sink';
+import { EventSink, writeFailed } from './event-sink';
 import { costOf } from './agent-cost';
 import { recordTask } from './bookkeeping';
 import { type AgentPushDeps, PushFollow, type PushReach } from './push-follow';
@@ -229,7 +229,11 @@ function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExch
   // it (a no-op once written) before it voids the last attempt's output and calls again.
   const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink, firstExchange);
   const started = (async () => {
-    const recorded = args.record ? recordTask(deps.pool, deps.hub, args.record) : undefined;
+    const recorded = args.record
+      ? recordTask(deps.pool, deps.hub, args.record).catch((err: unknown) => {
+          throw writeFailed("the task's working change could not be recorded", err);
+        })
+      : undefined;
     if (recorded && attempt === 1) {
       recorded.catch(() => undefined); // awaited below, once the agent has answered
       sink.after(recorded);

@@ -135,6 +135,38 @@ describe('the first exchange of a blocking turn', () => {
     }
   });
 
+  test("PostgreSQL refuses the task's working change once, after the agent answered: the turn re-attaches, the task completes", async () => {
+    const echo = await agents.add(startEchoAgent({ streaming: true }));
+    const client = await clientFor(echo.url);
+    const marker = `working_fault_${Date.now()}`;
+    await gw.db.pool.query(`CREATE SEQUENCE ${marker}`);
+    // The refusal comes after a pause, so the agent has answered by then (the change is written while it is called).
+    await gw.db.pool.query(`
+      CREATE FUNCTION ${marker}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.version = 1 AND NEW.task::text LIKE '%${marker}%' AND nextval('${marker}') = 1 THEN
+          PERFORM pg_sleep(0.2);
+          RAISE EXCEPTION 'injected: the working change is refused once';
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await gw.db.pool.query(`CREATE TRIGGER ${marker} BEFORE INSERT OR UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION ${marker}()`);
+    try {
+      const task = await sendText(client, marker);
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+      assert.equal(textOf(task.artifacts[0].parts), `echo: ${marker}`);
+      assert.equal(methods(echo, 'SendStreamingMessage', 'SendMessage').length, 1, 'the agent was asked once: the retry re-attached to its task');
+      const { rows } = await gw.db.pool.query(`SELECT last_value FROM ${marker}`);
+      assert.ok(Number(rows[0].last_value) >= 2, 'the fault fired and the change was written again');
+      const h = await historyOf(task.id, true);
+      assert.equal(h.activities.length, 1, 'handed over to the activity');
+    } finally {
+      await gw.db.pool.query(`DROP TRIGGER ${marker} ON tasks`);
+      await gw.db.pool.query(`DROP FUNCTION ${marker}()`);
+      await gw.db.pool.query(`DROP SEQUENCE ${marker}`);
+    }
+  });
+
   test('an agent that starts a child task through Switchboard and answers at once: linked, settled, called once', async () => {
     // The child's link reaches the parent's workflow as a signal while its first exchange runs: were the parent to
     // complete in that workflow task, the server would refuse it and the first exchange (the agent call) run again.
