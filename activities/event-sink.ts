@@ -29,6 +29,8 @@ export class EventSink {
   private count = 0;
   /** A write the log's first event waits for (the turn's `working` change): its failure is the sink's. */
   private before?: Promise<unknown>;
+  /** Writes are held (see hold()) until this timer releases them. */
+  private held?: ReturnType<typeof setTimeout>;
 
   /**
    * @param keyPrefix unique to this attempt of this activity, so a retried attempt's events never collide
@@ -47,18 +49,56 @@ export class EventSink {
     this.before = write;
   }
 
+  /**
+   * Writes nothing for up to `ms`, unless flushed or its events taken first (take()): a turn that ends within it may
+   * log what it relayed in its own last statement. Readers of the log see those events up to `ms` later.
+   */
+  hold(ms: number): void {
+    this.held = setTimeout(() => this.release(), ms);
+  }
+
+  /**
+   * The queued events, taken out of the sink for the caller to log (after the write the sink follows has committed),
+   * while it holds its writes; undefined once it has begun writing. The sink writes what comes after as usual.
+   */
+  take(): NewEvent[] | undefined {
+    if (!this.held || this.failure) return undefined;
+    this.unhold();
+    const taken = this.queue;
+    this.queue = [];
+    return taken;
+  }
+
+  /** Events take() took and the caller could not log: queued again, first, to be written by the next flush. */
+  giveBack(events: NewEvent[]): void {
+    this.queue.unshift(...events);
+  }
+
   /** Queues an event; resolves at once unless the log has fallen far behind. */
   async push(event: StreamEvent, key = `${this.keyPrefix}${++this.count}`): Promise<void> {
     if (this.failure) throw this.failure;
     this.queue.push({ key, event });
-    this.writing ??= this.drain();
+    if (this.held && this.queue.length >= HIGH_WATER) this.unhold();
+    if (!this.held) this.writing ??= this.drain();
     if (this.queue.length >= HIGH_WATER) await this.writing;
   }
 
   /** Waits until every queued event is committed; throws if a write failed. */
   async flush(): Promise<void> {
+    this.release();
     while (this.writing) await this.writing;
     if (this.failure) throw this.failure;
+  }
+
+  /** Ends a hold: what was queued meanwhile is written now. */
+  private release(): void {
+    this.unhold();
+    if (this.queue.length > 0) this.writing ??= this.drain();
+  }
+
+  private unhold(): void {
+    clearTimeout(this.held);
+    this.held = undefined;
   }
 
   private async drain(): Promise<void> {

@@ -37,6 +37,7 @@ import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink, writeFailed } from './event-sink';
+import type { NewEvent } from '../src/events/event-log';
 import { costOf } from './agent-cost';
 import { recordTask } from './bookkeeping';
 import { type AgentPushDeps, PushFollow, type PushReach } from './push-follow';
@@ -80,9 +81,18 @@ export interface ForwardDeps {
   hub: EventHub;
   /** Following agents' tasks by their push notifications; unset: agents are polled. */
   push?: AgentPushDeps;
-  /** Writes a task's final record and its settlement (bookkeeping.ts finishTask): for a first exchange that finishes its task. */
-  finishTask?: (rec: TaskRecord, req: SettlementRequest) => Promise<unknown>;
+  /**
+   * Logs a first turn's relayed events and, unless children were linked meanwhile, writes the task's final record and
+   * its settlement, in one statement (bookkeeping.ts finishFirstTurn): for a first exchange that finishes its task.
+   */
+  finishFirstTurn?: (rec: TaskRecord, req: SettlementRequest, relayed: NewEvent[]) => Promise<{ childrenLinked: number }>;
 }
+
+/**
+ * How long a first exchange that may finish its task holds the events its agent streams (EventSink.hold), so that
+ * they go in the statement that finishes the task: readers of the log see them that much later at most.
+ */
+const FINISH_HOLD_MS = 100;
 
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
@@ -130,10 +140,17 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
   const turn = startTurn(ctx, deps, args, true);
+  // A completed answer may finish the task here (finishHere), its relayed events in the same statement: the sink
+  // holds them meanwhile. Any other answer's events are logged as the turn ends.
+  const finishing = (state: TaskState) => state === 'TASK_STATE_COMPLETED' && finishable(deps, args);
+  if (finishable(deps, args) && ctx.info.attempt === 1) turn.sink.hold(FINISH_HOLD_MS);
   // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
-  // They are counted as soon as the answer is in, while the turn's last events are being logged.
+  // They are counted as soon as the answer is in, while the turn's last events are being logged (finishHere counts
+  // them in its own statement).
   let waiting = true; // false once the turn is handed over: its activity reports the answer then
-  const children = turn.answered.then((state) => (waiting && isTerminal(state) ? childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId) : undefined));
+  const children = turn.answered.then((state) =>
+    waiting && isTerminal(state) && !finishing(state) ? childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId) : undefined,
+  );
   children.catch(() => undefined); // awaited below when the turn ends here
   let timer: ReturnType<typeof setTimeout> | undefined;
   const ran = await Promise.race([
@@ -147,7 +164,11 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
   if (ran === 'settled') {
     let result: ForwardResult;
     try {
-      result = await finish(ctx, turn, turn.started);
+      const logged = turn.started.then(async (r) => {
+        if (!finishing(r.state)) await turn.sink.flush();
+        return r;
+      });
+      result = await finish(ctx, turn, logged, false);
     } catch (err) {
       if (!(err instanceof ApplicationFailure) || err.nonRetryable) throw err;
       // A failure retrying may help, with the agent's task named: the activity follows that task (a local activity
@@ -158,8 +179,12 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
       throw err;
     }
     if (!isTerminal(result.state)) return result;
+    if (finishing(result.state)) {
+      const finished = await finishHere(ctx, deps, args, turn, result);
+      return 'handoff' in finished ? finished : { ...result, ...finished };
+    }
     const childrenLinked = (await children) ?? (await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId));
-    return { ...result, childrenLinked, ...(childrenLinked === 0 ? await finishHere(ctx, deps, args, result) : {}) };
+    return { ...result, childrenLinked };
   }
   waiting = false;
   const key = turn.sink.keyPrefix;
@@ -167,25 +192,46 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
   return { handoff: turn.handOver() ?? null, why: `still running after ${FIRST_EXCHANGE_MS} ms`, adopt: key };
 }
 
+/** A first exchange that hands its turn over to the forwarding activity. */
+type HandOff = Extract<FirstExchange, { handoff: unknown }>;
+
+/** Whether a first exchange may finish its task: a fresh task (`args.finish`), and the statement to do it with. */
+function finishable(deps: ForwardDeps, args: ForwardArgs): boolean {
+  return Boolean(args.finish && args.record && deps.finishFirstTurn);
+}
+
 /**
- * A fresh task that the agent completed at once is finished by its first exchange (`args.finish`): the final record
- * and the settlement the workflow would write next (task-state.ts finishedFirstTurn, the workflow's own steps), in
- * one transaction here instead of a local activity of their own, so the workflow task that took the message costs
- * one local activity and one activation fewer. Only a completed task: a client's cancel, which the workflow reads
- * only once this has returned, may turn a failed answer into a canceled task, never a completed one. A write that
- * failed is the workflow's to make again (its retried local activity; the record and the settlement are both
- * idempotent), never a reason to call the agent again.
+ * A fresh task that the agent completed at once is finished by its first exchange (`args.finish`): the turn's relayed
+ * events, then the final record and the settlement the workflow would write next (task-state.ts finishedFirstTurn,
+ * the workflow's own steps), in one statement, so the workflow task that took the message costs one local activity
+ * and one activation fewer, and the task one statement. The statement counts the child tasks the agent started
+ * meanwhile too: with any, it logs the events only, and the workflow finishes the task. Only a completed task: a
+ * client's cancel, which the workflow reads only once this has returned, may turn a failed answer into a canceled
+ * task, never a completed one. A statement that failed leaves the record and the settlement to the workflow (its
+ * retried local activity; both are idempotent), never a reason to call the agent again: the events are logged as
+ * usual, and the children counted.
  */
-async function finishHere(ctx: Context, deps: ForwardDeps, args: ForwardArgs, answer: ForwardResult): Promise<FirstAnswer> {
-  if (!args.finish || !args.record || answer.state !== 'TASK_STATE_COMPLETED' || !deps.finishTask) return {};
+async function finishHere(ctx: Context, deps: ForwardDeps, args: ForwardArgs, turn: Turn, answer: ForwardResult): Promise<FirstAnswer | HandOff> {
   const at = new Date().toISOString();
-  const { record, settlement } = finishedFirstTurn(args.record, answer, at, args.finish);
+  const { record, settlement } = finishedFirstTurn(args.record!, answer, at, args.finish!);
   try {
-    await deps.finishTask(record, settlement);
-    return { finish: { at, written: true } };
+    // Held while the turn ran; one that outlived the hold has logged them (they must precede the final state).
+    const relayed = turn.sink.take() ?? (await turn.sink.flush(), []);
+    try {
+      const { childrenLinked } = await deps.finishFirstTurn!(record, settlement, relayed);
+      return { childrenLinked, ...(childrenLinked === 0 ? { finish: { at, written: true } } : {}) };
+    } catch (err) {
+      ctx.log.warn('the first exchange could not finish the task; the workflow finishes it', { taskId: args.gatewayTaskId, error: String(err) });
+      turn.sink.giveBack(relayed);
+    }
+    await turn.sink.flush();
+    const childrenLinked = await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId);
+    return { childrenLinked, ...(childrenLinked === 0 ? { finish: { at, written: false } } : {}) };
   } catch (err) {
-    ctx.log.warn('the first exchange could not finish the task; the workflow finishes it', { taskId: args.gatewayTaskId, error: String(err) });
-    return { finish: { at, written: false } };
+    // The agent's answer is in but could not be logged: the activity reads the agent's task again and logs it then.
+    const failure = writeFailed("the agent's answer could not be logged", err);
+    if (turn.ref) return { handoff: turn.ref, why: `the first exchange failed: ${failure.message}` };
+    throw failure;
   }
 }
 
@@ -259,11 +305,16 @@ function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExch
   return Object.assign(turn, { started });
 }
 
-/** Waits for a turn's end under the attempt `ctx` runs: heartbeating, and classifying its failure. */
-async function finish(ctx: Context, turn: Turn, work: Promise<ForwardResult>): Promise<ForwardResult> {
+/**
+ * Waits for a turn's end under the attempt `ctx` runs, and for its events to be logged (unless `flush` is false: the
+ * first exchange logs them itself): heartbeating, and classifying its failure.
+ */
+async function finish(ctx: Context, turn: Turn, work: Promise<ForwardResult>, flush = true): Promise<ForwardResult> {
   const beat = setInterval(() => turn.heartbeat(), 1_000);
   try {
-    return await work;
+    const result = await work;
+    if (flush) await turn.sink.flush();
+    return result;
   } catch (err) {
     // A failed attempt leaves the agent's task in its heartbeat details at once, so the next one re-attaches to it.
     if (turn.ref) turn.heartbeat();
@@ -415,7 +466,6 @@ class Turn {
       if ('messageId' in answer) {
         const result = messageResult(answer, this.args);
         this.answer(result.state);
-        await this.sink.flush();
         return result;
       }
       ({ task, broken } = answer);
@@ -428,7 +478,6 @@ class Turn {
     // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now; after a re-attached
     // stream, every artifact (its live events may have overlapped the snapshot it started with).
     await this.relay.remaining(task.artifacts ?? [], { all: this.reattached });
-    await this.sink.flush();
     return taskResult(task, this.args);
   }
 
@@ -497,7 +546,6 @@ class Turn {
         return { task: acc.task, broken: err }; // re-attached to below
       }
       if (acc.task) return { task: acc.task };
-      await this.sink.flush();
       return acc.message();
     }
     const reply = await this.exchange('SendMessage', (o) => calls.sendMessage(request, o), this.graceSignal());

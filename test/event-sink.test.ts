@@ -2,7 +2,8 @@
  * The event sink (activities/event-sink.ts) writes nothing before the write it is told to follow: a fresh task's
  * `working` change, which its first attempt writes while the agent is called (activities/forward-message.ts
  * startTurn). Real PostgreSQL: the agent's events land after that change in the log, and its failure is the sink's;
- * events relayed together go in one batch.
+ * events relayed together go in one batch; a held sink (a first exchange that may finish its task) gives its events
+ * to the statement that finishes it.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -71,4 +72,39 @@ test("events relayed a few microtasks apart (one chunk of the agent's stream) ar
   await sink.flush();
   assert.deepEqual(batches, [3], 'one transaction for the three');
   assert.deepEqual(await keysOf(taskId), ['fwd/1/1', 'fwd/1/2', 'fwd/1/3']);
+});
+
+test('a held sink writes nothing until its hold ends, its events are taken, or it is flushed; taken events given back are written', async () => {
+  const taskId = 'sink-held';
+  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  sink.hold(60_000);
+  await sink.push(status(taskId, 'TASK_STATE_WORKING'));
+  await sink.push(status(taskId, 'TASK_STATE_COMPLETED'));
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(await keysOf(taskId), [], 'held');
+  const taken = sink.take();
+  assert.deepEqual(taken?.map((e) => e.key), ['fwd/1/1', 'fwd/1/2']);
+  assert.equal(sink.take(), undefined, 'no longer held: nothing more to take');
+  await sink.flush();
+  assert.deepEqual(await keysOf(taskId), [], 'taken: the caller logs them');
+  sink.giveBack(taken!); // the caller could not
+  await sink.flush();
+  assert.deepEqual(await keysOf(taskId), ['fwd/1/1', 'fwd/1/2']);
+
+  const flushed = 'sink-held-flushed';
+  const other = new EventSink(db.pool, new EventHub(), 't', flushed, 'fwd/1/');
+  other.hold(60_000);
+  await other.push(status(flushed, 'TASK_STATE_WORKING'));
+  await other.flush();
+  assert.deepEqual(await keysOf(flushed), ['fwd/1/1'], 'a flush ends the hold');
+});
+
+test('a hold ends by itself: the events are written then', async () => {
+  const taskId = 'sink-hold-ends';
+  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  sink.hold(50);
+  await sink.push(status(taskId, 'TASK_STATE_WORKING'));
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(await keysOf(taskId), ['fwd/1/1']);
+  assert.equal(sink.take(), undefined, 'written: nothing to take');
 });

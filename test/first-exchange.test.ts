@@ -98,6 +98,26 @@ describe('the first exchange of a blocking turn', () => {
     assert.equal(methods(echo, 'SendMessage').length, 1);
   });
 
+  test("a streaming agent that answers at once: its events, the final state and the settlement are one transaction", async () => {
+    const echo = await agents.add(startEchoAgent({ streaming: true }));
+    const task = await sendText(await clientFor(echo.url), 'all at once');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    // xmin: the transaction that wrote a row.
+    const { rows: events } = await gw.db.pool.query('SELECT event_key, xmin::text AS tx FROM task_events WHERE tenant = $1 AND task_id = $2 ORDER BY seq', ['default', task.id]);
+    const keys = events.map((e) => e.event_key as string);
+    assert.deepEqual([keys[0], keys[1], keys.at(-1)], ['v0', 'v1', 'v2'], keys.join(' '));
+    const relayed = events.filter((e) => e.event_key.startsWith('fwd/'));
+    assert.ok(relayed.length >= 1, `the agent's artifact is logged: ${keys.join(' ')}`);
+    const last = events.at(-1)!.tx;
+    const { rows } = await gw.db.pool.query(
+      'SELECT t.xmin::text AS task_tx, s.xmin::text AS settled_tx FROM tasks t JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id WHERE t.tenant = $1 AND t.task_id = $2',
+      ['default', task.id],
+    );
+    assert.deepEqual(relayed.map((e) => e.tx), relayed.map(() => last), "the agent's events were written with the final state");
+    assert.deepEqual(rows, [{ task_tx: last, settled_tx: last }], 'and with the final record and the settlement');
+    assert.notEqual(events[1]!.tx, last, 'the working change was written before, while the agent was called');
+  });
+
   test('a first exchange that cannot write the finished task: the workflow writes it, the agent is not called again', async () => {
     const echo = await agents.add(startEchoAgent({ streaming: false }));
     const client = await clientFor(echo.url);
