@@ -9,6 +9,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Caller, Role } from './caller';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
+import { SingleFlight } from '../single-flight';
 
 export const KEY_PREFIX = 'sb_';
 /** The id SWITCHBOARD_ADMIN_KEY is known by in logs and the audit trail. */
@@ -76,6 +77,8 @@ export class KeyStore {
   private readonly envAdminHash?: Buffer;
   private readonly ttl: number;
   private readonly lastTouched = new Map<string, number>();
+  /** Misses of one key at the same time read it once. */
+  private readonly loads = new SingleFlight<{ id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }[]>();
 
   constructor(
     private readonly pool: Pool,
@@ -103,11 +106,14 @@ export class KeyStore {
     if (hit && hit.until > now) return hit.identity;
     let rows: { id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }[];
     try {
-      ({ rows } = await this.pool.query(
-        `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
-          WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-        [hash],
-      ));
+      rows = await this.loads.run(cacheKey, async () => {
+        const { rows: found } = await this.pool.query(
+          `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
+            WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+          [hash],
+        );
+        return found;
+      });
     } catch (err) {
       // PostgreSQL is away: a key verified before keeps working (a revocation made meanwhile waits for the
       // database, which holds it); an unknown one cannot be checked, which is the caller's 503, not a 401.
@@ -165,6 +171,7 @@ export class KeyStore {
     );
     if (!rows[0]) return false;
     this.cache.delete(rows[0].key_hash.toString('base64'));
+    this.loads.forget(rows[0].key_hash.toString('base64'));
     return true;
   }
 

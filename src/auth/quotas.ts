@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
+import { SingleFlight } from '../single-flight';
 import { quotaRefusals } from '../metrics';
 import { EVENTS_CHANNEL, type LoggedEvent, type NewEvent, appendParams, storedEvents } from '../events/event-log';
 
@@ -38,6 +39,8 @@ export const DEFAULT_QUOTAS: Quotas = quotaDefaultsOf(DEFAULTS);
 /** The tenants' effective quotas, read through a short cache (an admin's change applies within `ttlMs`). */
 export class TenantQuotas {
   private readonly cache = new Map<string, { quotas: Quotas; exists: boolean; until: number }>();
+  /** Misses of one tenant at the same time read it once. */
+  private readonly loads = new SingleFlight<{ quotas: Partial<Quotas> }[]>();
 
   constructor(
     private readonly pool: Pool,
@@ -52,7 +55,7 @@ export class TenantQuotas {
     if (hit && hit.until > now) return hit.exists ? hit.quotas : undefined;
     let rows: { quotas: Partial<Quotas> }[];
     try {
-      ({ rows } = await this.pool.query<{ quotas: Partial<Quotas> }>('SELECT quotas FROM tenants WHERE id = $1', [tenant]));
+      rows = await this.loads.run(tenant, async () => (await this.pool.query<{ quotas: Partial<Quotas> }>('SELECT quotas FROM tenants WHERE id = $1', [tenant])).rows);
     } catch (err) {
       // While PostgreSQL is away, what was last read stands (reads that need no database keep working).
       if (hit && outageOf(err)) return hit.exists ? hit.quotas : undefined;
@@ -67,6 +70,7 @@ export class TenantQuotas {
 
   forget(tenant: string): void {
     this.cache.delete(tenant);
+    this.loads.forget(tenant);
   }
 }
 

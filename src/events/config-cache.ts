@@ -7,12 +7,15 @@
  * embedded PGlite, where NOTIFY does not cross connections) nothing is cached, since no change would be heard.
  */
 import type { ConfigNotice, EventHub } from './hub';
+import { SingleFlight } from '../single-flight';
 
 export const CONFIG_CACHE_TTL_MS = 2_000;
 
 /** One table's rows (`kind`, the table the trigger names), by tenant and, for agents, id. */
 export class ConfigCache<V> {
   private readonly entries = new Map<string, { value: V; until: number }>();
+  /** Misses of one entry at the same time read it once. */
+  private readonly loads = new SingleFlight<V>();
   /** Bumped by every drop: a load that was under way meanwhile may have read the old row, so it is not kept. */
   private generation = 0;
   private readonly unsubscribe: () => void;
@@ -37,7 +40,7 @@ export class ConfigCache<V> {
     const hit = this.entries.get(key);
     if (hit && hit.until > Date.now()) return hit.value;
     const generation = this.generation;
-    const value = await load();
+    const value = await this.loads.run(key, load);
     if (generation === this.generation && this.hub.listening) {
       if (this.entries.size > 10_000) this.entries.clear();
       this.entries.set(key, { value, until: Date.now() + this.ttlMs });
@@ -50,6 +53,7 @@ export class ConfigCache<V> {
     this.generation++;
     if (tenant === undefined) this.entries.clear();
     else this.entries.delete(keyOf(tenant, id));
+    this.loads.forget(tenant === undefined ? undefined : keyOf(tenant, id));
   }
 
   /** Stops hearing changes (the app closes). */
