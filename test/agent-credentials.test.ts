@@ -211,6 +211,7 @@ describe('the credential cache (migration 022)', () => {
     try {
       const [here, there] = [await aProcess(), await aProcess()];
       await here.put('default', id, { type: 'oauth2', tokenUrl: tokens.url, clientId: 'old-client', clientSecret: 's' });
+      await new Promise((r) => setTimeout(r, 300)); // the put's own notice, which would drop the token fetched before it
       const first = (await here.headersFor('default', id)).authorization;
       assert.equal((await here.headersFor('default', id)).authorization, first, 'the token is cached');
       await there.put('default', id, { type: 'oauth2', tokenUrl: tokens.url, clientId: 'new-client', clientSecret: 's' });
