@@ -6,6 +6,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { ConfigCache } from '../src/events/config-cache';
 import { EventHub } from '../src/events/hub';
@@ -40,22 +41,24 @@ const together = <T>(n: number, f: () => Promise<T>) => Promise.all(Array.from({
 
 test('32 reads of one uncached entry load it once; a drop while it loads makes the next read load again', async () => {
   const cache = new ConfigCache<number>(hub, 'agents', 60_000);
+  // Ids no other test uses: their agents' notices (NOTIFY is database-wide) would drop entries here.
+  const [a1, a2, a3] = ['a1', 'a2', 'a3'].map((a) => `${a}-${randomUUID()}`);
   let loads = 0;
   const load = async () => {
     loads++;
     const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM tenants');
     return rows[0]!.n;
   };
-  const values = await together(32, () => cache.read('default', 'a1', load));
+  const values = await together(32, () => cache.read('default', a1, load));
   assert.equal(loads, 1);
   assert.deepEqual(new Set(values), new Set([1]));
   // Another entry is its own load.
-  await together(8, () => cache.read('default', 'a2', load));
+  await together(8, () => cache.read('default', a2, load));
   assert.equal(loads, 2);
   // A change heard while a load runs: readers after it do not join that load.
-  const running = cache.read('default', 'a3', load);
-  cache.drop('default', 'a3');
-  await Promise.all([running, cache.read('default', 'a3', load)]);
+  const running = cache.read('default', a3, load);
+  cache.drop('default', a3);
+  await Promise.all([running, cache.read('default', a3, load)]);
   assert.equal(loads, 4);
 });
 
