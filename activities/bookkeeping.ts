@@ -54,7 +54,7 @@ export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPoli
  * count and the writes share the statement's snapshot; with children only the relayed events are logged, and the
  * workflow finishes the task (their costs belong in its settlement). One append call takes the whole batch, so the
  * relayed events precede the final state in the log.
- * @returns the children linked, and the settlement when the task was finished here.
+ * @returns the children linked (none: the task was finished here).
  */
 export async function finishFirstTurn(
   pool: Pool,
@@ -63,7 +63,7 @@ export async function finishFirstTurn(
   rec: TaskRecord,
   req: SettlementRequest,
   relayed: NewEvent[],
-): Promise<{ childrenLinked: number; outcome?: SettlementOutcome }> {
+): Promise<{ childrenLinked: number }> {
   const { upsert, projection } = projectionOf(rec, '(SELECT n FROM kids) = 0');
   const finished = [...relayed, ...(rec.event ? [rec.event] : [])];
   // appendParams: [tenant, taskId, batch, freshKeys, channel]; the batch is chosen by the count.
@@ -91,7 +91,7 @@ export async function finishFirstTurn(
   recorded(hub, rec, storedEvents(finished, stored));
   settled(req, outcome);
   await healthAfter(pool, req);
-  return { childrenLinked: 0, outcome };
+  return { childrenLinked: 0 };
 }
 
 /**

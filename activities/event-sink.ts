@@ -1,7 +1,8 @@
 /**
  * Writes the events the forwarding activity relays into the task's event log, with group commit: while one
  * batch is being written the next one collects (and each batch waits one turn of the event loop for the events
- * relayed with it), so a fast agent stream costs one transaction per batch, not per event. An event reaches readers only after its batch committed (the hub is told after the commit).
+ * relayed with it), so a fast agent stream costs one transaction per batch, not per event. An event reaches
+ * readers only after its batch committed (the hub is told after the commit).
  */
 import type { Pool } from 'pg';
 import { ApplicationFailure } from '@temporalio/activity';

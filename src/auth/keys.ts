@@ -60,6 +60,9 @@ export function looksLikeKey(token: string): boolean {
 export class KeyConflictError extends Error {}
 export class UnknownTenantError extends Error {}
 
+/** The columns a key is verified by. */
+type KeyRow = { id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer };
+
 interface CacheEntry {
   identity: KeyIdentity | undefined;
   until: number;
@@ -78,7 +81,7 @@ export class KeyStore {
   private readonly ttl: number;
   private readonly lastTouched = new Map<string, number>();
   /** Misses of one key at the same time read it once. */
-  private readonly loads = new SingleFlight<{ id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }[]>();
+  private readonly loads = new SingleFlight<KeyRow[]>();
 
   constructor(
     private readonly pool: Pool,
@@ -104,10 +107,10 @@ export class KeyStore {
     const now = Date.now();
     const hit = this.cache.get(cacheKey);
     if (hit && hit.until > now) return hit.identity;
-    let rows: { id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer }[];
+    let rows: KeyRow[];
     try {
       rows = await this.loads.run(cacheKey, async () => {
-        const { rows: found } = await this.pool.query(
+        const { rows: found } = await this.pool.query<KeyRow>(
           `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
             WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
           [hash],
