@@ -3,6 +3,7 @@ import type { Pool, PoolClient } from 'pg';
 import { appendCall, appendParams, type LoggedEvent, type NewEvent, type StoredRow, storedEvents } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
+import { prepared } from '../src/db/pool';
 import { inTransaction } from '../src/db/tx';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
 import { settledMinor, tasksEnded, tasksStarted } from '../src/metrics';
@@ -34,9 +35,12 @@ export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPoli
     : 'SELECT NULL::bigint[] AS seqs, NULL::text[] AS keys';
   const appendArgs = events.length > 0 ? appendParams(rec.tenant, rec.task.id, events) : [];
   const { rows } = await pool.query<SettledRow & { seqs: string[] | null; keys: string[] | null }>(
-    `WITH projection AS (${upsert})
+    prepared(
+      pool,
+      `WITH projection AS (${upsert})
      SELECT a.seqs, a.keys, s.* FROM (${appended}) AS a CROSS JOIN ${settleCall(projection.length + appendArgs.length + 1)} AS s`,
-    [...projection, ...appendArgs, ...settleParams(policy, req)],
+      [...projection, ...appendArgs, ...settleParams(policy, req)],
+    ),
   );
   const { seqs, keys } = rows[0];
   const logged = storedEvents(events, (seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: keys![i] })));
@@ -71,7 +75,9 @@ export async function finishFirstTurn(
   const [, , relayedOnly] = appendParams(rec.tenant, rec.task.id, relayed);
   const p = projection.length;
   const { rows } = await pool.query<Partial<SettledRow> & { n: number; seqs: string[] | null; keys: string[] | null }>(
-    `WITH kids AS (SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2),
+    prepared(
+      pool,
+      `WITH kids AS (SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2),
      projection AS (${upsert})
      SELECT k.n, a.seqs, a.keys, s.settlement_id, s.created, s.charged_minor
        FROM kids k
@@ -79,7 +85,8 @@ export async function finishFirstTurn(
          SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys
            FROM switchboard_append_events($1, $2, (CASE WHEN k.n = 0 THEN $${p + 1} ELSE $${p + 2} END)::jsonb, false, $${p + 3})) AS a
        LEFT JOIN LATERAL (SELECT * FROM ${settleCall(p + 4)} WHERE k.n = 0) AS s ON true`,
-    [...projection, whole, relayedOnly, channel, ...settleParams(policy, req)],
+      [...projection, whole, relayedOnly, channel, ...settleParams(policy, req)],
+    ),
   );
   const row = rows[0]!;
   const stored = (row.seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: row.keys![i]! }));
@@ -122,13 +129,15 @@ function projectionOf(rec: TaskRecord, onlyIf?: string): { upsert: string; proje
 async function recordWith(pool: Pool, rec: TaskRecord): Promise<LoggedEvent[]> {
   const { upsert, projection } = projectionOf(rec);
   if (!rec.event) {
-    await pool.query(upsert, projection);
+    await pool.query(prepared(pool, upsert, projection));
     return [];
   }
   const events = [rec.event];
   const { rows } = await pool.query<StoredRow>(
-    `WITH projection AS (${upsert}) SELECT stored_seq, stored_key FROM ${appendCall(projection.length + 1)}`,
-    [...projection, ...appendParams(rec.tenant, rec.task.id, events)],
+    prepared(pool, `WITH projection AS (${upsert}) SELECT stored_seq, stored_key FROM ${appendCall(projection.length + 1)}`, [
+      ...projection,
+      ...appendParams(rec.tenant, rec.task.id, events),
+    ]),
   );
   return storedEvents(events, rows);
 }
@@ -157,7 +166,7 @@ export interface SettlementOutcome {
  * by what was actually reserved.
  */
 export async function settleTask(pool: Pool, policy: UnfundedPolicy, req: SettlementRequest): Promise<SettlementOutcome> {
-  const { rows } = await pool.query<SettledRow>(`SELECT * FROM ${settleCall(1)}`, settleParams(policy, req));
+  const { rows } = await pool.query<SettledRow>(prepared(pool, `SELECT * FROM ${settleCall(1)}`, settleParams(policy, req)));
   const outcome = outcomeOf(rows[0]);
   settled(req, outcome);
   await healthAfter(pool, req);

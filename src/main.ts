@@ -105,7 +105,7 @@ async function main(): Promise<void> {
       uiUrl = server.uiUrl;
     }
 
-    const pool = createPool({ connectionString: databaseUrl, max: 10 }, log);
+    const pool = createPool({ connectionString: databaseUrl, max: 10 }, log, { namedStatements: Boolean(config.DATABASE_URL) });
     stops.push(() => pool.end());
     const applied = await migrate(pool);
     if (applied.length) log.info({ applied }, 'database migrations applied');

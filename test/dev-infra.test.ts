@@ -10,6 +10,9 @@ import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
 import { Pool } from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded';
+import { migrate } from '../src/db/migrate';
+import { createPool, prepared } from '../src/db/pool';
+import { appendEvents } from '../src/events/event-log';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from '../src/net';
@@ -52,6 +55,34 @@ describe('embedded postgres', () => {
     cleanups.push(() => pool2.end());
     const { rows } = await pool2.query('SELECT count(*)::int AS n FROM items');
     assert.equal(rows[0].n, 20);
+  });
+
+  test('runs the task path\'s prepared statements on every connection: one session, so unnamed', async () => {
+    const server = await startEmbeddedPostgres({ dataDir: path.join(tmp, 'pgdata-prepared') });
+    cleanups.push(server.stop);
+    const text = 'SELECT $1::int + 1 AS n';
+    // Two connections naming one statement collide in PGlite's one session: why main.ts opens this pool unnamed.
+    const named = createPool({ connectionString: server.url, max: 2 });
+    cleanups.push(() => named.end());
+    const both = await Promise.allSettled([1, 2].map(async (i) => {
+      const c = await named.connect();
+      try {
+        await new Promise((r) => setTimeout(r, 20)); // both connections open before either prepares
+        return (await c.query(prepared(named, text, [i]))).rows[0].n;
+      } finally {
+        c.release();
+      }
+    }));
+    assert.ok(both.some((r) => r.status === 'rejected' && /already exists/.test(String(r.reason))), 'a named statement prepared twice in the one session');
+    await named.end();
+    const pool = createPool({ connectionString: server.url, max: 2 }, undefined, { namedStatements: false });
+    cleanups.push(() => pool.end());
+    await migrate(pool);
+    const appended = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => appendEvents(pool, 'default', `t${i % 2}`, [{ key: `k${i}`, event: { statusUpdate: { taskId: `t${i % 2}`, contextId: 'c', status: { state: 'TASK_STATE_WORKING' } } } }])),
+    );
+    assert.equal(pool.totalCount, 2);
+    assert.deepEqual(appended.map((a) => a.length), [1, 1, 1, 1, 1, 1, 1, 1]);
   });
 });
 

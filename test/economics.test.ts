@@ -339,7 +339,8 @@ describe('holds and captures', () => {
     pool.on('connect', (client) => {
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       client.query = ((...args: unknown[]) => {
-        sent.push(String(args[0]).trim().split(/\s+/)[0]);
+        const statement = args[0] as string | { text: string }; // a text, or a prepared statement's config
+        sent.push((typeof statement === 'string' ? statement : statement.text).trim().split(/\s+/)[0]);
         return query(...args);
       }) as typeof client.query;
     });

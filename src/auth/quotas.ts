@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
+import { prepared } from '../db/pool';
 import { SingleFlight } from '../single-flight';
 import { quotaRefusals } from '../metrics';
 import { EVENTS_CHANNEL, type LoggedEvent, type NewEvent, appendParams, storedEvents } from '../events/event-log';
@@ -107,8 +108,7 @@ export async function claimWithinQuota(
     : 'switchboard_claim_within_quota($1, $2, $3, $4, $5, $6, $7, $8)';
   if (first) params.push(appendParams(tenant, candidate, first)[2], EVENTS_CHANNEL);
   const { rows } = await pool.query<{ task_id: string | null; resent: boolean; today: string | null; open: string | null; stored_seq?: string | null; stored_key?: string | null }>(
-    `SELECT * FROM ${call}`,
-    params,
+    prepared(pool, `SELECT * FROM ${call}`, params),
   );
   const { task_id: taskId, resent } = rows[0];
   if (taskId !== null) {

@@ -5,6 +5,7 @@
  * knows its last seq can always get exactly the rest.
  */
 import type { Pool } from 'pg';
+import { prepared } from '../db/pool';
 import { endsTurn } from '../../workflows/task-state';
 import type { StreamEvent, WireTask } from '../a2a/wire';
 import type { NewEvent } from '../../workflows/types';
@@ -41,7 +42,7 @@ export function closesStream(e: StreamEvent): boolean {
  */
 export async function appendEvents(pool: Pool, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
   if (events.length === 0) return [];
-  const { rows } = await pool.query<StoredRow>(`SELECT stored_seq, stored_key FROM ${appendCall(1)}`, appendParams(tenant, taskId, events, opts));
+  const { rows } = await pool.query<StoredRow>(prepared(pool, `SELECT stored_seq, stored_key FROM ${appendCall(1)}`, appendParams(tenant, taskId, events, opts)));
   return storedEvents(events, rows);
 }
 
