@@ -57,7 +57,9 @@ export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPoli
  * Switchboard meanwhile (task_children), the task's final record and its settlement, as finishTask writes them. The
  * count and the writes share the statement's snapshot; with children only the relayed events are logged, and the
  * workflow finishes the task (their costs belong in its settlement). One append call takes the whole batch, so the
- * relayed events precede the final state in the log.
+ * relayed events precede the final state in the log. `working`, the turn's `working` change when the first exchange
+ * held it back, is logged first (its projection row is superseded by the final one). A task whose `working` change
+ * was held back has no children: a child's front door waits for its parent's row, which that change writes.
  * @returns the children linked (none: the task was finished here).
  */
 export async function finishFirstTurn(
@@ -67,12 +69,14 @@ export async function finishFirstTurn(
   rec: TaskRecord,
   req: SettlementRequest,
   relayed: NewEvent[],
+  working?: TaskRecord,
 ): Promise<{ childrenLinked: number }> {
   const { upsert, projection } = projectionOf(rec, '(SELECT n FROM kids) = 0');
-  const finished = [...relayed, ...(rec.event ? [rec.event] : [])];
+  const logged = [...(working?.event ? [working.event] : []), ...relayed];
+  const finished = [...logged, ...(rec.event ? [rec.event] : [])];
   // appendParams: [tenant, taskId, batch, freshKeys, channel]; the batch is chosen by the count.
   const [, , whole, , channel] = appendParams(rec.tenant, rec.task.id, finished);
-  const [, , relayedOnly] = appendParams(rec.tenant, rec.task.id, relayed);
+  const [, , relayedOnly] = appendParams(rec.tenant, rec.task.id, logged);
   const p = projection.length;
   const { rows } = await pool.query<Partial<SettledRow> & { n: number; seqs: string[] | null; keys: string[] | null }>(
     prepared(
@@ -90,8 +94,10 @@ export async function finishFirstTurn(
   );
   const row = rows[0]!;
   const stored = (row.seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: row.keys![i]! }));
+  // As recorded() counts a `working` change: the task started (a retried statement logs it no more).
+  if (working?.event && stored.some((s) => s.stored_key === working.event!.key)) tasksStarted.inc({ agent: working.agentId });
   if (row.n > 0) {
-    hub.publish(rec.tenant, rec.task.id, storedEvents(relayed, stored));
+    hub.publish(rec.tenant, rec.task.id, storedEvents(logged, stored));
     return { childrenLinked: row.n };
   }
   const outcome = outcomeOf(row as SettledRow);

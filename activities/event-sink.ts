@@ -30,6 +30,8 @@ export class EventSink {
   private count = 0;
   /** A write the log's first event waits for (the turn's `working` change): its failure is the sink's. */
   private before?: Promise<unknown>;
+  /** That write, held back with the events (hold()): made when the hold ends, unless take() hands it to the caller. */
+  private first?: () => Promise<unknown>;
   /** Writes are held (see hold()) until this timer releases them. */
   private held?: ReturnType<typeof setTimeout>;
 
@@ -52,27 +54,33 @@ export class EventSink {
 
   /**
    * Writes nothing for up to `ms`, unless flushed or its events taken first (take()): a turn that ends within it may
-   * log what it relayed in its own last statement. Readers of the log see those events up to `ms` later.
+   * log what it relayed in its own last statement. Readers of the log see those events up to `ms` later. `first`,
+   * the write the log's first event waits for (as after()), is held too: made when the hold ends, before the events.
+   * The hold ends early when release() is called (a child task's front door waits for the row `first` writes).
    */
-  hold(ms: number): void {
+  hold(ms: number, first?: () => Promise<unknown>): void {
+    this.first = first;
     this.held = setTimeout(() => this.release(), ms);
   }
 
   /**
-   * The queued events, taken out of the sink for the caller to log (after the write the sink follows has committed),
-   * while it holds its writes; undefined once it has begun writing. The sink writes what comes after as usual.
+   * The queued events and the held first write, taken out of the sink for the caller to make (the events after the
+   * write after() named has committed), while it holds its writes; undefined once it has begun writing. The sink
+   * writes what comes after as usual.
    */
-  take(): NewEvent[] | undefined {
+  take(): { events: NewEvent[]; first?: () => Promise<unknown> } | undefined {
     if (!this.held || this.failure) return undefined;
     this.unhold();
-    const taken = this.queue;
+    const taken = { events: this.queue, first: this.first };
     this.queue = [];
+    this.first = undefined;
     return taken;
   }
 
-  /** Events take() took and the caller could not log: queued again, first, to be written by the next flush. */
-  giveBack(events: NewEvent[]): void {
-    this.queue.unshift(...events);
+  /** What take() took and the caller could not write: queued again, first, to be written by the next flush. */
+  giveBack(taken: { events: NewEvent[]; first?: () => Promise<unknown> }): void {
+    this.queue.unshift(...taken.events);
+    this.first ??= taken.first;
   }
 
   /** Queues an event; resolves at once unless the log has fallen far behind. */
@@ -80,7 +88,7 @@ export class EventSink {
     if (this.failure) throw this.failure;
     this.queue.push({ key, event });
     if (this.held && this.queue.length >= HIGH_WATER) this.unhold();
-    if (!this.held) this.writing ??= this.drain();
+    if (!this.held) this.write();
     if (this.queue.length >= HIGH_WATER) await this.writing;
   }
 
@@ -91,10 +99,22 @@ export class EventSink {
     if (this.failure) throw this.failure;
   }
 
-  /** Ends a hold: what was queued meanwhile is written now. */
-  private release(): void {
+  /** Ends a hold: the held first write and what was queued meanwhile are written now. */
+  release(): void {
     this.unhold();
-    if (this.queue.length > 0) this.writing ??= this.drain();
+    this.write();
+  }
+
+  /** Starts writing: the held first write, if any, then the queue. */
+  private write(): void {
+    if (this.first) {
+      this.before = this.first();
+      this.before.catch(() => undefined); // the drain reports it
+      this.first = undefined;
+      this.writing ??= this.drain();
+    } else if (this.queue.length > 0) {
+      this.writing ??= this.drain();
+    }
   }
 
   private unhold(): void {
@@ -109,6 +129,7 @@ export class EventSink {
         // One turn of the event loop first: the events of one chunk of the agent's stream (a status and an artifact,
         // say) are relayed a few microtasks apart, and go in one batch rather than one transaction each.
         await new Promise(setImmediate);
+        await this.before; // a held first write started meanwhile (write()) precedes the batch
         const batch = this.queue.splice(0, MAX_BATCH);
         // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.
         const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch, { freshKeys: true });

@@ -37,6 +37,7 @@ import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart
 import * as grpc from '@grpc/grpc-js';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import { EventSink, writeFailed } from './event-sink';
+import { heldRows } from '../src/events/held-rows';
 import type { NewEvent } from '../src/events/event-log';
 import { costOf } from './agent-cost';
 import { recordTask } from './bookkeeping';
@@ -82,15 +83,17 @@ export interface ForwardDeps {
   /** Following agents' tasks by their push notifications; unset: agents are polled. */
   push?: AgentPushDeps;
   /**
-   * Logs a first turn's relayed events and, unless children were linked meanwhile, writes the task's final record and
-   * its settlement, in one statement (bookkeeping.ts finishFirstTurn): for a first exchange that finishes its task.
+   * Logs a first turn's `working` change (when it was held back) and relayed events and, unless children were linked
+   * meanwhile, writes the task's final record and its settlement, in one statement (bookkeeping.ts finishFirstTurn):
+   * for a first exchange that finishes its task.
    */
-  finishFirstTurn?: (rec: TaskRecord, req: SettlementRequest, relayed: NewEvent[]) => Promise<{ childrenLinked: number }>;
+  finishFirstTurn?: (rec: TaskRecord, req: SettlementRequest, relayed: NewEvent[], working?: TaskRecord) => Promise<{ childrenLinked: number }>;
 }
 
 /**
- * How long a first exchange that may finish its task holds the events its agent streams (EventSink.hold), so that
- * they go in the statement that finishes the task: readers of the log see them that much later at most.
+ * How long a first exchange that may finish its task holds its `working` change and the events its agent streams
+ * (EventSink.hold), so that they go in the statement that finishes the task: readers of the log and the projection
+ * see them that much later at most.
  */
 const FINISH_HOLD_MS = 100;
 
@@ -139,11 +142,18 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
  */
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
-  const turn = startTurn(ctx, deps, args, true);
-  // A completed answer may finish the task here (finishHere), its relayed events in the same statement: the sink
-  // holds them meanwhile. Any other answer's events are logged as the turn ends.
+  // A completed answer may finish the task here (finishHere), with the turn's `working` change and its relayed events
+  // in the same statement: the sink holds them meanwhile. Any other answer's are logged as the turn ends.
   const finishing = (state: TaskState) => state === 'TASK_STATE_COMPLETED' && finishable(deps, args);
-  if (finishable(deps, args) && ctx.info.attempt === 1) turn.sink.hold(FINISH_HOLD_MS);
+  const turn = startTurn(ctx, deps, args, true, finishable(deps, args) && ctx.info.attempt === 1 ? FINISH_HOLD_MS : undefined);
+  try {
+    return await firstExchange(ctx, deps, args, turn, finishing);
+  } finally {
+    turn.unhold();
+  }
+}
+
+async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs, turn: StartedTurn, finishing: (state: TaskState) => boolean): Promise<FirstExchange> {
   // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
   // They are counted as soon as the answer is in, while the turn's last events are being logged (finishHere counts
   // them in its own statement).
@@ -215,14 +225,16 @@ async function finishHere(ctx: Context, deps: ForwardDeps, args: ForwardArgs, tu
   const at = new Date().toISOString();
   const { record, settlement } = finishedFirstTurn(args.record!, answer, at, args.finish!);
   try {
-    // Held while the turn ran; one that outlived the hold has logged them (they must precede the final state).
-    const relayed = turn.sink.take() ?? (await turn.sink.flush(), []);
+    // Held while the turn ran, with the `working` change; one that outlived the hold has logged them (they must
+    // precede the final state).
+    const held = turn.sink.take() ?? (await turn.sink.flush(), { events: [] });
     try {
-      const { childrenLinked } = await deps.finishFirstTurn!(record, settlement, relayed);
+      const working = held.first ? args.record : undefined;
+      const { childrenLinked } = await deps.finishFirstTurn!(record, settlement, held.events, working);
       return { childrenLinked, ...(childrenLinked === 0 ? { finish: { at, written: true } } : {}) };
     } catch (err) {
       ctx.log.warn('the first exchange could not finish the task; the workflow finishes it', { taskId: args.gatewayTaskId, error: String(err) });
-      turn.sink.giveBack(relayed);
+      turn.sink.giveBack(held);
     }
     await turn.sink.flush();
     const childrenLinked = await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId);
@@ -261,25 +273,38 @@ const parkedTurns = {
   },
 };
 
-/** A turn begun: its `working` change written (on a first attempt, while the agent is called), an earlier attempt's output voided, the agent called (`started`). */
+/**
+ * A turn begun: its `working` change written (on a first attempt, while the agent is called; held back with `holdMs`),
+ * an earlier attempt's output voided, the agent called (`started`).
+ */
 type StartedTurn = Turn & { started: Promise<ForwardResult> };
 
-function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExchange: boolean): StartedTurn {
+function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExchange: boolean, holdMs?: number): StartedTurn {
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
   const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
   // The agent's credential is read while the turn's `working` change is written. A first attempt calls the agent
   // meanwhile: what the agent streams waits for that change in the sink (it precedes them in the log), the turn's
   // result waits for its commit, and a task the agent starts through Switchboard meanwhile, naming this one as its
-  // parent, waits at the front door until the parent is recorded (task-intake.ts parentOf). A later attempt writes
-  // it (a no-op once written) before it voids the last attempt's output and calls again.
+  // parent, waits at the front door until the parent is recorded (task-intake.ts parentOf). A first exchange that
+  // holds the change back (below) returns without waiting for it: it writes it itself, or the sink does, first. A
+  // later attempt writes it (a no-op once written) before it voids the last attempt's output and calls again.
   const turn = new Turn(ctx, { ...deps, link: prefetched(deps.link) }, args, sink, firstExchange);
+  const record = (rec: TaskRecord) =>
+    recordTask(deps.pool, deps.hub, rec).catch((err: unknown) => {
+      throw writeFailed("the task's working change could not be recorded", err);
+    });
+  if (args.record && holdMs !== undefined) {
+    // A first exchange that may finish its task holds its `working` change back with the events it relays: when the
+    // agent completes the task within the hold, finishHere writes it with the final one (one statement fewer); else
+    // the sink writes it when the hold ends, before the events. A child task's front door that waits for this task's
+    // row (task-intake.ts parentBeingRecorded) ends the hold at once.
+    const rec = args.record;
+    turn.unhold = heldRows.hold(args.tenant, args.gatewayTaskId, () => sink.release());
+    sink.hold(holdMs, () => record(rec));
+  }
   const started = (async () => {
-    const recorded = args.record
-      ? recordTask(deps.pool, deps.hub, args.record).catch((err: unknown) => {
-          throw writeFailed("the task's working change could not be recorded", err);
-        })
-      : undefined;
+    const recorded = args.record && holdMs === undefined ? record(args.record) : undefined;
     if (recorded && attempt === 1) {
       recorded.catch(() => undefined); // awaited below, once the agent has answered
       sink.after(recorded);
@@ -371,6 +396,8 @@ class Turn {
   /** Resolves with the state of the agent's answer once it is in, before its last events are logged. */
   readonly answered: Promise<TaskState>;
   private answer!: (state: TaskState) => void;
+  /** Ends the entry of a first exchange's held `working` change in heldRows (startTurn). */
+  unhold: () => void = () => undefined;
 
   constructor(
     private ctx: Context,

@@ -57,7 +57,7 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
     forwardFirstExchange: (args: ForwardArgs) =>
       measuredForward(args, () =>
-        forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush, finishFirstTurn: (rec, req, relayed) => finishFirstTurn(pool, hub, unfundedAccounts, rec, req, relayed) }, args),
+        forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush, finishFirstTurn: (rec, req, relayed, working) => finishFirstTurn(pool, hub, unfundedAccounts, rec, req, relayed, working) }, args),
       ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>

@@ -83,7 +83,8 @@ test('a held sink writes nothing until its hold ends, its events are taken, or i
   await new Promise((r) => setTimeout(r, 100));
   assert.deepEqual(await keysOf(taskId), [], 'held');
   const taken = sink.take();
-  assert.deepEqual(taken?.map((e) => e.key), ['fwd/1/1', 'fwd/1/2']);
+  assert.deepEqual(taken?.events.map((e) => e.key), ['fwd/1/1', 'fwd/1/2']);
+  assert.equal(taken?.first, undefined, 'no first write was held');
   assert.equal(sink.take(), undefined, 'no longer held: nothing more to take');
   await sink.flush();
   assert.deepEqual(await keysOf(taskId), [], 'taken: the caller logs them');
@@ -97,6 +98,49 @@ test('a held sink writes nothing until its hold ends, its events are taken, or i
   await other.push(status(flushed, 'TASK_STATE_WORKING'));
   await other.flush();
   assert.deepEqual(await keysOf(flushed), ['fwd/1/1'], 'a flush ends the hold');
+});
+
+test("a held first write (the turn's working change) goes before the events: when the hold ends, or with them when taken and given back", async () => {
+  const first = (taskId: string) => {
+    let calls = 0;
+    const write = async () => {
+      calls++;
+      await appendEvents(db.pool, 't', taskId, [{ key: 'v1', event: status(taskId, 'TASK_STATE_WORKING') }]);
+    };
+    return { write, calls: () => calls };
+  };
+  const ended = 'sink-first-ended';
+  const a = first(ended);
+  const sink = new EventSink(db.pool, new EventHub(), 't', ended, 'fwd/1/');
+  sink.hold(50, a.write);
+  await sink.push(status(ended, 'TASK_STATE_WORKING'));
+  assert.equal(a.calls(), 0, 'held');
+  await new Promise((r) => setTimeout(r, 150));
+  assert.deepEqual(await keysOf(ended), ['v1', 'fwd/1/1'], 'the hold ended: the first write, then the events');
+  await sink.flush();
+  assert.equal(a.calls(), 1);
+
+  const released = 'sink-first-released';
+  const b = first(released);
+  const early = new EventSink(db.pool, new EventHub(), 't', released, 'fwd/1/');
+  early.hold(60_000, b.write);
+  early.release(); // a child task's front door waits for the row
+  await early.flush();
+  assert.deepEqual(await keysOf(released), ['v1'], 'released early, with no events yet');
+
+  const taken = 'sink-first-taken';
+  const c = first(taken);
+  const caller = new EventSink(db.pool, new EventHub(), 't', taken, 'fwd/1/');
+  caller.hold(60_000, c.write);
+  await caller.push(status(taken, 'TASK_STATE_WORKING'));
+  const held = caller.take();
+  assert.equal(held?.first, c.write, 'the first write goes to the caller with the events');
+  await caller.flush();
+  assert.equal(c.calls(), 0, 'the caller makes it');
+  caller.giveBack(held!); // the caller could not
+  await caller.flush();
+  assert.deepEqual(await keysOf(taken), ['v1', 'fwd/1/1'], 'given back: written in order by the flush');
+  assert.equal(c.calls(), 1);
 });
 
 test('a hold ends by itself: the events are written then', async () => {

@@ -98,7 +98,7 @@ describe('the first exchange of a blocking turn', () => {
     assert.equal(methods(echo, 'SendMessage').length, 1);
   });
 
-  test("a streaming agent that answers at once: its events, the final state and the settlement are one transaction", async () => {
+  test("a streaming agent that answers at once: the working change, its events, the final state and the settlement are one transaction", async () => {
     const echo = await agents.add(startEchoAgent({ streaming: true }));
     const task = await sendText(await clientFor(echo.url), 'all at once');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
@@ -115,7 +115,7 @@ describe('the first exchange of a blocking turn', () => {
     );
     assert.deepEqual(relayed.map((e) => e.tx), relayed.map(() => last), "the agent's events were written with the final state");
     assert.deepEqual(rows, [{ task_tx: last, settled_tx: last }], 'and with the final record and the settlement');
-    assert.notEqual(events[1]!.tx, last, 'the working change was written before, while the agent was called');
+    assert.equal(events[1]!.tx, last, 'and the working change, held back while the agent was called');
   });
 
   test('a first exchange that cannot write the finished task: the workflow writes it, the agent is not called again', async () => {
@@ -156,16 +156,17 @@ describe('the first exchange of a blocking turn', () => {
   });
 
   test("PostgreSQL refuses the task's working change once, after the agent answered: the turn re-attaches, the task completes", async () => {
-    const echo = await agents.add(startEchoAgent({ streaming: true }));
+    // It answers after the first exchange's hold (FINISH_HOLD_MS): the working change is written while it works.
+    const echo = await agents.add(startV1Agent(new SlowExecutor(200), 'Slow', 'Answers in 200 ms', { streaming: true }));
     const client = await clientFor(echo.url);
     const marker = `working_fault_${Date.now()}`;
     await gw.db.pool.query(`CREATE SEQUENCE ${marker}`);
-    // The refusal comes after a pause, so the agent has answered by then (the change is written while it is called).
+    // The refusal comes after a pause, so the agent has answered by then.
     await gw.db.pool.query(`
       CREATE FUNCTION ${marker}() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         IF NEW.version = 1 AND NEW.task::text LIKE '%${marker}%' AND nextval('${marker}') = 1 THEN
-          PERFORM pg_sleep(0.2);
+          PERFORM pg_sleep(0.4);
           RAISE EXCEPTION 'injected: the working change is refused once';
         END IF;
         RETURN NEW;
@@ -174,7 +175,7 @@ describe('the first exchange of a blocking turn', () => {
     try {
       const task = await sendText(client, marker);
       assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
-      assert.equal(textOf(task.artifacts[0].parts), `echo: ${marker}`);
+      assert.equal(textOf(task.artifacts[0].parts), `done: ${marker}`);
       assert.equal(methods(echo, 'SendStreamingMessage', 'SendMessage').length, 1, 'the agent was asked once: the retry re-attached to its task');
       const { rows } = await gw.db.pool.query(`SELECT last_value FROM ${marker}`);
       assert.ok(Number(rows[0].last_value) >= 2, 'the fault fired and the change was written again');
@@ -239,7 +240,8 @@ describe('the first exchange of a blocking turn', () => {
   }
 
   test("a streaming agent called while the task's working change is written: its events wait for it in the log", async () => {
-    const echo = await agents.add(startEchoAgent({ streaming: true }));
+    // It answers after the first exchange's hold (FINISH_HOLD_MS), which ends with the working change being written.
+    const echo = await agents.add(startV1Agent(new SlowExecutor(200), 'Slow', 'Answers in 200 ms', { streaming: true }));
     const client = await clientFor(echo.url);
     await withSlowFirstRow(async (marker) => {
       const task = await sendText(client, marker);
