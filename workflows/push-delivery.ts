@@ -28,7 +28,10 @@ export class PushDelivery {
   /** How each config's deliveries stand: the last event delivered, and why it stopped if it did. */
   readonly status = new Map<string, { cursor: number; note?: string }>();
   private readonly loops = new Map<string, Promise<void>>();
-  private readonly scope = new CancellationScope();
+  /** The scope the loops run in, made with the first (most tasks have no webhook: a scope costs its promises). */
+  private scope?: CancellationScope;
+  /** The scope this was made in (the workflow's root): the loops' scope's parent, wherever the first loop starts. */
+  private readonly parent = CancellationScope.current();
   private readonly activities: Activities;
 
   constructor(private readonly o: PushDeliveryOptions) {
@@ -44,6 +47,7 @@ export class PushDelivery {
   watch(configId: string): void {
     if (this.loops.has(configId)) return;
     this.status.set(configId, { cursor: 0 });
+    this.scope ??= new CancellationScope({ cancellable: true, parent: this.parent });
     this.loops.set(configId, this.scope.run(() => this.deliver(configId)));
   }
 
@@ -57,9 +61,14 @@ export class PushDelivery {
     await Promise.all(this.loops.values());
   }
 
+  /** Whether any config is delivered to (finished() has something to wait for). */
+  get watching(): boolean {
+    return this.loops.size > 0;
+  }
+
   /** Stops every loop (before continue-as-new: the next run starts them again and each resumes at its cursor). */
   async stop(): Promise<void> {
-    this.scope.cancel();
+    this.scope?.cancel();
     await Promise.allSettled(this.loops.values());
   }
 

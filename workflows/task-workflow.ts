@@ -226,16 +226,19 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     answeredInWorkflowTask = false;
   }
   const ownCostMinor = ownCostOf(state(), costMinor, agent.priceMinor, funding.heldMinor);
-  await job.childrenSettled();
+  // The steps below that most tasks skip are not called then: the SDK captures a stack trace for every promise a
+  // workflow makes (for Temporal UI's Stack Trace), and an async call that returns at once still makes some. Each
+  // skipped one would resolve at once, so the workflow's commands are the same either way.
+  if (job.children.length > 0) await job.childrenSettled();
   job.show(ownCostMinor);
   // The first exchange may have written the final record and the settlement already: the same record (the task's
   // next version) and settlement, from the same steps (task-state.ts finishedFirstTurn).
   if (finishedByFirstExchange) logged = Math.max(logged, ++version);
   else await CancellationScope.nonCancellable(() => recordAndSettle(ownCostMinor));
   if (answeredInWorkflowTask) await sleep(1); // the workflow ends in a workflow task of its own (see answeredInWorkflowTask)
-  await job.reportToParent(state(), ownCostMinor);
+  if (input.parentTaskId) await job.reportToParent(state(), ownCostMinor);
   // The task is over; its webhooks still get every event (retried for up to a day).
-  await push.finished();
+  if (push.watching) await push.finished();
   if (!allHandlersFinished()) await condition(allHandlersFinished);
   // Operators read Temporal's execution status first: a task that failed, or that was rejected, ends its workflow
   // as Failed (settled and recorded like any other; the failure carries the task). Completed and canceled tasks
