@@ -4,10 +4,11 @@
  * no activity. A turn still running after FIRST_EXCHANGE_MS is handed to the forwarding activity, which adopts the
  * running turn: the message is sent once, a stream is never cut, and a cancel still reaches the agent.
  */
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Task, TaskState } from '@a2a-js/sdk';
-import type { Client } from '@a2a-js/sdk/client';
+import { type Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
@@ -16,6 +17,8 @@ import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents
 import { artifactEvent, startV1Agent, taskEvent, type AgentOptions } from './agents/v1';
 import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
 import { workflowIdOf } from '../workflows/messages';
+import { recordTask } from '../activities/bookkeeping';
+import { heldRows } from '../src/events/held-rows';
 import { FIRST_EXCHANGE_MS } from '../workflows/types';
 
 let gw: Gateway;
@@ -272,6 +275,40 @@ describe('the first exchange of a blocking turn', () => {
       const keys = await logKeys(task.id);
       assert.deepEqual([keys[0], keys[1], keys.at(-1)], ['v0', 'v1', 'v2'], keys.join(' '));
     });
+  });
+
+  test("a child's front door has its parent's held-back row written at once when the parent runs in this process", async () => {
+    const leaf = await agents.add(startEchoAgent({ streaming: false }));
+    const leafId = (await register(gw, leaf.url)).id;
+    const parentAgent = await register(gw, (await agents.add(startEchoAgent({ streaming: false }))).url);
+    const key = await agentKey(gw, parentAgent.id);
+    // A parent claimed and not recorded, whose first row this process holds back, as its first exchange would.
+    const parentId = randomUUID();
+    await gw.db.pool.query('INSERT INTO message_tasks (tenant, message_id, task_id, agent_id) VALUES ($1, $2, $3, $4)', ['default', randomUUID(), parentId, parentAgent.id]);
+    const at = new Date().toISOString();
+    const working = { tenant: 'default', agentId: parentAgent.id, task: { id: parentId, contextId: randomUUID(), status: { state: 'TASK_STATE_WORKING' as const, timestamp: at } }, version: 1, createdAt: at };
+    let written: Promise<void> | undefined;
+    const unhold = heldRows.hold('default', parentId, () => (written = recordTask(gw.db.pool, gw.hub, working)));
+    try {
+      // Without the release the front door would wait out its 5 s for the row and refuse the parent as unknown.
+      const withParent: typeof fetch = (input, init) => {
+        const headers = new Headers(init?.headers);
+        headers.set('authorization', `Bearer ${key}`);
+        headers.set('x-switchboard-parent-task', parentId);
+        return fetch(input, { ...init, headers });
+      };
+      const client = await new ClientFactory(
+        ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl: withParent })] }),
+      ).createFromUrl(`${gw.url}/agents/${leafId}/.well-known/agent-card.json`, '');
+      const child = await sendText(client, 'from a parent being recorded');
+      assert.equal(child.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(child.status));
+      assert.ok(written, "the child's front door asked for the parent's row");
+      await written;
+      const { rows } = await gw.db.pool.query('SELECT parent_task_id, depth FROM tasks WHERE tenant = $1 AND task_id = $2', ['default', child.id]);
+      assert.deepEqual(rows, [{ parent_task_id: parentId, depth: 1 }]);
+    } finally {
+      unhold();
+    }
   });
 
   test('a cancel sent while the first exchange runs waits for its end: one terminal state, one run, no refused workflow task', async () => {
