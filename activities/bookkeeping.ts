@@ -94,8 +94,7 @@ export async function finishFirstTurn(
   );
   const row = rows[0]!;
   const stored = (row.seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: row.keys![i]! }));
-  // As recorded() counts a `working` change: the task started (a retried statement logs it no more).
-  if (working?.event && stored.some((s) => s.stored_key === working.event!.key)) tasksStarted.inc({ agent: working.agentId });
+  if (working?.event) countStarted(working, stored.some((s) => s.stored_key === working.event!.key));
   if (row.n > 0) {
     hub.publish(rec.tenant, rec.task.id, storedEvents(logged, stored));
     return { childrenLinked: row.n };
@@ -151,8 +150,12 @@ async function recordWith(pool: Pool, rec: TaskRecord): Promise<LoggedEvent[]> {
 /** After the commit: readers of this process hear of the events; the first change counts the task started. */
 function recorded(hub: EventHub, rec: TaskRecord, logged: LoggedEvent[]): void {
   hub.publish(rec.tenant, rec.task.id, logged);
-  // The first change the workflow records (version 1) starts the task's work; a retried write logs nothing new.
-  if (rec.version === 1 && logged.length > 0) tasksStarted.inc({ agent: rec.agentId });
+  countStarted(rec, logged.length > 0);
+}
+
+/** The first change the workflow records (version 1) starts the task's work; a retried write logs nothing new. */
+function countStarted(rec: TaskRecord, logged: boolean): void {
+  if (rec.version === 1 && logged) tasksStarted.inc({ agent: rec.agentId });
 }
 
 export interface SettlementOutcome {

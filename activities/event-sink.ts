@@ -107,14 +107,13 @@ export class EventSink {
 
   /** Starts writing: the held first write, if any, then the queue. */
   private write(): void {
-    if (this.first) {
-      this.before = this.first();
+    const first = this.first;
+    this.first = undefined;
+    if (first) {
+      this.before = first();
       this.before.catch(() => undefined); // the drain reports it
-      this.first = undefined;
-      this.writing ??= this.drain();
-    } else if (this.queue.length > 0) {
-      this.writing ??= this.drain();
     }
+    if (first || this.queue.length > 0) this.writing ??= this.drain();
   }
 
   private unhold(): void {

@@ -144,16 +144,16 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
   const ctx = Context.current();
   // A completed answer may finish the task here (finishHere), with the turn's `working` change and its relayed events
   // in the same statement: the sink holds them meanwhile. Any other answer's are logged as the turn ends.
-  const finishing = (state: TaskState) => state === 'TASK_STATE_COMPLETED' && finishable(deps, args);
   const turn = startTurn(ctx, deps, args, true, finishable(deps, args) && ctx.info.attempt === 1 ? FINISH_HOLD_MS : undefined);
   try {
-    return await firstExchange(ctx, deps, args, turn, finishing);
+    return await firstExchange(ctx, deps, args, turn);
   } finally {
-    turn.unhold();
+    turn.forgetHeldRow();
   }
 }
 
-async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs, turn: StartedTurn, finishing: (state: TaskState) => boolean): Promise<FirstExchange> {
+async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs, turn: StartedTurn): Promise<FirstExchange> {
+  const finishing = (state: TaskState) => state === 'TASK_STATE_COMPLETED' && finishable(deps, args);
   // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
   // They are counted as soon as the answer is in, while the turn's last events are being logged (finishHere counts
   // them in its own statement).
@@ -300,7 +300,7 @@ function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExch
     // the sink writes it when the hold ends, before the events. A child task's front door that waits for this task's
     // row (task-intake.ts parentBeingRecorded) ends the hold at once.
     const rec = args.record;
-    turn.unhold = heldRows.hold(args.tenant, args.gatewayTaskId, () => sink.release());
+    turn.forgetHeldRow = heldRows.hold(args.tenant, args.gatewayTaskId, () => sink.release());
     sink.hold(holdMs, () => record(rec));
   }
   const started = (async () => {
@@ -397,7 +397,7 @@ class Turn {
   readonly answered: Promise<TaskState>;
   private answer!: (state: TaskState) => void;
   /** Ends the entry of a first exchange's held `working` change in heldRows (startTurn). */
-  unhold: () => void = () => undefined;
+  forgetHeldRow: () => void = () => undefined;
 
   constructor(
     private ctx: Context,

@@ -74,7 +74,6 @@ describe('embedded postgres', () => {
       }
     }));
     assert.ok(both.some((r) => r.status === 'rejected' && /already exists/.test(String(r.reason))), 'a named statement prepared twice in the one session');
-    await named.end();
     const pool = createPool({ connectionString: server.url, max: 2 }, undefined, { namedStatements: false });
     cleanups.push(() => pool.end());
     await migrate(pool);
