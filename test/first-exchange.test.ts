@@ -72,6 +72,9 @@ async function historyOf(taskId: string, ended = false) {
     answeredIn: completedWorkflowTasks.filter((t) => Number(t.eventId) < Number(events.find((e) => e.workflowExecutionUpdateCompletedEventAttributes)?.eventId ?? 0)).length,
     failedWorkflowTasks: events.filter((e) => e.workflowTaskFailedEventAttributes).length,
     localActivities: events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
+    /** Markers other than local activities' (a `patched()` call's, core_patch) and the search attributes upserted. */
+    otherMarkers: events.map((e) => e.markerRecordedEventAttributes?.markerName).filter((m) => m && m !== 'core_local_activity'),
+    upserted: events.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {})),
     activities: scheduled.map((a) => ({ type: a.activityType?.name, input: defaultPayloadConverter.fromPayload<Record<string, unknown>>(a.input!.payloads![0]!) })),
   };
 }
@@ -98,6 +101,9 @@ describe('the first exchange of a blocking turn', () => {
     assert.equal(h.workflowTasks, 2, 'the workflow ended in a second (after a timer, so that signals sent meanwhile are taken)');
     assert.deepEqual(h.activities, [], 'the agent was called by a local activity');
     assert.equal(h.localActivities, 1, 'the first exchange also wrote the final record and the settlement');
+    // Started at the front door's patch level, the workflow takes its patched paths without asking (workflows/patches.ts).
+    assert.deepEqual(h.otherMarkers, [], 'no patch markers');
+    assert.deepEqual(h.upserted, ['A2ATaskState', 'A2ATaskState'], 'and no TemporalChangeVersion upserts: working, then completed');
     assert.equal(methods(echo, 'SendMessage').length, 1);
   });
 

@@ -2,7 +2,8 @@
  * A task's money before the agent is called: the hold (task-state.ts's holdOf) is reserved once, and the
  * first message is answered only once that is decided. Deterministic: @temporalio/workflow APIs only.
  */
-import { ApplicationFailure, CancellationScope, patched, proxyLocalActivities } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, proxyLocalActivities } from '@temporalio/workflow';
+import { patchedAt } from './patches';
 import type { createActivities } from '../activities';
 import { FailureTypes } from './messages';
 import { holdOf } from './task-state';
@@ -54,7 +55,7 @@ export class Funding {
    * the settlement that should release it. @returns undefined when funded, else why not (the task is rejected).
    */
   async reserve(): Promise<string | undefined> {
-    if (!patched('hold-before-forward')) {
+    if (!patchedAt(this.input.patchLevel, 'hold-before-forward')) {
       this.decision = 'funded';
       return undefined;
     }

@@ -3,10 +3,11 @@
  * children), the job shown in GetTask (parent, hop count, children and costs), canceling open children with
  * the task, and a child's report to its parent when it ends. Deterministic: @temporalio/workflow APIs only.
  */
-import { CancellationScope, condition, getExternalWorkflowHandle, patched, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, condition, getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
 import type { TaskState, WireTask } from '../src/a2a/wire';
 import { childTaskSignal, workflowIdOf } from './messages';
+import { patchedAt } from './patches';
 import { stateLabel } from './task-state';
 import type { ChildTask, TaskInput } from './types';
 
@@ -69,7 +70,7 @@ export class Job {
   cancelChildren(): Promise<number> {
     this.canceled ??= CancellationScope.nonCancellable(async () => {
       const open = this.children.filter((c) => !c.state);
-      if (open.length === 0 || !patched('multi-agent-jobs')) return 0;
+      if (open.length === 0 || !patchedAt(this.input.patchLevel, 'multi-agent-jobs')) return 0;
       await Promise.all(open.map((c) => control.cancelChildTask({ tenant: this.input.tenant, taskId: c.taskId }).catch(() => undefined)));
       return open.length;
     });
@@ -84,7 +85,7 @@ export class Job {
   /** A child reports its end, with its whole cost, to its parent (which may have ended already). */
   async reportToParent(state: TaskState, ownCostMinor: number): Promise<void> {
     const { input, task } = this;
-    if (!input.parentTaskId || !patched('multi-agent-jobs')) return;
+    if (!input.parentTaskId || !patchedAt(this.input.patchLevel, 'multi-agent-jobs')) return;
     const report: ChildTask = { taskId: task.id, agentId: input.agent.agentId, state, totalCostMinor: ownCostMinor + this.childrenCostMinor() };
     await getExternalWorkflowHandle(workflowIdOf(input.tenant, input.parentTaskId))
       .signal(childTaskSignal, report)

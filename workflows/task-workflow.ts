@@ -14,7 +14,6 @@ import {
   condition,
   continueAsNew,
   isCancellation,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -32,6 +31,7 @@ import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
+import { patchedAt } from './patches';
 import { PushDelivery } from './push-delivery';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from './task-state';
 import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type FirstAnswer, type ForwardResult, followsByPush, type TaskInput, type TaskRecord, type TrustOutcome, type TurnFinish } from './types';
@@ -180,7 +180,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (!returnImmediately) await condition(() => turnsDone >= turn || isTerminal(state()));
       // The agent refused a new task with a JSON-RPC error: its client gets that error (code and message), as it
       // would calling the agent itself; the task has ended failed, saying the same.
-      if (turn === 1 && firstTurnError && patched('agent-error-to-client')) {
+      if (turn === 1 && firstTurnError && patchedAt(input.patchLevel, 'agent-error-to-client')) {
         throw ApplicationFailure.create({ type: FailureTypes.AgentError, message: firstTurnError.message, details: [firstTurnError], nonRetryable: true });
       }
       return viewTask(task, historyLength);
@@ -263,7 +263,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       outcome: trustOutcome,
       endedAt: task.status.timestamp ?? new Date().toISOString(),
     });
-    if (patched('finish-in-one-local-activity')) {
+    if (patchedAt(input.patchLevel, 'finish-in-one-local-activity')) {
       await bookkeeping.finishTask(nextRecord(), settlement);
       logged = Math.max(logged, version);
     } else {
@@ -311,14 +311,14 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       const start = nextRecord(version > 0);
       // A fresh task's first turn has the forwarding activity write it first: one local activity (one activation)
       // fewer. A snapshot (the whole task, artifacts and all) is not put in the activity's input, which history keeps.
-      const startByForwarding = start.version === 1 && !isHubAgent(agent) && patched('turn-start-recorded-by-forwarding');
+      const startByForwarding = start.version === 1 && !isHubAgent(agent) && patchedAt(input.patchLevel, 'turn-start-recorded-by-forwarding');
       if (startByForwarding) logged = Math.max(logged, start.version); // push loops follow the log's live tail from here
       else await write(start);
       const outcome = await forward(message, startByForwarding ? start : undefined, blocking);
       // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
       // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
       // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
-      if (!('failure' in outcome) && main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state) && patched('cancel-wins-over-a-failed-turn')) {
+      if (!('failure' in outcome) && main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state) && patchedAt(input.patchLevel, 'cancel-wins-over-a-failed-turn')) {
         agentTaskEnded = true;
         throw new CancelledFailure(`canceled while the agent's task ended ${stateLabel(outcome.state)}`);
       }
@@ -331,7 +331,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       // The turn's last attempt was lost (its worker died: a timeout; or a retryable failure ran out of attempts)
       // with the agent's task running: canceled there, as the activity does with a task it gives up on, so runs do
       // not pile up at the agent. The client has its answer already (this activation completes its update).
-      if ('failure' in outcome && outcome.leftRunning && patched('cancel-at-agent-after-a-lost-turn')) await cancelLeftRunning(outcome.leftRunning);
+      if ('failure' in outcome && outcome.leftRunning && patchedAt(input.patchLevel, 'cancel-at-agent-after-a-lost-turn')) await cancelLeftRunning(outcome.leftRunning);
       if (isTerminal(state())) return;
       await record();
       if (workflowInfo().continueAsNewSuggested) {
@@ -395,7 +395,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (isHubAgent(agent)) return await forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS);
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
-      const first = blocking && !followsByPush(agent.endpoint) && patched('first-exchange-local') ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
+      const first = blocking && !followsByPush(agent.endpoint) && patchedAt(input.patchLevel, 'first-exchange-local') ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
       if (first && 'answer' in first) return first.answer;
       const failedFirst = first !== undefined && 'failed' in first;
       const activity = failedFirst ? laterAttempts : forwarding;
@@ -406,7 +406,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
       // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
       // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).
-      if (main.consideredCancelled && patched('cancel-wins-over-a-failed-call')) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
+      if (main.consideredCancelled && patchedAt(input.patchLevel, 'cancel-wins-over-a-failed-call')) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
       if (isTimeout(err)) trustOutcome = 'timeout';
       if (turnsDone === 0) firstTurnError = agentErrorOf(err);
       return { failure: describeFailure(err), leftRunning: isHubAgent(agent) ? undefined : leftRunningAtAgent(err, agentTaskId) };

@@ -84,6 +84,11 @@ export interface TaskInput {
   depth?: number;
   /** A Genesis COMMAND's ttl (epoch ms): a first message still queued past it is dropped, never delivered. */
   expiresAt?: number;
+  /**
+   * The patches this workflow takes without asking `patched()` (workflows/patches.ts): the front door's PATCH_LEVEL
+   * when it started the task. Unset for a workflow started before: it asks for each, as before.
+   */
+  patchLevel?: number;
   /** State carried across continue-as-new. */
   carry?: CarriedState;
 }

@@ -18,6 +18,7 @@ import type { PushStore } from '../push/store';
 import type { TaskGateway } from '../temporal/task-gateway';
 import { PARENT_TASK_HEADER } from '../../workflows/messages';
 import { submittedTask } from '../../workflows/task-state';
+import { PATCH_LEVEL } from '../../workflows/patches';
 import type { SendMessageArgs, TaskInput } from '../../workflows/types';
 import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
@@ -140,6 +141,7 @@ export class TaskIntake {
         submittedAt,
         inputTimeoutMs: this.deps.inputTimeoutMs,
         pushRetryInitialMs: this.deps.pushRetryInitialMs,
+        patchLevel: PATCH_LEVEL,
         agent: { agentId: agent.id, endpoint: forwardingEndpoint(agent), priceMinor: agent.priceMinor, retry: agent.retry },
       },
       args: { ...args, message: { ...message, contextId } },
