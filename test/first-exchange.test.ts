@@ -74,7 +74,9 @@ async function historyOf(taskId: string, ended = false) {
     localActivities: events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
     /** Markers other than local activities' (a `patched()` call's, core_patch) and the search attributes upserted. */
     otherMarkers: events.map((e) => e.markerRecordedEventAttributes?.markerName).filter((m) => m && m !== 'core_local_activity'),
-    upserted: events.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {})),
+    upserted: events.flatMap((e) =>
+      Object.entries(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).map(([k, v]) => `${k}=${defaultPayloadConverter.fromPayload(v)}`),
+    ),
     activities: scheduled.map((a) => ({ type: a.activityType?.name, input: defaultPayloadConverter.fromPayload<Record<string, unknown>>(a.input!.payloads![0]!) })),
   };
 }
@@ -103,7 +105,8 @@ describe('the first exchange of a blocking turn', () => {
     assert.equal(h.localActivities, 1, 'the first exchange also wrote the final record and the settlement');
     // Started at the front door's patch level, the workflow takes its patched paths without asking (workflows/patches.ts).
     assert.deepEqual(h.otherMarkers, [], 'no patch markers');
-    assert.deepEqual(h.upserted, ['A2ATaskState', 'A2ATaskState'], 'and no TemporalChangeVersion upserts: working, then completed');
+    // No TemporalChangeVersion upserts, and `working` is not shown in the workflow task that ends the turn.
+    assert.deepEqual(h.upserted, ['A2ATaskState=completed'], 'the state shown once: completed');
     assert.equal(methods(echo, 'SendMessage').length, 1);
   });
 
@@ -352,6 +355,7 @@ describe('a blocking turn past its first exchange', { concurrency: true }, () =>
       assert.equal(methods(agent, 'SendMessage').length, 1, 'the message was sent once');
       const h = await historyOf(task.id);
       assert.deepEqual(h.activities.map((a) => a.type), ['forwardMessage'], 'the forwarding activity took the turn over');
+      assert.deepEqual(h.upserted, ['A2ATaskState=working', 'A2ATaskState=completed'], 'working shown while the activity had the turn');
       assert.equal(typeof h.activities[0]!.input.adopt, 'string', 'and adopted the running turn');
       if (honours) assert.equal((h.activities[0]!.input.attach as { agentTaskId?: string }).agentTaskId, methods(agent, 'GetTask')[0]?.params.id, "the agent's task, named");
     });

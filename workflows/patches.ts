@@ -10,7 +10,14 @@
  *
  * Replay stays deterministic either way: the level is in the workflow's input, which never changes within a run (nor
  * across continue-as-new, which passes the input on). A patch added later is asked with `patched()` until a new level
- * covers it: add its id to a new level's set, bump PATCH_LEVEL, keep the old sets.
+ * covers it: add its id to a new level's set, bump PATCH_LEVEL, keep the old sets. A change made for new workflows
+ * only needs no patch at all: it is taken at a new level (`atLevel`), and workflows below it keep the old way.
+ *
+ * The levels:
+ * 1. The patches in LEVEL_1 are taken without asking.
+ * 2. The task's state search attribute is upserted only when it changes, and a blocking turn's `working` not while its
+ *    first exchange runs: one that answers shows the answer's state alone, in the same workflow task (an upsert is a
+ *    command, an event and a visibility update; `working` there was overwritten before anyone could see it).
  */
 import { patched } from '@temporalio/workflow';
 
@@ -28,9 +35,14 @@ const LEVEL_1 = new Set([
 ]);
 
 /** The level the front door starts new task workflows at. */
-export const PATCH_LEVEL = 1;
+export const PATCH_LEVEL = 2;
+
+/** Whether a workflow started at `level` takes the way of level `n` (see the levels above). */
+export function atLevel(level: number | undefined, n: number): boolean {
+  return (level ?? 0) >= n;
+}
 
 /** Whether the workflow takes patch `id`'s path: at once for a level that covers it, else as `patched()` says. */
 export function patchedAt(level: number | undefined, id: string): boolean {
-  return ((level ?? 0) >= 1 && LEVEL_1.has(id)) || patched(id);
+  return (atLevel(level, 1) && LEVEL_1.has(id)) || patched(id);
 }

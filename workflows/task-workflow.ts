@@ -31,7 +31,7 @@ import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
-import { patchedAt } from './patches';
+import { atLevel, patchedAt } from './patches';
 import { PushDelivery } from './push-delivery';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from './task-state';
 import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type FirstAnswer, type ForwardResult, followsByPush, type TaskInput, type TaskRecord, type TrustOutcome, type TurnFinish } from './types';
@@ -106,6 +106,12 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
    * (`childrenLinked`, read by the first exchange): their costs belong in the settlement.
    */
   let answeredInWorkflowTask = false;
+  /**
+   * Level 2 (workflows/patches.ts): the A2ATaskState value last upserted (the front door starts the task `submitted`;
+   * a continued run shows its first change), and whether a first exchange running holds `working` back.
+   */
+  let shownState: TaskState | undefined = carry ? undefined : 'TASK_STATE_SUBMITTED';
+  let stateHeldBack = false;
   let childrenLinked = 0;
   /** The first exchange wrote the task's final record and its settlement (activities/forward-message.ts finishHere). */
   let finishedByFirstExchange = false;
@@ -304,6 +310,8 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
           return;
         }
       }
+      // (Level 2: a first exchange that answers ends the turn in this workflow task: only the answer's state is shown.)
+      stateHeldBack = atLevel(input.patchLevel, 2) && runsFirstExchange(blocking);
       setStatus('TASK_STATE_WORKING');
       // Logged first, so it precedes everything the agent streams (a fresh task's first exchange writes it while it
       // calls the agent, whose events wait for it): a snapshot for a follow-up turn; for the first, a status update
@@ -395,13 +403,18 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (isHubAgent(agent)) return await forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS);
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
-      const first = blocking && !followsByPush(agent.endpoint) && patchedAt(input.patchLevel, 'first-exchange-local') ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
-      if (first && 'answer' in first) return first.answer;
+      const first = runsFirstExchange(blocking) ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
+      if (first && 'answer' in first) {
+        stateHeldBack = false; // the answer's state is shown as it is applied; `working` never is
+        return first.answer;
+      }
+      showHeldState();
       const failedFirst = first !== undefined && 'failed' in first;
       const activity = failedFirst ? laterAttempts : forwarding;
       // (`record` again: the first exchange may have handed over before its write committed; a written one is a no-op.)
       return await activity.forwardMessage({ ...args, ...(first && 'handOver' in first ? first.handOver : {}), ...(failedFirst ? { attemptsBefore: 1 } : {}) });
     } catch (err) {
+      stateHeldBack = false; // the state the turn ends in is shown (canceled, failed), never `working`
       if (isCancellation(err)) throw err;
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
       // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
@@ -441,6 +454,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         cause instanceof TimeoutFailure ||
         (cause instanceof ApplicationFailure && !cause.nonRetryable && !NON_RETRYABLE_FORWARD_ERRORS.includes(cause.type ?? ''));
       if (!retryable || agent.retry.maxAttempts <= 1) throw err;
+      showHeldState(); // before the backoff ends this workflow task
       // The agent's Retry-After (a local activity's failure carries it in its details: forwardFirstExchange).
       const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
       await sleep(typeof retryAfter === 'number' ? retryAfter : agent.retry.initialIntervalMs);
@@ -470,8 +484,28 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   function setStatus(next: TaskState, message?: WireMessage, at = new Date().toISOString()): void {
     if (isTerminal(state())) return; // exactly one terminal state, whatever races
     task.status = statusOf(next, at, message);
-    upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
+    if (atLevel(input.patchLevel, 2)) showState();
+    else upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
     showDetails();
+  }
+
+  /** Level 2: the state search attribute, upserted when it differs from the one shown, unless held back. */
+  function showState(): void {
+    if (stateHeldBack || shownState === state()) return;
+    shownState = state();
+    upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(shownState) }]);
+  }
+
+  /** A first exchange that did not answer: the turn goes on, and its `working` is shown now. */
+  function showHeldState(): void {
+    if (!stateHeldBack) return;
+    stateHeldBack = false;
+    showState();
+  }
+
+  /** Whether a turn's first exchange runs as a local activity (a hub agent's turn never gets this far). */
+  function runsFirstExchange(blocking: boolean): boolean {
+    return !isHubAgent(agent) && blocking && !followsByPush(agent.endpoint) && patchedAt(input.patchLevel, 'first-exchange-local');
   }
 
   /**
