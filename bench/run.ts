@@ -90,6 +90,10 @@ interface Activations {
   localActivities: number;
   activities: number;
   signals: number;
+  /** History events per task, and of them search-attribute upserts and patch markers (patched()). */
+  events: number;
+  upserts: number;
+  patchMarkers: number;
 }
 
 /** `n` blocking SendMessages from `concurrency` loops (bench/measure.ts), as the scenario `scenario`. */
@@ -218,8 +222,9 @@ async function activationsOf(gw: import('../test/helpers/harness').Gateway, samp
   const ACTIVITY_TASK_SCHEDULED = 10;
   const MARKER_RECORDED = 25;
   const SIGNALED = 26;
+  const UPSERT_SEARCH_ATTRIBUTES = 40;
   const { rows } = await gw.db.pool.query<{ tenant: string; task_id: string }>('SELECT tenant, task_id FROM tasks ORDER BY created_at DESC LIMIT $1', [sample]);
-  const sum: Activations = { tasks: 0, workflowTasks: 0, localActivities: 0, activities: 0, signals: 0 };
+  const sum: Activations = { tasks: 0, workflowTasks: 0, localActivities: 0, activities: 0, signals: 0, events: 0, upserts: 0, patchMarkers: 0 };
   for (const { tenant, task_id } of rows) {
     const handle = gw.temporal.workflow.getHandle(workflowIdOf(tenant, task_id));
     // A task's answer can leave before its workflow ends (it settles in a later workflow task): count whole histories.
@@ -232,9 +237,21 @@ async function activationsOf(gw: import('../test/helpers/harness').Gateway, samp
     sum.localActivities += (history.events ?? []).filter((e) => e.eventType === MARKER_RECORDED && e.markerRecordedEventAttributes?.markerName !== 'core_patch').length;
     sum.activities += count(ACTIVITY_TASK_SCHEDULED);
     sum.signals += count(SIGNALED);
+    sum.events += (history.events ?? []).length;
+    sum.upserts += count(UPSERT_SEARCH_ATTRIBUTES);
+    sum.patchMarkers += (history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch').length;
   }
   const mean = (n: number) => (sum.tasks ? n / sum.tasks : NaN);
-  return { tasks: sum.tasks, workflowTasks: mean(sum.workflowTasks), localActivities: mean(sum.localActivities), activities: mean(sum.activities), signals: mean(sum.signals) };
+  return {
+    tasks: sum.tasks,
+    workflowTasks: mean(sum.workflowTasks),
+    localActivities: mean(sum.localActivities),
+    activities: mean(sum.activities),
+    signals: mean(sum.signals),
+    events: mean(sum.events),
+    upserts: mean(sum.upserts),
+    patchMarkers: mean(sum.patchMarkers),
+  };
 }
 
 function printSearch(r: SearchBenchResult) {
@@ -300,7 +317,8 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     const a = activations;
     console.log(
       `\nper blocking single-turn task (workflow history of the last ${a.tasks}): ${a.workflowTasks.toFixed(1)} workflow tasks, ` +
-        `${a.localActivities.toFixed(1)} local activities, ${a.activities.toFixed(1)} activities, ${a.signals.toFixed(1)} signals`,
+        `${a.localActivities.toFixed(1)} local activities, ${a.activities.toFixed(1)} activities, ${a.signals.toFixed(1)} signals; ` +
+        `${a.events.toFixed(1)} history events, of them ${a.upserts.toFixed(1)} search-attribute upserts and ${a.patchMarkers.toFixed(1)} patch markers`,
     );
   }
   if (streaming) printStreaming(streaming);
