@@ -12,7 +12,7 @@ import { type Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFacto
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { AgentPool, type TestAgent, startDelegatorAgent, startEchoAgent } from './agents';
+import { AgentPool, type TestAgent, startDelegatorAgent, startEchoAgent, startFailingAgent } from './agents';
 import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents/slow';
 import { artifactEvent, startV1Agent, taskEvent, type AgentOptions } from './agents/v1';
 import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
@@ -318,6 +318,19 @@ describe('the first exchange of a blocking turn', () => {
     } finally {
       unhold();
     }
+  });
+
+  test('a first exchange that fails and backs off shows the task working before the backoff; the activity completes it', async () => {
+    const flaky = await agents.add(startFailingAgent({ mode: 'http500', failTimes: 1 }));
+    const task = await sendText(await clientFor(flaky.url), 'again');
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
+    const h = await historyOf(task.id, true);
+    assert.deepEqual(h.activities.map((a) => a.type), ['forwardMessage'], 'the second attempt was the activity');
+    assert.deepEqual(h.upserted, ['A2ATaskState=working', 'A2ATaskState=completed']);
+    const events = (await gw.env.client.workflow.getHandle(workflowIdOf('default', task.id)).fetchHistory()).events ?? [];
+    const working = events.findIndex((e) => e.upsertWorkflowSearchAttributesEventAttributes);
+    const backoff = events.findIndex((e) => e.timerStartedEventAttributes);
+    assert.ok(working >= 0 && backoff > working, `working (event ${working}) was upserted before the backoff timer (event ${backoff})`);
   });
 
   test('a cancel sent while the first exchange runs waits for its end: one terminal state, one run, no refused workflow task', async () => {

@@ -404,17 +404,16 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
       const first = runsFirstExchange(blocking) ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
-      if (first && 'answer' in first) {
-        stateHeldBack = false; // the answer's state is shown as it is applied; `working` never is
-        return first.answer;
-      }
-      showHeldState();
+      // An answer's state is shown as it is applied, `working` never; a turn that goes on shows `working` now.
+      const answered = first !== undefined && 'answer' in first;
+      releaseHeldState(!answered);
+      if (answered) return first.answer;
       const failedFirst = first !== undefined && 'failed' in first;
       const activity = failedFirst ? laterAttempts : forwarding;
       // (`record` again: the first exchange may have handed over before its write committed; a written one is a no-op.)
       return await activity.forwardMessage({ ...args, ...(first && 'handOver' in first ? first.handOver : {}), ...(failedFirst ? { attemptsBefore: 1 } : {}) });
     } catch (err) {
-      stateHeldBack = false; // the state the turn ends in is shown (canceled, failed), never `working`
+      releaseHeldState(false); // the state the turn ends in is shown (canceled, failed), never `working`
       if (isCancellation(err)) throw err;
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
       // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
@@ -454,7 +453,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         cause instanceof TimeoutFailure ||
         (cause instanceof ApplicationFailure && !cause.nonRetryable && !NON_RETRYABLE_FORWARD_ERRORS.includes(cause.type ?? ''));
       if (!retryable || agent.retry.maxAttempts <= 1) throw err;
-      showHeldState(); // before the backoff ends this workflow task
+      releaseHeldState(true); // before the backoff ends this workflow task
       // The agent's Retry-After (a local activity's failure carries it in its details: forwardFirstExchange).
       const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
       await sleep(typeof retryAfter === 'number' ? retryAfter : agent.retry.initialIntervalMs);
@@ -496,11 +495,11 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(shownState) }]);
   }
 
-  /** A first exchange that did not answer: the turn goes on, and its `working` is shown now. */
-  function showHeldState(): void {
+  /** Ends a first exchange's hold on `working`: shown now when `show` (the turn goes on), else superseded. */
+  function releaseHeldState(show: boolean): void {
     if (!stateHeldBack) return;
     stateHeldBack = false;
-    showState();
+    if (show) showState();
   }
 
   /** Whether a turn's first exchange runs as a local activity (a hub agent's turn never gets this far). */
