@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
+import { workflowBundleOptions } from '../src/worker';
 import { turn } from './floor-workflows';
 import { cpuMeter, type GroupCpu } from './threads';
 
@@ -39,7 +40,8 @@ export async function measureFloor(
   o: { n: number; n32: number; warmup: number; shapes?: 'all' | 'gateway' },
 ): Promise<FloorReport> {
   const taskQueue = `floor-${randomUUID().slice(0, 8)}`;
-  const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./floor-workflows'), logger: new DefaultLogger('WARN') });
+  // With the gateway's sandbox (workflows/sandbox.ts): the floor gets every worker setting the gateway has.
+  const workflowBundle = await bundleWorkflowCode({ ...workflowBundleOptions(require.resolve('./floor-workflows')), logger: new DefaultLogger('WARN') });
   const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: { noop: async () => {} } });
   const running = worker.run();
   const wf = env.client.workflow;

@@ -11,6 +11,7 @@ import type { Client as A2AClient } from '@a2a-js/sdk/client';
 import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
 import { TaskGateway } from '../src/temporal/task-gateway';
+import { workflowBundleOptions } from '../src/worker';
 import { workflowIdOf } from '../workflows/messages';
 import { turn } from './floor-workflows';
 
@@ -96,7 +97,8 @@ export async function measureTimeline(
     return task;
   };
   const taskQueue = `timeline-${randomUUID().slice(0, 8)}`;
-  const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./floor-workflows'), logger: new DefaultLogger('WARN') });
+  // With the gateway's sandbox (workflows/sandbox.ts): the floor gets every worker setting the gateway has.
+  const workflowBundle = await bundleWorkflowCode({ ...workflowBundleOptions(require.resolve('./floor-workflows')), logger: new DefaultLogger('WARN') });
   const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: { noop: async () => {} } });
   const running = worker.run();
   const viaGateway = async (): Promise<number[]> => {

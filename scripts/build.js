@@ -69,9 +69,9 @@ async function build() {
   // contributes its workflow interceptor modules to the bundle whatever its options, so placeholders do here.
   const pluginSets = [[], [new OpenTelemetryPlugin({ resource: new Resource({}), spanProcessor: new NoopSpanProcessor() })]];
   for (const plugins of pluginSets) {
-    // From the TypeScript sources, as the tests and the replay test bundle them: the same code, and the inline
-    // source map points Temporal UI's workflow stack traces at workflows/*.ts.
-    const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'workflows'), logger: new DefaultLogger('WARN'), plugins });
+    // From the TypeScript sources, as the tests and the replay test bundle them (src/worker.ts workflowBundleOptions):
+    // the same code, and the inline source map points Temporal UI's workflow stack traces at workflows/*.ts.
+    const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'workflows'), preloadModules: [path.join(root, 'workflows/sandbox.ts')], logger: new DefaultLogger('WARN'), plugins });
     writeFileSync(path.join(next, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`), code);
   }
   // Dated when the build began: a source saved while it ran is newer, so the next `--if-stale` builds again.

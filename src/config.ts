@@ -60,6 +60,12 @@ const EnvSchema = z.object({
     .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
   /** How often tasks whose workflow closed without a terminal state (e.g. terminated in Temporal UI) are ended (ms). */
   SWITCHBOARD_ORPHAN_SWEEP_MS: z.coerce.number().int().min(1000).default(60_000),
+  /**
+   * Full per-promise stack traces in the workflow sandbox (Temporal UI's Stack Trace tab names the line each task
+   * waits at), at a cost in workflow-thread CPU per task; the worker then bundles its workflows at start, without
+   * workflows/sandbox.ts. Default: two frames (failures keep where they were thrown).
+   */
+  SWITCHBOARD_WORKFLOW_STACK_TRACES: bool.default(false),
   /** Multi-agent jobs: how many hops below its root task a task started by an agent may be. */
   SWITCHBOARD_MAX_HOPS: z.coerce.number().int().min(0).max(100).default(5),
   /** Genesis Nexus envelopes: how far an envelope's timestamp may be from the gateway's clock, either way (ms). */

@@ -157,6 +157,7 @@ async function main(): Promise<void> {
       agentPush: { tokens: agentPushTokens, baseUrl: () => config.SWITCHBOARD_PUBLIC_URL, reach: new PushReach() },
       payloadCodec,
       plugins,
+      fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
     };
     const role = config.SWITCHBOARD_ROLE;
     const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs });

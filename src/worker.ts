@@ -18,6 +18,8 @@ export interface WorkerDeps extends ActivityDeps {
   activities?: ReturnType<typeof createActivities>;
   /** SWITCHBOARD_PAYLOAD_KEY's codec: the worker reads and writes every payload through it, like the client. */
   payloadCodec?: PayloadCodec;
+  /** SWITCHBOARD_WORKFLOW_STACK_TRACES: workflows bundled at start without workflows/sandbox.ts (the SDK's full stack traces). */
+  fullStackTraces?: boolean;
   /** Worker plugins, e.g. OpenTelemetry's (its workflow interceptors must be in a pre-built bundle too). */
   plugins?: WorkerOptions['plugins'];
   /** Slot counts other than the defaults below, e.g. a saturated one-slot worker in a priority test. */
@@ -25,6 +27,14 @@ export interface WorkerDeps extends ActivityDeps {
 }
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
+
+/**
+ * How every workflow bundle is made (the build's, the tests', one made at start): workflows/sandbox.ts is loaded into
+ * each workflow thread's context before any workflow runs (it shortens the SDK's per-promise stack traces).
+ */
+export function workflowBundleOptions(workflowsPath = WORKFLOWS_PATH): { workflowsPath: string; preloadModules: string[] } {
+  return { workflowsPath, preloadModules: [require.resolve('../workflows/sandbox')] };
+}
 
 /**
  * The file `npm run build` (scripts/build.js) writes the workflow bundle for these worker plugins to: one bundle
@@ -82,10 +92,17 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
   });
 }
 
-/** The workflow code a worker runs: the bundle it was given, else the prebuilt one, else workflows/ bundled now. */
-function workflowCode(d: WorkerDeps): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
-  const bundle = d.workflowBundle ?? prebuiltWorkflowBundle(d.plugins ?? []);
-  return bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH };
+/**
+ * The workflow code a worker runs: the bundle it was given; with full stack traces, workflows/ bundled now without
+ * the sandbox module; else the prebuilt bundle, else workflows/ bundled now.
+ */
+function workflowCode(d: WorkerDeps): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'bundlerOptions'> {
+  if (d.workflowBundle) return { workflowBundle: d.workflowBundle };
+  if (d.fullStackTraces) return { workflowsPath: WORKFLOWS_PATH };
+  const bundle = prebuiltWorkflowBundle(d.plugins ?? []);
+  if (bundle) return { workflowBundle: bundle };
+  const { workflowsPath, preloadModules } = workflowBundleOptions();
+  return { workflowsPath, bundlerOptions: { preloadModules } };
 }
 
 /**

@@ -11,10 +11,11 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
-import { AgentPool, startEchoAgent } from './agents';
+import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
 import { prebuiltWorkflowBundle } from '../src/worker';
+import { workflowIdOf } from '../workflows/messages';
 
 const ROOT = path.resolve(__dirname, '..');
 const DIST = path.join(ROOT, 'dist');
@@ -90,14 +91,19 @@ function bundleOf(output: string, taskQueue: string): unknown {
   return undefined;
 }
 
-/** One blocking task through the process's gateway card, with an @a2a-js/sdk client: its final state. */
-async function oneTask(sbUrl: string, text: string) {
-  const echo = await agents.add(startEchoAgent());
-  const { base } = await register({ ...gw, url: sbUrl }, echo.url);
+/** One blocking task through the process's gateway card for an agent (default: an echo agent), with an @a2a-js/sdk client. */
+async function sendOne(sbUrl: string, text: string, agentUrl?: string) {
+  const agent = agentUrl ?? (await agents.add(startEchoAgent())).url;
+  const { base } = await register({ ...gw, url: sbUrl }, agent);
   const client = await clientFactory(gw.keys.client).createFromUrl(`${base}/.well-known/agent-card.json`, '');
   const result = await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } }));
   assert.ok('status' in result, `a task: ${JSON.stringify(result)}`);
-  return result.status?.state;
+  return result;
+}
+
+/** One blocking task to an echo agent: its final state. */
+async function oneTask(sbUrl: string, text: string) {
+  return (await sendOne(sbUrl, text)).status?.state;
 }
 
 test('the compiled server is ready, runs the prebuilt bundle, serves the console and completes a task', async () => {
@@ -138,5 +144,20 @@ test('with tracing on, the compiled worker runs the OpenTelemetry bundle, whose 
   } finally {
     await sb.kill();
     receiver.close();
+  }
+});
+
+test('SWITCHBOARD_WORKFLOW_STACK_TRACES=true: the worker bundles workflows/ at start without the sandbox, and Stack Trace names where a paused task waits', async () => {
+  const { sb, taskQueue } = await startCompiled({ SWITCHBOARD_WORKFLOW_STACK_TRACES: 'true' });
+  try {
+    assert.deepEqual(bundleOf(sb.output(), taskQueue), { workflowsPath: path.join(DIST, 'workflows/index.js') });
+    const asking = await agents.add(startAskingAgent());
+    const task = await sendOne(sb.url, 'greet me', asking.url);
+    assert.equal(task.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+    // The SDK's stack-trace query, as Temporal UI's Stack Trace tab asks it (the default's two frames name no workflow line: tasks.test.ts).
+    const stack = await gw.env.client.workflow.getHandle(workflowIdOf('default', task.id)).query<string>('__stack_trace');
+    assert.match(stack, /at converse \(.*task-workflow\.js:\d+:\d+\)/);
+  } finally {
+    await sb.kill();
   }
 });

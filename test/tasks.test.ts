@@ -157,6 +157,10 @@ describe('input-required', () => {
     const first = await send(client, 'greet me');
     assert.equal(first.status.state, 'TASK_STATE_INPUT_REQUIRED');
     assert.equal(textOf(first.status.message.parts), 'What is your name?');
+    // The workflow sandbox's two frames (workflows/sandbox.ts) keep the SDK's per-promise stack traces cheap: Temporal
+    // UI's Stack Trace names no workflow line (SWITCHBOARD_WORKFLOW_STACK_TRACES=true does: build.test.ts).
+    const stack = await gw.env.client.workflow.getHandle(workflowIdOf('default', first.id)).query<string>('__stack_trace');
+    assert.doesNotMatch(stack, /workflows\//);
 
     const followUp = userMessage('Ada', { taskId: first.id, contextId: first.contextId });
     const request = SendMessageRequest.fromJSON({ message: followUp });
@@ -348,6 +352,11 @@ describe('failures and retries', () => {
       return true;
     });
     assert.equal((await handle.describe()).status.name, 'FAILED');
+    // Its stack trace has the sandbox's two frames (workflows/sandbox.ts), mapped to the workflow's source.
+    const failure = (await handle.fetchHistory()).events?.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+    const frames = (failure?.stackTrace ?? '').split('\n').filter((l) => /^\s+at /.test(l));
+    assert.equal(frames.length, 2, failure?.stackTrace ?? 'no stack trace');
+    assert.match(frames[1], /workflows\/task-workflow\.ts:\d+:\d+/);
   });
 
   test('a transient failure is retried and the task completes', async () => {

@@ -15,7 +15,7 @@ import { buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker, type SupervisedWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker, type SupervisedWorker, workflowBundleOptions } from '../../src/worker';
 import { COMPILED } from '../../src/paths';
 import { AgentHub, type HubSettings } from '../../src/hub/hub';
 import { createActivities } from '../../activities';
@@ -82,7 +82,7 @@ let bundle: Promise<WorkflowBundleOption> | undefined;
  */
 export function workflowBundle(): Promise<WorkflowBundleOption> {
   const prebuilt = COMPILED ? prebuiltWorkflowBundle() : undefined;
-  bundle ??= prebuilt ? Promise.resolve(prebuilt) : bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  bundle ??= prebuilt ? Promise.resolve(prebuilt) : bundleWorkflowCode({ ...workflowBundleOptions(), logger: new DefaultLogger('WARN') });
   return bundle;
 }
 
@@ -220,7 +220,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const [env, db, workflowBundleCode] = await Promise.all([
     opts.temporal?.env ?? startTemporal(opts.temporalArgs),
     opts.db ?? createTestDb(),
-    opts.tracing ? bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN'), plugins: [opts.tracing.plugin] }) : workflowBundle(),
+    opts.tracing ? bundleWorkflowCode({ ...workflowBundleOptions(), logger: new DefaultLogger('WARN'), plugins: [opts.tracing.plugin] }) : workflowBundle(),
   ]);
   const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });

@@ -14,6 +14,7 @@ import type { RefreshPolicy } from '../../src/agents/refresh';
 import { RefreshScheduler } from '../../src/agents/refresh-schedules';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
 import { agentRoutes } from '../../src/routes/agents';
+import { workflowBundleOptions } from '../../src/worker';
 import { createTestDb, startTemporal, type TestDb } from './harness';
 
 export const TENANT = 'default';
@@ -50,7 +51,7 @@ export async function startRegistryGateway(opts: RegistryGatewayOptions = {}): P
   let scheduler: RefreshScheduler | undefined;
   const taskQueue = env ? `registry-${randomBytes(3).toString('hex')}` : undefined;
   if (env && taskQueue) {
-    workflowBundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows/registry-workflow'), logger: new DefaultLogger('WARN') });
+    workflowBundle ??= bundleWorkflowCode({ ...workflowBundleOptions(require.resolve('../../workflows/registry-workflow')), logger: new DefaultLogger('WARN') });
     worker = await Worker.create({
       connection: env.nativeConnection,
       namespace: env.namespace ?? 'default',
