@@ -9,6 +9,7 @@ import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
 import { workflowBundleOptions } from '../src/worker';
 import { turn } from './floor-workflows';
+import { formatProcessCpu, type ProcessCpu, processMeter } from './processes';
 import { cpuMeter, type GroupCpu } from './threads';
 
 export interface FloorShape {
@@ -29,6 +30,8 @@ export interface FloorReport {
    * for the gateway's shape with nothing of Switchboard's in it (the bench's floor under the gateway's CPU).
    */
   cpuC32: GroupCpu & { total: number };
+  /** The machine's CPU per workflow at c=32, by process: node (the bench), the Temporal server, PostgreSQL (idle here). */
+  processCpuC32: ProcessCpu;
 }
 
 export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
@@ -74,6 +77,7 @@ export async function measureFloor(
     }
     let next = 0;
     const cpu = cpuMeter();
+    const machine = processMeter();
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: 32 }, async () => {
@@ -83,8 +87,9 @@ export async function measureFloor(
     const gatewayTpsC32 = o.n32 / ((performance.now() - t0) / 1000);
     const used = cpu.stop();
     const cpuC32 = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, ms / o.n32])) as GroupCpu & { total: number };
+    const processCpuC32 = Object.fromEntries(Object.entries(machine.stop()).map(([k, ms]) => [k, ms / o.n32])) as ProcessCpu;
     const p50Of = (name: string) => shapes.find((s) => s.shape === name)!.p50;
-    return { shapes, gatewayP50: p50Of(GATEWAY_SHAPE), activityShapeP50: p50Of(ACTIVITY_SHAPE), gatewayTpsC32, cpuC32 };
+    return { shapes, gatewayP50: p50Of(GATEWAY_SHAPE), activityShapeP50: p50Of(ACTIVITY_SHAPE), gatewayTpsC32, cpuC32, processCpuC32 };
   } finally {
     worker.shutdown();
     await running;
@@ -97,4 +102,5 @@ export function printFloor(f: FloorReport): void {
   console.log(`  ${GATEWAY_SHAPE} at c=32: ${f.gatewayTpsC32.toFixed(1)} workflows/s`);
   const c = f.cpuC32;
   console.log(`  its node CPU per workflow at c=32: ${c.total.toFixed(1)} ms (main ${c.main.toFixed(1)}, workflow ${c.workflow.toFixed(1)}, temporal core ${c['temporal core'].toFixed(1)}, other ${c.other.toFixed(1)})`);
+  console.log(`  the machine's CPU per workflow at c=32: ${formatProcessCpu(f.processCpuC32)}`);
 }

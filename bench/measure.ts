@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
+import { type ProcessCpu, processMeter } from './processes';
 import { cpuMeter, type GroupCpu } from './threads';
 
 /** One blocking SendMessage with a fresh messageId; throws unless the task completed. */
@@ -29,6 +30,8 @@ export interface Timing {
   cpuMs: number;
   /** The same per thread group (bench/threads.ts), per successful call. */
   cpuByThread: GroupCpu;
+  /** The machine's CPU per successful call, by process (bench/processes.ts). */
+  cpuByProcess: ProcessCpu;
   seconds: number;
   /** The deadline stopped it before `n` calls. */
   truncated: boolean;
@@ -49,6 +52,7 @@ export async function timeCalls(call: () => Promise<void>, o: { concurrency: num
   let next = 0;
   let errors = 0;
   const cpu = cpuMeter();
+  const machine = processMeter();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: o.concurrency }, async () => {
@@ -66,6 +70,7 @@ export async function timeCalls(call: () => Promise<void>, o: { concurrency: num
   );
   const seconds = (performance.now() - t0) / 1000;
   const { total, ...byThread } = cpu.stop();
+  const byProcess = machine.stop();
   latencies.sort((a, b) => a - b);
   const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
   return {
@@ -76,6 +81,7 @@ export async function timeCalls(call: () => Promise<void>, o: { concurrency: num
     tps: latencies.length / seconds,
     cpuMs: total / latencies.length,
     cpuByThread: Object.fromEntries(Object.entries(byThread).map(([k, ms]) => [k, ms / latencies.length])) as GroupCpu,
+    cpuByProcess: Object.fromEntries(Object.entries(byProcess).map(([k, ms]) => [k, ms / latencies.length])) as ProcessCpu,
     seconds,
     truncated: next < o.n,
   };

@@ -31,6 +31,7 @@ import { THREAD_GROUPS, markBefore } from './threads';
 import { type PausedReport, benchPaused, printPaused } from './paused';
 import { instrumentWorkflowThreads } from './memory';
 import { PHASES, type Phase, profilePhases } from './phases';
+import { formatProcessCpu } from './processes';
 import { cpuMeter } from './threads';
 import { COMPILED, REPO_ROOT } from '../src/paths';
 import { sqlMeter } from './sql-count';
@@ -299,6 +300,10 @@ function report(results: Result[], streaming: StreamingReport | undefined, searc
     console.log(`\nadded p50 latency at c=1 (gateway − direct): ${addedP50.toFixed(1)} ms`);
     console.log(`throughput ratio at c=32 (gateway / direct): ${ratio.toFixed(3)}`);
     console.log('(node CPU: all threads of this process, which also runs the bench clients and the agents; per thread group in the last columns: main = front door, activities, PostgreSQL client, clients and agents; workflow = workflow activations; temporal core = the SDK\'s Rust threads)');
+    for (const s of ['direct', 'gateway']) {
+      const r = find(s, 32);
+      if (r) console.log(`the machine's CPU per task at c=32, ${s}: ${formatProcessCpu(r.cpuByProcess)}`);
+    }
   }
   if (floor) {
     printFloor(floor);
