@@ -33,6 +33,19 @@ export async function gatewayShape(): Promise<void> {
 }
 
 /**
+ * Temporal's least for a task that calls an agent: the gateway's shape without its second workflow task, so the update's
+ * answer and the workflow's end leave with the workflow task that ran the local activity. The gateway does not end a
+ * task this way: a signal that arrives while that workflow task runs (a child task's link) makes the server refuse a
+ * completion that ends the workflow, which fails the client's update-with-start and runs the local activity (the
+ * agent call) again. Measured beside the gateway's shape, as the bound on what any gateway on Temporal could reach.
+ */
+export async function oneWorkflowTaskShape(): Promise<void> {
+  const turnDone = answersWhenDone();
+  await local.noop();
+  turnDone();
+}
+
+/**
  * The gateway's shape before that (and still the shape of a turn the first exchange hands over, or of a client
  * that does not wait): the agent is called by an activity, and a second workflow task takes its result.
  */

@@ -25,6 +25,8 @@ export interface FloorReport {
   /** The earlier shape's p50 at c=1 (ms): the agent called by an activity. */
   activityShapeP50: number;
   gatewayTpsC32: number;
+  /** Temporal's least shape for a task that calls an agent (one workflow task, bench/floor-workflows.ts): c=32 workflows/s. */
+  oneWorkflowTaskTpsC32: number;
   /**
    * Node CPU per workflow at c=32, per thread group: what the SDK's client, worker, core and workflow threads cost
    * for the gateway's shape with nothing of Switchboard's in it (the bench's floor under the gateway's CPU).
@@ -35,6 +37,8 @@ export interface FloorReport {
 }
 
 export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
+/** One workflow task: the answer and the workflow's end together (bench/floor-workflows.ts oneWorkflowTaskShape). */
+export const ONE_TASK_SHAPE = 'update-with-start, one workflow task';
 /** The gateway's shape before its first exchange with the agent became a local activity (bench/floor-workflows.ts). */
 export const ACTIVITY_SHAPE = 'update-with-start, with an activity';
 
@@ -60,11 +64,12 @@ export async function measureFloor(
     'one activity': () => wf.execute('oneActivity', { taskQueue, workflowId: randomUUID() }),
     [GATEWAY_SHAPE]: gatewayShape,
     [ACTIVITY_SHAPE]: withStart('gatewayShapeWithActivity'),
+    [ONE_TASK_SHAPE]: withStart('oneWorkflowTaskShape'),
   };
   const shapes: FloorShape[] = [];
   try {
     for (const [shape, call] of Object.entries(all)) {
-      if (o.shapes === 'gateway' && shape !== GATEWAY_SHAPE && shape !== ACTIVITY_SHAPE) continue;
+      if (o.shapes === 'gateway' && ![GATEWAY_SHAPE, ACTIVITY_SHAPE, ONE_TASK_SHAPE].includes(shape)) continue;
       for (let i = 0; i < o.warmup; i++) await call();
       const ms: number[] = [];
       for (let i = 0; i < o.n; i++) {
@@ -75,21 +80,26 @@ export async function measureFloor(
       ms.sort((a, b) => a - b);
       shapes.push({ shape, p50: ms[Math.floor(o.n / 2)], p99: ms[Math.min(o.n - 1, Math.floor(o.n * 0.99))] });
     }
-    let next = 0;
+    /** `o.n32` calls of `call`, 32 at a time: workflows/s. */
+    const atC32 = async (call: () => Promise<unknown>): Promise<number> => {
+      let next = 0;
+      const t0 = performance.now();
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (next++ < o.n32) await call();
+        }),
+      );
+      return o.n32 / ((performance.now() - t0) / 1000);
+    };
     const cpu = cpuMeter();
     const machine = processMeter();
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (next++ < o.n32) await gatewayShape();
-      }),
-    );
-    const gatewayTpsC32 = o.n32 / ((performance.now() - t0) / 1000);
+    const gatewayTpsC32 = await atC32(gatewayShape);
     const used = cpu.stop();
     const cpuC32 = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, ms / o.n32])) as GroupCpu & { total: number };
     const processCpuC32 = Object.fromEntries(Object.entries(machine.stop()).map(([k, ms]) => [k, ms / o.n32])) as ProcessCpu;
+    const oneWorkflowTaskTpsC32 = await atC32(all[ONE_TASK_SHAPE]);
     const p50Of = (name: string) => shapes.find((s) => s.shape === name)!.p50;
-    return { shapes, gatewayP50: p50Of(GATEWAY_SHAPE), activityShapeP50: p50Of(ACTIVITY_SHAPE), gatewayTpsC32, cpuC32, processCpuC32 };
+    return { shapes, gatewayP50: p50Of(GATEWAY_SHAPE), activityShapeP50: p50Of(ACTIVITY_SHAPE), gatewayTpsC32, oneWorkflowTaskTpsC32, cpuC32, processCpuC32 };
   } finally {
     worker.shutdown();
     await running;
@@ -100,6 +110,7 @@ export function printFloor(f: FloorReport): void {
   console.log('\nbare Temporal on the same dev server (bench/floor.ts), ms');
   for (const s of f.shapes) console.log(`  ${s.shape.padEnd(34)} p50 ${s.p50.toFixed(1).padStart(6)}   p99 ${s.p99.toFixed(1).padStart(6)}`);
   console.log(`  ${GATEWAY_SHAPE} at c=32: ${f.gatewayTpsC32.toFixed(1)} workflows/s`);
+  console.log(`  ${ONE_TASK_SHAPE} at c=32 (Temporal's least for a task that calls an agent): ${f.oneWorkflowTaskTpsC32.toFixed(1)} workflows/s`);
   const c = f.cpuC32;
   console.log(`  its node CPU per workflow at c=32: ${c.total.toFixed(1)} ms (main ${c.main.toFixed(1)}, workflow ${c.workflow.toFixed(1)}, temporal core ${c['temporal core'].toFixed(1)}, other ${c.other.toFixed(1)})`);
   console.log(`  the machine's CPU per workflow at c=32: ${formatProcessCpu(f.processCpuC32)}`);
