@@ -25,7 +25,7 @@ import type { Client, RequestOptions } from '@a2a-js/sdk/client';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { agentTaskQuery, agentTaskSignal } from '../workflows/messages';
-import type { Pool } from 'pg';
+import { DatabaseError, type Pool } from 'pg';
 import { seqRangeOf } from '../src/events/event-log';
 import { childTasksLinked } from '../src/db/task-store';
 import { finishedFirstTurn, isTerminal } from '../workflows/task-state';
@@ -1019,6 +1019,8 @@ function agentMetadata(metadata: Record<string, unknown> | undefined): Record<st
  */
 export function classify(err: unknown, trace: HttpTrace): ApplicationFailure {
   if (err instanceof ApplicationFailure) return err; // already classified here (e.g. a stream that ended without a task)
+  // A PostgreSQL error met while the agent's answer was being handled is the gateway's, never the agent's.
+  if (databaseError(err)) return writeFailed('PostgreSQL failed while the turn was handled', err);
   const outbound = findOutboundError(err);
   if (outbound) {
     const transient = outbound.code === 'TIMEOUT' || outbound.code === 'NETWORK';
@@ -1095,6 +1097,18 @@ function jsonRpcErrorOf(err: unknown): AgentRpcError | undefined {
     if (isJsonRpcError(e)) return { code: e.envelopeCode, message: e.message };
   }
   return undefined;
+}
+
+/** pg's connection-level failures (its own words: a server error is a DatabaseError). */
+const PG_CLIENT_FAILURE = /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Client was closed and is not queryable)/;
+
+/** Whether `err` (or what it wraps) came from PostgreSQL or the pg client rather than from the agent. */
+function databaseError(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof DatabaseError) return true;
+    if (e instanceof Error && PG_CLIENT_FAILURE.test(e.message)) return true;
+  }
+  return false;
 }
 
 function findOutboundError(err: unknown): OutboundError | undefined {

@@ -73,6 +73,8 @@ export class Health {
   private readonly state: Record<Dependency, State>;
   private timer?: NodeJS.Timeout;
   private probing = false;
+  /** Calls in flight that end when their dependency is seen down (whenDown). */
+  private readonly watchers = new Set<{ dep: Dependency; down: (e: DependencyUnavailable) => void }>();
 
   /**
    * The probe's own connection: probing through the request pool would time out whenever every pooled connection
@@ -123,6 +125,33 @@ export class Health {
     return err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);
   }
 
+  /**
+   * Runs `call` with a signal that aborts, and rejects with DependencyUnavailable, as soon as `dep` is seen down (a
+   * probe, or another request's error): a call into a dependency that died just before it must not wait for the
+   * client's own retries (Temporal's client retries an unreachable server for about 10 s).
+   */
+  async untilDown<T>(dep: Dependency, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    this.require(dep);
+    const abort = new AbortController();
+    let watcher: { dep: Dependency; down: (e: DependencyUnavailable) => void } | undefined;
+    const seenDown = new Promise<never>((_, reject) => {
+      watcher = {
+        dep,
+        down: (e) => {
+          abort.abort(e);
+          reject(e);
+        },
+      };
+      this.watchers.add(watcher);
+    });
+    seenDown.catch(() => undefined);
+    try {
+      return await Promise.race([call(abort.signal), seenDown]);
+    } finally {
+      this.watchers.delete(watcher!);
+    }
+  }
+
   snapshot(): Record<Dependency, State> {
     return { postgresql: { ...this.state.postgresql }, temporal: { ...this.state.temporal } };
   }
@@ -138,7 +167,9 @@ export class Health {
           () => this.set('postgresql', true),
           (err: Error) => this.set('postgresql', false, err.message),
         ),
-        this.o.temporal.withDeadline(Date.now() + timeout, () => this.o.temporal.workflowService.getSystemInfo({})).then(
+        // A deadline alone does not stop the native client's own retries of an unreachable server (~10 s): the probe
+        // gives up, and aborts the call, on its own clock.
+        this.temporalProbe(timeout).then(
           () => this.set('temporal', true),
           (err: Error) => this.set('temporal', false, err.message),
         ),
@@ -147,6 +178,16 @@ export class Health {
       this.probing = false;
     }
     return this.snapshot();
+  }
+
+  private async temporalProbe(timeoutMs: number): Promise<unknown> {
+    const abort = new AbortController();
+    const t = this.o.temporal;
+    try {
+      return await within(timeoutMs, t.withAbortSignal(abort.signal, () => t.withDeadline(Date.now() + timeoutMs, () => t.workflowService.getSystemInfo({}))));
+    } finally {
+      abort.abort();
+    }
   }
 
   private set(dep: Dependency, up: boolean, error?: string): void {
@@ -158,6 +199,7 @@ export class Health {
     this.state[dep] = { up, since: new Date().toISOString(), ...(up ? {} : { error }) };
     if (up) this.o.log?.info({ dependency: dep }, 'dependency is back');
     else this.o.log?.warn({ dependency: dep, error }, 'dependency is down: requests that need it are refused with 503 until it is back');
+    if (!up) for (const w of this.watchers) if (w.dep === dep) w.down(new DependencyUnavailable(dep, error));
   }
 }
 

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
+import { AgentPool, startAskingAgent, startEchoAgent, startSlowAgent } from './agents';
 import { type Gateway, type TestDb, TEST_ADMIN_KEY, eventually, register, rpc, startGateway } from './helpers/harness';
 import { freePort } from './helpers/process';
 import { type PrivatePostgres, startPrivatePostgres } from './helpers/private-postgres';
@@ -108,6 +108,29 @@ describe('PostgreSQL crashes and comes back', () => {
     const reconcile = await gw.fetch(`${gw.url}/ledger/reconcile`, {}, 'operator');
     assert.equal(((await reconcile.json()) as { ok: boolean }).ok, true);
   });
+
+  test('a new task sent the moment PostgreSQL dies, before anyone noticed, is refused within 5 s and made by its retry', async (t) => {
+    const echo = await agents.add(startEchoAgent());
+    const { rpc: echoRpc } = await register(gw, echo.url);
+    assert.equal((await fetch(`${gw.url}/readyz`)).status, 200, 'PostgreSQL is up and known to be');
+    pg.crash();
+    const message = userMessage('sent into the outage');
+    const refused = await timed('SendMessage', () => send(echoRpc, message));
+    // Refused by authentication, which needs the keys in PostgreSQL: the first step of every request.
+    assert.equal(refused.status, 503, refused.text);
+    assert.match(refused.text, /PostgreSQL is unavailable/);
+    t.diagnostic(`refused ${refused.ms} ms after PostgreSQL was killed`);
+
+    pg.start();
+    await eventually(async () => ((await fetch(`${gw.url}/readyz`)).status === 200 ? true : undefined), 20_000, 'ready again');
+    const done = await eventually(async () => {
+      const r = await send(echoRpc, message);
+      return r.json?.result?.task?.status?.state === 'TASK_STATE_COMPLETED' ? r : undefined;
+    }, 20_000, 'the retried message to complete');
+    const tasks = await db.pool.query('SELECT task_id FROM message_tasks WHERE message_id = $1', [message.messageId]);
+    assert.equal(tasks.rowCount, 1, 'one task for the messageId');
+    assert.equal(done.json.result.task.id, tasks.rows[0].task_id);
+  });
 });
 
 describe('Temporal stops and comes back', () => {
@@ -178,6 +201,28 @@ describe('Temporal stops and comes back', () => {
       return r.json?.result?.task?.status?.state === 'TASK_STATE_COMPLETED' ? r : undefined;
     }, 60_000, 'the waiting task to go on');
     assert.equal(resumed.json.result.task.id, waiting.id);
+  });
+
+  test('a new task sent the moment Temporal dies, before anyone noticed, is refused within 5 s; its retry is one task', async (t) => {
+    const echo = await agents.add(startEchoAgent());
+    const { rpc: echoRpc } = await register(gw, echo.url);
+    assert.equal((await fetch(`${gw.url}/readyz`)).status, 200, 'Temporal is up and known to be');
+    await server.kill();
+    const message = userMessage('sent into the outage');
+    const refused = await timed('SendMessage', () => send(echoRpc, message));
+    assertUnavailable(refused, /Temporal is unavailable/);
+    t.diagnostic(`refused ${refused.ms} ms after Temporal was killed`);
+    assert.match(refused.json.error.message, /same messageId/, 'the client is told how to get the task: retry with the same messageId');
+
+    server = await start();
+    await eventually(async () => ((await fetch(`${gw.url}/readyz`)).status === 200 ? true : undefined), 30_000, 'ready again');
+    const done = await eventually(async () => {
+      const r = await send(echoRpc, message);
+      return r.json?.result?.task?.status?.state === 'TASK_STATE_COMPLETED' ? r : undefined;
+    }, 60_000, 'the retried message to complete');
+    const claims = await db(gw).query('SELECT task_id FROM message_tasks WHERE message_id = $1', [message.messageId]);
+    assert.equal(claims.rows.length, 1, 'one claim: the refused send and its retry are one task');
+    assert.equal(done.json.result.task.id, claims.rows[0].task_id);
   });
 });
 
@@ -286,5 +331,47 @@ describe('every pooled PostgreSQL connection in use (load, not an outage)', () =
       for (const c of held) c.release();
     }
     assert.equal((await gw.fetch(`${gw.url}/agents`, {}, 'operator')).status, 200);
+  });
+});
+
+describe('PostgreSQL refuses a running turn\'s writes (the gateway\'s fault, never the agent\'s)', () => {
+  let gw: Gateway;
+  const agents = new AgentPool();
+  before(async () => {
+    gw = await startGateway();
+  });
+  after(async () => {
+    await gw?.close();
+    await agents.closeAll();
+  });
+
+  test('the turn is not failed: once every attempt is lost it runs again, re-attaching to the agent\'s task, until the writes go through', async () => {
+    const slow = await agents.add(startSlowAgent({ ms: 1_500 }));
+    const { rpc: url } = await register(gw, slow.url, { retry: { maxAttempts: 2, initialIntervalMs: 200, attemptTimeoutMs: 5_000 } });
+    const sent = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('work'), configuration: { returnImmediately: true } } }, V1);
+    const taskId = sent.json.result.task.id as string;
+    const handle = gw.env.client.workflow.getHandle(`a2a:default:${taskId}`);
+    await eventually(async () => (await handle.describe()).raw.pendingActivities?.length, 10_000, 'the forwarding activity to run');
+
+    // Every event the agent's answer brings is refused from now on: a real PostgreSQL error (23514) on each write.
+    await db(gw).query('ALTER TABLE task_events ADD CONSTRAINT refuse_writes CHECK (false) NOT VALID');
+    try {
+      // The positive signal: the turn ran out of attempts, each lost to the database, the agent's task done meanwhile.
+      const lost = await eventually(async () => {
+        const { events } = await handle.fetchHistory();
+        return events?.find((e) => e.activityTaskFailedEventAttributes?.failure?.cause?.applicationFailureInfo?.type === 'DatabaseUnavailable' || e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'DatabaseUnavailable');
+      }, 30_000, 'the turn to be lost to the database');
+      assert.ok(lost);
+      const during = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId } }, V1);
+      assert.equal(during.json.result.status.state, 'TASK_STATE_WORKING', 'not failed, and not the agent\'s fault');
+    } finally {
+      await db(gw).query('ALTER TABLE task_events DROP CONSTRAINT refuse_writes');
+    }
+    const done = await eventually(async () => {
+      const r = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: taskId } }, V1);
+      return r.json.result?.status?.state === 'TASK_STATE_COMPLETED' ? r.json.result : undefined;
+    }, 60_000, 'the task to complete once PostgreSQL takes the writes');
+    assert.match(JSON.stringify(done.artifacts ?? done.status), /done: work/);
+    assert.equal(slow.calls.filter((c) => /^Send(Streaming)?Message$/.test(c.method)).length, 1, `the agent was sent the message once: the turn re-attached to its task (${slow.calls.map((c) => c.method)})`);
   });
 });

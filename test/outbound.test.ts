@@ -5,6 +5,8 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { createOutbound, isPrivateAddress, OutboundError, withTimeouts, type OutboundErrorCode } from '../src/http/outbound';
+import { isOwnAddress } from '../src/http/address-policy';
+import { networkInterfaces } from 'node:os';
 
 const CAP = 1024;
 
@@ -111,6 +113,10 @@ describe('isPrivateAddress', () => {
     '::', '::1', '[::1]', 'fc00::1', 'fd12:3456::1', 'fe80::1', 'fe80::1%eth0', 'febf::1', 'ff02::1',
     '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '::ffff:169.254.169.254', '0:0:0:0:0:ffff:c0a8:0101',
     '64:ff9b::127.0.0.1', '64:ff9b::a00:1', '64:ff9b::a9fe:a9fe', '64:ff9b:1::1.2.3.4',
+    // the rest of IANA's special-purpose registries: documentation, AS112, AMT, 6to4 relays, discard, Teredo, 6to4, SRv6
+    '192.0.2.2', '198.51.100.7', '203.0.113.200', '192.31.196.1', '192.52.193.1', '192.88.99.1', '192.175.48.1',
+    '100::1', '100:0:0:1::1', '2001::1', '2001:2::1', '2001:20::1', '2001:db8::1', '2002:c000:0201::1', '2620:4f:8000::1',
+    '3fff::1', '5f00::1', '::ffff:192.0.2.2', '64:ff9b::203.0.113.1',
     // not an IP at all: fail closed
     'localhost', 'example.com', '', '999.1.1.1',
   ];
@@ -120,6 +126,13 @@ describe('isPrivateAddress', () => {
     '223.255.255.255', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.8.8', '64:ff9b::808:808', '64:ff9b::8.8.8.8',
   ];
   for (const ip of blocked) test(`blocks ${ip || '(empty)'}`, () => assert.equal(isPrivateAddress(ip), true));
+  // Whatever listens on 0.0.0.0 beside Switchboard is reachable at the machine's own addresses, public ones too.
+  test("this machine's own interface addresses, each one", () => {
+    const own = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address.replace(/%.*$/, '')));
+    assert.ok(own.length > 0);
+    for (const address of own) assert.equal(isOwnAddress(address), true, address);
+    assert.equal(isOwnAddress('8.8.8.8'), false);
+  });
   for (const ip of allowed) test(`allows ${ip}`, () => assert.equal(isPrivateAddress(ip), false));
 });
 
@@ -136,6 +149,12 @@ describe('with allowPrivate=false', () => {
     ['10.0.0.1', 'http://10.0.0.1/'],
     ['cloud metadata', 'http://169.254.169.254/latest/meta-data/'],
     ['https to a private literal', 'https://192.168.0.1/'],
+    ['documentation range', `http://203.0.113.9:${port}/json`],
+    // What listens on 0.0.0.0 beside Switchboard answers at these; refused before any connection is tried.
+    ...Object.values(networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .filter((a) => !a.internal && a.family === 'IPv4')
+      .map((a): [string, string] => [`this machine's ${a.address}`, `http://${a.address}:${port}/json`]),
   ];
 
   test('refuses private and loopback targets before connecting', async () => {
@@ -169,8 +188,8 @@ describe('DNS rebinding (F10): the address is checked at connect, on what the so
   }
 
   test('a host answering public, then private, is refused every time it answers private, and never reaches the private server', async () => {
-    // 198.51.100.7 (TEST-NET-2) stands for the public answer a pre-check would have seen; it cannot be reached here.
-    const dns = rebinding([['198.51.100.7'], ['127.0.0.1']]);
+    // 8.8.8.8 stands for the public answer a pre-check would have seen; this box cannot reach it.
+    const dns = rebinding([['8.8.8.8'], ['127.0.0.1']]);
     const outbound = createOutbound({ allowPrivate: false, lookup: dns.lookup, connectTimeoutMs: 300 });
     const before = connections;
     try {
@@ -193,7 +212,7 @@ describe('DNS rebinding (F10): the address is checked at connect, on what the so
   });
 
   test('one answer holding a public and a private address refuses the whole host', async () => {
-    for (const answer of [['198.51.100.7', '127.0.0.1'], ['::1', '198.51.100.7'], ['198.51.100.7', '169.254.169.254']]) {
+    for (const answer of [['8.8.8.8', '127.0.0.1'], ['::1', '8.8.8.8'], ['8.8.8.8', '169.254.169.254']]) {
       const outbound = createOutbound({ allowPrivate: false, lookup: rebinding([answer]).lookup, connectTimeoutMs: 300 });
       try {
         await rejectsWith(outbound.fetch(`http://rebind.test:${port}/json`), 'BLOCKED_ADDRESS');

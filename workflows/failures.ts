@@ -30,6 +30,12 @@ export const isTimeout = (err: unknown): boolean => {
   return cause instanceof TimeoutFailure || (cause instanceof ApplicationFailure && cause.type === 'AgentTimeout');
 };
 
+/** The agent call failed because PostgreSQL refused the turn's writes on its every attempt (activities/event-sink.ts writeFailed). */
+export function lostToDatabase(err: unknown): boolean {
+  const cause = causeOf(err);
+  return cause instanceof ApplicationFailure && cause.type === 'DatabaseUnavailable';
+}
+
 export function humanDuration(ms: number): string {
   if (ms % 86_400_000 === 0) return `${ms / 86_400_000} day(s)`;
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000} hour(s)`;

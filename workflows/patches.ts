@@ -18,6 +18,8 @@
  * 2. The task's state search attribute is upserted only when it changes, and a blocking turn's `working` not while its
  *    first exchange runs: one that answers shows the answer's state alone, in the same workflow task (an upsert is a
  *    command, an event and a visibility update; `working` there was overwritten before anyone could see it).
+ * 3. A turn lost because PostgreSQL refused its writes on every attempt runs again after a pause (re-attaching to the
+ *    agent's task), instead of failing the task: a database outage is never the agent's failure.
  */
 import { patched } from '@temporalio/workflow';
 
@@ -35,7 +37,7 @@ const LEVEL_1 = new Set([
 ]);
 
 /** The level the front door starts new task workflows at. */
-export const PATCH_LEVEL = 2;
+export const PATCH_LEVEL = 3;
 
 /** Whether a workflow started at `level` takes the way of level `n` (see the levels above). */
 export function atLevel(level: number | undefined, n: number): boolean {

@@ -26,7 +26,7 @@ import {
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
-import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent } from './failures';
+import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase } from './failures';
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
@@ -74,6 +74,9 @@ const FAILED_AT_AGENT: TaskState[] = ['TASK_STATE_FAILED', 'TASK_STATE_REJECTED'
 
 /** Failures of the forwarding activity that retrying cannot fix (see activities/forward-message.ts). */
 export const NON_RETRYABLE_FORWARD_ERRORS = ['AgentRejected', 'InvalidAgentResponse', 'AgentUnreachable'];
+/** The pause before a turn lost to the database runs again (doubling, up to the max). */
+const DATABASE_RETRY_FIRST_MS = 1_000;
+const DATABASE_RETRY_MAX_MS = 60_000;
 
 export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   const { carry, agent } = input;
@@ -386,6 +389,22 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
 
   async function forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<(ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string }> {
     answeredInWorkflowTask = false;
+    // Level 3: a turn lost because PostgreSQL refused its writes (every attempt) is not the agent's failure: it runs
+    // again after a pause, re-attaching to the agent's task when it is known, for as long as the database is down.
+    let lostToDatabase = 0;
+    for (;;) {
+      const outcome = await forwardOnce(message, start, blocking, lostToDatabase > 0);
+      if (!('lostToDatabase' in outcome)) return outcome;
+      await sleep(Math.min(DATABASE_RETRY_FIRST_MS * 2 ** lostToDatabase++, DATABASE_RETRY_MAX_MS));
+    }
+  }
+
+  async function forwardOnce(
+    message: WireMessage,
+    start: TaskRecord | undefined,
+    blocking: boolean,
+    again: boolean,
+  ): Promise<(ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string } | { lostToDatabase: true }> {
     try {
       const args = {
         ...(start ? { record: start } : {}),
@@ -401,6 +420,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       };
       // A hub agent's turn goes to the process holding its socket (workflows/hub.ts); every other agent is called over HTTP/gRPC.
       if (isHubAgent(agent)) return await forwardThroughHub(agent, args, NON_RETRYABLE_FORWARD_ERRORS);
+      if (again) return await forwarding.forwardMessage({ ...args, ...(agentTaskId ? { attach: { agentTaskId, ...(agentContextId ? { agentContextId } : {}) } } : {}) });
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
       const first = runsFirstExchange(blocking) ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
@@ -415,6 +435,7 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
     } catch (err) {
       releaseHeldState(false); // the state the turn ends in is shown (canceled, failed), never `working`
       if (isCancellation(err)) throw err;
+      if (atLevel(input.patchLevel, 3) && !main.consideredCancelled && lostToDatabase(err)) return { lostToDatabase: true };
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
       // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
       // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).

@@ -11,6 +11,9 @@ import * as net from 'node:net';
 import { traceOutbound } from '../tracing';
 import { Agent, buildConnector, fetch as undiciFetch, Headers as UndiciHeaders, Response as UndiciResponse } from 'undici';
 import { createGrpcChannels, type GrpcChannels, GrpcTargetError } from './outbound-grpc';
+import { isPrivateAddress } from './address-policy';
+
+export { isPrivateAddress };
 
 export interface OutboundOptions {
   /** SWITCHBOARD_ALLOW_PRIVATE_URLS; false = refuse loopback/private/link-local/etc. */
@@ -97,78 +100,10 @@ const CLOSE_GRACE_MS = 2_000;
 // ---------------------------------------------------------------------------------------------
 // Address policy
 
-const blockList = new net.BlockList();
-for (const [prefix, bits] of [
-  ['0.0.0.0', 8], // "this network"
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10], // carrier-grade NAT
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local, incl. cloud metadata at 169.254.169.254
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24], // IETF protocol assignments
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15], // benchmarking
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, incl. 255.255.255.255
-] as const) {
-  blockList.addSubnet(prefix, bits, 'ipv4');
-}
-for (const [prefix, bits] of [
-  ['::', 96], // ::, ::1 and the deprecated IPv4-compatible ::a.b.c.d
-  ['fc00::', 7], // unique local
-  ['fe80::', 10], // link-local
-  ['fec0::', 10], // deprecated site-local
-  ['ff00::', 8], // multicast
-  ['64:ff9b:1::', 48], // local-use NAT64 (RFC 8215): translates to whatever the local network chooses
-] as const) {
-  blockList.addSubnet(prefix, bits, 'ipv6');
-}
-
-/** The eight 16-bit words of an IPv6 address already validated by net.isIP. */
-function ipv6Words(address: string): number[] {
-  let text = address;
-  const lastColon = text.lastIndexOf(':');
-  const tail = text.slice(lastColon + 1);
-  if (tail.includes('.')) {
-    const [a, b, c, d] = tail.split('.').map(Number) as [number, number, number, number];
-    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, rest] = text.split('::') as [string, string | undefined];
-  const left = head ? head.split(':') : [];
-  const right = rest ? rest.split(':') : [];
-  const words = rest === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  return words.map((w) => parseInt(w, 16));
-}
-
-/** The IPv4 address carried by an IPv4-mapped (::ffff:0:0/96) or NAT64 (64:ff9b::/96) address. */
-function embeddedIPv4(address: string): string | undefined {
-  const w = ipv6Words(address);
-  const zeroPrefix = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
-  const mapped = zeroPrefix(0, 5) && w[5] === 0xffff;
-  const nat64 = w[0] === 0x64 && w[1] === 0xff9b && zeroPrefix(2, 6);
-  if (!mapped && !nat64) return undefined;
-  return [w[6]! >> 8, w[6]! & 0xff, w[7]! >> 8, w[7]! & 0xff].join('.');
-}
-
-/**
- * Pure check used by the connector and by URL validation elsewhere: true for addresses Switchboard
- * must not call unless allowPrivate. Accepts IPv4/IPv6 literals (brackets and %zone are ignored).
- * Anything that is not an IP address returns true, so a caller's parsing slip fails closed.
- * Never throws.
- */
-export function isPrivateAddress(ip: string): boolean {
-  const address = ip.trim().replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
-  const family = net.isIP(address);
-  if (family === 4) return blockList.check(address, 'ipv4');
-  if (family !== 6) return true;
-  const v4 = embeddedIPv4(address);
-  return (v4 !== undefined && blockList.check(v4, 'ipv4')) || blockList.check(address, 'ipv6');
-}
-
 function blockedError(host: string, address: string, url: string): OutboundError {
   return new OutboundError(
     'BLOCKED_ADDRESS',
-    `refusing to connect to ${host} (${address}): private, loopback and link-local addresses are not allowed (set SWITCHBOARD_ALLOW_PRIVATE_URLS to permit)`,
+    `refusing to connect to ${host} (${address}): private, loopback, link-local, special-use and this machine's own addresses are not allowed (set SWITCHBOARD_ALLOW_PRIVATE_URLS to permit)`,
     url,
   );
 }

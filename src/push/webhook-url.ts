@@ -1,7 +1,7 @@
 /** Which webhooks Switchboard may call (§1.12 SSRF), checked when a config is stored. */
 import * as dns from 'node:dns';
 import { a2aError } from '../a2a/errors';
-import { isPrivateAddress } from '../http/outbound';
+import { isPrivateAddress } from '../http/address-policy';
 
 
 /**

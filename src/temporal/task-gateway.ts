@@ -29,7 +29,7 @@ import { lastEvent } from '../events/event-log';
 import type { taskWorkflow } from '../../workflows/task-workflow';
 import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../workflows/types';
 import type { WireTask } from '../a2a/wire';
-import type { Health } from '../health';
+import { DependencyUnavailable, type Health, outageOf } from '../health';
 
 export interface TaskGatewayOptions {
   client: Client;
@@ -90,15 +90,21 @@ export class TaskGateway {
       ...(opts.priority ? { priority: opts.priority } : {}),
       staticDetails: `tenant \`${input.tenant}\`, context \`${input.contextId}\`, agent endpoint ${input.agent.endpoint.url} (A2A ${input.agent.endpoint.protocolVersion})`,
     });
+    const startIt = (signal?: AbortSignal) => {
+      const call = () => this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, { args: [args], updateId: args.message.messageId, startWorkflowOperation: op });
+      return signal ? this.o.client.connection.withAbortSignal(signal, call) : call();
+    };
     try {
-      return await this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, {
-        args: [args],
-        updateId: args.message.messageId,
-        startWorkflowOperation: op,
-      });
+      // Temporal dying while the call is out is seen by the health probe within ~3 s: the client hears so then.
+      return await (this.o.health ? this.o.health.untilDown('temporal', startIt) : startIt());
     } catch (err) {
       // The resent first message of a task that has ended: answer with the task as it ended.
       if (err instanceof WorkflowExecutionAlreadyStartedError) return this.get(input.tenant, input.taskId, args.historyLength);
+      // The task's claim stays: the same messageId finds it again, and starts its workflow (or finds the one that
+      // did start before Temporal went away). A new messageId would be a new task.
+      if (outageOf(err) === 'temporal') {
+        throw new DependencyUnavailable('temporal', `task ${input.taskId} was not started; send the message again with the same messageId to start it`);
+      }
       throw this.toA2A(err, input.taskId);
     }
   }
