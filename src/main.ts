@@ -26,7 +26,7 @@ import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { AgentPushTokens } from './push/agent-push';
 import { PushReach } from '../activities/push-follow';
-import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
+import { EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from './net';
 import { tracingConfigured } from './tracing';
@@ -116,14 +116,10 @@ async function main(): Promise<void> {
     const connection = await NativeConnection.connect({ address: temporalAddress });
     stops.push(() => connection.close());
     await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE, SEARCH_ATTRIBUTES);
-    // SWITCHBOARD_PAYLOAD_KEY: the client and the worker both read and write payloads through the codec.
+    // SWITCHBOARD_PAYLOAD_KEY: the client and the worker both read and write payloads (and failures' messages)
+    // through the codec.
     const payloadCodec = config.SWITCHBOARD_PAYLOAD_KEY ? new EncryptionCodec(parseKeyRing(config.SWITCHBOARD_PAYLOAD_KEY)) : undefined;
-    const client = new Client({
-      connection,
-      namespace: config.TEMPORAL_NAMESPACE,
-      ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}),
-      plugins,
-    });
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: dataConverterOf(payloadCodec), plugins });
 
     // Other Switchboard processes on the same database announce their events by NOTIFY. Embedded PGlite is
     // one process (and does not pass NOTIFY between connections), so it needs no listener.

@@ -35,7 +35,7 @@ after(async () => {
 });
 
 test('npm run build writes the compiled server, its assets and a workflow bundle per plugin set; --if-stale then does nothing', () => {
-  for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'bench/run.js']) {
+  for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'workflow-bundle.sealed-failures.js', 'workflow-bundle.OpenTelemetryPlugin.sealed-failures.js', 'bench/run.js']) {
     assert.ok(existsSync(path.join(DIST, file)), `dist/${file}`);
   }
   const built = statSync(path.join(DIST, '.built')).mtimeMs;
