@@ -156,7 +156,7 @@ async function main(): Promise<void> {
       fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
     };
     const role = config.SWITCHBOARD_ROLE;
-    const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs });
+    const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs, log });
     let worker: ReturnType<typeof superviseWorker> | undefined;
     if (role !== 'api') {
       // Fails fast at start-up (a wrong address should say so), then restarts after any later failure.
@@ -171,7 +171,7 @@ async function main(): Promise<void> {
       }, log);
       stops.push(() => worker!.stop());
       // Housekeeping in Temporal, done by the processes that run workers (idempotent, so several may).
-      await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS);
+      await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
       // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
       // background, so a large registry does not delay listening.
       void scheduler
