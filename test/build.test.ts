@@ -15,6 +15,7 @@ import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
 import { prebuiltWorkflowBundle } from '../src/worker';
+import { generateKeySpec } from '../src/temporal/encryption-codec';
 import { workflowIdOf } from '../workflows/messages';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -117,6 +118,16 @@ test('the compiled server is ready, runs the prebuilt bundle, serves the console
     assert.equal((await fetch(`${sb.url}/console`)).status, 200, 'the console page is served from dist/');
     assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.js') });
     assert.equal(await oneTask(sb.url, 'compiled'), TaskState.TASK_STATE_COMPLETED);
+  } finally {
+    await sb.kill();
+  }
+});
+
+test('with SWITCHBOARD_PAYLOAD_KEY, the compiled worker runs the sealed-failures bundle and completes a task', async () => {
+  const { sb, taskQueue } = await startCompiled({ SWITCHBOARD_PAYLOAD_KEY: generateKeySpec('k1') });
+  try {
+    assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.sealed-failures.js') });
+    assert.equal(await oneTask(sb.url, 'sealed'), TaskState.TASK_STATE_COMPLETED);
   } finally {
     await sb.kill();
   }
