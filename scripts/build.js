@@ -3,8 +3,9 @@
 //   1. tsc (tsconfig.build.json) compiles src/, workflows/, activities/ and bench/ to dist/, laid out as the sources;
 //   2. the files the code reads beside itself (SQL migrations, the console page) are copied next to it;
 //   3. the workflow code is bundled once, here, instead of by webpack at every worker start: one bundle per set of
-//      worker plugins Switchboard runs with (none; OpenTelemetry's, which adds its workflow interceptors), named
-//      as src/worker.ts's workflowBundleFile looks them up;
+//      worker plugins Switchboard runs with (none; OpenTelemetry's, which adds its workflow interceptors), and per
+//      failure converter (the SDK's; with SWITCHBOARD_PAYLOAD_KEY, src/temporal/failure-converter.ts's, which seals
+//      failures' messages), named as src/worker.ts's workflowBundleFile looks them up;
 //   4. dist/.built is written last (dated when the build began), so an interrupted build is redone; all of it is
 //      built in .dist-next/ and then swapped for dist/.
 // `--if-stale` (npm's pre-script for start and bench, after ensure-deps.js) builds only when dist/ is missing or a
@@ -69,10 +70,18 @@ async function build() {
   // contributes its workflow interceptor modules to the bundle whatever its options, so placeholders do here.
   const pluginSets = [[], [new OpenTelemetryPlugin({ resource: new Resource({}), spanProcessor: new NoopSpanProcessor() })]];
   for (const plugins of pluginSets) {
-    // From the TypeScript sources, as the tests and the replay test bundle them (src/worker.ts workflowBundleOptions):
-    // the same code, and the inline source map points Temporal UI's workflow stack traces at workflows/*.ts.
-    const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'workflows'), preloadModules: [path.join(root, 'workflows/sandbox.ts')], logger: new DefaultLogger('WARN'), plugins });
-    writeFileSync(path.join(next, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`), code);
+    for (const sealedFailures of [false, true]) {
+      // From the TypeScript sources, as the tests and the replay test bundle them (src/worker.ts workflowBundleOptions):
+      // the same code, and the inline source map points Temporal UI's workflow stack traces at workflows/*.ts.
+      const { code } = await bundleWorkflowCode({
+        workflowsPath: path.join(root, 'workflows'),
+        preloadModules: [path.join(root, 'workflows/sandbox.ts')],
+        ...(sealedFailures ? { failureConverterPath: path.join(root, 'src/temporal/failure-converter.ts') } : {}),
+        logger: new DefaultLogger('WARN'),
+        plugins,
+      });
+      writeFileSync(path.join(next, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}${sealedFailures ? '.sealed-failures' : ''}.js`), code);
+    }
   }
   // Dated when the build began: a source saved while it ran is newer, so the next `--if-stale` builds again.
   const nextStamp = path.join(next, path.basename(stamp));

@@ -44,7 +44,6 @@ import { metricsRoutes } from './routes/metrics';
 import { consoleRoutes } from './routes/console';
 import { type TemporalUi, taskRoutes } from './routes/tasks';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
-import type { PayloadCodec } from '@temporalio/common';
 import { traceRequests } from './tracing';
 import { GenesisService } from './genesis/service';
 import { GenesisStore } from './genesis/store';
@@ -52,6 +51,7 @@ import { genesisRoutes } from './routes/genesis';
 import { Actions } from './nanda/actions';
 import { EnforcedPolicies } from './nanda/policies';
 import { CertificationGateway } from './temporal/certification-gateway';
+import type { EncryptionCodec } from './temporal/encryption-codec';
 import { credentialRoutes } from './routes/credentials';
 import { agentPushRoutes } from './routes/agent-push';
 import type { AgentPushTokens } from './push/agent-push';
@@ -128,7 +128,7 @@ export interface AppAuth {
   /** REDIS_URL: rate-limit counters shared by every process. */
   redisUrl?: string;
   /** SWITCHBOARD_PAYLOAD_KEY's codec, served to Temporal UI at /codec/decode; and the origins that UI runs at. */
-  payloadCodec?: PayloadCodec;
+  payloadCodec?: Pick<EncryptionCodec, 'seal' | 'decodeFor'>;
   codecCorsOrigins?: readonly string[];
 }
 

@@ -26,7 +26,7 @@ import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { AgentPushTokens } from './push/agent-push';
 import { PushReach } from '../activities/push-follow';
-import { EncryptionCodec, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
+import { EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages';
 import { freePort } from './net';
 import { tracingConfigured } from './tracing';
@@ -116,14 +116,10 @@ async function main(): Promise<void> {
     const connection = await NativeConnection.connect({ address: temporalAddress });
     stops.push(() => connection.close());
     await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE, SEARCH_ATTRIBUTES);
-    // SWITCHBOARD_PAYLOAD_KEY: the client and the worker both read and write payloads through the codec.
+    // SWITCHBOARD_PAYLOAD_KEY: the client and the worker both read and write payloads (and failures' messages)
+    // through the codec.
     const payloadCodec = config.SWITCHBOARD_PAYLOAD_KEY ? new EncryptionCodec(parseKeyRing(config.SWITCHBOARD_PAYLOAD_KEY)) : undefined;
-    const client = new Client({
-      connection,
-      namespace: config.TEMPORAL_NAMESPACE,
-      ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}),
-      plugins,
-    });
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: dataConverterOf(payloadCodec), plugins });
 
     // Other Switchboard processes on the same database announce their events by NOTIFY. Embedded PGlite is
     // one process (and does not pass NOTIFY between connections), so it needs no listener.
@@ -160,7 +156,7 @@ async function main(): Promise<void> {
       fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
     };
     const role = config.SWITCHBOARD_ROLE;
-    const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs });
+    const scheduler = new RefreshScheduler({ client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: agentRefresh.intervalMs, log });
     let worker: ReturnType<typeof superviseWorker> | undefined;
     if (role !== 'api') {
       // Fails fast at start-up (a wrong address should say so), then restarts after any later failure.
@@ -175,7 +171,7 @@ async function main(): Promise<void> {
       }, log);
       stops.push(() => worker!.stop());
       // Housekeeping in Temporal, done by the processes that run workers (idempotent, so several may).
-      await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS);
+      await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
       // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
       // background, so a large registry does not delay listening.
       void scheduler

@@ -6,6 +6,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import { type ActivityDeps, createActivities, createHubActivities } from '../activities';
 import type { AgentHub } from './hub/hub';
 import { DIST_DIR, REPO_ROOT } from './paths';
+import { SEALED_FAILURE_CONVERTER_PATH, dataConverterOf } from './temporal/encryption-codec';
 
 /** What the worker needs: its Temporal connection and queue, plus everything the activities depend on. */
 export interface WorkerDeps extends ActivityDeps {
@@ -16,7 +17,10 @@ export interface WorkerDeps extends ActivityDeps {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
   activities?: ReturnType<typeof createActivities>;
-  /** SWITCHBOARD_PAYLOAD_KEY's codec: the worker reads and writes every payload through it, like the client. */
+  /**
+   * SWITCHBOARD_PAYLOAD_KEY's codec: the worker reads and writes every payload through it, like the client, and
+   * its failures' messages are sealed too (the `.sealed-failures` bundle, see workflowBundleOptions).
+   */
   payloadCodec?: PayloadCodec;
   /** SWITCHBOARD_WORKFLOW_STACK_TRACES: workflows bundled at start without workflows/sandbox.ts (the SDK's full stack traces). */
   fullStackTraces?: boolean;
@@ -30,18 +34,24 @@ export const WORKFLOWS_PATH = require.resolve('../workflows');
 
 /**
  * How every workflow bundle is made (the build's, the tests', one made at start): workflows/sandbox.ts is loaded into
- * each workflow thread's context before any workflow runs (it shortens the SDK's per-promise stack traces).
+ * each workflow thread's context before any workflow runs (it shortens the SDK's per-promise stack traces). With
+ * `sealedFailures` (a deployment with SWITCHBOARD_PAYLOAD_KEY) workflows encode their failures' messages into a
+ * payload, which the codec encrypts: the failure converter of a workflow is fixed when its code is bundled.
  */
-export function workflowBundleOptions(workflowsPath = WORKFLOWS_PATH): { workflowsPath: string; preloadModules: string[] } {
-  return { workflowsPath, preloadModules: [require.resolve('../workflows/sandbox')] };
+export function workflowBundleOptions(
+  workflowsPath = WORKFLOWS_PATH,
+  sealedFailures = false,
+): { workflowsPath: string; preloadModules: string[]; failureConverterPath?: string } {
+  return { workflowsPath, preloadModules: [require.resolve('../workflows/sandbox')], ...(sealedFailures ? { failureConverterPath: SEALED_FAILURE_CONVERTER_PATH } : {}) };
 }
 
 /**
  * The file `npm run build` (scripts/build.js) writes the workflow bundle for these worker plugins to: one bundle
- * per set of plugins, because a plugin may add workflow interceptor modules to the bundle (OpenTelemetry's does).
+ * per set of plugins, because a plugin may add workflow interceptor modules to the bundle (OpenTelemetry's does),
+ * and per failure converter (`.sealed-failures` with a payload key).
  */
-export function workflowBundleFile(plugins: readonly { name: string }[] = []): string {
-  return path.join(DIST_DIR, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}.js`);
+export function workflowBundleFile(plugins: readonly { name: string }[] = [], sealedFailures = false): string {
+  return path.join(DIST_DIR, `workflow-bundle${plugins.map((p) => `.${p.name}`).join('')}${sealedFailures ? '.sealed-failures' : ''}.js`);
 }
 
 /**
@@ -51,8 +61,8 @@ export function workflowBundleFile(plugins: readonly { name: string }[] = []): s
  * worker bundles at start as before. Loaded by path: the SDK reads its inline source map once, for the stack
  * traces of workflows (Temporal UI's "Stack Trace"); plain `node` has Node's own source maps off.
  */
-export function prebuiltWorkflowBundle(plugins: readonly { name: string }[] = []): { codePath: string } | undefined {
-  const codePath = workflowBundleFile(plugins);
+export function prebuiltWorkflowBundle(plugins: readonly { name: string }[] = [], sealedFailures = false): { codePath: string } | undefined {
+  const codePath = workflowBundleFile(plugins, sealedFailures);
   const mtime = (file: string) => statSync(file, { throwIfNoEntry: false })?.mtimeMs;
   const built = mtime(codePath);
   if (built === undefined) return undefined;
@@ -70,7 +80,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     taskQueue: d.taskQueue,
     ...workflowCode(d),
     activities: d.activities ?? createActivities(d),
-    ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
+    dataConverter: dataConverterOf(d.payloadCodec),
     plugins: d.plugins,
     // A bounded cache of running workflows. The SDK's default grows with the heap limit (~2,300 on a 4 GB heap)
     // and each cached task workflow holds ~250 KB (~90 KB of it in the workflow thread's heap, bench/paused.ts),
@@ -94,12 +104,13 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
 
 /**
  * The workflow code a worker runs: the bundle it was given; with full stack traces, workflows/ bundled now without
- * the sandbox module; else the prebuilt bundle, else workflows/ bundled now.
+ * the sandbox module; else the prebuilt bundle, else workflows/ bundled now. Bundled now, the failure converter
+ * comes from the data converter (dataConverterOf); prebuilt, from the bundle of its kind.
  */
 function workflowCode(d: WorkerDeps): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'bundlerOptions'> {
   if (d.workflowBundle) return { workflowBundle: d.workflowBundle };
   if (d.fullStackTraces) return { workflowsPath: WORKFLOWS_PATH };
-  const bundle = prebuiltWorkflowBundle(d.plugins ?? []);
+  const bundle = prebuiltWorkflowBundle(d.plugins ?? [], !!d.payloadCodec);
   if (bundle) return { workflowBundle: bundle };
   const { workflowsPath, preloadModules } = workflowBundleOptions();
   return { workflowsPath, bundlerOptions: { preloadModules } };
@@ -115,7 +126,7 @@ export async function createHubWorker(d: { connection: NativeConnection; namespa
     namespace: d.namespace,
     taskQueue: d.hub.queue,
     activities: createHubActivities(d.hub),
-    ...(d.payloadCodec ? { dataConverter: { payloadCodecs: [d.payloadCodec] } } : {}),
+    dataConverter: dataConverterOf(d.payloadCodec),
     plugins: d.plugins,
     maxConcurrentActivityTaskExecutions: 1000,
     shutdownGraceTime: '5s',

@@ -15,6 +15,7 @@ import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
 import { prebuiltWorkflowBundle } from '../src/worker';
+import { generateKeySpec } from '../src/temporal/encryption-codec';
 import { workflowIdOf } from '../workflows/messages';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -35,7 +36,7 @@ after(async () => {
 });
 
 test('npm run build writes the compiled server, its assets and a workflow bundle per plugin set; --if-stale then does nothing', () => {
-  for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'bench/run.js']) {
+  for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'workflow-bundle.sealed-failures.js', 'workflow-bundle.OpenTelemetryPlugin.sealed-failures.js', 'bench/run.js']) {
     assert.ok(existsSync(path.join(DIST, file)), `dist/${file}`);
   }
   const built = statSync(path.join(DIST, '.built')).mtimeMs;
@@ -117,6 +118,16 @@ test('the compiled server is ready, runs the prebuilt bundle, serves the console
     assert.equal((await fetch(`${sb.url}/console`)).status, 200, 'the console page is served from dist/');
     assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.js') });
     assert.equal(await oneTask(sb.url, 'compiled'), TaskState.TASK_STATE_COMPLETED);
+  } finally {
+    await sb.kill();
+  }
+});
+
+test('with SWITCHBOARD_PAYLOAD_KEY, the compiled worker runs the sealed-failures bundle and completes a task', async () => {
+  const { sb, taskQueue } = await startCompiled({ SWITCHBOARD_PAYLOAD_KEY: generateKeySpec('k1') });
+  try {
+    assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.sealed-failures.js') });
+    assert.equal(await oneTask(sb.url, 'sealed'), TaskState.TASK_STATE_COMPLETED);
   } finally {
     await sb.kill();
   }

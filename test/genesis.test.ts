@@ -109,6 +109,11 @@ async function post(body: unknown, key = gw.keys.client, path = '/genesis/messag
   const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
   return { status: res.status, json: (await res.json().catch(() => undefined)) as any };
 }
+/** POST as post() does, keeping the answer's bytes. */
+async function postText(body: unknown, key = gw.keys.client) {
+  const res = await fetch(`${gw.url}/genesis/messages`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, text: await res.text(), contentType: res.headers.get('content-type') };
+}
 async function get(path: string, key = gw.keys.client) {
   const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
   return { status: res.status, json: (await res.json().catch(() => undefined)) as any };
@@ -206,16 +211,45 @@ describe('signatures', () => {
 });
 
 describe('replay, skew and ttl', () => {
-  test('a replayed id is answered as the first time and applied once', async () => {
+  test('a replayed id is answered as the first time, byte for byte, and applied once', async () => {
     const m = await signed(command('once'));
-    const first = await post(m);
-    const again = await post(m);
+    const first = await postText(m);
+    const again = await postText(m);
     assert.equal(first.status, 200);
-    assert.deepEqual(again, first);
+    assert.equal(again.status, 200);
+    assert.equal(again.text, first.text, 'the first answer\'s bytes (PostgreSQL\'s jsonb would reorder its keys)');
+    assert.equal(again.contentType, first.contentType);
+    // Its keys in another order are the same envelope.
+    const reordered = Object.fromEntries(Object.entries(m).reverse());
+    assert.equal((await postText(reordered)).text, first.text);
     assert.equal(actionsReceived(workerAgent).filter((a) => a === 'once').length, 1);
     // The same id with other content signed anew is not a replay: refused.
     const reused = await post(await signed({ ...m, timestamp: m.timestamp + 5 }));
     assert.equal(reused.status, 409);
+  });
+
+  test('the same id and signed fields with another payload is refused (409), and the first answer stands', async () => {
+    const m = await signed(command('transfer', { payload: { parameters: { amount: 1 } } }));
+    const first = await postText(m);
+    assert.equal(first.status, 200);
+    // The signature covers id, type, from, to and timestamp only: an attacker who saw m can keep it and swap the rest.
+    for (const swapped of [{ ...m, payload: { parameters: { amount: 1_000_000 } } }, { ...m, action: 'drain' }, { ...m, priority: 'critical' }, { ...m, correlationId: 'x' }]) {
+      const r = await post(swapped);
+      assert.equal(r.status, 409, JSON.stringify(r.json));
+      assert.match(r.json.error, new RegExp(`id ${m.id} was already used by an envelope with other content`));
+    }
+    assert.equal((await postText(m)).text, first.text, 'the envelope itself still replays');
+    assert.deepEqual(actionsReceived(workerAgent).filter((a) => a === 'transfer' || a === 'drain'), ['transfer']);
+    // Both at once, before either is recorded: one is applied and answered, the other refused.
+    const n = await signed(command('race', { payload: { parameters: { amount: 1 } } }));
+    const raced = await Promise.all([post(n), post({ ...n, payload: { parameters: { amount: 2 } } })]);
+    assert.deepEqual(raced.map((r) => r.status).sort(), [200, 409], JSON.stringify(raced));
+    // The same envelope twice at once: applied once, both answered with the same bytes.
+    const o = await signed(command('twice'));
+    const [x, y] = await Promise.all([postText(o), postText(o)]);
+    assert.equal(x.status, 200);
+    assert.equal(y.text, x.text);
+    assert.equal(actionsReceived(workerAgent).filter((a) => a === 'twice').length, 1);
   });
 
   test('a timestamp outside the skew and a passed ttl are refused; nothing is applied', async () => {

@@ -7,11 +7,27 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { Payload } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { AgentPool, startEchoAgent } from './agents';
 import { type Gateway, register, rpc, startGateway } from './helpers/harness';
-import { CodecRequestError, ENCODING, EncryptionCodec, applyCodecToJson, generateKeySpec, parseKeyRing } from '../src/temporal/encryption-codec';
+import type { Payload, SerializationContext } from '@temporalio/common';
+import {
+  CodecRequestError,
+  ENCODING,
+  EncryptionCodec,
+  type PayloadOwner,
+  PayloadKeyError,
+  PayloadOwnerError,
+  applyCodecToJson,
+  generateKeySpec,
+  ownerOf,
+  parseKeyRing,
+} from '../src/temporal/encryption-codec';
+import { workflowIdOf } from '../workflows/messages';
+import { certificationWorkflowId } from '../workflows/certification';
+import { eventWorkflowIdOf } from '../src/genesis/service';
+import { orphanScheduleId } from '../src/temporal/orphan-sweep';
+import { RefreshScheduler } from '../src/agents/refresh-schedules';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const json = (v: unknown): Payload => ({ metadata: { encoding: text('json/plain') }, data: text(JSON.stringify(v)) });
@@ -42,6 +58,34 @@ describe('EncryptionCodec', () => {
     await assert.rejects(rotated.decode([tampered]), /does not decrypt/);
   });
 
+  test('each payload is sealed for the tenant of the workflow it belongs to (system without one); its owner is bound into the tag', async () => {
+    const codec = new EncryptionCodec(parseKeyRing(k1));
+    const ns = 'default';
+    const owners: [SerializationContext | undefined, PayloadOwner][] = [
+      [{ type: 'workflow', namespace: ns, workflowId: workflowIdOf('acme', 'task-1') }, { tenant: 'acme' }],
+      [{ type: 'activity', namespace: ns, workflowId: workflowIdOf('acme.eu', 'task-1'), isLocal: false }, { tenant: 'acme.eu' }],
+      [{ type: 'workflow', namespace: ns, workflowId: certificationWorkflowId('t-2', 'c') }, { tenant: 't-2' }],
+      [{ type: 'workflow', namespace: ns, workflowId: eventWorkflowIdOf('t_3', 'm:1') }, { tenant: 't_3' }],
+      [{ type: 'workflow', namespace: ns, workflowId: `${orphanScheduleId('switchboard')}-2026-11-26T00:00:00Z` }, 'system'],
+      [{ type: 'workflow', namespace: ns, workflowId: new RefreshScheduler({ client: undefined as never, taskQueue: 'q' }).runIdPrefix('acme', 'ag') + '1' }, 'system'],
+      [{ type: 'activity', namespace: ns, isLocal: false }, 'system'],
+      [undefined, 'system'],
+    ];
+    for (const [context, owner] of owners) assert.deepEqual(ownerOf(context), owner, JSON.stringify(context));
+
+    const [sealed] = await codec.encode([json('acme\'s')], owners[0]![0]);
+    assert.equal(new TextDecoder().decode(sealed!.metadata!['encryption-scope']), 'tenant:acme');
+    assert.equal(Buffer.from((await codec.decode([sealed!]))[0]!.data!).toString(), '"acme\'s"', 'the worker opens any owner\'s');
+    assert.equal(Buffer.from((await codec.decodeFor([sealed!], { tenant: 'acme' }))[0]!.data!).toString(), '"acme\'s"');
+    assert.equal(Buffer.from((await codec.decodeFor([sealed!], { admin: true }))[0]!.data!).toString(), '"acme\'s"');
+    await assert.rejects(codec.decodeFor([sealed!], { tenant: 'globex' }), PayloadOwnerError);
+    const rewritten = { ...sealed!, metadata: { ...sealed!.metadata, 'encryption-scope': new TextEncoder().encode('tenant:globex') } };
+    await assert.rejects(codec.decodeFor([rewritten], { tenant: 'globex' }), PayloadKeyError, 'the owner is in the GCM tag');
+    const [system] = await codec.encode([json('x')]);
+    await assert.rejects(codec.decodeFor([system!], { tenant: 'acme' }), /Switchboard's own/);
+    assert.ok(await codec.decodeFor([json('plain'), system!], { admin: true }));
+  });
+
   test('a bad key spec is refused without echoing key material', () => {
     const material = Buffer.alloc(16, 9).toString('base64');
     for (const spec of ['', 'nokey', `k1:${material}`, `bad id:${Buffer.alloc(32).toString('base64')}`, `k1:${Buffer.alloc(32).toString('base64')},k1:${Buffer.alloc(32).toString('base64')}`]) {
@@ -52,11 +96,11 @@ describe('EncryptionCodec', () => {
   test('the codec-server JSON protocol round-trips, and refuses bodies of another shape', async () => {
     const codec = new EncryptionCodec(parseKeyRing(k1));
     const body = { payloads: [{ metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from('"hi"').toString('base64') }] };
-    const encoded = await applyCodecToJson(codec, 'encode', body);
+    const encoded = await applyCodecToJson((p) => codec.seal(p, { tenant: 'a' }), body);
     assert.equal(Buffer.from(encoded.payloads[0]!.metadata!.encoding!, 'base64').toString(), ENCODING);
-    assert.deepEqual(await applyCodecToJson(codec, 'decode', encoded), body);
+    assert.deepEqual(await applyCodecToJson((p) => codec.decodeFor(p, { tenant: 'a' }), encoded), body);
     for (const bad of [null, 'x', { payloads: 'no' }, { payloads: [{ data: 7 }] }, { payloads: [{ data: 'not base64!' }] }]) {
-      await assert.rejects(applyCodecToJson(codec, 'decode', bad), CodecRequestError, JSON.stringify(bad));
+      await assert.rejects(applyCodecToJson((p) => codec.decode(p), bad), CodecRequestError, JSON.stringify(bad));
     }
   });
 });

@@ -66,7 +66,11 @@ export const ListTasksParams = z.object({
   pageSize: z.number().int().min(1).max(100).optional(),
   pageToken: z.string().max(512).optional(),
   historyLength: historyLength.optional(),
-  statusTimestampAfter: z.iso.datetime({ offset: true }).optional(),
+  // ISO 8601 that PostgreSQL's timestamptz also takes: it refuses year 0000 and offsets past ±15:59 (issue 32).
+  statusTimestampAfter: z.iso
+    .datetime({ offset: true })
+    .refine((t) => !t.startsWith('0000') && !/[+-](?:1[6-9]|[2-9]\d):?\d\d$/.test(t), 'a timestamp within year 0001-9999 and offset ±15:59')
+    .optional(),
   includeArtifacts: z.boolean().optional(),
 });
 export type ListTasksQuery = z.infer<typeof ListTasksParams>;

@@ -10,16 +10,19 @@
  * deployment's: several Switchboard deployments may share one Temporal namespace (each with its own database and
  * task queue), and each touches only its own. This file is the only place that knows these ids.
  */
-import { type Client, ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type WorkflowHandle } from '@temporalio/client';
+import { type Client, ScheduleNotFoundError, ScheduleOverlapPolicy, type WorkflowHandle } from '@temporalio/client';
 import type { Pool } from 'pg';
 import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../../workflows/types';
 import { DEFAULTS } from '../config';
+import { type ScheduleLog, ensureSchedule } from '../temporal/schedules';
 
 export interface RefreshSchedulerOptions {
   client: Client;
   taskQueue: string;
   /** How often each agent is refreshed and probed. Default DEFAULT_REFRESH_INTERVAL_MS. */
   intervalMs?: number;
+  /** Where a schedule recreated because it no longer decodes is reported (src/temporal/schedules.ts). */
+  log?: ScheduleLog;
 }
 
 export const REFRESH_WORKFLOW_TYPE = 'agentRefreshWorkflow';
@@ -76,9 +79,9 @@ export class RefreshScheduler {
     const created = (await this.ensureSweep()) ? 1 : 0;
     const perAgent: string[] = [];
     const legacy: string[] = [];
-    for await (const s of this.opts.client.schedule.list()) {
-      if (s.scheduleId.startsWith(`${this.scheduleId}:`)) perAgent.push(s.scheduleId);
-      else if (s.scheduleId.startsWith(PREFIX) && s.scheduleId.split(':').length === 3) legacy.push(s.scheduleId);
+    for await (const scheduleId of this.scheduleIds()) {
+      if (scheduleId.startsWith(`${this.scheduleId}:`)) perAgent.push(scheduleId);
+      else if (scheduleId.startsWith(PREFIX) && scheduleId.split(':').length === 3) legacy.push(scheduleId);
     }
     if (legacy.length) {
       // Agent ids are random: a legacy schedule naming one of this database's agents is this deployment's.
@@ -98,7 +101,24 @@ export class RefreshScheduler {
     return { created, deleted };
   }
 
-  /** Creates the sweep schedule, or sets the interval of the one there. @returns whether it was created. */
+  /**
+   * The namespace's schedule ids. Not the SDK's list(): it decodes every schedule's memo, and one sealed under a
+   * payload key this deployment does not hold (another deployment's, a retired key) would end the listing.
+   */
+  private async *scheduleIds(): AsyncGenerator<string> {
+    const { client } = this.opts;
+    let nextPageToken: Uint8Array | undefined;
+    do {
+      const page = await client.workflowService.listSchedules({ namespace: client.options.namespace, maximumPageSize: 1000, nextPageToken });
+      for (const s of page.schedules ?? []) if (s.scheduleId) yield s.scheduleId;
+      nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+    } while (nextPageToken);
+  }
+
+  /**
+   * Creates the sweep schedule, or sets the interval of the one there (recreated when it does not decode under
+   * this deployment's payload keys). @returns whether it was created.
+   */
   private async ensureSweep(): Promise<boolean> {
     const args: AgentRefreshSweepArgs = { intervalMs: this.intervalMs };
     const spec = { intervals: [{ every: this.tickMs }] };
@@ -112,21 +132,15 @@ export class RefreshScheduler {
       workflowExecutionTimeout: Math.max(10 * 60_000, this.intervalMs),
       staticSummary: `card refresh and liveness probe of the agents due (every ${Math.round(this.intervalMs / 1000)} s each)`,
     };
-    try {
-      await this.opts.client.schedule.create({
-        scheduleId: this.scheduleId,
-        spec,
-        action,
-        // A sweep still running when the next tick comes is not doubled, and after an outage one catch-up run is
-        // enough: the next sweep finds every agent that fell due meanwhile.
-        policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: this.tickMs },
-        state: { note: `Switchboard agent refresh (task queue ${this.opts.taskQueue})` },
-      });
-      return true;
-    } catch (err) {
-      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-    }
-    await this.opts.client.schedule.getHandle(this.scheduleId).update((prev) => ({ ...prev, spec, action }));
-    return false;
+    const options = {
+      scheduleId: this.scheduleId,
+      spec,
+      action,
+      // A sweep still running when the next tick comes is not doubled, and after an outage one catch-up run is
+      // enough: the next sweep finds every agent that fell due meanwhile.
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: this.tickMs },
+      state: { note: `Switchboard agent refresh (task queue ${this.opts.taskQueue})` },
+    };
+    return (await ensureSchedule(this.opts.client, options, (prev) => ({ ...prev, spec, action }), this.opts.log)) !== 'updated';
   }
 }

@@ -25,7 +25,7 @@ import type { AgentLink } from '../../activities/agent-client';
 import { checkCardSignatures, type SignatureCheck } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
 import { z } from 'zod';
-import { decodePageToken, encodePageToken } from '../db/page-token';
+import { cursorReal, cursorText, cursorTimestamp, decodePageToken, encodePageToken } from '../db/page-token';
 import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
 
@@ -298,7 +298,7 @@ export class AgentRegistry {
       const token = decodeToken(s.pageToken);
       if (token.f !== fingerprint) throw new QueryError('pageToken belongs to another query: repeat the same q and filters, or start without it');
       // The fingerprint matched, so the key is of this query's kind, unless the token was made up.
-      if (q ? !Number.isFinite(Number(token.k)) : !TIMESTAMP_TEXT.test(token.k)) throw new QueryError('pageToken is not a token this API issued');
+      if (!(q ? cursorReal : cursorTimestamp).safeParse(token.k).success) throw new QueryError('pageToken is not a token this API issued');
       after.push(
         q ? `(search_rank < ${p(token.k)}::real OR (search_rank = ${p(token.k)}::real AND id > ${p(token.id)}))`
           : `(created_at, id) > (${p(token.k)}::timestamptz, ${p(token.id)})`,
@@ -418,11 +418,8 @@ type CardFound = Extract<Awaited<ReturnType<typeof fetchCard>>, { outcome: 'fetc
 
 // ---- page tokens: base64url JSON {f: query fingerprint, k: last sort key, id: last id} ----
 
-const PageToken = z.object({ f: z.string(), k: z.string(), id: z.string() });
+const PageToken = z.object({ f: z.string().max(64), k: z.string().max(64), id: cursorText });
 type PageToken = z.infer<typeof PageToken>;
-
-// PostgreSQL's text form of a timestamptz, e.g. 2026-11-01 20:05:03.123456+00.
-const TIMESTAMP_TEXT = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d){0,2}$/;
 
 const encodeToken = (t: PageToken): string => encodePageToken(t);
 

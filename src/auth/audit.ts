@@ -4,7 +4,7 @@
  */
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { PageTokenError, decodePageToken, encodePageToken } from '../db/page-token';
+import { PageTokenError, cursorBigint, decodePageToken, encodePageToken } from '../db/page-token';
 
 export interface AuditEntry {
   id: string;
@@ -63,7 +63,7 @@ export async function listAudit(pool: Pool, opts: { tenant?: string; pageSize: n
 
 export { PageTokenError };
 
-const AuditCursor = z.object({ a: z.string().regex(/^\d{1,19}$/) });
+const AuditCursor = z.object({ a: cursorBigint });
 
 function decodeToken(token: string): string {
   const cursor = decodePageToken(token, AuditCursor);

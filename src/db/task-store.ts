@@ -5,7 +5,7 @@ import type { TaskState, WireTask } from '../a2a/wire';
 import { a2aError } from '../a2a/errors';
 import { stateLabel, viewTask } from '../../workflows/task-state';
 import { z } from 'zod';
-import { PageTokenError, decodePageToken, encodePageToken } from './page-token';
+import { PageTokenError, cursorText, cursorTimestamp, decodePageToken, encodePageToken } from './page-token';
 
 export interface StoredTask {
   task: WireTask;
@@ -99,7 +99,7 @@ export async function listTasks(pool: Pool, tenant: string, agentId: string | un
   };
 }
 
-const CursorShape = z.object({ t: z.string().refine((t) => !Number.isNaN(Date.parse(t))), id: z.string() });
+const CursorShape = z.object({ t: cursorTimestamp, id: cursorText });
 const encodeCursor = (c: Cursor): string => encodePageToken(c);
 
 function decodeCursor(token: string): Cursor {

@@ -11,7 +11,7 @@
  *   key is the pair's: HKDF-SHA256 of the sender's Genesis secret (salt `genesis-nexus`, info
  *   `aes-256-gcm:<from>:<to>`, 32 bytes), so a sender derives it from the secret it already holds.
  */
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 
 export const MESSAGE_TYPES = ['COMMAND', 'QUERY', 'EVENT', 'RESPONSE'] as const;
@@ -151,6 +151,37 @@ export class EnvelopeError extends Error {
   ) {
     super(message);
   }
+}
+
+/** How deep an envelope's JSON may nest for its content digest: far past any envelope, well inside the stack. */
+const MAX_DIGEST_DEPTH = 256;
+
+/**
+ * What identifies an envelope's content for replay protection: SHA-256 (base64url) of its JSON as sent, with
+ * object keys sorted, so a resend that orders its keys otherwise is the same envelope while any other value, in
+ * any field (signed or not, the ciphertext included), is other content.
+ * @throws EnvelopeError 400 when the JSON nests deeper than MAX_DIGEST_DEPTH.
+ */
+export function contentDigestOf(body: unknown): string {
+  const hash = createHash('sha256');
+  const put = (v: unknown, depth: number): void => {
+    if (depth > MAX_DIGEST_DEPTH) throw new EnvelopeError(400, `Invalid envelope: nested deeper than ${MAX_DIGEST_DEPTH} levels`);
+    if (Array.isArray(v)) {
+      hash.update('[');
+      v.forEach((x, i) => (i && hash.update(','), put(x, depth + 1)));
+      hash.update(']');
+    } else if (v !== null && typeof v === 'object') {
+      hash.update('{');
+      Object.keys(v)
+        .sort()
+        .forEach((k, i) => (i && hash.update(','), hash.update(JSON.stringify(k)), hash.update(':'), put((v as Record<string, unknown>)[k], depth + 1)));
+      hash.update('}');
+    } else {
+      hash.update(JSON.stringify(v) ?? 'null');
+    }
+  };
+  put(body, 0);
+  return hash.digest('base64url');
 }
 
 /**

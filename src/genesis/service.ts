@@ -30,12 +30,13 @@ import {
   PRIORITY_KEYS,
   type ResponseStatus,
   answerEnvelope,
+  contentDigestOf,
   decryptFields,
   idOf,
   pairKey,
   verifySignature,
 } from './envelope';
-import type { GenesisStore, MessageRow, StoredAnswer } from './store';
+import { type GenesisStore, type MessageRow, type SentAnswer, type StoredAnswer, sentAnswerOf } from './store';
 
 export interface GenesisDeps {
   store: GenesisStore;
@@ -76,8 +77,11 @@ interface Checked {
 export class GenesisService {
   constructor(private readonly d: GenesisDeps) {}
 
-  /** @returns the HTTP status and body to answer with. @throws EnvelopeError for a refusal (nothing applied). */
-  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
+  /**
+   * @returns the HTTP status and the JSON text to answer with: a replay gets the first answer's bytes again.
+   * @throws EnvelopeError for a refusal (nothing applied).
+   */
+  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>): Promise<SentAnswer> {
     const header = EnvelopeHeader.safeParse(body);
     if (!header.success) throw new EnvelopeError(400, `Invalid envelope: ${z.prettifyError(header.error)}`);
     const h = header.data;
@@ -101,12 +105,16 @@ export class GenesisService {
       }
     }
 
+    // Replays: the same content (any field, signed or not) is answered as the first time; other content under a
+    // used id is refused, however its signed fields match (the signature covers five fields only).
+    const digest = contentDigestOf(raw);
     const seen = await this.d.store.find(tenant, h.id);
-    if (seen && seen.rememberUntil.getTime() > Date.now()) {
-      if (seen.type !== h.type || seen.fromAgent !== fromId || seen.toAgent !== toId || seen.envelope.timestamp !== h.timestamp) {
-        throw new EnvelopeError(409, `id ${h.id} was already used by another envelope`);
-      }
-      if (seen.answer) return seen.answer;
+    if (seen) {
+      const remembered = seen.rememberUntil.getTime() > Date.now();
+      const signedFieldsDiffer = seen.type !== h.type || seen.fromAgent !== fromId || seen.toAgent !== toId || seen.envelope.timestamp !== h.timestamp;
+      if (seen.contentDigest ? seen.contentDigest !== digest : remembered && signedFieldsDiffer) throw reusedId(h.id);
+      const first = remembered && sentAnswerOf(seen);
+      if (first) return first;
     }
 
     const now = Date.now();
@@ -129,7 +137,7 @@ export class GenesisService {
     const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key, receivedAt: now };
 
     const { encryption: _e, ...stored } = parsed.data;
-    await this.d.store.claim({
+    const claimed = await this.d.store.claim({
       tenant,
       id: h.id,
       type: h.type,
@@ -137,10 +145,17 @@ export class GenesisService {
       toAgent: toId,
       encrypted: !!key,
       envelope: stored,
+      contentDigest: digest,
       expiresAt: expiresAt === undefined ? undefined : new Date(expiresAt),
       // Past this, a replay is refused anyway: by the ttl, or by the skew.
       rememberUntil: new Date(h.timestamp + Math.max(h.ttl, this.d.maxSkewMs) + 1000),
     });
+    // Claimed meanwhile by a concurrent first: the same envelope is applied again (every apply is idempotent) and
+    // gets the answer that stands; another one under its id is refused as above.
+    if (!claimed) {
+      const other = await this.d.store.find(tenant, h.id);
+      if (other?.contentDigest && other.contentDigest !== digest) throw reusedId(h.id);
+    }
     let answer: StoredAnswer;
     try {
       answer = await this.apply(caller, checked, headers);
@@ -154,8 +169,7 @@ export class GenesisService {
       // An A2A refusal (quota, funds, unknown task…): the answer, as the first time on a replay.
       answer = { status: 200, body: this.answer(checked, 'FAILURE', { error: { code: rpc.code, message: rpc.message } }) };
     }
-    await this.d.store.setAnswer(tenant, h.id, answer);
-    return answer;
+    return this.d.store.setAnswer(tenant, h.id, answer);
   }
 
   /**
@@ -288,6 +302,10 @@ export class GenesisService {
     return { status: 202, body: this.answer(c, 'SUCCESS', { data: { published: true, eventType: e.eventType, subscribers: ids.length, deliveryGuarantee: e.deliveryGuarantee, deliveries: `/genesis/messages/${e.id}` } }) };
   }
 }
+
+/** A used envelope id with other content: refused, the first envelope's answer stands. */
+const reusedId = (id: string) =>
+  new EnvelopeError(409, `id ${id} was already used by an envelope with other content: an id names one envelope; send new content under a new id (a replay must repeat the first envelope exactly)`);
 
 /** What a COMMAND's task produced: its state, the agent's last message and its artifacts. */
 function taskData(task: WireTask): Record<string, unknown> {

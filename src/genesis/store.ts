@@ -6,10 +6,16 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { SecretBox } from '../agents/agent-credentials';
 
-/** The answer given to an envelope: replayed as is. */
+/** The answer given to an envelope. */
 export interface StoredAnswer {
   status: number;
   body: unknown;
+}
+
+/** An answer as sent: its status and the exact JSON text, which a replay sends again byte for byte. */
+export interface SentAnswer {
+  status: number;
+  text: string;
 }
 
 export interface MessageRow {
@@ -20,10 +26,14 @@ export interface MessageRow {
   toAgent: string;
   encrypted: boolean;
   envelope: Record<string, unknown>;
+  /** contentDigestOf the envelope as sent (absent on rows from before migration 024). */
+  contentDigest?: string;
   expiresAt?: Date;
   rememberUntil: Date;
   taskId?: string;
   answer?: StoredAnswer;
+  /** The answer's bytes as first sent (absent on rows from before migration 024: `answer` re-serialised). */
+  answerText?: string;
   response?: Record<string, unknown>;
   createdAt: Date;
 }
@@ -83,11 +93,11 @@ export class GenesisStore {
   // ---- envelopes seen ----
 
   /** Claims an envelope id for its first handling. @returns false when the id is already there (a replay, or a concurrent first). */
-  async claim(row: Omit<MessageRow, 'createdAt' | 'answer' | 'response' | 'taskId'>): Promise<boolean> {
+  async claim(row: Omit<MessageRow, 'createdAt' | 'answer' | 'answerText' | 'response' | 'taskId'>): Promise<boolean> {
     const { rowCount } = await this.pool.query(
-      `INSERT INTO genesis_messages (tenant, id, type, from_agent, to_agent, encrypted, envelope, expires_at, remember_until)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (tenant, id) DO NOTHING`,
-      [row.tenant, row.id, row.type, row.fromAgent, row.toAgent, row.encrypted, row.envelope, row.expiresAt ?? null, row.rememberUntil],
+      `INSERT INTO genesis_messages (tenant, id, type, from_agent, to_agent, encrypted, envelope, expires_at, remember_until, content_digest)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (tenant, id) DO NOTHING`,
+      [row.tenant, row.id, row.type, row.fromAgent, row.toAgent, row.encrypted, row.envelope, row.expiresAt ?? null, row.rememberUntil, row.contentDigest ?? null],
     );
     return (rowCount ?? 0) > 0;
   }
@@ -106,8 +116,19 @@ export class GenesisStore {
     await this.pool.query('UPDATE genesis_messages SET task_id = $3 WHERE tenant = $1 AND id = $2', [tenant, id, taskId]);
   }
 
-  async setAnswer(tenant: string, id: string, answer: StoredAnswer): Promise<void> {
-    await this.pool.query('UPDATE genesis_messages SET answer = $3 WHERE tenant = $1 AND id = $2', [tenant, id, answer]);
+  /**
+   * Records the answer to an envelope, unless one was recorded already (two firsts of the same envelope at once):
+   * the first answer stands. @returns the answer that stands, as its bytes, for every one of them to send.
+   */
+  async setAnswer(tenant: string, id: string, answer: StoredAnswer): Promise<SentAnswer> {
+    const text = JSON.stringify(answer.body);
+    const { rowCount } = await this.pool.query(
+      'UPDATE genesis_messages SET answer = $3, answer_text = $4 WHERE tenant = $1 AND id = $2 AND answer_text IS NULL',
+      [tenant, id, answer, text],
+    );
+    if (rowCount) return { status: answer.status, text };
+    const stood = await this.find(tenant, id);
+    return (stood && sentAnswerOf(stood)) ?? { status: answer.status, text };
   }
 
   /** Records an agent's RESPONSE to a request (the latest one stands). */
@@ -203,9 +224,17 @@ function toMessage(r: Row): MessageRow {
     rememberUntil: r.remember_until,
     taskId: r.task_id ?? undefined,
     answer: r.answer ?? undefined,
+    answerText: r.answer_text ?? undefined,
+    contentDigest: r.content_digest ?? undefined,
     response: r.response ?? undefined,
     createdAt: r.created_at,
   };
+}
+
+/** The answer a row holds, as sent (re-serialised for a row from before migration 024); undefined before one. */
+export function sentAnswerOf(row: MessageRow): SentAnswer | undefined {
+  if (!row.answer) return undefined;
+  return { status: row.answer.status, text: row.answerText ?? JSON.stringify(row.answer.body) };
 }
 
 const toSubscription = (r: Row): Subscription => ({ id: r.id, tenant: r.tenant, agentId: r.agent_id, eventType: r.event_type, url: r.url, createdAt: r.created_at.toISOString() });

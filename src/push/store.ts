@@ -8,7 +8,7 @@ import type { Pool } from 'pg';
 import { z } from 'zod';
 import { a2aError } from '../a2a/errors';
 import type { Dialect } from '../a2a/wire';
-import { decodePageToken, encodePageToken } from '../db/page-token';
+import { cursorText, decodePageToken, encodePageToken } from '../db/page-token';
 import { isHmacScheme, type PushConfigInput } from './params';
 import { checkWebhookUrl } from './webhook-url';
 
@@ -185,7 +185,7 @@ export class PushStore {
   }
 }
 
-const ConfigCursor = z.object({ c1: z.string().min(1) });
+const ConfigCursor = z.object({ c1: cursorText });
 const encodeConfigToken = (lastId: string) => encodePageToken({ c1: lastId });
 function decodeConfigToken(token: string): string {
   const cursor = decodePageToken(token, ConfigCursor);

@@ -49,13 +49,14 @@ export async function genesisRoutes(app: FastifyInstance, { service, store, allo
       401: errorBody('Missing or wrong signature'),
       403: errorBody('An agent key sending for another agent'),
       404: errorBody('from or to is no agent of the caller\'s tenant'),
-      409: errorBody('The id was already used by another envelope'),
+      409: errorBody('The id was already used by an envelope with other content (a replay repeats the first exactly)'),
     },
   };
   app.post('/genesis/messages', { config: senders, schema: postSchema }, async (req, reply) => {
     try {
-      const { status, body } = await service.handle(callerOf(req), req.body, req.headers);
-      return reply.code(status).send(body);
+      // The answer's bytes as first sent: a replay is answered byte for byte.
+      const { status, text } = await service.handle(callerOf(req), req.body, req.headers);
+      return reply.code(status).type('application/json; charset=utf-8').send(text);
     } catch (err) {
       if (err instanceof EnvelopeError) return reply.code(err.status).send({ error: err.message });
       throw err;

@@ -3,7 +3,8 @@
  * orphanSweepWorkflow, which ends tasks whose workflow closed without a terminal A2A state. Created at start-up
  * if missing; a changed interval is applied to the existing schedule.
  */
-import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type Client, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type ScheduleLog, ensureSchedule } from './schedules';
 import { SA_STATE, SA_TENANT } from '../../workflows/messages';
 import { isTerminal, stateLabel } from '../../workflows/task-state';
 import { TASK_STATES } from '../a2a/wire';
@@ -17,11 +18,16 @@ export function orphanQuery(taskQueue: string, tenant?: string): string {
 
 export const orphanScheduleId = (taskQueue: string) => `switchboard-orphan-sweep:${taskQueue}`;
 
-export async function ensureOrphanSweep(client: Client, taskQueue: string, intervalMs: number): Promise<void> {
+/**
+ * Creates the deployment's orphan-sweep Schedule, or sets the interval of the one there (recreated when it does
+ * not decode under this deployment's payload keys, with a warning on `log`: src/temporal/schedules.ts).
+ */
+export async function ensureOrphanSweep(client: Client, taskQueue: string, intervalMs: number, log?: ScheduleLog): Promise<void> {
   const scheduleId = orphanScheduleId(taskQueue);
   const spec = { intervals: [{ every: intervalMs }] };
-  try {
-    await client.schedule.create({
+  await ensureSchedule(
+    client,
+    {
       scheduleId,
       spec,
       action: {
@@ -35,11 +41,10 @@ export async function ensureOrphanSweep(client: Client, taskQueue: string, inter
       },
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: intervalMs },
       state: { note: `Switchboard orphan sweep of task queue ${taskQueue}` },
-    });
-  } catch (err) {
-    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-    await client.schedule.getHandle(scheduleId).update((s) => ({ ...s, spec }));
-  }
+    },
+    (s) => ({ ...s, spec }),
+    log,
+  );
 }
 
 /** Runs the sweep now (tests, and operators through the CLI: `temporal schedule trigger`). */

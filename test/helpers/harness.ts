@@ -23,7 +23,7 @@ import { PushReach } from '../../activities/push-follow';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
 import { KeyStore } from '../../src/auth/keys';
 import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
-import { EncryptionCodec, parseKeyRing } from '../../src/temporal/encryption-codec';
+import { EncryptionCodec, dataConverterOf, parseKeyRing } from '../../src/temporal/encryption-codec';
 import { createLogger } from '../../src/log';
 import { AgentPushTokens } from '../../src/push/agent-push';
 import { createPool } from '../../src/db/pool';
@@ -75,14 +75,19 @@ export function clientFactory(key: string, opts: { legacyCompat?: boolean } = {}
   );
 }
 
-let bundle: Promise<WorkflowBundleOption> | undefined;
+const bundles = new Map<boolean, Promise<WorkflowBundleOption>>();
 /**
- * Bundling takes a second or two: once per test process. The compiled bench (`npm run bench`, dist/) runs
- * `npm run build`'s bundle, as `npm start` does; the tests (tsx) bundle the sources they run.
+ * Bundling takes a second or two: once per test process (and kind: `sealedFailures` for a gateway with a payload
+ * key). The compiled bench (`npm run bench`, dist/) runs `npm run build`'s bundle, as `npm start` does; the tests
+ * (tsx) bundle the sources they run.
  */
-export function workflowBundle(): Promise<WorkflowBundleOption> {
-  const prebuilt = COMPILED ? prebuiltWorkflowBundle() : undefined;
-  bundle ??= prebuilt ? Promise.resolve(prebuilt) : bundleWorkflowCode({ ...workflowBundleOptions(), logger: new DefaultLogger('WARN') });
+export function workflowBundle(sealedFailures = false): Promise<WorkflowBundleOption> {
+  let bundle = bundles.get(sealedFailures);
+  if (!bundle) {
+    const prebuilt = COMPILED ? prebuiltWorkflowBundle([], sealedFailures) : undefined;
+    bundle = prebuilt ? Promise.resolve(prebuilt) : bundleWorkflowCode({ ...workflowBundleOptions(undefined, sealedFailures), logger: new DefaultLogger('WARN') });
+    bundles.set(sealedFailures, bundle);
+  }
   return bundle;
 }
 
@@ -220,7 +225,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const [env, db, workflowBundleCode] = await Promise.all([
     opts.temporal?.env ?? startTemporal(opts.temporalArgs),
     opts.db ?? createTestDb(),
-    opts.tracing ? bundleWorkflowCode({ ...workflowBundleOptions(), logger: new DefaultLogger('WARN'), plugins: [opts.tracing.plugin] }) : workflowBundle(),
+    opts.tracing
+      ? bundleWorkflowCode({ ...workflowBundleOptions(undefined, !!opts.payloadKey), logger: new DefaultLogger('WARN'), plugins: [opts.tracing.plugin] })
+      : workflowBundle(!!opts.payloadKey),
   ]);
   const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
   const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
@@ -231,7 +238,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const payloadCodec = opts.payloadKey ? new EncryptionCodec(parseKeyRing(opts.payloadKey)) : undefined;
   const plugins = opts.tracing ? [opts.tracing.plugin] : undefined;
   // As in production (src/main.ts): the client shares the worker's native connection.
-  const temporal = new Client({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', plugins, ...(payloadCodec ? { dataConverter: { payloadCodecs: [payloadCodec] } } : {}) });
+  const temporal = new Client({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', plugins, dataConverter: dataConverterOf(payloadCodec) });
   const taskQueue = opts.temporal?.taskQueue ?? `switchboard-${randomBytes(3).toString('hex')}`;
   // Each gateway is its own "process": its own hub, hearing the others through LISTEN/NOTIFY.
   const hub = new EventHub({ connection: { connectionString: DATABASE_URL }, pollMs: opts.streams?.pollMs });
