@@ -2,7 +2,7 @@
 // while four readers loop over the console's GETs. Over the old embedded database (PGlite behind a socket), the
 // pool's connections interleaved their extended-protocol messages on one session: 10 of 30 tasks failed and 125 of
 // 630 reads answered 500. The embedded PostgreSQL is a real server: every task completes and every read answers 200.
-// Then the process is killed with SIGKILL and started again: the tasks are still there.
+// Then the process is killed with SIGKILL and started again: the tasks are still there; and Ctrl-C stops it in order.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -152,4 +152,15 @@ test('killed with SIGKILL and started again: the embedded database recovers, and
   const listed = (await (await fetch(`${sb.url}/tasks?pageSize=50`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { tasks: { state: string }[] };
   assert.equal(listed.tasks.filter((x) => x.state === 'completed').length, TASKS, JSON.stringify(listed).slice(0, 500));
   assert.deepEqual(servicesOf(dataDir).length, 2, 'one PostgreSQL and one Temporal dev server: nothing left over from before');
+});
+
+test('Ctrl-C stops everything in order: exit code 0, no error lines, the embedded PostgreSQL and Temporal stopped', { timeout: 120_000 }, async () => {
+  assert.ok(sb, 'the gateway of the test above');
+  sb.child.kill('SIGINT');
+  assert.equal(await sb.exited, 'exit code 0');
+  const errors = sb.output().split('\n').filter((l) => /"level":(50|60)/.test(l));
+  sb = undefined;
+  assert.deepEqual(errors, [], 'no error lines on the way down');
+  assert.equal(existsSync(join(dataDir, 'postgres', 'postmaster.pid')), false, 'PostgreSQL shut down cleanly');
+  assert.deepEqual(servicesOf(dataDir), [], 'no service left running');
 });

@@ -11,7 +11,11 @@
  *    worker drained), with a fast shutdown;
  *  - a watchdog (`sh`) holds a pipe from this process: when this process dies without stopping it (kill -9, a crash),
  *    the pipe closes and the watchdog asks PostgreSQL for a fast shutdown. A server left running all the same (the
- *    watchdog was killed too) is stopped by the next start. After any unclean stop PostgreSQL replays its WAL.
+ *    watchdog was killed too) is stopped by the next start (Linux). After any unclean stop PostgreSQL replays its WAL.
+ *
+ * The package's own EmbeddedPostgres class is not used: importing it installs exit hooks (async-exit-hook) that take
+ * SIGINT and SIGTERM from Switchboard's ordered shutdown and end the process, and it starts the server in this
+ * process's group, where a terminal's Ctrl-C stops it before the worker has drained.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -116,11 +120,11 @@ async function letIn(user: RunAs, dataDir: string, paths: string[]): Promise<voi
 }
 
 /** The password of the cluster's superuser: made (0600) before the cluster, read afterwards. */
-async function password(file: string, clusterExists: boolean): Promise<string> {
+async function password(file: string, cluster: string | undefined): Promise<string> {
   const kept = (await readFile(file, 'utf8').catch(() => '')).trim();
   if (kept) return kept;
-  if (clusterExists) {
-    throw new Error(`embedded PostgreSQL: ${file} is missing, and the database in ${dirname(file)} was made with the password it held: ` +
+  if (cluster) {
+    throw new Error(`embedded PostgreSQL: ${file} is missing, and the database in ${cluster} was made with the password it held: ` +
       'restore it, or move the database directory away to start a new one');
   }
   const made = randomBytes(18).toString('base64url');
@@ -244,7 +248,7 @@ export async function startEmbeddedPostgres(o: EmbeddedPostgresOptions): Promise
   await mkdir(dirname(dir), { recursive: true });
   if (user) await letIn(user, dirname(dir), [dir, bin.postgres]);
   const exists = await stat(join(dir, 'PG_VERSION')).then(() => true, () => false);
-  const pass = await password(o.passwordFile, exists);
+  const pass = await password(o.passwordFile, exists ? dir : undefined);
   if (!exists) await initdb(bin.initdb, dir, pass, user, o.log);
   await stopLeftover(dir, o.log);
 
