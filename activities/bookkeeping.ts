@@ -36,7 +36,6 @@ export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPoli
   const appendArgs = events.length > 0 ? appendParams(rec.tenant, rec.task.id, events) : [];
   const { rows } = await pool.query<SettledRow & { seqs: string[] | null; keys: string[] | null }>(
     prepared(
-      pool,
       `WITH projection AS (${upsert})
      SELECT a.seqs, a.keys, s.* FROM (${appended}) AS a CROSS JOIN ${settleCall(projection.length + appendArgs.length + 1)} AS s`,
       [...projection, ...appendArgs, ...settleParams(policy, req)],
@@ -80,7 +79,6 @@ export async function finishFirstTurn(
   const p = projection.length;
   const { rows } = await pool.query<Partial<SettledRow> & { n: number; seqs: string[] | null; keys: string[] | null }>(
     prepared(
-      pool,
       `WITH kids AS (SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2),
      projection AS (${upsert})
      SELECT k.n, a.seqs, a.keys, s.settlement_id, s.created, s.charged_minor
@@ -134,12 +132,12 @@ function projectionOf(rec: TaskRecord, onlyIf?: string): { upsert: string; proje
 async function recordWith(pool: Pool, rec: TaskRecord): Promise<LoggedEvent[]> {
   const { upsert, projection } = projectionOf(rec);
   if (!rec.event) {
-    await pool.query(prepared(pool, upsert, projection));
+    await pool.query(prepared(upsert, projection));
     return [];
   }
   const events = [rec.event];
   const { rows } = await pool.query<StoredRow>(
-    prepared(pool, `WITH projection AS (${upsert}) SELECT stored_seq, stored_key FROM ${appendCall(projection.length + 1)}`, [
+    prepared(`WITH projection AS (${upsert}) SELECT stored_seq, stored_key FROM ${appendCall(projection.length + 1)}`, [
       ...projection,
       ...appendParams(rec.tenant, rec.task.id, events),
     ]),
@@ -175,7 +173,7 @@ export interface SettlementOutcome {
  * by what was actually reserved.
  */
 export async function settleTask(pool: Pool, policy: UnfundedPolicy, req: SettlementRequest): Promise<SettlementOutcome> {
-  const { rows } = await pool.query<SettledRow>(prepared(pool, `SELECT * FROM ${settleCall(1)}`, settleParams(policy, req)));
+  const { rows } = await pool.query<SettledRow>(prepared(`SELECT * FROM ${settleCall(1)}`, settleParams(policy, req)));
   const outcome = outcomeOf(rows[0]);
   settled(req, outcome);
   await healthAfter(pool, req);

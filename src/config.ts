@@ -14,8 +14,10 @@ const EnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   /** The A2A gRPC binding's port (on HOST; the cards advertise it on SWITCHBOARD_PUBLIC_URL's host). 0: no gRPC. */
   SWITCHBOARD_GRPC_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(8081),
-  /** Unset: an embedded PostgreSQL (PGlite) under SWITCHBOARD_DATA_DIR. */
+  /** Unset: an embedded PostgreSQL server (a child process), its data under SWITCHBOARD_DATA_DIR. */
   DATABASE_URL: optionalUrl(/^postgres(ql)?$/),
+  /** The embedded PostgreSQL's port on 127.0.0.1 (without DATABASE_URL); default: a free one at each start. */
+  SWITCHBOARD_POSTGRES_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(1).max(65535).optional(),
   /** Unset: a Temporal dev server started by Switchboard, persisted under SWITCHBOARD_DATA_DIR. */
   TEMPORAL_ADDRESS: z
     .string()
@@ -109,9 +111,11 @@ const EnvSchema = z.object({
    */
   SWITCHBOARD_ROLE: z.enum(['api', 'worker', 'all'], { error: 'must be api, worker or all' }).default('all'),
 }).superRefine((c, ctx) => {
-  // The embedded PostgreSQL and Temporal serve one process: split roles need real ones.
-  if (c.SWITCHBOARD_ROLE !== 'all' && (!c.DATABASE_URL || !c.TEMPORAL_ADDRESS)) {
-    ctx.addIssue({ code: 'custom', path: ['SWITCHBOARD_ROLE'], message: `${c.SWITCHBOARD_ROLE} needs DATABASE_URL and TEMPORAL_ADDRESS (the embedded services serve one process)` });
+  // Split roles are the production shape: their processes share one Temporal, and the embedded one is Temporal's
+  // development server (SQLite, synchronous=OFF: src/temporal/dev-server.ts). The embedded PostgreSQL is a real
+  // server that other processes may share (DATABASE_URL, printed at start), so a split role may run it.
+  if (c.SWITCHBOARD_ROLE !== 'all' && !c.TEMPORAL_ADDRESS) {
+    ctx.addIssue({ code: 'custom', path: ['SWITCHBOARD_ROLE'], message: `${c.SWITCHBOARD_ROLE} needs TEMPORAL_ADDRESS (split roles share one Temporal server; the embedded one is a development server)` });
   }
 });
 

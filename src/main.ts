@@ -1,7 +1,7 @@
 /**
  * `npm start`: Switchboard with embedded defaults. Without TEMPORAL_ADDRESS it runs a Temporal dev server
  * (state under SWITCHBOARD_DATA_DIR, Web UI on TEMPORAL_UI_PORT); without DATABASE_URL an embedded PostgreSQL
- * (PGlite over the wire protocol, so the same `pg` code runs). Then migrations, the worker and the HTTP server.
+ * server (a child process, data under SWITCHBOARD_DATA_DIR). Then migrations, the worker and the HTTP server.
  * Ctrl-C stops everything in reverse order.
  */
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -82,10 +82,15 @@ async function main(): Promise<void> {
     const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
-      const pg = await startEmbeddedPostgres({ dataDir: join(dataDir, 'pglite') });
+      // Stopped last (stops run in reverse): the worker drains and the streams end while it still serves them.
+      const pg = await startEmbeddedPostgres({
+        dir: join(dataDir, 'postgres'),
+        passwordFile: join(dataDir, 'postgres-password'),
+        port: config.SWITCHBOARD_POSTGRES_PORT,
+        log: log.child({ component: 'postgres' }),
+      });
       stops.push(pg.stop);
       databaseUrl = pg.url;
-      log.info({ dataDir: join(dataDir, 'pglite') }, 'embedded PostgreSQL (PGlite) started');
     }
     let temporalAddress = config.TEMPORAL_ADDRESS;
     let uiUrl: string | undefined;
@@ -105,7 +110,7 @@ async function main(): Promise<void> {
       uiUrl = server.uiUrl;
     }
 
-    const pool = createPool({ connectionString: databaseUrl, max: 10 }, log, { namedStatements: Boolean(config.DATABASE_URL) });
+    const pool = createPool({ connectionString: databaseUrl, max: 10 }, log);
     stops.push(() => pool.end());
     const applied = await migrate(pool);
     if (applied.length) log.info({ applied }, 'database migrations applied');
@@ -121,9 +126,8 @@ async function main(): Promise<void> {
     const payloadCodec = config.SWITCHBOARD_PAYLOAD_KEY ? new EncryptionCodec(parseKeyRing(config.SWITCHBOARD_PAYLOAD_KEY)) : undefined;
     const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: dataConverterOf(payloadCodec), plugins });
 
-    // Other Switchboard processes on the same database announce their events by NOTIFY. Embedded PGlite is
-    // one process (and does not pass NOTIFY between connections), so it needs no listener.
-    const hub = new EventHub({ connection: config.DATABASE_URL ? { connectionString: databaseUrl } : undefined, log });
+    // Other Switchboard processes on the same database announce their events by NOTIFY.
+    const hub = new EventHub({ connection: { connectionString: databaseUrl }, log });
     await hub.start();
     stops.push(() => hub.close());
 
@@ -180,7 +184,9 @@ async function main(): Promise<void> {
         .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
     }
     if (role === 'worker') {
-      console.log(`Switchboard worker is running (task queue ${config.TEMPORAL_TASK_QUEUE} at ${temporalAddress}; no HTTP server in this role).\nPress Ctrl-C to stop.`);
+      console.log(`Switchboard worker is running (task queue ${config.TEMPORAL_TASK_QUEUE} at ${temporalAddress}; no HTTP server in this role).`);
+      if (!config.DATABASE_URL) console.log(postgresLine(databaseUrl, dataDir));
+      console.log('Press Ctrl-C to stop.');
       return;
     }
 
@@ -240,7 +246,7 @@ async function main(): Promise<void> {
       `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
       `  Temporal:           ${temporalAddress} (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
       ...(uiUrl ? [`  Temporal UI:        ${uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows`] : []),
-      `  PostgreSQL:         ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'pglite')})`}`,
+      config.DATABASE_URL ? '  PostgreSQL:         DATABASE_URL' : postgresLine(databaseUrl, dataDir),
       'Press Ctrl-C to stop.',
     ];
     console.log(lines.join('\n'));
@@ -248,6 +254,11 @@ async function main(): Promise<void> {
     log.fatal({ err }, 'Switchboard failed to start');
     await shutdown(1);
   }
+}
+
+/** The banner's line for the embedded PostgreSQL: its URL, for psql or another Switchboard process's DATABASE_URL. */
+function postgresLine(url: string, dataDir: string): string {
+  return `  PostgreSQL:         ${url} (embedded, data in ${join(dataDir, 'postgres')}; psql or another process's DATABASE_URL may use it)`;
 }
 
 /** A secret kept in a 0600 file of the data dir: read when it exists, else made by `make` and written. */

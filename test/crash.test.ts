@@ -20,7 +20,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startSlowAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
 import { agentTaskQuery, workflowIdOf } from '../workflows/messages';
 import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { KeyStore } from '../src/auth/keys';
@@ -290,14 +290,45 @@ describe('SWITCHBOARD_ROLE', () => {
       }
     }));
 
-  test('a split role without real PostgreSQL and Temporal is refused at start, naming the variable', async () => {
-    const { DATABASE_URL: _db, ...noDb } = sbEnv;
-    const child = await startSwitchboard({ ...noDb, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) }, { readyTimeoutMs: 20_000 }).then(
+  test('an api process runs the embedded PostgreSQL; a worker process uses it through the DATABASE_URL it prints', () =>
+    withOutput(async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'sb-shared-pg-'));
+      const { DATABASE_URL: _db, ...noDb } = sbEnv;
+      const split = { ...noDb, TEMPORAL_TASK_QUEUE: `${sbEnv.TEMPORAL_TASK_QUEUE}-shared-pg` };
+      const api = await startSwitchboard({ ...split, SWITCHBOARD_DATA_DIR: dataDir, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) });
+      let workerOnly: SwitchboardProcess | undefined;
+      try {
+        const databaseUrl = /PostgreSQL: +(postgres:\/\/\S+) \(embedded/.exec(api.output())?.[1];
+        assert.ok(databaseUrl, api.output());
+        workerOnly = await startSwitchboard({ ...split, DATABASE_URL: databaseUrl, SWITCHBOARD_ROLE: 'worker', PORT: String(await freePort()) }, { readyLine: /worker is running/ });
+        const echo = await agents.add(startEchoAgent());
+        const headers = { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` };
+        const res = await fetch(`${api.url}/agents`, { method: 'POST', headers, body: JSON.stringify({ url: echo.url }) });
+        assert.equal(res.status, 201);
+        const rpc = `${api.url}/agents/${((await res.json()) as { id: string }).id}/a2a`;
+        // The api process wrote the agent and the task into its embedded database; the worker, which runs the turn and
+        // records its outcome, reads and writes the same one.
+        const sent = await fetch(rpc, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('shared') } }) });
+        const task = ((await sent.json()) as { result?: { task?: { status: { state: string }; artifacts?: { parts: { text: string }[] }[] } } }).result?.task;
+        assert.equal(task?.status.state, 'TASK_STATE_COMPLETED');
+        assert.equal(task?.artifacts?.[0]?.parts[0]?.text, 'echo: shared');
+      } finally {
+        await workerOnly?.kill();
+        await api.kill();
+        // The api's watchdog stops its PostgreSQL; wait for that before removing the data under it.
+        await eventually(async () => !(await stat(join(dataDir, 'postgres', 'postmaster.pid')).catch(() => undefined)) || undefined, 30_000, 'the embedded PostgreSQL to stop');
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    }));
+
+  test('a split role without TEMPORAL_ADDRESS is refused at start, naming the variable', async () => {
+    const { TEMPORAL_ADDRESS: _temporal, ...noTemporal } = sbEnv;
+    const child = await startSwitchboard({ ...noTemporal, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) }, { readyTimeoutMs: 20_000 }).then(
       () => assert.fail('it started'),
       (err: Error) => err,
     );
     assert.match(child.message, /exit code 2/);
-    assert.match(child.message, /SWITCHBOARD_ROLE: api needs DATABASE_URL and TEMPORAL_ADDRESS/);
+    assert.match(child.message, /SWITCHBOARD_ROLE: api needs TEMPORAL_ADDRESS/);
   });
 });
 

@@ -1,6 +1,6 @@
 // The task path's statements are named prepared statements (src/db/pool.ts prepared()): PostgreSQL parses and
-// plans each once per connection, then binds and runs it; a pool whose connections share one session (embedded
-// PGlite) sends them unnamed.
+// plans each once per connection, then binds and runs it. Every connection is a session of its own (the embedded
+// PostgreSQL too: test/dev-infra.test.ts), so two connections may hold the same name.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createPool, prepared } from '../src/db/pool';
@@ -37,16 +37,21 @@ test('an append is prepared once per connection and then only executed', async (
   }
 });
 
-test('the same text is the same name; another text another name; a shared-session pool gets no name', () => {
-  const pool = createPool({ connectionString: DATABASE_URL, max: 1 });
-  const shared = createPool({ connectionString: DATABASE_URL, max: 1 }, undefined, { namedStatements: false });
+test('the same text is the same name; another text another name', () => {
+  const a = prepared('SELECT $1::int', [1]);
+  assert.deepEqual(prepared('SELECT $1::int', [2]), { name: a.name, text: 'SELECT $1::int', values: [2] });
+  assert.notEqual(prepared('SELECT $1::text', ['x']).name, a.name);
+});
+
+test('two connections prepare the same name at once and each runs it', async () => {
+  const pool = createPool({ connectionString: DATABASE_URL, max: 2 });
+  const clients = await Promise.all([1, 2].map(() => pool.connect()));
   try {
-    const a = prepared(pool, 'SELECT $1::int', [1]);
-    assert.equal(prepared(pool, 'SELECT $1::int', [2]).name, a.name);
-    assert.notEqual(prepared(pool, 'SELECT $1::text', ['x']).name, a.name);
-    assert.deepEqual(prepared(shared, 'SELECT $1::int', [1]), { text: 'SELECT $1::int', values: [1] });
+    const text = 'SELECT $1::int * 2 AS n';
+    const runs = await Promise.all(clients.map(async (c, i) => [(await c.query(prepared(text, [i]))).rows[0].n, (await c.query(prepared(text, [i + 10]))).rows[0].n]));
+    assert.deepEqual(runs, [[0, 20], [2, 22]]);
   } finally {
-    void pool.end();
-    void shared.end();
+    for (const c of clients) c.release();
+    await pool.end();
   }
 });

@@ -108,7 +108,7 @@ export async function claimWithinQuota(
     : 'switchboard_claim_within_quota($1, $2, $3, $4, $5, $6, $7, $8)';
   if (first) params.push(appendParams(tenant, candidate, first)[2], EVENTS_CHANNEL);
   const { rows } = await pool.query<{ task_id: string | null; resent: boolean; today: string | null; open: string | null; stored_seq?: string | null; stored_key?: string | null }>(
-    prepared(pool, `SELECT * FROM ${call}`, params),
+    prepared(`SELECT * FROM ${call}`, params),
   );
   const { task_id: taskId, resent } = rows[0];
   if (taskId !== null) {

@@ -10,22 +10,9 @@ import type { Logger } from 'pino';
 
 export const CONNECT_TIMEOUT_MS = 3_000;
 
-export interface PoolOptions {
-  /**
-   * Whether the pool's connections may keep named prepared statements (see prepared()). Not over embedded PGlite:
-   * its socket server runs every connection's queries in one session, where a second connection preparing a name
-   * the first one already prepared is refused.
-   */
-  namedStatements?: boolean;
-}
-
-/** Pools whose connections share one session (embedded PGlite): no named statements there. */
-const sharedSession = new WeakSet<Pool>();
-
-export function createPool(config: PoolConfig, log?: Pick<Logger, 'warn'>, o: PoolOptions = {}): Pool {
+export function createPool(config: PoolConfig, log?: Pick<Logger, 'warn'>): Pool {
   const pool = new Pool({ connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30_000, ...config });
   pool.on('error', (err) => log?.warn({ err: err.message }, 'an idle PostgreSQL connection failed; the pool replaces it'));
-  if (o.namedStatements === false) sharedSession.add(pool);
   return pool;
 }
 
@@ -36,11 +23,9 @@ const names = new Map<string, string>();
  * A statement of the task path as a named prepared statement: each connection parses and plans it once, then only
  * binds and executes it (the CTE statements that record and finish a task cost PostgreSQL more to plan than to
  * run). Its name is its text's hash, so the same text is one statement on every connection, and two texts never
- * share a name. A pool that shares one session between its connections (createPool's namedStatements: false) gets
- * the plain statement.
+ * share a name.
  */
-export function prepared(pool: Pool, text: string, values: unknown[]): QueryConfig {
-  if (sharedSession.has(pool)) return { text, values };
+export function prepared(text: string, values: unknown[]): QueryConfig {
   let name = names.get(text);
   if (!name) {
     name = `sb_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;

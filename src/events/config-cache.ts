@@ -3,8 +3,8 @@
  * agent's sealed credential), so neither the front door nor an agent call asks PostgreSQL for them each time.
  * Entries are dropped as soon as the event hub hears a change (migrations 018 and 022: triggers NOTIFY whoever
  * wrote the row), and live at most `ttlMs` in any case:
- * the bound on a change whose notice was lost. While the hub's LISTEN connection is down (or there is none:
- * embedded PGlite, where NOTIFY does not cross connections) nothing is cached, since no change would be heard.
+ * the bound on a change whose notice was lost. While the hub's LISTEN connection is down (or it has none: an
+ * in-process hub of a test) nothing is cached, since no change would be heard.
  */
 import type { ConfigNotice, EventHub } from './hub';
 import { SingleFlight } from '../single-flight';

@@ -42,7 +42,7 @@ export function closesStream(e: StreamEvent): boolean {
  */
 export async function appendEvents(pool: Pool, tenant: string, taskId: string, events: NewEvent[], opts: AppendOptions = {}): Promise<LoggedEvent[]> {
   if (events.length === 0) return [];
-  const { rows } = await pool.query<StoredRow>(prepared(pool, `SELECT stored_seq, stored_key FROM ${appendCall(1)}`, appendParams(tenant, taskId, events, opts)));
+  const { rows } = await pool.query<StoredRow>(prepared(`SELECT stored_seq, stored_key FROM ${appendCall(1)}`, appendParams(tenant, taskId, events, opts)));
   return storedEvents(events, rows);
 }
 

@@ -4,8 +4,7 @@
  *    local stream needs no database round trip;
  *  - other processes: PostgreSQL LISTEN on EVENTS_CHANNEL (writers NOTIFY in the appending transaction).
  * Notices are only hints. Readers always continue from their own cursor in the log, and poll it every
- * `pollMs` as well, so a missed notice (a dropped LISTEN connection, embedded PGlite, where NOTIFY does not
- * cross connections) delays an event, never loses one.
+ * `pollMs` as well, so a missed notice (while the LISTEN connection is down) delays an event, never loses one.
  *
  * The same connection LISTENs on AGENT_PUSH_CHANNEL: an agent's push (POST /agent-push/:id, in whichever process
  * got it) wakes the forwarding activity that follows that agent's task, here. Those are hints too (the activity

@@ -80,8 +80,8 @@ export async function agentPushRoutes(app: FastifyInstance, { pool, hub, tokens 
       const notice: AgentPushNotice = { id, taskId: hint.taskId };
       const payload = JSON.stringify(notice);
       await pool.query('SELECT pg_notify($1, $2)', [AGENT_PUSH_CHANNEL, payload]);
-      // A hub that LISTENs hears its own NOTIFY; one that does not (embedded PGlite, or its connection is down)
-      // is told here, for a follower in this process.
+      // A hub that LISTENs hears its own NOTIFY; one whose LISTEN connection is down (or an in-process hub of a
+      // test) is told here, for a follower in this process.
       if (!hub.listening) hub.agentPushed(payload);
     }
     agentPushes.inc({ outcome: wake ? 'woke' : 'progress' });
