@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   // slips through is logged at fatal, and the process stays up. Node's advice is to exit, since memory may be left
   // half-changed; but what must not be lost lives in PostgreSQL (a failed transaction rolls back) and Temporal (a
   // failed activity is retried), and what lives here is per connection. Exiting would end every tenant's streams
-  // and sockets, and the embedded Temporal, for one peer's frame: the outage the guards are there to prevent.
+  // and sockets, and the embedded Temporal and PostgreSQL, for one peer's frame: the outage the guards prevent.
   process.on('uncaughtException', (err, origin) => log.fatal({ err, origin }, 'uncaught exception (a bug: no guard caught it); the process stays up'));
   process.on('unhandledRejection', (reason) => log.fatal({ err: reason }, 'unhandled promise rejection (a bug: nothing awaited it); the process stays up'));
   // The worker's own metrics (SDK runtime telemetry) go to a Prometheus exporter on a free loopback port, which
