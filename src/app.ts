@@ -55,6 +55,7 @@ import type { EncryptionCodec } from './temporal/encryption-codec';
 import { credentialRoutes } from './routes/credentials';
 import { agentPushRoutes } from './routes/agent-push';
 import type { AgentPushTokens } from './push/agent-push';
+import { checkJson } from './http/json-guard';
 
 export { DEFAULT_TENANT };
 export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
@@ -149,6 +150,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Request ids name requests in the audit trail and logs across processes: random, not a per-process counter.
     genReqId: () => randomUUID(),
   });
+  // JSON bodies (every route that keeps Fastify's parser: NEXUS, Genesis, registrations, admin) pass the peer-input
+  // guard first: not UTF-8, or nested too deep for what reads them (zod, jsonb), is a 400 naming the limit.
+  guardJsonBodies(app);
   // First of all: a request's span covers its authentication too (a no-op unless tracing was started).
   traceRequests(app);
   const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
@@ -247,4 +251,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.addHook('preClose', async () => grpc.close());
   }
   return app;
+}
+
+/** Fastify's JSON parser (with the app's proto and constructor poisoning settings) behind the peer-input guard (src/http/json-guard.ts). */
+function guardJsonBodies(app: FastifyInstance): void {
+  const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = app.initialConfig;
+  const parse = app.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    let text: string;
+    try {
+      text = checkJson(body as Buffer);
+    } catch (err) {
+      return done(Object.assign(new Error(`Invalid JSON body: ${(err as Error).message}`), { statusCode: 400, code: 'SB_JSON_LIMIT' }), undefined);
+    }
+    parse(req, text, done);
+  });
 }

@@ -44,6 +44,13 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.LOG_LEVEL);
+  // Last resort, behind the guards on every socket, stream and timer (src/http/json-guard.ts and issue 32): what
+  // slips through is logged at fatal, and the process stays up. Node's advice is to exit, since memory may be left
+  // half-changed; but what must not be lost lives in PostgreSQL (a failed transaction rolls back) and Temporal (a
+  // failed activity is retried), and what lives here is per connection. Exiting would end every tenant's streams
+  // and sockets, and the embedded Temporal and PostgreSQL, for one peer's frame: the outage the guards prevent.
+  process.on('uncaughtException', (err, origin) => log.fatal({ err, origin }, 'uncaught exception (a bug: no guard caught it); the process stays up'));
+  process.on('unhandledRejection', (reason) => log.fatal({ err: reason }, 'unhandled promise rejection (a bug: nothing awaited it); the process stays up'));
   // The worker's own metrics (SDK runtime telemetry) go to a Prometheus exporter on a free loopback port, which
   // GET /metrics appends to Switchboard's, so there is one scrape target.
   const workerMetricsAddress = `127.0.0.1:${await freePort()}`;
@@ -289,4 +296,8 @@ async function ensureAdminKey(keys: KeyStore, dataDir: string): Promise<{ key?: 
   return { key, file, created: true };
 }
 
-void main();
+// A failed start ends the process (the handlers above keep a started one up).
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,6 +1,7 @@
 /** JSON-RPC error responses as each dialect renders them (the RPC core's, and its transports'). */
 import { toJsonRpcError } from '@a2a-js/sdk/errors';
 import { A2A_ERRORS } from './errors';
+import { JsonLimitError } from '../http/json-guard';
 
 /** One JSON-RPC response, as a stream event or an answer. */
 export type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
@@ -31,4 +32,15 @@ export function legacyError(err: unknown): { code: number; message: string; data
 export function idOf(body: unknown): string | number | null {
   const id = (body as { id?: unknown } | null)?.id;
   return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
+}
+
+/**
+ * The error for a body or frame that could not be read (JSON-RPC 2.0 §5.1): not JSON, or not UTF-8 (RFC 8259
+ * §8.1: JSON text between systems is UTF-8), is -32700; JSON refused by the peer-input guard
+ * (src/http/json-guard.ts: nested too deep, or too large) is valid JSON that is no Request this server reads:
+ * -32600. The message says which limit.
+ */
+export function unreadableError(err: unknown): { code: number; message: string } {
+  if (err instanceof JsonLimitError && err.limit !== 'encoding') return { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid Request: ${err.message}` };
+  return { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` };
 }

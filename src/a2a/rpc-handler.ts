@@ -3,7 +3,8 @@
  * framework here; src/routes/json-rpc.ts adapts Fastify to it, and other transports plug into the same core.
  *
  * Everything a client can get wrong is answered before any work starts, with a JSON-RPC error (HTTP 200, §9.5):
- * unparseable JSON (-32700), a bad envelope (-32600), an unknown method (-32601), bad params (-32602), an
+ * unparseable JSON or bytes that are not UTF-8 (-32700), JSON nested deeper than the peer-input guard reads
+ * (src/http/json-guard.ts) or a bad envelope (-32600), an unknown method (-32601), bad params (-32602), an
  * unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods: it picks
  * the request's dialect, validates its params and translates them to the engine call (a 1.0 or 0.3 method), whose
  * validated params are what runs: the push-config methods (answered here, see push-methods.ts), or the
@@ -28,9 +29,10 @@ import { type Caller, rpcMethodRoles } from '../auth/caller';
 import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
-import { type RpcEvent, envelope, idOf } from './rpc-errors';
+import { type RpcEvent, envelope, idOf, unreadableError } from './rpc-errors';
 import { annotate } from '../tracing';
 import { withJsonNames } from './proto-json';
+import { parseJson } from '../http/json-guard';
 
 export { RPC_METHODS } from './dialects';
 
@@ -50,8 +52,8 @@ export interface RpcCoreDeps extends HandlerDeps {
 
 /** One JSON-RPC request as a transport received it. */
 export interface RpcRequest {
-  /** The body as sent, unparsed. */
-  body: string;
+  /** The body as sent, unparsed: bytes from the wire (checked for UTF-8 here), or text an in-process caller made. */
+  body: string | Uint8Array;
   caller: Caller;
   /** The request's headers (the SDK's call context carries them; nothing forwards them to agents). */
   headers: Record<string, string | string[] | undefined>;
@@ -145,9 +147,9 @@ export class RpcCore {
     const { deps } = this;
     let body: unknown;
     try {
-      body = JSON.parse(req.body);
+      body = parseJson(req.body);
     } catch (err) {
-      return ok(envelope(null, { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` }));
+      return ok(envelope(null, unreadableError(err)));
     }
     const parsed = S.EnvelopeSchema.safeParse(body);
     if (!parsed.success) {

@@ -81,12 +81,13 @@ export class EventHub {
       if (n.channel === AGENT_PUSH_CHANNEL && n.payload) return this.agentPushed(n.payload);
       if (n.channel === CONFIG_CHANNEL && n.payload) return this.configChanged(n.payload);
       if (n.channel !== EVENTS_CHANNEL || !n.payload) return;
+      let notice: EventNotice;
       try {
-        const notice = JSON.parse(n.payload) as EventNotice;
-        for (const l of this.listeners.get(keyOf(notice.tenant, notice.taskId)) ?? []) l.onNotice(notice.seq);
+        notice = JSON.parse(n.payload) as EventNotice;
       } catch {
-        // Not ours; ignore.
+        return; // not ours
       }
+      this.tell(this.listeners.get(keyOf(notice.tenant, notice.taskId)), (l) => l.onNotice(notice.seq));
     });
     client.on('error', (err) => {
       this.o.log?.warn({ err }, 'event LISTEN connection failed; readers fall back to polling until it is back');
@@ -116,7 +117,7 @@ export class EventHub {
   /** Called by writers in this process right after their append committed. */
   publish(tenant: string, taskId: string, events: LoggedEvent[]): void {
     if (events.length === 0) return;
-    for (const l of this.listeners.get(keyOf(tenant, taskId)) ?? []) l.onEvents(events);
+    this.tell(this.listeners.get(keyOf(tenant, taskId)), (l) => l.onEvents(events));
   }
 
   /** Whether other processes' notices reach this hub now (its LISTEN connection is up). */
@@ -137,7 +138,7 @@ export class EventHub {
     } catch {
       return; // not ours
     }
-    for (const l of this.pushListeners.get(notice.id) ?? []) l(notice);
+    this.tell(this.pushListeners.get(notice.id), (l) => l(notice));
   }
 
   /** Calls `listener` for every agent or policy change heard, and with undefined on each (re)connect. */
@@ -153,7 +154,21 @@ export class EventHub {
     } catch {
       return; // not ours
     }
-    for (const l of this.configListeners) l(notice);
+    this.tell(this.configListeners, (l) => l(notice));
+  }
+
+  /**
+   * Calls each listener. Last resort: one that throws is logged and the others still hear; nothing thrown here
+   * reaches pg's connection (a NOTIFY handler: an uncaught exception) or the writer that published.
+   */
+  private tell<L>(listeners: Iterable<L> | undefined, call: (l: L) => void): void {
+    for (const l of listeners ?? []) {
+      try {
+        call(l);
+      } catch (err) {
+        this.o.log?.error({ err }, 'event hub: a listener failed; the others were told');
+      }
+    }
   }
 
   /** Number of readers of one task, or of all tasks. */

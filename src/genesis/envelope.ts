@@ -13,6 +13,7 @@
  */
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { JsonLimitError, parseJson } from '../http/json-guard';
 
 export const MESSAGE_TYPES = ['COMMAND', 'QUERY', 'EVENT', 'RESPONSE'] as const;
 export const QUERY_ACTIONS = ['get_status', 'get_metrics', 'get_state'] as const;
@@ -189,18 +190,19 @@ export function contentDigestOf(body: unknown): string {
  * @throws EnvelopeError 400 when the tag does not match (wrong key, or anything altered) or the plaintext is no JSON object.
  */
 export function decryptFields(key: Buffer, e: Encryption): Record<string, unknown> {
-  let plain: string;
+  let plain: Buffer;
   try {
     const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(e.iv, 'base64'));
     decipher.setAuthTag(Buffer.from(e.authTag, 'base64'));
-    plain = Buffer.concat([decipher.update(Buffer.from(e.ciphertext, 'base64')), decipher.final()]).toString('utf8');
+    plain = Buffer.concat([decipher.update(Buffer.from(e.ciphertext, 'base64')), decipher.final()]);
   } catch {
     throw new EnvelopeError(400, 'encryption: the AES-256-GCM authentication tag does not match (wrong pair key, or the iv, ciphertext or tag was altered); nothing was applied');
   }
   let fields: unknown;
   try {
-    fields = JSON.parse(plain);
-  } catch {
+    fields = parseJson(plain); // what the body parser checked was ciphertext: the plaintext is checked here
+  } catch (err) {
+    if (err instanceof JsonLimitError) throw new EnvelopeError(400, `encryption: the plaintext is not read: ${err.message}`);
     fields = undefined;
   }
   if (!fields || typeof fields !== 'object' || Array.isArray(fields)) throw new EnvelopeError(400, 'encryption: the plaintext must be a JSON object of the envelope\'s confidential fields');

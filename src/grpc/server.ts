@@ -37,7 +37,7 @@ export interface GrpcServerDeps {
   drainTimeoutMs: number;
   /** HTTP/2 keepalive pings on idle connections (ms): the gRPC counterpart of SSE heartbeats. */
   keepaliveMs: number;
-  log: { warn(obj: object, msg: string): void };
+  log: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
 }
 
 /** The SDK service's methods and the A2A methods they are (their roles are the JSON-RPC methods'). */
@@ -87,7 +87,7 @@ export class GrpcServer {
     }) as unknown as Record<keyof typeof METHODS, Handler>;
     const impl: Record<string, Handler> = {};
     for (const [name, method] of Object.entries(METHODS) as [keyof typeof METHODS, string][]) {
-      impl[name] = (call, callback) => void this.guarded(name, method, sdk[name], call, callback);
+      impl[name] = (call, callback) => void this.guarded(name, method, sdk[name], call, callback).catch((err) => this.failed(method, call, callback, err));
     }
     server.addService(A2AService, impl as unknown as grpc.UntypedServiceImplementation);
     const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
@@ -116,16 +116,19 @@ export class GrpcServer {
     });
   }
 
+  /** Last resort: a call whose handling threw is logged and ends with INTERNAL; the server and other calls go on. */
+  private failed(method: string, call: AnyCall, callback: grpc.sendUnaryData<unknown> | undefined, err: unknown): void {
+    this.deps.log.error({ err, method }, 'gRPC: a call failed unexpectedly; it ends with INTERNAL');
+    try {
+      endCall(call, callback, grpc.status.INTERNAL, 'Internal error');
+    } catch {
+      // the call has ended already
+    }
+  }
+
   private async guarded(name: string, method: string, sdk: Handler, call: AnyCall, callback?: grpc.sendUnaryData<unknown>): Promise<void> {
     const { deps } = this;
-    const refuse = (code: grpc.status, details: string) => {
-      const err = { code, details, metadata: new grpc.Metadata() };
-      if (callback) callback(err, null);
-      else {
-        call.emit('error', err);
-        (call as grpc.ServerWritableStream<unknown, unknown>).end();
-      }
-    };
+    const refuse = (code: grpc.status, details: string) => endCall(call, callback, code, details);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(call.metadata.getMap())) headers[k] = v.toString();
     let caller: Caller | undefined;
@@ -191,5 +194,15 @@ export class GrpcServer {
       call.on('error', (err: { code?: number }) => end(err.code ?? grpc.status.UNKNOWN));
       sdk(call, callback && ((err, value) => (end(err ? (err.code ?? grpc.status.UNKNOWN) : grpc.status.OK), callback(err, value))));
     });
+  }
+}
+
+/** Ends a call with a status: a unary call through its callback, a stream with an error event. */
+function endCall(call: AnyCall, callback: grpc.sendUnaryData<unknown> | undefined, code: grpc.status, details: string): void {
+  const err = { code, details, metadata: new grpc.Metadata() };
+  if (callback) callback(err, null);
+  else {
+    call.emit('error', err);
+    (call as grpc.ServerWritableStream<unknown, unknown>).end();
   }
 }

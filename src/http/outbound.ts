@@ -12,6 +12,7 @@ import { traceOutbound } from '../tracing';
 import { Agent, buildConnector, fetch as undiciFetch, Headers as UndiciHeaders, Response as UndiciResponse } from 'undici';
 import { createGrpcChannels, type GrpcChannels, GrpcTargetError } from './outbound-grpc';
 import { isPrivateAddress } from './address-policy';
+import { JsonDepthMeter, JsonLimitError, MAX_AGENT_JSON_DEPTH } from './json-guard';
 
 export { isPrivateAddress };
 
@@ -71,7 +72,8 @@ export interface Outbound {
   /**
    * A WHATWG-fetch-compatible function (it is handed to @a2a-js/sdk clients as `fetchImpl`).
    * Rejects with OutboundError (INVALID_URL, BLOCKED_ADDRESS, REDIRECT, TOO_LARGE, TIMEOUT, NETWORK);
-   * reading the returned body can also fail with TOO_LARGE, TIMEOUT or NETWORK. If the caller's
+   * reading the returned body can also fail with TOO_LARGE, TIMEOUT or NETWORK, or with JsonLimitError when
+   * it nests brackets deeper than MAX_AGENT_JSON_DEPTH (per event on an event stream). If the caller's
    * signal aborts, the rejection is the abort reason (an AbortError by default), not an OutboundError.
    */
   fetch: typeof globalThis.fetch;
@@ -237,6 +239,9 @@ function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: Abo
   const perEvent = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
   let received = 0;
   let previousByte = -1;
+  // JSON nested too deep for what reads it (json-guard): counted as it streams, whatever the content type says,
+  // since the SDK reads any body as JSON. It fails the read like a body over the cap: the agent's bad answer.
+  const depth = new JsonDepthMeter(MAX_AGENT_JSON_DEPTH, perEvent);
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       let chunk: Awaited<ReturnType<typeof reader.read>>;
@@ -252,9 +257,18 @@ function capBody(res: UndiciResponse, maxBytes: number, url: string, signal: Abo
       } else {
         received += chunk.value.byteLength;
       }
+      let err: Error | undefined;
       if (received > maxBytes) {
         const what = perEvent ? `an event of the stream from ${url} exceeds` : `response from ${url} exceeds`;
-        const err = new OutboundError('TOO_LARGE', `${what} ${maxBytes} bytes`, url);
+        err = new OutboundError('TOO_LARGE', `${what} ${maxBytes} bytes`, url);
+      } else {
+        try {
+          depth.feed(chunk.value);
+        } catch (e) {
+          err = new JsonLimitError((e as JsonLimitError).limit, `the answer from ${url} is not read: ${(e as Error).message}`);
+        }
+      }
+      if (err) {
         controller.error(err);
         await reader.cancel(err).catch(() => {}); // frees the connection
         return;

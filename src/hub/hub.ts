@@ -80,6 +80,8 @@ export class AgentHub {
    * process's (replacing another process's), and the agent is healthy again.
    */
   async attach(c: HubConnection): Promise<void> {
+    // Closed while it started (its first frame was refused, say): it must not replace a newer connection (4002).
+    if (c.closed) return;
     const key = `${c.tenant}/${c.agentId}`;
     const older = this.connections.get(key);
     this.connections.set(key, c);

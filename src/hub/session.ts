@@ -3,9 +3,12 @@
  * "WebSocket hub"). Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete,
  * agent.search, agent.send_task. Hub → agent: tasks/send or message/send (a turn), tasks/cancel.
  *
- * Limits: frames over the size cap close the socket (1009, by ws); a frame that is not JSON closes it with
- * 1007 after a -32700 answer; binary frames close it with 1003; past the frame rate, requests get -32053;
+ * Limits: frames over the size cap close the socket (1009, by ws), and so do frames that are not UTF-8 (1007, by
+ * ws); a frame that is not JSON closes it with 1007 after a -32700 answer, one nested deeper than the peer-input
+ * guard reads (src/http/json-guard.ts) with 1008 after a -32600 answer; binary frames close it with 1003; past the
+ * frame rate, requests get -32053, and an agent that keeps sending ten seconds' worth more is closed with 1008;
  * an agent that does not read what it is sent (its send buffer past 8 frames' worth) is closed with 1008.
+ * Whatever a frame still makes throw is logged and closes this socket (1011), never the process.
  * Updates about one task are applied in the order they arrive.
  */
 import { randomUUID } from 'node:crypto';
@@ -21,11 +24,15 @@ import { compactArtifact, withinBudget } from '../../activities/forward-message'
 import type { ForwardResult } from '../../workflows/types';
 import { A2A_ERRORS } from '../a2a/errors';
 import { pathOfNul } from '../a2a/schemas';
+import { unreadableError } from '../a2a/rpc-errors';
+import { JsonLimitError, MAX_AGENT_JSON_DEPTH, parseJson } from '../http/json-guard';
 import { type AgentHub, HUB_CLOSE, type HubConnection } from './hub';
 import { type OpenTurn, type TurnResult, turnKeyText } from './turns';
 import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
 
 const RATE_LIMITED = -32053;
+/** A socket that has this many seconds' worth of frames refused for the rate, and sends on, is closed (1008). */
+const FLOOD_SECONDS = 10;
 type RpcId = string | number | null;
 
 interface Rpc {
@@ -68,6 +75,8 @@ export class HubSession implements HubConnection {
   /** Frame budget: refilled at maxFramesPerSecond, holding up to twice that. */
   private tokens: number;
   private refilledAt = Date.now();
+  /** Frames refused for the rate, forgiven at the rate (see takeToken). */
+  private refused = 0;
   /** Task updates in arrival order (a chunk must not overtake the one before it). */
   private updates: Promise<unknown> = Promise.resolve();
   private readonly sinks = new Map<string, { turn: OpenTurn; sink: EventSink }>();
@@ -83,11 +92,21 @@ export class HubSession implements HubConnection {
     this.caller = caller;
     const { settings } = deps.hub;
     this.tokens = settings.maxFramesPerSecond * 2;
-    ws.on('message', (data, isBinary) => this.onFrame(data.toString(), isBinary));
+    // Last resort: whatever a frame makes throw is logged and ends this socket (1011), never the process.
+    ws.on('message', (data, isBinary) => this.survive('a frame', () => this.onFrame(data as Buffer, isBinary)));
     ws.on('pong', () => (this.alive = true));
     ws.on('close', () => void this.onClose());
     ws.on('error', () => undefined); // 'close' follows; an oversize frame is reported here first
-    this.timer = setInterval(() => this.tick(), Math.min(settings.pingMs, settings.heartbeatTimeoutMs));
+    this.timer = setInterval(() => this.survive('the heartbeat check', () => this.tick()), Math.min(settings.pingMs, settings.heartbeatTimeoutMs));
+  }
+
+  private survive(what: string, work: () => void): void {
+    try {
+      work();
+    } catch (err) {
+      this.deps.hub.deps.log.error({ err, agentId: this.agentId, tenant: this.tenant }, `hub: ${what} failed; the agent's socket is closed`);
+      this.close(1011, `internal error handling ${what}; reconnect`);
+    }
   }
 
   /** Registers the socket with the hub once the agent's registry entry is known to be there. */
@@ -162,33 +181,48 @@ export class HubSession implements HubConnection {
     await this.deps.hub.detach(this).catch((err) => this.deps.hub.deps.log.warn({ err, agentId: this.agentId }, 'hub: could not forget a closed connection'));
   }
 
-  private takeToken(): boolean {
+  /**
+   * Every frame costs a token, refilled at maxFramesPerSecond up to twice that. Past them a request is refused
+   * (-32053); the refused frames are counted, and forgiven at the same rate: an agent that keeps sending after
+   * FLOOD_SECONDS' worth of refusals ends its socket.
+   */
+  private takeToken(): 'ok' | 'limited' | 'flood' {
     const { maxFramesPerSecond } = this.deps.hub.settings;
     const now = Date.now();
-    this.tokens = Math.min(maxFramesPerSecond * 2, this.tokens + ((now - this.refilledAt) / 1000) * maxFramesPerSecond);
+    const earned = ((now - this.refilledAt) / 1000) * maxFramesPerSecond;
+    this.tokens = Math.min(maxFramesPerSecond * 2, this.tokens + earned);
+    this.refused = Math.max(0, this.refused - earned);
     this.refilledAt = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return 'ok';
+    }
+    this.refused += 1;
+    return this.refused > maxFramesPerSecond * FLOOD_SECONDS ? 'flood' : 'limited';
   }
 
-  private onFrame(text: string, isBinary: boolean): void {
+  private onFrame(data: Buffer, isBinary: boolean): void {
     if (this.closed) return;
     if (isBinary) return this.close(1003, 'binary frames are not accepted: send JSON-RPC 2.0 as text frames');
     this.lastHeard = Date.now();
+    // Counted before the frame is read at all: a flood costs a counter, not a parse each.
+    const budget = this.takeToken();
+    const { maxFramesPerSecond } = this.deps.hub.settings;
+    if (budget === 'flood') return this.close(1008, `too many frames: over ${maxFramesPerSecond} a second, kept up after -32053`);
     let frame: Rpc;
     try {
-      frame = JSON.parse(text) as Rpc;
+      // ws has checked UTF-8 (1007) and the size (1009); the guard checks the depth before anything recursive reads it.
+      frame = parseJson(data, { maxDepth: MAX_AGENT_JSON_DEPTH }) as Rpc;
     } catch (err) {
-      void this.write({ jsonrpc: '2.0', id: null, error: { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` } }).catch(() => undefined);
-      return this.close(1007, 'a frame was not valid JSON');
+      void this.write({ jsonrpc: '2.0', id: null, error: unreadableError(err) }).catch(() => undefined);
+      return err instanceof JsonLimitError ? this.close(1008, `a frame was refused: ${err.message}`) : this.close(1007, 'a frame was not valid JSON');
     }
     if (!isObject(frame) || frame.jsonrpc !== '2.0') {
       return this.replyError(isObject(frame) ? (frame.id ?? null) : null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: jsonrpc must be "2.0"');
     }
+    // The agent's answers to turns are read whatever the budget: they are bounded by the turns it was sent.
     if (frame.method === undefined && ('result' in frame || 'error' in frame)) return this.onAnswer(frame);
-    if (!this.takeToken()) {
-      const { maxFramesPerSecond } = this.deps.hub.settings;
+    if (budget === 'limited') {
       return this.replyError(frame.id, RATE_LIMITED, `Too many frames: at most ${maxFramesPerSecond} a second (bursts of ${maxFramesPerSecond * 2}); ${frame.method} was not processed`);
     }
     if (typeof frame.method !== 'string') return this.replyError(frame.id ?? null, A2A_ERRORS.InvalidRequest.code, 'Invalid JSON-RPC 2.0 frame: method must be a string');

@@ -11,6 +11,7 @@ import type { Pool } from 'pg';
 import { A2A_ERRORS } from '../a2a/errors';
 import { type RpcEvent, envelope, idOf } from '../a2a/rpc-errors';
 import { pathOfNul } from '../a2a/schemas';
+import { type JsonLimitError, checkJson, parseJson } from '../http/json-guard';
 import type { RpcAnswer, RpcRequest } from '../a2a/rpc-handler';
 import type { AgentRegistry } from '../agents/registry';
 import type { Caller, Role } from '../auth/caller';
@@ -181,6 +182,8 @@ export interface ActionRequest {
   dialect: '0.3' | '1.0';
   action: string;
   fields: Record<string, unknown>;
+  /** Why the action's JSON is not read (the peer-input guard's message): answered -32602. */
+  refused?: string;
   envelope: { method: string; params: { message: Record<string, unknown> & { parts: Record<string, unknown>[] } } & Record<string, unknown> };
 }
 
@@ -188,10 +191,10 @@ export interface ActionRequest {
  * The action request in a body, or undefined when the body is anything else (it then goes to the RPC core,
  * which answers every malformed request as it always has).
  */
-export function actionRequestOf(body: string): ActionRequest | undefined {
+export function actionRequestOf(body: string | Uint8Array): ActionRequest | undefined {
   let rpc: { jsonrpc?: unknown; method?: unknown; id?: unknown; params?: { message?: { parts?: unknown } } };
   try {
-    rpc = JSON.parse(body);
+    rpc = parseJson(body) as typeof rpc; // unreadable: the RPC core answers it (-32700, -32600)
   } catch {
     return undefined;
   }
@@ -200,15 +203,23 @@ export function actionRequestOf(body: string): ActionRequest | undefined {
   if (!Array.isArray(parts)) return undefined;
   const first = parts.find((p): p is { text: string } => typeof (p as { text?: unknown } | null)?.text === 'string');
   if (!first || !first.text.trimStart().startsWith('{')) return undefined;
+  const request = { id: idOf(rpc), dialect: SEND_METHODS[rpc.method]!, envelope: rpc as ActionRequest['envelope'] };
   let fields: unknown;
   try {
+    // V8's JSON.parse is not recursive: safe at any depth. Only an action's fields are read further (checked below);
+    // other text, however deep, is a message's text and goes on as such.
     fields = JSON.parse(first.text);
   } catch {
     return undefined;
   }
   if (!fields || typeof fields !== 'object' || Array.isArray(fields) || typeof (fields as { action?: unknown }).action !== 'string') return undefined;
   const { action, ...rest } = fields as { action: string } & Record<string, unknown>;
-  return { id: idOf(rpc), dialect: SEND_METHODS[rpc.method]!, action, fields: rest, envelope: rpc as ActionRequest['envelope'] };
+  try {
+    checkJson(first.text);
+  } catch (err) {
+    return { ...request, action, fields: {}, refused: (err as JsonLimitError).message };
+  }
+  return { ...request, action, fields: rest };
 }
 
 export class Actions {
@@ -223,6 +234,7 @@ export class Actions {
     if (!ar) return undefined;
     const ok = (body: RpcEvent, status = 200, headers?: Record<string, string>): RpcAnswer => ({ status, headers, body });
     const fail = (code: number, message: string, data?: unknown, status = 200) => ok(envelope(ar.id, { code, message, ...(data !== undefined ? { data } : {}) }), status);
+    if (ar.refused) return fail(A2A_ERRORS.InvalidParams.code, `Invalid params for ${ar.action}: the action's JSON is not read: ${ar.refused}`);
     const name = ALIASES[ar.action] ?? ar.action;
     try {
       const spec = Object.hasOwn(ACTIONS, name) ? ACTIONS[name] : undefined;

@@ -14,6 +14,7 @@ import type { EventHub } from '../events/hub';
 import { agentPushes } from '../metrics';
 import { AGENT_PUSH_CHANNEL, type AgentPushNotice, type AgentPushTokens, PushBodyError, pushHint, wakes } from '../push/agent-push';
 import { answer, describeOnly, errorBody } from './openapi';
+import { JsonLimitError, MAX_AGENT_JSON_DEPTH, parseJson } from '../http/json-guard';
 
 export interface AgentPushRouteDeps {
   pool: Pool;
@@ -26,10 +27,10 @@ export const AGENT_PUSH_BODY_LIMIT = 4 * 1024 * 1024;
 
 export async function agentPushRoutes(app: FastifyInstance, { pool, hub, tokens }: AgentPushRouteDeps): Promise<void> {
   describeOnly(app);
-  // 1.0 pushes are application/a2a+json, 0.3 ones application/json; any type is read as text and parsed here, so
-  // a bad body is a 400 with a message.
+  // 1.0 pushes are application/a2a+json, 0.3 ones application/json; any type is read as bytes and checked and
+  // parsed here (json-guard: UTF-8, depth), so a bad body is a 400 with a message.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send({ error: `The push body is larger than ${AGENT_PUSH_BODY_LIMIT} bytes` });
     if (err.statusCode && err.statusCode < 500) return reply.code(err.statusCode).send({ error: err.message });
@@ -62,12 +63,12 @@ export async function agentPushRoutes(app: FastifyInstance, { pool, hub, tokens 
     }
     let hint;
     try {
-      if (typeof req.body !== 'string' || req.body === '') throw new PushBodyError('the push has no body');
+      if (!Buffer.isBuffer(req.body) || req.body.length === 0) throw new PushBodyError('the push has no body');
       let body: unknown;
       try {
-        body = JSON.parse(req.body);
-      } catch {
-        throw new PushBodyError('the push body is not JSON');
+        body = parseJson(req.body, { maxDepth: MAX_AGENT_JSON_DEPTH });
+      } catch (err) {
+        throw new PushBodyError(err instanceof JsonLimitError ? `the push body is not read: ${err.message}` : 'the push body is not JSON');
       }
       hint = pushHint(body);
     } catch (err) {

@@ -27,9 +27,10 @@ export interface JsonRpcRouteDeps extends RpcCoreDeps {
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
   describeOnly(app);
-  // Read every body as text, whatever its content type, so that parse errors become -32700 envelopes.
+  // Read every body as bytes, whatever its content type: the core checks them (UTF-8, depth) and parses them, so
+  // that every unreadable body is a JSON-RPC error envelope.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler((err: { code?: string; statusCode?: number; message: string }, req, reply) => {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return reply.code(413).send(envelope(null, { code: -32600, message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` }));
@@ -83,7 +84,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     const gone = new AbortController();
     reply.raw.on('close', () => gone.abort());
     const request: RpcRequest = {
-      body: typeof req.body === 'string' ? req.body : '',
+      body: Buffer.isBuffer(req.body) ? req.body : '',
       caller: callerOf(req),
       headers: req.headers,
       version: requestedVersion(req),

@@ -26,6 +26,7 @@ import type { Health } from '../health';
 import { answer, describeOnly } from './openapi';
 import { baseUrlOf, firstValue } from './base-url';
 import type { SseOptions } from './sse';
+import { parseJson } from '../http/json-guard';
 
 export interface RestRouteDeps {
   endpoints: A2AEndpoints;
@@ -99,7 +100,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
     const body = req.body as Buffer | undefined;
     if (body?.length && isJson(req.headers['content-type'])) {
       try {
-        raw.body = JSON.parse(body.toString('utf8'));
+        raw.body = parseJson(body); // UTF-8 and depth checked first (json-guard): the SDK's fromJSON recurses
       } catch (err) {
         return restError(reply, 400, 'INVALID_ARGUMENT', `Invalid JSON payload: ${(err as Error).message}`);
       }

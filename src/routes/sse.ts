@@ -81,7 +81,15 @@ export async function writeSse(reply: FastifyReply, s: Stream, gone: AbortSignal
         return;
       }
       if (next.done || gone.aborted) return;
-      write(next.value);
+      try {
+        write(next.value);
+      } catch (err) {
+        // Last resort: an event that cannot be written (e.g. a value JSON.stringify refuses) ends this stream
+        // with an error event, logged; the process and every other stream go on.
+        reply.log.error({ err, lastEventId: lastId }, 'SSE: an event could not be written; the stream is closed');
+        if (!gone.aborted) write(s.errorFrame(err));
+        return;
+      }
     }
   } finally {
     clearInterval(heartbeat);

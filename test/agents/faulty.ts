@@ -1,6 +1,7 @@
 // An echo agent that misbehaves on its first `times` JSON-RPC requests, one way (reference/reliability-and-
 // security.md §4.2 F4–F7), then answers properly: hangs, 5xx, 429 with Retry-After, a socket reset before or after
-// it did the work, malformed answers, a huge answer, a redirect to an internal address.
+// it did the work, malformed answers, a huge answer, an answer or SSE event nested deep, a redirect to an internal
+// address.
 import type express from 'express';
 import { RPC_PATH, startAgentServer, type TestAgent } from './harness';
 import { EchoExecutor } from './echo';
@@ -19,7 +20,9 @@ export type FaultMode =
   | 'redirect-internal'
   | 'sse-unterminated'
   | 'sse-garbage'
-  | 'sse-out-of-order';
+  | 'sse-out-of-order'
+  | 'deep-result'
+  | 'sse-deep';
 
 export interface FaultyAgent extends TestAgent {
   /** When each request arrived (ms since the epoch), faulty or not. */
@@ -28,9 +31,13 @@ export interface FaultyAgent extends TestAgent {
   faults(): number;
 }
 
-export async function startFaultyAgent(opts: { mode: FaultMode; times?: number; retryAfterS?: number; redirectTo?: string }): Promise<FaultyAgent> {
+/** JSON text of arrays nested `depth` deep (made as text: JSON.stringify itself overflows the stack that deep). */
+export const deepJson = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+
+export async function startFaultyAgent(opts: { mode: FaultMode; times?: number; retryAfterS?: number; redirectTo?: string; depth?: number }): Promise<FaultyAgent> {
   // The SSE modes need a card that says streaming, so Switchboard calls SendStreamingMessage.
   const streaming = opts.mode.startsWith('sse-');
+  const depth = opts.depth ?? 20_000;
   const times = opts.times ?? 1;
   let faulted = 0;
   const arrivals: number[] = [];
@@ -91,6 +98,19 @@ export async function startFaultyAgent(opts: { mode: FaultMode; times?: number; 
           res.write('data: this is not json\n\n');
           res.end('event: nonsense\ndata: {"half":\n\n');
           return;
+        case 'deep-result':
+          // A well-formed answer whose message carries a data part nested `depth` deep.
+          res.status(200).type('application/json');
+          res.end(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"data":{"x":${deepJson(depth)}}}]}}}`);
+          return;
+        case 'sse-deep': {
+          // A working status, then an event whose artifact carries a data part nested `depth` deep.
+          res.status(200).type('text/event-stream');
+          const working = { statusUpdate: { taskId: 'deep', contextId: 'c', status: { state: 'TASK_STATE_WORKING' } } };
+          res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: working })}\n\n`);
+          res.end(`data: {"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"artifactUpdate":{"taskId":"deep","contextId":"c","artifact":{"artifactId":"a","parts":[{"data":{"x":${deepJson(depth)}}}]}}}}\n\n`);
+          return;
+        }
         case 'sse-out-of-order': {
           // A status update for a task never announced, then a terminal state, then more after it.
           res.status(200).type('text/event-stream');

@@ -362,7 +362,7 @@ export async function agentKey(gw: Gateway, agentId: string): Promise<string> {
 
 /**
  * A raw JSON-RPC call, for the error cases the SDK clients would refuse to send. It carries the client key of
- * the test gateway at `url` unless `headers` bring credentials of their own.
+ * the test gateway at `url` unless `headers` bring credentials of their own. A string or bytes body goes as is.
  */
 export async function rpc(url: string, body: unknown, headers: Record<string, string> = {}) {
   const own = Object.keys(headers).some((h) => /^(authorization|x-api-key)$/i.test(h));
@@ -370,7 +370,7 @@ export async function rpc(url: string, body: unknown, headers: Record<string, st
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let json: any;
