@@ -149,6 +149,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     onConstructorPoisoning: 'error',
     // Request ids name requests in the audit trail and logs across processes: random, not a per-process counter.
     genReqId: () => randomUUID(),
+    // Clients that hold a base URL post to `<url>/` (httpx, the A2A TCK, SDKs given a URL ending in a slash): every
+    // route answers with and without the trailing slash.
+    routerOptions: { ignoreTrailingSlash: true },
   });
   // JSON bodies (every route that keeps Fastify's parser: NEXUS, Genesis, registrations, admin) pass the peer-input
   // guard first: not UTF-8, or nested too deep for what reads them (zod, jsonb), is a 400 naming the limit.
