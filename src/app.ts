@@ -45,6 +45,7 @@ import { consoleRoutes } from './routes/console';
 import { type TemporalUi, taskRoutes } from './routes/tasks';
 import { closedOpenTaskIds } from './temporal/orphan-sweep';
 import { traceRequests } from './tracing';
+import { installA2AGuards } from './routes/refusals';
 import { GenesisService } from './genesis/service';
 import { GenesisStore } from './genesis/store';
 import { genesisRoutes } from './routes/genesis';
@@ -149,6 +150,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     onConstructorPoisoning: 'error',
     // Request ids name requests in the audit trail and logs across processes: random, not a per-process counter.
     genReqId: () => randomUUID(),
+    // Clients that hold a base URL post to `<url>/` (httpx, the A2A TCK, SDKs given a URL ending in a slash): every
+    // route answers with and without the trailing slash.
+    routerOptions: { ignoreTrailingSlash: true },
   });
   // JSON bodies (every route that keeps Fastify's parser: NEXUS, Genesis, registrations, admin) pass the peer-input
   // guard first: not UTF-8, or nested too deep for what reads them (zod, jsonb), is a 400 naming the limit.
@@ -156,6 +160,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // First of all: a request's span covers its authentication too (a no-op unless tracing was started).
   traceRequests(app);
   const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
+  // Before authentication, which reveals more: an A2A request in an unsupported version or content type is refused
+  // in its binding's form; so is a URL no route serves.
+  installA2AGuards(app);
   // First: every route registered after this declares who may call it, and is checked before its handler runs.
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
   // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).

@@ -119,3 +119,14 @@ test("the per-agent card is also served under the agent's RPC URL, where clients
     assert.deepEqual(await atRpc.json(), await atBase.json());
   }
 });
+
+test('every binding\'s paths answer with a trailing slash too (clients holding a base URL post to `<url>/`)', async () => {
+  const echo = await agents.add(startEchoAgent());
+  const { base, rpc: url } = await register(gw, echo.url);
+  const sent = await rpc(`${url}/`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'slash' }] } } }, v1);
+  assert.equal(sent.json.result?.task?.status?.state, 'TASK_STATE_COMPLETED', sent.text);
+  const rest = await gw.fetch(`${base}/rest/tasks/${sent.json.result.task.id}/`, { headers: v1 });
+  assert.equal(rest.status, 200);
+  assert.equal(((await rest.json()) as { id: string }).id, sent.json.result.task.id);
+  assert.equal((await fetch(`${base}/.well-known/agent-card.json/`)).status, 200);
+});

@@ -116,7 +116,7 @@ describe('JSON-RPC', () => {
     assert.match(r.json.error.message, /not valid UTF-8/);
     const big = await post(`/agents/${echo.id}/a2a`, sendMessageWith(`"${'x'.repeat(1024 * 1024)}"`));
     assert.equal(big.status, 413);
-    assert.equal(big.json.error.code, -32600);
+    assert.equal(big.json.error.code, -32059, 'BodyTooLarge, in the JSON-RPC form on a JSON-RPC endpoint');
     await stillServes();
   });
 

@@ -169,6 +169,11 @@ function expected(row: Row, who: Principal): number {
   return typeof row.ok === 'number' ? row.ok : row.ok[who]!;
 }
 
+/** A refusal's message, in any of its forms: `{error: "…"}`, a JSON-RPC error, or AIP-193 (on the A2A endpoints). */
+function refusalMessage(json: any): string | undefined {
+  return typeof json?.error === 'string' ? json.error : typeof json?.error?.message === 'string' ? json.error.message : undefined;
+}
+
 describe('role × route matrix', () => {
   test('every route of the app has a row, and every row a route', () => {
     const routes = gw.app.accessTable.map((r) => `${r.method} ${r.url}`).sort();
@@ -186,9 +191,9 @@ describe('role × route matrix', () => {
         if (res.status !== want) failures.push(`${route} as ${who}: ${res.status} (want ${want}) ${res.text.slice(0, 200)}`);
         if (want === 401) {
           if (!/^Bearer realm="switchboard"/.test(res.headers.get('www-authenticate') ?? '')) failures.push(`${route} as ${who}: 401 without WWW-Authenticate`);
-          if (typeof res.json?.error !== 'string') failures.push(`${route} as ${who}: 401 without an error message`);
+          if (typeof refusalMessage(res.json) !== 'string') failures.push(`${route} as ${who}: 401 without an error message`);
         }
-        if (want === 403 && row.allowed !== 'public' && !res.json?.error?.includes('role') && !res.json?.error?.includes('own account')) {
+        if (want === 403 && row.allowed !== 'public' && !refusalMessage(res.json)?.includes('role') && !refusalMessage(res.json)?.includes('own account')) {
           failures.push(`${route} as ${who}: 403 that does not say which role is needed: ${res.text}`);
         }
       }
@@ -348,22 +353,24 @@ describe('agent endpoints answer only for their own agent', () => {
 // ---- cards and SDK clients ----
 
 describe('the cards say how to authenticate, and SDK clients with a key just work', () => {
-  test('1.0 securitySchemes + securityRequirements and 0.3 security, on agent and front-door cards', async () => {
+  test('1.0 securitySchemes + securityRequirements, and 0.3 security for 0.3 readers, on agent and front-door cards', async () => {
     for (const path of [`/agents/${echoId}/.well-known/agent-card.json`, '/.well-known/agent-card.json']) {
       const card = (await call('GET', path)).json;
-      assert.deepEqual(card.securitySchemes.bearer.httpAuthSecurityScheme, { scheme: 'Bearer', bearerFormat: 'Switchboard API key (sb_…) or JWT' });
-      assert.deepEqual(card.securitySchemes.apiKey.apiKeySecurityScheme, { location: 'header', name: 'X-API-Key' });
-      assert.equal(card.securitySchemes.bearer.type, 'http');
-      assert.equal(card.securitySchemes.apiKey.in, 'header');
+      assert.deepEqual(card.securitySchemes.bearer, { httpAuthSecurityScheme: { scheme: 'Bearer', bearerFormat: 'Switchboard API key (sb_…) or JWT' } });
+      assert.deepEqual(card.securitySchemes.apiKey, { apiKeySecurityScheme: { location: 'header', name: 'X-API-Key' } });
       assert.deepEqual(card.securityRequirements, [{ schemes: { bearer: { list: [] } } }, { schemes: { apiKey: { list: [] } } }]);
-      assert.deepEqual(card.security, [{ bearer: [] }, { apiKey: [] }]);
+      const card03 = (await call('GET', path, { headers: { 'A2A-Version': '0.3' } })).json;
+      assert.equal(card03.securitySchemes.bearer.type, 'http');
+      assert.equal(card03.securitySchemes.apiKey.in, 'header');
+      assert.deepEqual(card03.security, [{ bearer: [] }, { apiKey: [] }]);
     }
   });
 
   test('an SDK client without a key gets 401; with a bearer key or an X-API-Key it runs a task (1.0 and 0.3)', async () => {
     const cardUrl = `${gw.url}/agents/${echoId}/.well-known/agent-card.json`;
     const bare = await new ClientFactory().createFromUrl(cardUrl, '');
-    await assert.rejects(bare.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('x') })), /401/);
+    // The 401's body is a JSON-RPC error (-32055), which the SDK client reads and shows.
+    await assert.rejects(bare.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('x') })), /Authentication required/);
     const bearer = await clientFactory(gw.keys.client).createFromUrl(cardUrl, '');
     const t1 = Task.toJSON((await bearer.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('by bearer') }))) as Task) as any;
     assert.equal(t1.status.state, 'TASK_STATE_COMPLETED');
@@ -379,8 +386,8 @@ describe('the cards say how to authenticate, and SDK clients with a key just wor
         cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
       }),
     );
-    const { supportedInterfaces: _v1Only, ...asSeenBy03 } = (await call('GET', `/agents/${echoId}/.well-known/agent-card.json`)).json;
-    const client03 = await legacy.createFromAgentCard(asSeenBy03 as never);
+    const card03 = (await call('GET', `/agents/${echoId}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '0.3' } })).json;
+    const client03 = await legacy.createFromAgentCard(card03 as never);
     const t2 = Task.toJSON((await client03.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('by api key') }))) as Task) as any;
     assert.equal(t2.status.state, 'TASK_STATE_COMPLETED');
   });

@@ -11,7 +11,7 @@ import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcT
 import { isLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
 import { RPC_PATH, startEchoAgent, startLegacyAgent, type TestAgent } from './agents';
 import { type Gateway, authFetch, keysFor, rpc, startGateway } from './helpers/harness';
-import { GATEWAY_SECURITY } from '../src/agents/cards';
+import { GATEWAY_SECURITY } from '../src/agents/gateway-card';
 
 // ---- a tiny card server: serves fixed documents at fixed paths and records every request ----
 
@@ -145,8 +145,8 @@ async function post(g: Gateway, body: unknown) {
 }
 
 /** GET as the operator of the gateway at `url`. */
-async function get(url: string) {
-  const res = await fetch(url, { headers: { authorization: `Bearer ${keysFor(url)?.operator}` } });
+async function get(url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { headers: { authorization: `Bearer ${keysFor(url)?.operator}`, ...headers } });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
@@ -355,23 +355,60 @@ describe('the card the gateway publishes', () => {
     rpcUrl = `${gw.url}/agents/${echoAgent.id}/a2a`;
   });
 
-  it('agent-card.json and agent.json serve the same card, pointing every interface at the gateway', async () => {
-    const a = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
-    const b = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent.json`);
-    assert.equal(a.status, 200);
-    assert.equal(b.status, 200);
-    assert.deepEqual(a.body, b.body);
-    assert.match(a.headers.get('cache-control') ?? '', /max-age=\d+/);
-    const card = a.body;
-    assert.deepEqual(card.supportedInterfaces, [
-      { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
-      { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
-      { url: rpcUrl.replace(/\/a2a$/, '/rest'), protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
-    ]);
+  /** The fields of the 1.0 AgentCard schema (the TCK validates the card against it: nothing else may be there). */
+  const V1_CARD_FIELDS = [
+    'capabilities', 'defaultInputModes', 'defaultOutputModes', 'description', 'documentationUrl', 'iconUrl', 'name', 'provider',
+    'securityRequirements', 'securitySchemes', 'signatures', 'skills', 'supportedInterfaces', 'version',
+  ];
+
+  it('agent-card.json is a 1.0 card (nothing of 0.3 in it) pointing every interface at the gateway, 0.3 JSON-RPC among them', async () => {
+    for (const headers of [{}, { 'A2A-Version': '1.0' }] as Record<string, string>[]) {
+      const a = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`, headers);
+      assert.equal(a.status, 200);
+      assert.match(a.headers.get('cache-control') ?? '', /max-age=\d+/);
+      const card = a.body;
+      assert.deepEqual(Object.keys(card).filter((k) => !V1_CARD_FIELDS.includes(k)), [], 'only 1.0 fields');
+      assert.deepEqual(Object.keys(card.capabilities).sort(), ['extendedAgentCard', 'pushNotifications', 'streaming']);
+      assert.deepEqual(card.supportedInterfaces, [
+        { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+        { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+        { url: rpcUrl.replace(/\/a2a$/, '/rest'), protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
+      ]);
+      assert.ok(!JSON.stringify(card).includes(`${echo.url}${RPC_PATH}`), "the agent's own endpoint is not published");
+    }
+  });
+
+  it('a 0.3 reader (A2A-Version 0.3, or the 0.1/0.2 path agent.json) gets a 0.3 card', async () => {
+    const byHeader = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`, { 'A2A-Version': '0.3' });
+    const byPath = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent.json`);
+    assert.deepEqual(byHeader.body, byPath.body);
+    const card = byPath.body;
     assert.equal(card.url, rpcUrl);
     assert.equal(card.preferredTransport, 'JSONRPC');
     assert.equal(card.protocolVersion, '0.3.0');
-    assert.ok(!JSON.stringify(card).includes(`${echo.url}${RPC_PATH}`), "the agent's own endpoint is not published");
+    assert.deepEqual(card.additionalInterfaces, [{ url: rpcUrl, transport: 'JSONRPC' }]);
+    assert.deepEqual(card.security, GATEWAY_SECURITY.v03.security);
+    assert.ok(!('supportedInterfaces' in card));
+    for (const field of ['capabilities', 'defaultInputModes', 'defaultOutputModes', 'description', 'name', 'protocolVersion', 'skills', 'url', 'version']) {
+      assert.ok(card[field] !== undefined, `0.3 requires ${field}`);
+    }
+  });
+
+  it('is cacheable as 1.0 §8.6 says: ETag, Last-Modified, Vary A2A-Version; 304 for a current copy', async () => {
+    const url = `${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`;
+    const first = await fetch(url);
+    const etag = first.headers.get('etag');
+    const lastModified = first.headers.get('last-modified');
+    assert.match(etag ?? '', /^"[\w-]+"$/);
+    assert.ok(lastModified && !Number.isNaN(Date.parse(lastModified)), String(lastModified));
+    assert.match(first.headers.get('vary') ?? '', /a2a-version/i);
+    const again = await fetch(url, { headers: { 'if-none-match': etag! } });
+    assert.equal(again.status, 304);
+    assert.equal(again.headers.get('etag'), etag);
+    assert.equal((await fetch(url, { headers: { 'if-modified-since': lastModified! } })).status, 304);
+    assert.equal((await fetch(url, { headers: { 'if-none-match': '"stale"' } })).status, 200);
+    const v03 = await fetch(url, { headers: { 'if-none-match': etag!, 'A2A-Version': '0.3' } });
+    assert.equal(v03.status, 200, 'the 0.3 card is another representation, with its own ETag');
   });
 
   it('advertises what the gateway offers: streaming and push (whatever the agent says), no extended card', async () => {
@@ -382,15 +419,12 @@ describe('the card the gateway publishes', () => {
     assert.equal(card.capabilities.extendedAgentCard, false);
   });
 
-  it('keeps what describes the agent, with every field a 0.3 client requires', async () => {
+  it("keeps what describes the agent; its skills' own security requirements are the agent's business, not the client's", async () => {
     const { body: card } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
-    const agentCard = echo.card as { name: string; description: string; skills: unknown[] };
+    const agentCard = echo.card as { name: string; description: string; skills: Record<string, unknown>[] };
     assert.equal(card.name, agentCard.name);
     assert.equal(card.description, agentCard.description);
-    assert.deepEqual(card.skills, agentCard.skills);
-    for (const field of ['capabilities', 'defaultInputModes', 'defaultOutputModes', 'description', 'name', 'protocolVersion', 'skills', 'url', 'version']) {
-      assert.ok(card[field] !== undefined, `0.3 requires ${field}`);
-    }
+    assert.deepEqual(card.skills, agentCard.skills.map(({ securityRequirements: _agents, ...skill }) => skill));
   });
 
   it('has no signatures (the agent signed another card) and none of the agent security', async () => {
@@ -402,12 +436,12 @@ describe('the card the gateway publishes', () => {
     const { body: card } = await get(`${gw.url}/agents/${signed.id}/.well-known/agent-card.json`);
     assert.ok(!('signatures' in card), 'signatures must not be published');
     // The agent's own security is Switchboard's business, not the client's: the card names Switchboard's schemes only.
-    assert.deepEqual(card.securitySchemes, GATEWAY_SECURITY.securitySchemes);
-    assert.deepEqual(card.securityRequirements, GATEWAY_SECURITY.securityRequirements);
+    assert.deepEqual(card.securitySchemes, GATEWAY_SECURITY.v1.securitySchemes);
+    assert.deepEqual(card.securityRequirements, GATEWAY_SECURITY.v1.securityRequirements);
     assert.equal(card.capabilities.streaming, true);
     assert.equal(card.capabilities.pushNotifications, true);
     assert.equal(card.capabilities.extendedAgentCard, false);
-    assert.equal(card.url, `${gw.url}/agents/${signed.id}/a2a`);
+    assert.equal(card.supportedInterfaces[0].url, `${gw.url}/agents/${signed.id}/a2a`);
   });
 
   it('the legacy agent gets a card with 1.0 and 0.3 interfaces on the gateway too', async () => {
@@ -422,7 +456,6 @@ describe('the card the gateway publishes', () => {
         [`${gw.url}/agents/${a.id}/rest`, '1.0'],
       ],
     );
-    assert.equal(card.url, url);
     assert.equal(card.capabilities.streaming, true, 'Switchboard streams the task even when the agent cannot');
   });
 
@@ -451,10 +484,10 @@ describe('a 0.3 client (@a2a-js/sdk legacyCompat) through the gateway', () => {
         cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
       }),
     );
-    const { body: published } = await get(`${gw.url}/agents/${agentId}/.well-known/agent-card.json`);
-    const { supportedInterfaces: _v1Only, ...asSeenBy03 } = published;
-    assert.ok(isLegacyAgentCard(asSeenBy03), 'without supportedInterfaces the gateway card is a valid 0.3 card');
-    const client = await factory.createFromAgentCard(asSeenBy03 as never);
+    // What a 0.3 client is served: it asks for A2A-Version 0.3 (a 1.0 card lists the 0.3 interface too).
+    const { body: published } = await get(`${gw.url}/agents/${agentId}/.well-known/agent-card.json`, { 'A2A-Version': '0.3' });
+    assert.ok(isLegacyAgentCard(published), 'the gateway card a 0.3 client gets is a valid 0.3 card');
+    const client = await factory.createFromAgentCard(published as never);
     return { client, sent };
   }
 

@@ -89,7 +89,8 @@ describe('RPC core, before any work', () => {
     const { answer: a, calls } = await answer({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message } }, { caller: operator });
     const { status, body } = json(a);
     assert.equal(status, 403);
-    assert.ok(body.requiredRoles.includes('client'));
+    assert.equal(body.error.code, -32056, 'a JSON-RPC error, on a JSON-RPC endpoint');
+    assert.match(body.error.data[0].metadata.requiredRoles, /client/);
     assert.equal(calls.length, 0);
     // Reads are every role's.
     assert.equal((await answer({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 't' } }, { caller: operator })).calls.length, 1);

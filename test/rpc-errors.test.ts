@@ -77,19 +77,32 @@ describe('-32700 parse error', () => {
     await expectError(echoRpc, '', -32700, { id: null });
   });
 
-  it('non-JSON content type with garbage', async () => {
-    const res = await gw.fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'text/plain', ...V1 }, body: 'garbage }{ not json' });
+});
+
+describe('-32005 content type not supported (before anything else, credentials included)', () => {
+  it('text/plain, even with a JSON-RPC request in it', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } });
+    const res = await gw.fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'text/plain', ...V1 }, body });
     assert.equal(res.status, 200);
-    const body = (await res.json()) as any;
-    assert.equal(body.jsonrpc, '2.0');
-    assert.equal(body.id, null);
-    assert.equal(body.error.code, -32700);
+    const answer = (await res.json()) as any;
+    assert.equal(answer.jsonrpc, '2.0');
+    assert.equal(answer.id, null);
+    assert.equal(answer.error.code, -32005);
+    assert.equal(answer.error.data[0].reason, 'CONTENT_TYPE_NOT_SUPPORTED');
   });
 
-  it('form-encoded garbage', async () => {
-    const res = await gw.fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'a=1&b=2' });
+  it('form-encoded, without a key', async () => {
+    const res = await fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'a=1&b=2' });
     assert.equal(res.status, 200);
-    assert.equal(((await res.json()) as any).error.code, -32700);
+    assert.equal(((await res.json()) as any).error.code, -32005);
+  });
+
+  it('JSON media types are read: application/json, application/a2a+json, application/json-rpc+json, and none', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'no-such-task' } });
+    for (const type of ['application/json', 'application/a2a+json; charset=utf-8', 'application/json-rpc+json']) {
+      const res = await gw.fetch(echoRpc, { method: 'POST', headers: { 'content-type': type, ...V1 }, body });
+      assert.equal(((await res.json()) as any).error.code, -32001, type);
+    }
   });
 });
 
@@ -239,18 +252,27 @@ describe('-32602 invalid params', () => {
   });
 });
 
+// Refused before the body is read (and before credentials are checked: it reveals nothing), so the id is null.
 describe('-32009 version not supported', () => {
   it('A2A-Version: 2.0', async () => {
-    const err = await expectError(echoRpc, { jsonrpc: '2.0', id: 20, method: 'GetTask', params: { id: 'x' } }, -32009, { headers: { 'A2A-Version': '2.0' }, id: 20 });
+    const err = await expectError(echoRpc, { jsonrpc: '2.0', id: 20, method: 'GetTask', params: { id: 'x' } }, -32009, { headers: { 'A2A-Version': '2.0' }, id: null });
     assert.match(err.message, /2\.0/);
   });
 
   it('A2A-Version as a query parameter', async () => {
-    await expectError(`${echoRpc}?A2A-Version=0.1`, { jsonrpc: '2.0', id: 21, method: 'SendMessage', params: { message: v1Message('x') } }, -32009, { headers: {}, id: 21 });
+    await expectError(`${echoRpc}?A2A-Version=0.1`, { jsonrpc: '2.0', id: 21, method: 'SendMessage', params: { message: v1Message('x') } }, -32009, { headers: {}, id: null });
   });
 
   it('0.3 dialect with A2A-Version: 9.9', async () => {
-    await expectError(echoRpc, { jsonrpc: '2.0', id: 22, method: 'tasks/get', params: { id: 'x' } }, -32009, { headers: { 'A2A-Version': '9.9' }, id: 22 });
+    await expectError(echoRpc, { jsonrpc: '2.0', id: 22, method: 'tasks/get', params: { id: 'x' } }, -32009, { headers: { 'A2A-Version': '9.9' }, id: null });
+  });
+
+  it('without credentials too, as the A2A error (not a 401)', async () => {
+    const res = await fetch(echoRpc, { method: 'POST', headers: { 'content-type': 'application/json', 'A2A-Version': '99.0' }, body: JSON.stringify({ jsonrpc: '2.0', id: 23, method: 'GetTask', params: { id: 'x' } }) });
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as any;
+    assert.equal(body.error.code, -32009);
+    assert.equal(body.error.data[0].reason, 'VERSION_NOT_SUPPORTED');
   });
 });
 

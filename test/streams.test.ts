@@ -97,9 +97,9 @@ describe('SendStreamingMessage', () => {
         cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
       }),
     );
-    const card: any = await (await fetch(`${base}/.well-known/agent-card.json`)).json();
-    const { supportedInterfaces: _v1Only, ...asSeenBy03 } = card; // what a 0.3-only client understands
-    const client = await factory.createFromAgentCard(asSeenBy03 as never);
+    // The card a 0.3 client is served (it asks for A2A-Version 0.3).
+    const card: any = await (await fetch(`${base}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '0.3' } })).json();
+    const client = await factory.createFromAgentCard(card as never);
     const seen: any[] = [];
     for await (const e of client.sendMessageStream(SendMessageRequest.fromJSON({ message: userMessage('go') }))) seen.push(StreamResponse.toJSON(e));
     assert.ok(seen[0].task);

@@ -115,7 +115,8 @@ describe('cards', () => {
       { url: `${gw.url}/agents/${agents.echo.id}/rest`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
       { url: `127.0.0.1:${port}`, protocolBinding: 'GRPC', protocolVersion: '1.0', tenant: agents.echo.id },
     ]);
-    assert.deepEqual(card.additionalInterfaces, [{ url: `${gw.url}/agents/${agents.echo.id}/a2a`, transport: 'JSONRPC' }]);
+    const card03 = (await (await fetch(`${gw.url}/agents/${agents.echo.id}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '0.3' } })).json()) as any;
+    assert.deepEqual(card03.additionalInterfaces, [{ url: `${gw.url}/agents/${agents.echo.id}/a2a`, transport: 'JSONRPC' }]);
   });
 
   test('Switchboard\'s routing card lists the front door in all three bindings; routing works over REST and gRPC', async () => {
@@ -188,7 +189,9 @@ describe('REST on the wire', () => {
 
     const denied = await rest('/message:send', { method: 'POST', body: JSON.stringify({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'x' }] } }) }, gw.keys.operator);
     assert.equal(denied.status, 403);
-    assert.deepEqual(((await denied.json()) as any).requiredRoles, ['admin', 'client', 'agent']);
+    const deniedBody = (await denied.json()) as any;
+    assert.equal(deniedBody.error.status, 'PERMISSION_DENIED', 'AIP-193 on the HTTP+JSON binding');
+    assert.equal(deniedBody.error.details[0].metadata.requiredRoles, 'admin,client,agent');
     // An operator may read.
     assert.equal((await rest('/tasks', {}, gw.keys.operator)).status, 200);
 

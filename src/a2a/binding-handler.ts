@@ -30,10 +30,10 @@ import {
 } from '@a2a-js/sdk';
 import { A2AError, fromJsonRpcErrorResponse } from '@a2a-js/sdk/errors';
 import type { A2ARequestHandler, ServerCallContext, User } from '@a2a-js/sdk/server';
-import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Caller } from '../auth/caller';
 import type { A2AEndpoints } from './endpoints';
 import { A2A_ERRORS } from './errors';
+import { A2A_DOMAIN, ERROR_FORMS, type ErrorName, SWITCHBOARD_DOMAIN, errorNameOf } from './error-forms';
 import type { RpcAnswer } from './rpc-handler';
 
 export type Binding = 'HTTP+JSON' | 'GRPC';
@@ -71,6 +71,8 @@ export interface BindingCallOptions {
 
 /** The SDK call context's user on the REST and gRPC bindings: the authenticated caller and the call's particulars. */
 export class BindingCall implements User {
+  /** The error the call failed with, as this handler threw it (the gRPC server adds its google.rpc.Status details). */
+  failed?: unknown;
   constructor(readonly o: BindingCallOptions) {}
   get isAuthenticated(): boolean {
     return true;
@@ -161,6 +163,27 @@ export class BindingHandler implements A2ARequestHandler {
 
   /** One unary call through the RPC core; its JSON-RPC result, or the binding's error. */
   private async call(method: string, request: { tenant?: string }, params: unknown, context: ServerCallContext): Promise<unknown> {
+    try {
+      return await this.unary(method, request, params, context);
+    } catch (err) {
+      throw this.failed(err, request, context);
+    }
+  }
+
+  /**
+   * Records the error the call fails with; on gRPC, a call that named no `tenant` went to the routing front door,
+   * and its error says so: an agent's gRPC interface is named by the `tenant` its card gives.
+   */
+  private failed(err: unknown, request: { tenant?: string }, context: ServerCallContext): unknown {
+    const call = this.callOf(context);
+    if (this.binding === 'GRPC' && !request.tenant && call.o.agentId === undefined && err instanceof Error) {
+      err.message += ` (this call named no tenant, so it went to the routing front door: an agent's gRPC interface needs the tenant its card's GRPC interface gives, which is the agent's id)`;
+    }
+    call.failed = err;
+    return err;
+  }
+
+  private async unary(method: string, request: { tenant?: string }, params: unknown, context: ServerCallContext): Promise<unknown> {
     const answer = await this.answer(method, request, params, context);
     if ('stream' in answer) throw this.error({ code: A2A_ERRORS.Internal.code, message: `${method} answered with a stream` }, 500);
     this.passRetryAfter(answer, context);
@@ -176,6 +199,14 @@ export class BindingHandler implements A2ARequestHandler {
    * naming the position to resume from; so is every open stream when Switchboard shuts down.
    */
   private async *stream(method: string, request: { tenant?: string }, params: unknown, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    try {
+      yield* this.events(method, request, params, context);
+    } catch (err) {
+      throw this.failed(err, request, context);
+    }
+  }
+
+  private async *events(method: string, request: { tenant?: string }, params: unknown, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const call = this.callOf(context);
     const answer = await this.answer(method, request, params, context);
     if (!('stream' in answer)) {
@@ -247,60 +278,45 @@ export class BindingHandler implements A2ARequestHandler {
   }
 
   /** A JSON-RPC error as this binding's error (the SDK renders it: HTTP status + google.rpc.Status, or a gRPC status). */
+  /**
+   * A JSON-RPC error as this binding's error, by the one table (src/a2a/error-forms.ts): the SDK renders it with
+   * the HTTP status and AIP-193 body, or the gRPC status, that A2A §5.4 gives it (A2A's own errors keep the SDK's
+   * classes, with the spec's statuses); an error the table does not know is Internal, its code in the metadata.
+   */
   private error(e: JsonRpcError, httpStatus: number): Error {
-    const own = SWITCHBOARD_ERRORS[e.code] ?? (httpStatus === 404 ? NOT_FOUND : undefined) ?? (httpStatus === 429 ? STREAM_LIMIT : undefined);
-    if (!own && A2A_SPEC_CODES.has(e.code)) return fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: e as { code: number; message: string } });
-    const kind = own ?? INTERNAL;
-    return bindingError(this.binding, kind, e.message, { jsonRpcCode: String(e.code) });
+    const name = errorNameOf(e.code) ?? (httpStatus === 404 ? 'NoSuchEndpoint' : httpStatus === 429 ? 'RateLimited' : 'Internal');
+    const form = ERROR_FORMS[name];
+    const status = this.binding === 'GRPC' ? { transport: 'grpc', status: form.grpc } : { transport: 'rest', statusCode: form.http };
+    if (form.domain === A2A_DOMAIN) return Object.assign(fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: e as { code: number; message: string } }), status);
+    // What the core said in its ErrorInfo (e.g. the roles a method needs) stays said; an unknown code is named.
+    const said = Array.isArray(e.data) ? (e.data as { metadata?: Record<string, string> }[]).find((d) => d?.metadata)?.metadata : undefined;
+    const metadata: Record<string, string> = { ...said, ...(errorNameOf(e.code) ? {} : { jsonRpcCode: String(e.code) }) };
+    return Object.assign(new SwitchboardError({ message: e.message, metadata }, form.reason, name), status);
   }
 
   private denied(message: unknown): Error {
-    return bindingError(this.binding, PERMISSION_DENIED, typeof message === 'string' ? message : 'This key may not call this method', {});
+    return this.error({ code: ERROR_FORMS.PermissionDenied.code, message: typeof message === 'string' ? message : 'This key may not call this method' }, 403);
   }
 }
 
 const A2A_ERROR_INTERNAL = A2A_ERRORS.Internal.code;
 
-/** The codes A2A defines, which the SDK renders in every binding by itself (RequestMalformed, TaskNotFound, …). */
-const A2A_SPEC_CODES = new Set([-32700, -32600, -32601, -32602, -32001, -32002, -32003, -32004, -32005, -32006, -32007, -32008, -32009]);
-
-interface ErrorKind {
-  reason: string;
-  http: number;
-  grpc: GrpcStatus;
-}
-
-const INTERNAL: ErrorKind = { reason: 'INTERNAL_ERROR', http: 500, grpc: GrpcStatus.INTERNAL };
-const NOT_FOUND: ErrorKind = { reason: 'AGENT_NOT_FOUND', http: 404, grpc: GrpcStatus.NOT_FOUND };
-const STREAM_LIMIT: ErrorKind = { reason: 'STREAM_LIMIT', http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED };
-const PERMISSION_DENIED: ErrorKind = { reason: 'PERMISSION_DENIED', http: 403, grpc: GrpcStatus.PERMISSION_DENIED };
-
-/** Switchboard's own JSON-RPC codes (src/a2a/errors.ts) in the other bindings. */
-const SWITCHBOARD_ERRORS: Record<number, ErrorKind> = {
-  [A2A_ERRORS.Internal.code]: INTERNAL,
-  [A2A_ERRORS.InsufficientFunds.code]: { reason: 'INSUFFICIENT_FUNDS', http: 402, grpc: GrpcStatus.FAILED_PRECONDITION },
-  [A2A_ERRORS.Unroutable.code]: { reason: 'UNROUTABLE', http: 404, grpc: GrpcStatus.NOT_FOUND },
-  [A2A_ERRORS.HopLimit.code]: { reason: 'JOB_LINK_REFUSED', http: 400, grpc: GrpcStatus.FAILED_PRECONDITION },
-  [A2A_ERRORS.QuotaExceeded.code]: { reason: 'QUOTA_EXCEEDED', http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
-  [A2A_ERRORS.Unavailable.code]: { reason: 'UNAVAILABLE', http: 503, grpc: GrpcStatus.UNAVAILABLE },
-  [A2A_ERRORS.PolicyDenied.code]: { reason: 'POLICY_DENIED', http: 403, grpc: GrpcStatus.PERMISSION_DENIED },
-};
-
-/**
- * An error the SDK renders with the given HTTP status (REST) or gRPC status: the SDK takes `statusCode` from an
- * A2AError whose transport is 'rest', and `status` from one whose transport is 'grpc'. Its google.rpc.ErrorInfo
- * carries the reason and, for Switchboard's own codes, the JSON-RPC code (`metadata.jsonRpcCode`).
- */
-function bindingError(binding: Binding, kind: ErrorKind, message: string, metadata: Record<string, string>): Error {
-  const err = new SwitchboardError({ message, metadata }, kind.reason);
-  return Object.assign(err, binding === 'GRPC' ? { transport: 'grpc', status: kind.grpc } : { transport: 'rest', statusCode: kind.http });
-}
-
-class SwitchboardError extends A2AError {
+/** Switchboard's own errors (not A2A's): the SDK renders their ErrorInfo with A2A's domain; the gRPC guard adds details. */
+export class SwitchboardError extends A2AError {
   override readonly reason: string;
-  constructor(options: { message: string; metadata: Record<string, string> }, reason: string) {
+  constructor(
+    options: { message: string; metadata: Record<string, string> },
+    reason: string,
+    /** Its name in the error table. */
+    readonly errorName: ErrorName,
+  ) {
     super(options);
     this.reason = reason;
+  }
+
+  /** The SDK's type allows only A2A's domain; Switchboard's own errors are named in their own. */
+  override toErrorInfo(): ReturnType<A2AError['toErrorInfo']> {
+    return { ...super.toErrorInfo(), domain: SWITCHBOARD_DOMAIN } as unknown as ReturnType<A2AError['toErrorInfo']>;
   }
 }
 

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import { FrontDoorHandler } from './front-door-handler';
 import { a2aError } from './errors';
 import type { RpcCall, RpcCoreDeps, RpcTarget } from './rpc-handler';
-import { type GatewayEndpoints, gatewayCard } from '../agents/cards';
+import { type CardDialect, type GatewayEndpoints, gatewayCard } from '../agents/gateway-card';
 import type { Agent, AgentRegistry } from '../agents/registry';
 import { type RoutableMessage, Router } from '../agents/router';
 import { claimWithinQuota } from '../auth/quotas';
@@ -96,7 +96,12 @@ function withRouting(result: unknown, route: StoredRoute & { tiedWith?: string[]
  * Switchboard's own card: the gateway card shape (its interfaces at `endpoints`), with a summary of the skills of
  * the agents routing can use now (healthy and degraded, first CARD_SKILLS distinct skill ids).
  */
-export async function switchboardCard(registry: AgentRegistry, tenant: string | undefined, endpoints: GatewayEndpoints): Promise<Record<string, unknown>> {
+export async function switchboardCard(
+  registry: AgentRegistry,
+  tenant: string | undefined,
+  endpoints: GatewayEndpoints,
+  dialect: CardDialect = '1.0',
+): Promise<{ card: Record<string, unknown>; lastModified?: Date }> {
   const { agents } = tenant ? await registry.search(tenant, { statuses: ['healthy', 'degraded'], pageSize: 100 }) : { agents: [] };
   const skills = new Map<string, Record<string, unknown>>();
   for (const a of agents) {
@@ -107,7 +112,9 @@ export async function switchboardCard(registry: AgentRegistry, tenant: string | 
       skills.set(s.id, { id, name, description: description ?? '', tags: tags ?? [], ...(examples ? { examples } : {}) });
     }
   }
-  return gatewayCard(
+  // It changes when one of those agents' cards or health does.
+  const changes = agents.flatMap((a) => [Date.parse(a.cardChangedAt), Date.parse(a.statusChangedAt)]);
+  const card = gatewayCard(
     {
       name: 'Switchboard',
       description:
@@ -117,5 +124,7 @@ export async function switchboardCard(registry: AgentRegistry, tenant: string | 
       skills: [...skills.values()],
     },
     endpoints,
+    dialect,
   );
+  return { card, ...(changes.length ? { lastModified: new Date(Math.max(...changes)) } : {}) };
 }

@@ -11,7 +11,7 @@ import { parsePushRequest, toPushRequest } from '../push/params';
 import { renderConfig, renderList } from '../push/render';
 import type { Dialect } from './wire';
 import type { TaskGateway } from '../temporal/task-gateway';
-import { isTerminal, stateLabel } from '../../workflows/task-state';
+import { isTerminal } from '../../workflows/task-state';
 import { a2aError } from './errors';
 import { agentOfTask } from '../db/task-store';
 
@@ -36,12 +36,10 @@ export async function answerPushMethod(method: string, dialect: Dialect, params:
     case 'create': {
       const { taskId } = request.config;
       const task = await d.gateway.get(d.tenant, taskId); // TaskNotFound for an unknown task
-      if (isTerminal(task.status.state)) {
-        throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(task.status.state)}; it sends no more notifications`);
-      }
-      // A config made now receives the events from now on.
+      // A config made now receives the events from now on. A finished task's is stored and listed like any
+      // (§3.1.7 names no error for it, and the SDK accepts it): it will receive nothing, there being no more events.
       const config = await d.store.create(d.tenant, dialect, request.config, { startAfterSeq: await headSeq(d.pool, d.tenant, taskId) });
-      await d.gateway.watchPush(d.tenant, taskId, config.id);
+      if (!isTerminal(task.status.state)) await d.gateway.watchPush(d.tenant, taskId, config.id);
       return renderConfig(dialect, config);
     }
     case 'get': {

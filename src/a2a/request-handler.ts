@@ -17,7 +17,7 @@ import {
   Task,
 } from '@a2a-js/sdk';
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
-import { gatewayCard } from '../agents/cards';
+import { gatewayCard } from '../agents/gateway-card';
 import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { headSeq, snapshotAt } from '../events/event-log';

@@ -28,6 +28,8 @@ import { isInterrupted } from '../../workflows/task-state';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
 import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
+import { SUPPORTED_VERSION } from './versions';
+import { ERROR_FORMS, jsonRpcErrorOf } from './error-forms';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
 import { type RpcEvent, envelope, idOf, unreadableError } from './rpc-errors';
 import { annotate } from '../tracing';
@@ -132,7 +134,7 @@ export class RpcCore {
   agentEndpoint(agentId: string): RpcResolver {
     return async ({ base, caller }) => {
       const agent = await this.agents.get(this.deps.registry, caller.tenant, agentId);
-      if (!agent) return { refuse: { httpStatus: 404, code: A2A_ERRORS.InvalidRequest.code, message: `No agent ${agentId} is registered on this gateway` } };
+      if (!agent) return { refuse: { httpStatus: 404, code: ERROR_FORMS.NoSuchEndpoint.code, message: `No agent ${agentId} is registered on this gateway` } };
       const rpcUrl = `${base}/agents/${agent.id}/a2a`;
       return { agentId: agent.id, handler: (cursor, dialect) => new AgentRequestHandler(agent, caller, rpcUrl, this.deps, cursor, dialect) };
     };
@@ -164,7 +166,8 @@ export class RpcCore {
     const roles = rpcMethodRoles('runs' in spec ? spec.runs : rpc.method);
     if (!roles.includes(caller.role)) {
       // Authorization is HTTP's, as for every route; the body still says which roles the method needs.
-      return ok({ error: `${rpc.method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, requiredRoles: roles }, 403);
+      const refusal = { name: 'PermissionDenied' as const, message: `${rpc.method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, metadata: { requiredRoles: roles.join(',') } };
+      return ok(envelope(id, jsonRpcErrorOf(refusal, dialect.name === '1.0' ? '1.0' : '0.3')), 403);
     }
     // An error as the caller's dialect renders it, as an answer or as a stream's last frame.
     const rendered = (err: unknown) => envelope(id, dialect.renderError(err));
@@ -180,7 +183,7 @@ export class RpcCore {
       return down ? unavailable(down) : undefined;
     };
 
-    if (req.version !== undefined && !/^(1\.0|0\.3)(\.\d+)?$/.test(req.version)) {
+    if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
       return fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
     }
     if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));

@@ -401,6 +401,7 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
          signature = COALESCE($11, signature),
          -- a name the registrant chose is kept; one taken from the card follows the card
          name = CASE WHEN $12::jsonb IS NOT NULL AND name = card->>'name' THEN $12::jsonb->>'name' ELSE name END,
+         card_changed_at = CASE WHEN $12::jsonb IS NOT NULL AND $12::jsonb IS DISTINCT FROM card THEN now() ELSE card_changed_at END,
          card = COALESCE($12, card),
          endpoint_url = COALESCE($13, endpoint_url),
          protocol_version = COALESCE($14, protocol_version),

@@ -51,6 +51,8 @@ export interface Agent {
   retry: AgentRetryPolicy;
   createdAt: string;
   updatedAt: string;
+  /** When the stored card last changed (registration, or a refresh or hub registration that brought another card). */
+  cardChangedAt: string;
   /** Health from the liveness probes: routing should prefer healthy agents and skip down ones. */
   status: AgentStatus;
   statusReason: string;
@@ -122,7 +124,7 @@ const DEFAULT_PAGE_SIZE = 50;
 // Every column but the search document and filter keys, which are large and only used inside queries.
 const COLUMN_NAMES = [
   'tenant', 'id', 'name', 'source_url', 'card_url', 'card', 'endpoint_url', 'protocol_version', 'streaming', 'binding', 'price_minor', 'retry',
-  'created_at', 'updated_at', 'status', 'status_reason', 'status_changed_at', 'consecutive_failures', 'last_probe', 'signature',
+  'created_at', 'updated_at', 'card_changed_at', 'status', 'status_reason', 'status_changed_at', 'consecutive_failures', 'last_probe', 'signature',
   'card_etag', 'card_no_store', 'card_fetched_at', 'card_fresh_until',
 ];
 const COLUMNS = COLUMN_NAMES.join(', ');
@@ -450,6 +452,7 @@ interface AgentRow {
   retry: AgentRetryPolicy;
   created_at: Date;
   updated_at: Date;
+  card_changed_at: Date;
   status: AgentStatus;
   status_reason: string;
   status_changed_at: Date;
@@ -484,6 +487,7 @@ function toAgent(r: AgentRow): Agent {
     retry: { ...DEFAULT_RETRY, ...r.retry },
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
+    cardChangedAt: r.card_changed_at.toISOString(),
     status: r.status,
     statusReason: r.status_reason,
     statusChangedAt: r.status_changed_at.toISOString(),

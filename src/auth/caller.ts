@@ -44,7 +44,14 @@ export const access = {
   agent: { auth: { roles: ['agent'] } },
   /** The A2A endpoints: method-level rules (rpcMethodRoles) apply on top. */
   rpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
-} as const satisfies Record<string, { auth: Access }>;
+  /** The same, on an A2A JSON-RPC endpoint: refusals are JSON-RPC error responses (src/routes/refusals.ts). */
+  jsonRpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] }, binding: 'jsonrpc' },
+  /** The same, on an A2A HTTP+JSON endpoint: refusals are AIP-193 errors. */
+  rest: { auth: { roles: ['admin', 'operator', 'client', 'agent'] }, binding: 'rest' },
+} as const satisfies Record<string, { auth: Access; binding?: A2ABinding }>;
+
+/** The A2A binding an HTTP route serves, which decides the form of its refusals. */
+export type A2ABinding = 'jsonrpc' | 'rest';
 
 /**
  * JSON-RPC methods an operator may call: reads only (operators inspect tasks; clients and agents run them).
@@ -71,6 +78,8 @@ export class NoCallerError extends Error {}
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: Access;
+    /** An A2A endpoint's binding: its refusals (401, 403, 429, 413, 503, …) take that binding's form. */
+    binding?: A2ABinding;
     /** Set on mutating routes whose admin/operator calls are written to the audit log, e.g. `agent.register`. */
     audit?: string;
   }

@@ -22,6 +22,8 @@ import { DependencyUnavailable } from '../health';
 import { looksLikeJwt } from './jwt';
 import { quotaRefusals } from '../metrics';
 import { firstValue } from '../routes/base-url';
+import { refuse } from '../routes/refusals';
+import type { Refusal } from '../a2a/error-forms';
 
 export const TENANT_HEADER = 'x-switchboard-tenant';
 export const DEFAULT_TENANT = 'default';
@@ -100,6 +102,14 @@ export class AuthFailure {
     readonly error: string,
     readonly extra: Record<string, unknown> = {},
   ) {}
+}
+
+const AUTH_REFUSALS = { 401: 'Unauthenticated', 403: 'PermissionDenied', 404: 'NoSuchEndpoint', 503: 'Unavailable' } as const;
+
+/** An authentication failure as the refusal every binding renders (src/a2a/error-forms.ts). */
+export function refusalOf(err: AuthFailure): Refusal {
+  const metadata = Object.fromEntries(Object.entries(err.extra).map(([k, v]) => [k, Array.isArray(v) ? v.join(',') : String(v)]));
+  return { name: AUTH_REFUSALS[err.status], message: err.error, extra: err.extra, metadata, ...(err.status === 503 ? { retryAfterS: 5 } : {}) };
 }
 
 /**
@@ -213,12 +223,10 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
 
   type Limit = Awaited<ReturnType<typeof anonymous>>;
   const exceeded = (r: Limit): r is Extract<Limit, { isAllowed: false }> => !r.isAllowed && r.isExceeded;
-  const tooMany = (reply: FastifyReply, quota: string, scope: string, r: { max?: number; ttlInSeconds?: number }) => {
+  const tooMany = (req: FastifyRequest, reply: FastifyReply, quota: string, scope: string, r: { max?: number; ttlInSeconds?: number }) => {
     quotaRefusals.inc({ quota });
-    return reply
-      .code(429)
-      .header('retry-after', String(Math.max(1, r.ttlInSeconds ?? 1)))
-      .send({ error: `Rate limit reached: ${r.max} requests per second ${scope}; retry after the Retry-After seconds` });
+    const message = `Rate limit reached: ${r.max} requests per second ${scope}; retry after the Retry-After seconds`;
+    return refuse(req, reply, { name: 'RateLimited', message, retryAfterS: Math.max(1, r.ttlInSeconds ?? 1) });
   };
 
   app.decorate('rateLimitCall', async (caller: Caller): Promise<RateRefusal | undefined> => {
@@ -243,24 +251,23 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
       await authenticate(req, policy);
     } catch (err) {
       if (err instanceof DependencyUnavailable) {
-        return reply.code(503).header('retry-after', String(err.retryAfterS)).send({ error: err.message, dependency: err.dependency });
+        return refuse(req, reply, { name: 'Unavailable', message: err.message, retryAfterS: err.retryAfterS, extra: { dependency: err.dependency } });
       }
       if (!(err instanceof AuthFailure)) throw err;
       if (err.status === 401) reply.header('www-authenticate', `${REALM}${presented(req.headers) ? ', error="invalid_token"' : ''}`);
-      if (err.status === 503) reply.header('retry-after', '5');
       const limited = await anonymous(req);
-      if (exceeded(limited)) return tooMany(reply, 'anonymousRequestsPerSecond', 'from this address without valid credentials', limited);
-      return reply.code(err.status).send({ error: err.error, ...err.extra });
+      if (exceeded(limited)) return tooMany(req, reply, 'anonymousRequestsPerSecond', 'from this address without valid credentials', limited);
+      return refuse(req, reply, refusalOf(err));
     }
     if (!req.caller) {
       const limited = await anonymous(req);
-      if (exceeded(limited)) return tooMany(reply, 'anonymousRequestsPerSecond', 'from this address without credentials', limited);
+      if (exceeded(limited)) return tooMany(req, reply, 'anonymousRequestsPerSecond', 'from this address without credentials', limited);
       return;
     }
     const tenant = await perTenant(req);
-    if (exceeded(tenant)) return tooMany(reply, 'requestsPerSecond', `for tenant ${req.caller.tenant}`, tenant);
+    if (exceeded(tenant)) return tooMany(req, reply, 'requestsPerSecond', `for tenant ${req.caller.tenant}`, tenant);
     const key = await perKey(req);
-    if (exceeded(key)) return tooMany(reply, 'requestsPerSecondPerKey', 'for this key', key);
+    if (exceeded(key)) return tooMany(req, reply, 'requestsPerSecondPerKey', 'for this key', key);
   });
 
   app.addHook('onResponse', async (req, reply) => {

@@ -19,10 +19,12 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { A2AService, grpcService } from '@a2a-js/sdk/server/grpc';
-import { BindingCall, BindingHandler } from '../a2a/binding-handler';
+import { BindingCall, BindingHandler, SwitchboardError } from '../a2a/binding-handler';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { type Caller, access, rpcMethodRoles } from '../auth/caller';
-import { AuthFailure, type Authenticator, type RateRefusal } from '../auth/plugin';
+import { AuthFailure, type Authenticator, type RateRefusal, refusalOf } from '../auth/plugin';
+import { type Refusal, grpcRefusal } from '../a2a/error-forms';
+import { SUPPORTED_VERSION } from '../a2a/versions';
 import { DependencyUnavailable } from '../health';
 import { traceServerCall } from '../tracing';
 
@@ -120,7 +122,7 @@ export class GrpcServer {
   private failed(method: string, call: AnyCall, callback: grpc.sendUnaryData<unknown> | undefined, err: unknown): void {
     this.deps.log.error({ err, method }, 'gRPC: a call failed unexpectedly; it ends with INTERNAL');
     try {
-      endCall(call, callback, grpc.status.INTERNAL, 'Internal error');
+      endCall(call, callback, { name: 'Internal', message: 'Internal error' });
     } catch {
       // the call has ended already
     }
@@ -128,26 +130,30 @@ export class GrpcServer {
 
   private async guarded(name: string, method: string, sdk: Handler, call: AnyCall, callback?: grpc.sendUnaryData<unknown>): Promise<void> {
     const { deps } = this;
-    const refuse = (code: grpc.status, details: string) => endCall(call, callback, code, details);
+    const refuse = (r: Refusal) => endCall(call, callback, r);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(call.metadata.getMap())) headers[k] = v.toString();
+    // First, as on HTTP (it reveals nothing): the gRPC binding is A2A 1.0's.
+    const version = headers['a2a-version']?.trim();
+    if (version && !(SUPPORTED_VERSION.test(version) && version.startsWith('1.'))) {
+      return refuse({ name: 'VersionNotSupported', message: `A2A-Version ${version} is not served over gRPC; it is A2A 1.0's binding` });
+    }
     let caller: Caller | undefined;
     try {
       caller = await deps.authenticator.authenticate(headers, access.rpc.auth);
     } catch (err) {
-      if (err instanceof AuthFailure) {
-        const code = { 401: grpc.status.UNAUTHENTICATED, 403: grpc.status.PERMISSION_DENIED, 404: grpc.status.NOT_FOUND, 503: grpc.status.UNAVAILABLE }[err.status];
-        return refuse(code, err.error);
-      }
-      if (err instanceof DependencyUnavailable) return refuse(grpc.status.UNAVAILABLE, err.message);
+      if (err instanceof AuthFailure) return refuse(refusalOf(err));
+      if (err instanceof DependencyUnavailable) return refuse({ name: 'Unavailable', message: err.message, retryAfterS: err.retryAfterS });
       deps.log.warn({ err }, 'gRPC authentication failed');
-      return refuse(grpc.status.INTERNAL, 'Internal error');
+      return refuse({ name: 'Internal', message: 'Internal error' });
     }
-    if (!caller) return refuse(grpc.status.UNAUTHENTICATED, 'Authentication required');
+    if (!caller) return refuse({ name: 'Unauthenticated', message: 'Authentication required: send metadata authorization: Bearer <API key or JWT>, or x-api-key: <API key>' });
     const roles = rpcMethodRoles(method);
-    if (!roles.includes(caller.role)) return refuse(grpc.status.PERMISSION_DENIED, `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`);
+    if (!roles.includes(caller.role)) {
+      return refuse({ name: 'PermissionDenied', message: `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, metadata: { requiredRoles: roles.join(',') } });
+    }
     const limited = await deps.rateLimitCall(caller);
-    if (limited) return refuse(grpc.status.RESOURCE_EXHAUSTED, limited.message);
+    if (limited) return refuse({ name: 'RateLimited', message: limited.message, retryAfterS: limited.retryAfterS });
 
     const gone = new AbortController();
     call.on('cancelled', () => gone.abort());
@@ -177,7 +183,7 @@ export class GrpcServer {
       };
     }
     const authority = headers[':authority'] ?? 'localhost';
-    call.switchboard = new BindingCall({
+    const bound = new BindingCall({
       caller,
       headers,
       lastEventId: headers['last-event-id'],
@@ -188,21 +194,36 @@ export class GrpcServer {
       sink,
       drainTimeoutMs: deps.drainTimeoutMs,
     });
+    call.switchboard = bound;
     traceServerCall(`grpc ${method}`, headers, { 'rpc.system': 'grpc', 'rpc.method': method, 'switchboard.tenant': caller.tenant }, (end) => {
       call.on('cancelled', () => end(grpc.status.CANCELLED));
       call.on('finish', () => end(grpc.status.OK));
       call.on('error', (err: { code?: number }) => end(err.code ?? grpc.status.UNKNOWN));
-      sdk(call, callback && ((err, value) => (end(err ? (err.code ?? grpc.status.UNKNOWN) : grpc.status.OK), callback(err, value))));
+      // The SDK's status for an error of Switchboard's own carries no google.rpc.Status details: they are added here.
+      if (!callback) {
+        const emit = call.emit.bind(call) as (event: string, ...args: unknown[]) => boolean;
+        call.emit = ((event: string, ...args: unknown[]) => (event === 'error' ? emit(event, withDetails(args[0], bound.failed)) : emit(event, ...args))) as typeof call.emit;
+      }
+      sdk(call, callback && ((err, value) => (end(err ? (err.code ?? grpc.status.UNKNOWN) : grpc.status.OK), callback(err && withDetails(err, bound.failed), value))));
     });
   }
 }
 
-/** Ends a call with a status: a unary call through its callback, a stream with an error event. */
-function endCall(call: AnyCall, callback: grpc.sendUnaryData<unknown> | undefined, code: grpc.status, details: string): void {
-  const err = { code, details, metadata: new grpc.Metadata() };
+/** Ends a call with a refusal (its status and google.rpc.Status details): a unary call through its callback, a stream with an error event. */
+function endCall(call: AnyCall, callback: grpc.sendUnaryData<unknown> | undefined, r: Refusal): void {
+  const err = grpcRefusal(r);
   if (callback) callback(err, null);
   else {
     call.emit('error', err);
     (call as grpc.ServerWritableStream<unknown, unknown>).end();
   }
+}
+
+/** A gRPC error of Switchboard's own (the call's `failed`) with the google.rpc.Status details the SDK leaves out. */
+function withDetails<T>(err: T, failed: unknown): T {
+  const e = err as { metadata?: grpc.Metadata; details?: string } | undefined;
+  if (!(failed instanceof SwitchboardError) || !e || (e.metadata?.get('grpc-status-details-bin').length ?? 0) > 0) return err;
+  const metadata = e.metadata ?? new grpc.Metadata();
+  metadata.merge(grpcRefusal({ name: failed.errorName, message: failed.message }).metadata);
+  return { ...e, metadata } as T;
 }

@@ -289,7 +289,7 @@ export class HubSession implements HubConnection {
     const url = `ws-agent://${this.agentId}`;
     const stored = { ...card, url };
     await this.deps.hub.pool.query(
-      `UPDATE agents SET name = $3, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
+      `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
         WHERE tenant = $1 AND id = $2`,
       [this.tenant, this.agentId, card.name.slice(0, 200), stored, url],
     );

@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { RegisterAgentBody } from '../a2a/schemas';
 import { AgentCredentialSpec } from '../agents/agent-credentials';
-import { gatewayCard, gatewayEndpoints } from '../agents/cards';
+import { gatewayCard, gatewayEndpoints } from '../agents/gateway-card';
+import { requestedCardDialect, sendCard } from './card-reply';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
@@ -159,9 +160,10 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     return reply.code(204).send();
   });
 
-  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json: both get the same card. A card is a
-  // discovery document, readable without a key (agent ids are unique across tenants); calling needs one. Clients
-  // given only the RPC URL derive the card from it (`<rpc url>/.well-known/…`): it is served there too.
+  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json (they get a 0.3 card, as a client asking
+  // for A2A-Version 0.3 does: gateway-card.ts). A card is a discovery document, readable without a key (agent ids are
+  // unique across tenants); calling needs one. Clients given only the RPC URL derive the card from it
+  // (`<rpc url>/.well-known/…`): it is served there too.
   for (const file of ['agent-card.json', 'agent.json']) {
     const cardSchema = {
       tags: ['agents', 'a2a'],
@@ -173,7 +175,8 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
         const agent = await registry.getPublic(req.params.id);
         if (!agent) return reply.code(404).send(notFound(req.params.id));
         const base = baseUrlOf(req, publicUrl);
-        return reply.header('cache-control', 'max-age=60').send(gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpcPort)));
+        const card = gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpcPort), requestedCardDialect(req));
+        return sendCard(req, reply, card, { cacheControl: 'public, max-age=60', lastModified: new Date(agent.cardChangedAt) });
       });
     }
   }

@@ -6,7 +6,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { switchboardCard } from '../a2a/front-door';
-import { gatewayEndpoints } from '../agents/cards';
+import { gatewayEndpoints } from '../agents/gateway-card';
+import { requestedCardDialect, sendCard } from './card-reply';
 import type { AgentRegistry } from '../agents/registry';
 import { routeOf } from '../db/task-routes';
 import { findTask } from '../db/task-store';
@@ -23,8 +24,9 @@ export async function frontDoorRoutes(app: FastifyInstance, deps: { registry: Ag
   for (const file of ['agent-card.json', 'agent.json']) {
     const schema = { tags: ['a2a'], summary: `Switchboard's own agent card (${file}): the routing front door, with the skills of the caller's tenant`, response: { 200: answer('An A2A agent card') } };
     app.get(`/.well-known/${file}`, { config: access.public, schema }, async (req, reply) => {
-      const card = await switchboardCard(deps.registry, req.caller?.tenant, gatewayEndpoints(baseUrlOf(req, deps.publicUrl), undefined, deps.grpcPort));
-      return reply.header('cache-control', req.caller ? 'private, max-age=60' : 'max-age=60').header('vary', 'authorization, x-api-key').send(card);
+      const endpoints = gatewayEndpoints(baseUrlOf(req, deps.publicUrl), undefined, deps.grpcPort);
+      const { card, lastModified } = await switchboardCard(deps.registry, req.caller?.tenant, endpoints, requestedCardDialect(req));
+      return sendCard(req, reply, card, { cacheControl: req.caller ? 'private, max-age=60' : 'public, max-age=60', vary: ['authorization', 'x-api-key'], lastModified });
     });
   }
 

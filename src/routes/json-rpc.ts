@@ -15,6 +15,8 @@ import { baseUrlOf, firstValue } from './base-url';
 import { FRONT_DOOR_PATHS } from './front-door';
 import { type SseOptions, writeSse } from './sse';
 import { answer, describeOnly } from './openapi';
+import { refuse } from './refusals';
+import { requestedVersion } from '../a2a/versions';
 
 export interface JsonRpcRouteDeps extends RpcCoreDeps {
   /** The endpoints every binding shares (src/a2a/endpoints.ts). */
@@ -32,11 +34,9 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler((err: { code?: string; statusCode?: number; message: string }, req, reply) => {
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply.code(413).send(envelope(null, { code: -32600, message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` }));
-    }
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return refuse(req, reply, { name: 'BodyTooLarge', message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` });
     const e = deps.health.unavailable(err);
-    if (e) return reply.code(503).header('retry-after', String(e.retryAfterS)).send(envelope(null, { code: A2A_ERRORS.Unavailable.code, message: e.message }));
+    if (e) return refuse(req, reply, { name: 'Unavailable', message: e.message, retryAfterS: e.retryAfterS });
     req.log.error({ err }, 'JSON-RPC request failed');
     return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
   });
@@ -60,22 +60,26 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       properties: { jsonrpc: { const: '2.0' }, id: { type: ['string', 'number', 'null'] }, method: { type: 'string' }, params: { type: 'object' } },
       required: ['jsonrpc', 'method'],
     },
-    headers: { type: 'object', properties: { 'a2a-version': { type: 'string', enum: ['1.0', '0.3'] }, 'last-event-id': { type: 'string' } } },
+    // Described, not validated by Fastify: an unsupported version is the A2A error (src/routes/refusals.ts).
+    headers: { type: 'object', properties: { 'a2a-version': { type: 'string', description: '1.0 or 0.3' }, 'last-event-id': { type: 'string' } } },
     response: {
       200: {
         description: 'A JSON-RPC response (result or error), or an SSE stream for the streaming methods',
         content: { 'application/json': { schema: answer('JSON-RPC response') }, 'text/event-stream': { schema: { type: 'string' } } },
       },
-      413: answer('Body over the limit: a JSON-RPC error envelope'),
+      401: answer('No or bad credentials: a JSON-RPC error envelope (-32055)'),
+      403: answer('The key may not call this method: a JSON-RPC error envelope (-32056)'),
+      413: answer('Body over the limit: a JSON-RPC error envelope (-32059)'),
+      429: answer('A rate limit: a JSON-RPC error envelope (-32057), Retry-After'),
       503: answer('A dependency is down: a JSON-RPC error envelope (-32054), Retry-After'),
     },
   });
-  app.post('/agents/:id/a2a', { config: access.rpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
+  app.post('/agents/:id/a2a', { config: access.jsonRpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
     send(req, reply, deps.endpoints.resolver(req.params.id), { agentId: req.params.id }),
   );
   const frontDoor = deps.endpoints.resolver(undefined);
   for (const path of FRONT_DOOR_PATHS) {
-    app.post(path, { config: access.rpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant; NANDA action requests') }, (req, reply) =>
+    app.post(path, { config: access.jsonRpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant; NANDA action requests') }, (req, reply) =>
       send(req, reply, frontDoor, { actions: deps.actions }),
     );
   }
@@ -108,8 +112,4 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
 }
 
 
-function requestedVersion(req: FastifyRequest): string | undefined {
-  const query = (req.query as Record<string, unknown> | undefined)?.['A2A-Version'];
-  const v = firstValue(req.headers['a2a-version']) ?? (typeof query === 'string' ? query : undefined);
-  return v === '' ? undefined : v;
-}
+

@@ -1,31 +1,27 @@
 /**
- * The A2A HTTP+JSON (REST) binding: one endpoint per agent (`/agents/:id/rest/…`) and the routing front door's
- * (`/rest/…`), served by the SDK's `restHandler` (an Express router) over BindingHandler (src/a2a/
- * binding-handler.ts), which answers through the same RPC core as JSON-RPC.
+ * The A2A HTTP+JSON (REST) binding (A2A 1.0 §11): one endpoint per agent (`/agents/:id/rest/…`) and the routing
+ * front door's (`/rest/…`), each path with or without a `/{tenant}` prefix. Each request is the JSON-RPC 1.0 method
+ * its path names, with the params its path, query and body give, answered by the same RPC core as JSON-RPC
+ * (src/a2a/rpc-handler.ts): role, validation, outage and stream-cap checks, the endpoint's resolver.
  *
- * Mounted inside Fastify rather than beside it, so every REST call passes the same hooks as the other routes
- * first: authentication (401), the method's roles (403, the same JSON bodies), rate limits, the body limit (413),
- * request ids and tracing. Fastify reads the body (its limit applies) and parses the JSON; the route then hands
- * the raw request, with the parsed body and the call's particulars, to a small Express app after
- * `reply.hijack()`. Express's JSON parser sees a finished request and keeps the body it was given.
- *
- * Streams are the SDK's SSE, with two additions: each event carries `id:` (its position in the task's event log,
- * the SDK writes none), so a client resumes with `Last-Event-ID` as on JSON-RPC; and idle streams get comment
- * heartbeats. A reader too slow to keep up, and every open stream on shutdown, get a last `event: error` naming
- * the position to resume from.
+ * This route chooses what HTTP shows: the result as the body (201 for a new push config, 204 for a delete), errors
+ * as AIP-193 google.rpc.Status bodies with the status A2A §5.4 gives them (src/a2a/error-forms.ts), `application/json`
+ * unless the client asked for `application/a2a+json`. Streams are SSE whose events are StreamResponse objects, each
+ * with `id:` (its position in the task's event log, to resume with Last-Event-ID as on JSON-RPC), heartbeats, and a
+ * last `event: error` for a reader cut off or a server shutting down.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import express from 'express';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { RequestMalformedError, toRestErrorBody } from '@a2a-js/sdk/errors';
-import { restHandler } from '@a2a-js/sdk/server/express';
-import { BindingCall, BindingHandler } from '../a2a/binding-handler';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import { access, callerOf, rpcMethodRoles } from '../auth/caller';
+import { type ErrorName, errorNameOf, restRefusal } from '../a2a/error-forms';
+import type { SseFrame } from '../a2a/rpc-handler';
+import type { RpcEvent } from '../a2a/rpc-errors';
+import { requestedVersion } from '../a2a/versions';
+import { access, callerOf } from '../auth/caller';
 import type { Health } from '../health';
 import { answer, describeOnly } from './openapi';
 import { baseUrlOf, firstValue } from './base-url';
-import type { SseOptions } from './sse';
+import { refuse } from './refusals';
+import { type SseOptions, writeSse } from './sse';
 import { parseJson } from '../http/json-guard';
 
 export interface RestRouteDeps {
@@ -36,177 +32,196 @@ export interface RestRouteDeps {
 }
 
 /** Where the REST binding lives: under an agent's gateway base, and the front door's. */
-export const REST_PATHS = { agent: '/agents/:id/rest', frontDoor: '/rest' } as const;
+const REST_PATHS = { agent: '/agents/:id/rest', frontDoor: '/rest' } as const;
 
-type Carrier = IncomingMessage & { switchboard?: BindingCall; body?: unknown };
+/** A REST request as the JSON-RPC method it calls: the method, its params from the path, and the HTTP status of success. */
+interface RestCall {
+  method: string;
+  params: Record<string, unknown>;
+  /** The `/{tenant}` prefix, when the path has one. */
+  tenant?: string;
+  /** Whether the body's fields are params (message:send, push config create, cancel's metadata). */
+  takesBody: boolean;
+  status: 200 | 201 | 204;
+}
+
+const TASK = '([^/:]+)';
+const ROUTES: { http: string; path: RegExp; call: (m: string[]) => Omit<RestCall, 'tenant'> }[] = [
+  { http: 'POST', path: /^\/message:send$/, call: () => ({ method: 'SendMessage', params: {}, takesBody: true, status: 200 }) },
+  { http: 'POST', path: /^\/message:stream$/, call: () => ({ method: 'SendStreamingMessage', params: {}, takesBody: true, status: 200 }) },
+  { http: 'GET', path: new RegExp(`^/tasks/${TASK}$`), call: ([id]) => ({ method: 'GetTask', params: { id }, takesBody: false, status: 200 }) },
+  { http: 'GET', path: /^\/tasks$/, call: () => ({ method: 'ListTasks', params: {}, takesBody: false, status: 200 }) },
+  { http: 'POST', path: new RegExp(`^/tasks/${TASK}:cancel$`), call: ([id]) => ({ method: 'CancelTask', params: { id }, takesBody: true, status: 200 }) },
+  { http: 'GET', path: new RegExp(`^/tasks/${TASK}:subscribe$`), call: ([id]) => ({ method: 'SubscribeToTask', params: { id }, takesBody: false, status: 200 }) },
+  { http: 'POST', path: new RegExp(`^/tasks/${TASK}:subscribe$`), call: ([id]) => ({ method: 'SubscribeToTask', params: { id }, takesBody: false, status: 200 }) },
+  {
+    http: 'POST',
+    path: new RegExp(`^/tasks/${TASK}/pushNotificationConfigs$`),
+    call: ([taskId]) => ({ method: 'CreateTaskPushNotificationConfig', params: { taskId }, takesBody: true, status: 201 }),
+  },
+  {
+    http: 'GET',
+    path: new RegExp(`^/tasks/${TASK}/pushNotificationConfigs$`),
+    call: ([taskId]) => ({ method: 'ListTaskPushNotificationConfigs', params: { taskId }, takesBody: false, status: 200 }),
+  },
+  {
+    http: 'GET',
+    path: new RegExp(`^/tasks/${TASK}/pushNotificationConfigs/([^/]+)$`),
+    call: ([taskId, id]) => ({ method: 'GetTaskPushNotificationConfig', params: { taskId, id }, takesBody: false, status: 200 }),
+  },
+  {
+    http: 'DELETE',
+    path: new RegExp(`^/tasks/${TASK}/pushNotificationConfigs/([^/]+)$`),
+    call: ([taskId, id]) => ({ method: 'DeleteTaskPushNotificationConfig', params: { taskId, id }, takesBody: false, status: 204 }),
+  },
+  { http: 'GET', path: /^\/extendedAgentCard$/, call: () => ({ method: 'GetExtendedAgentCard', params: {}, takesBody: false, status: 200 }) },
+];
+
+/** The A2A method a REST request calls (A2A 1.0 §11.3 paths, with or without a `/{tenant}` prefix); undefined: none. */
+export function restCall(httpMethod: string, rawPath: string): RestCall | undefined {
+  const prefixed = /^\/([^/]+)(\/(?:message:|tasks\b|extendedAgentCard$).*)$/.exec(rawPath);
+  for (const [tenant, path] of [[undefined, rawPath], ...(prefixed ? [[decodeURIComponent(prefixed[1]!), prefixed[2]!]] : [])] as [string | undefined, string][]) {
+    for (const r of ROUTES) {
+      const m = r.http === httpMethod ? r.path.exec(path) : null;
+      if (m) return { ...r.call(m.slice(1).map(decodeURIComponent)), ...(tenant !== undefined ? { tenant } : {}) };
+    }
+  }
+  return undefined;
+}
+
+/** Query parameters as params: integers and booleans as the ProtoJSON numbers and booleans they stand for. */
+function queryParams(query: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, raw] of Object.entries((query ?? {}) as Record<string, unknown>)) {
+    const v = Array.isArray(raw) ? raw[0] : raw;
+    if (typeof v !== 'string' || k === 'A2A-Version' || k === 'tenant') continue;
+    out[k] = /^-?\d+$/.test(v) && k !== 'pageToken' && k !== 'contextId' ? Number(v) : v === 'true' ? true : v === 'false' ? false : v;
+  }
+  return out;
+}
 
 export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Promise<void> {
   describeOnly(app);
-  // Fastify reads every body (bodyLimit, 413) as bytes; JSON bodies are parsed in the route below.
+  // Every body is read as bytes (the body limit applies: 413) and parsed here, so a bad one is an AIP-193 error.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler((err: { code?: string; message: string }, req, reply) => {
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return restError(reply, 413, 'INVALID_ARGUMENT', `Request body is larger than ${app.initialConfig.bodyLimit} bytes`);
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return refuse(req, reply, { name: 'BodyTooLarge', message: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` });
     const e = deps.health.unavailable(err);
-    if (e) return restError(reply.header('retry-after', String(e.retryAfterS)), 503, 'UNAVAILABLE', e.message);
+    if (e) return refuse(req, reply, { name: 'Unavailable', message: e.message, retryAfterS: e.retryAfterS });
     req.log.error({ err }, 'REST request failed');
-    return restError(reply, 500, 'INTERNAL', 'Internal error');
+    return refuse(req, reply, { name: 'Internal', message: 'Internal error' });
   });
 
   const closing = new AbortController();
   app.addHook('preClose', async () => closing.abort());
 
-  const handler = new BindingHandler(deps.endpoints, 'HTTP+JSON');
-  const rest = express();
-  rest.disable('x-powered-by');
-  rest.set('query parser', 'simple');
-  rest.use(
-    restHandler({
-      requestHandler: handler,
-      userBuilder: async (req) => {
-        const call = (req as unknown as Carrier).switchboard;
-        if (!call) throw new Error('a REST call reached the SDK without its caller');
-        return call;
-      },
-    }),
-  );
-
-  const serve = (req: FastifyRequest<{ Params: { id?: string; '*': string } }>, reply: FastifyReply) => dispatch(req, reply, req.params.id);
   const schema = (summary: string) => ({
     tags: ['a2a'],
     summary,
     description:
       "A2A 1.0's HTTP+JSON binding (the paths and bodies are A2A's: POST message:send, message:stream, GET tasks/{id}, " +
       'POST tasks/{id}:cancel, tasks/{id}:subscribe, tasks/{id}/pushNotificationConfigs, …), answered by the same core as ' +
-      'JSON-RPC; errors are an HTTP status with a google.rpc.Status body; streams are SSE with ids to resume from.',
+      'JSON-RPC; errors are an HTTP status with a google.rpc.Status body (AIP-193); streams are SSE with ids to resume from.',
     response: { 200: answer('The A2A answer, or an SSE stream'), 400: answer('google.rpc.Status'), 404: answer('google.rpc.Status') },
   });
+  const serve = (req: FastifyRequest<{ Params: { id?: string; '*': string } }>, reply: FastifyReply) => dispatch(req, reply, req.params.id);
   for (const method of ['GET', 'POST', 'DELETE'] as const) {
-    app.route({ method, url: `${REST_PATHS.agent}/*`, config: access.rpc, schema: schema("The agent's A2A HTTP+JSON endpoint: its tasks only"), handler: serve });
-    app.route({ method, url: `${REST_PATHS.frontDoor}/*`, config: access.rpc, schema: schema('The routing front door over HTTP+JSON'), handler: serve });
+    app.route({ method, url: `${REST_PATHS.agent}/*`, config: access.rest, schema: schema("The agent's A2A HTTP+JSON endpoint: its tasks only"), handler: serve });
+    app.route({ method, url: `${REST_PATHS.frontDoor}/*`, config: access.rest, schema: schema('The routing front door over HTTP+JSON'), handler: serve });
   }
 
-  async function dispatch(req: FastifyRequest<{ Params: { '*': string } }>, reply: FastifyReply, agentId: string | undefined): Promise<unknown> {
-    const caller = callerOf(req);
-    const query = req.raw.url?.includes('?') ? req.raw.url.slice(req.raw.url.indexOf('?')) : '';
-    const path = `/${req.params['*']}`;
-    const method = restMethod(req.method, path);
-    if (!method) return restError(reply, 404, 'NOT_FOUND', `No A2A HTTP+JSON method at ${req.method} ${path}`);
-    const roles = rpcMethodRoles(method);
-    if (!roles.includes(caller.role)) {
-      return reply.code(403).send({ error: `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, requiredRoles: roles });
+  async function dispatch(req: FastifyRequest<{ Params: { '*': string } }>, reply: FastifyReply, pathAgent: string | undefined): Promise<unknown> {
+    const path = `/${req.params['*']}`.replace(/\/$/, '');
+    const call = restCall(req.method, path);
+    if (!call) return refuse(req, reply, { name: 'NoSuchEndpoint', message: `No A2A HTTP+JSON method at ${req.method} ${path}` });
+    // The HTTP+JSON binding is A2A 1.0's.
+    const version = requestedVersion(req);
+    if (version !== undefined && !version.startsWith('1.')) {
+      return refuse(req, reply, { name: 'VersionNotSupported', message: `A2A-Version ${version} is not served over HTTP+JSON; it is A2A 1.0's binding (0.3 clients use JSON-RPC)` });
     }
-    const raw = req.raw as Carrier;
-    const body = req.body as Buffer | undefined;
-    if (body?.length && isJson(req.headers['content-type'])) {
+    // A `/{tenant}` prefix names the agent at the front door; under an agent's own path it must name that agent.
+    if (pathAgent !== undefined && call.tenant !== undefined && call.tenant !== pathAgent) {
+      return refuse(req, reply, { name: 'InvalidParams', message: `tenant ${call.tenant} names another agent than the URL (${pathAgent})` });
+    }
+    let body: Record<string, unknown> = {};
+    const raw = req.body as Buffer | undefined;
+    if (call.takesBody && raw?.length) {
+      let parsed: unknown;
       try {
-        raw.body = parseJson(body); // UTF-8 and depth checked first (json-guard): the SDK's fromJSON recurses
+        parsed = parseJson(raw); // UTF-8 and depth checked first (json-guard): the core's validation recurses
       } catch (err) {
-        return restError(reply, 400, 'INVALID_ARGUMENT', `Invalid JSON payload: ${(err as Error).message}`);
+        return refuse(req, reply, { name: 'InvalidRequest', message: `Invalid JSON payload: ${(err as Error).message}` });
       }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return refuse(req, reply, { name: 'InvalidRequest', message: 'The body must be a JSON object' });
+      body = parsed as Record<string, unknown>;
     }
+    const { tenant: _inBody, ...fields } = body;
+    const params = { ...(call.method === 'ListTasks' || call.method === 'GetTask' || call.method === 'ListTaskPushNotificationConfigs' ? queryParams(req.query) : {}), ...fields, ...call.params };
 
-    const res = reply.raw;
     const gone = new AbortController();
-    res.on('close', () => gone.abort());
-    const sse = deps.sse;
-    const events = sseIds(res, sse.heartbeatMs);
-    raw.switchboard = new BindingCall({
-      caller,
-      agentId,
-      headers: req.headers,
-      lastEventId: firstValue(req.headers['last-event-id']),
-      base: baseUrlOf(req, deps.publicUrl),
-      signal: gone.signal,
-      closing: closing.signal,
-      onEvent: events.next,
-      onRetryAfter: (seconds) => res.setHeader('retry-after', seconds),
-      sink: {
-        backlogged: () => res.writableLength > sse.maxBufferBytes,
-        once: (e, l) => res.once(e, l),
-        removeListener: (e, l) => res.removeListener(e, l),
+    reply.raw.on('close', () => gone.abort());
+    const agentId = pathAgent ?? call.tenant;
+    const answered = await deps.endpoints.core.answer(
+      {
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: call.method, params }),
+        caller: callerOf(req),
+        headers: req.headers,
+        version: '1.0',
+        lastEventId: firstValue(req.headers['last-event-id']),
+        base: baseUrlOf(req, deps.publicUrl),
+        signal: gone.signal,
+        agentId,
       },
-      drainTimeoutMs: sse.drainTimeoutMs,
-    });
-    // The SDK's router sees the path below the endpoint's base.
-    raw.url = `${path}${query}`;
-    reply.hijack();
-    await new Promise<void>((resolve) => {
-      res.once('close', resolve);
-      res.once('finish', resolve);
-      rest(raw as unknown as express.Request, res as express.Response, (err?: unknown) => {
-        // Nothing in the router answered (a path restMethod accepts always matches one); never leave it open.
-        if (!res.headersSent) {
-          res.statusCode = err ? 500 : 404;
-          res.setHeader('content-type', 'application/json');
-          res.end(JSON.stringify(toRestErrorBody(err ?? new RequestMalformedError(`No A2A HTTP+JSON method at ${req.method} ${path}`), res.statusCode)));
-        } else if (!res.writableEnded) res.end();
-        resolve();
-      });
-    });
-    events.stop();
-    return reply;
+      deps.endpoints.resolver(agentId),
+    );
+    const media = wantsA2AMedia(req) ? 'application/a2a+json' : 'application/json';
+    if ('stream' in answered) {
+      const stream = { ...answered, stream: restFrames(answered.stream), errorFrame: (err: unknown) => restFrame(answered.errorFrame(err)), cutOffFrame: (m: string, at: number) => restFrame(answered.cutOffFrame(m, at)) };
+      await writeSse(reply, stream, gone.signal, deps.sse, closing.signal);
+      return reply;
+    }
+    const { error, result } = answered.body as RpcEvent & { error?: { code: number; message: string; data?: unknown } };
+    if (answered.headers?.['retry-after']) reply.header('retry-after', answered.headers['retry-after']);
+    if (error) {
+      const { status, body: status193 } = restRefusal({ name: restErrorName(error.code, answered.status), message: error.message, metadata: errorMetadata(error.data) });
+      return reply.code(status).header('content-type', `${media}; charset=utf-8`).send(status193);
+    }
+    if (call.status === 204) return reply.code(204).send();
+    return reply.code(call.status).header('content-type', `${media}; charset=utf-8`).send(JSON.stringify(result ?? {}));
   }
 }
 
-/**
- * The A2A method a REST request calls (the SDK's route table, 1.0 paths, with or without a `/{tenant}` prefix):
- * its roles are checked here, before the SDK, with the same answer as on every route. Undefined: no such method.
- */
-export function restMethod(httpMethod: string, path: string): string | undefined {
-  const p = path.replace(/^\/[^/]+(?=\/(message:|tasks\b|extendedAgentCard$))/, ''); // a /{tenant} prefix
-  if (/^\/tasks\/[^/]+:subscribe$/.test(p)) return httpMethod === 'DELETE' ? undefined : 'SubscribeToTask';
-  const post = httpMethod === 'POST';
-  const get = httpMethod === 'GET';
-  if (p === '/message:send' && post) return 'SendMessage';
-  if (p === '/message:stream' && post) return 'SendStreamingMessage';
-  if (/^\/tasks\/[^/]+:cancel$/.test(p) && post) return 'CancelTask';
-  if (/^\/tasks\/[^/]+\/pushNotificationConfigs$/.test(p)) return post ? 'CreateTaskPushNotificationConfig' : get ? 'ListTaskPushNotificationConfigs' : undefined;
-  if (/^\/tasks\/[^/]+\/pushNotificationConfigs\/[^/]+$/.test(p)) return get ? 'GetTaskPushNotificationConfig' : httpMethod === 'DELETE' ? 'DeleteTaskPushNotificationConfig' : undefined;
-  if (/^\/tasks\/[^/:]+$/.test(p) && get) return 'GetTask';
-  if (p === '/tasks' && get) return 'ListTasks';
-  if (p === '/extendedAgentCard' && get) return 'GetExtendedAgentCard';
-  return undefined;
+/** The error a JSON-RPC code is on this binding; a code no table knows is Internal (an agent's own error, say). */
+function restErrorName(code: number, httpStatus: number): ErrorName {
+  return errorNameOf(code) ?? (httpStatus === 429 ? 'RateLimited' : httpStatus === 404 ? 'NoSuchEndpoint' : 'Internal');
 }
 
-/**
- * SSE ids and heartbeats on the SDK's event stream: `next(id)` is called just before the SDK writes an event
- * (the handler yields it, and the SDK writes it at once), and the next `data:` frame written gets `id: <id>`.
- */
-function sseIds(res: ServerResponse, heartbeatMs: number): { next: (id: number | undefined) => void; stop: () => void } {
-  let pending: number | undefined;
-  let lastWrite = Date.now();
-  const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
-  res.write = ((chunk: unknown, ...rest: unknown[]) => {
-    lastWrite = Date.now();
-    if (pending !== undefined && typeof chunk === 'string' && chunk.startsWith('data: ')) {
-      const id = pending;
-      pending = undefined;
-      return write(`id: ${id}\n${chunk}`, ...rest);
+/** What the core said in its 1.0 ErrorInfo (e.g. the roles a method needs), kept in the AIP-193 details. */
+function errorMetadata(data: unknown): Record<string, string> | undefined {
+  return Array.isArray(data) ? (data as { metadata?: Record<string, string> }[]).find((d) => d?.metadata)?.metadata : undefined;
+}
+
+/** A client that names `application/a2a+json` (Accept, or its own Content-Type) gets it; others `application/json`. */
+function wantsA2AMedia(req: FastifyRequest): boolean {
+  return /application\/a2a\+json/i.test(`${firstValue(req.headers.accept) ?? ''} ${req.headers['content-type'] ?? ''}`);
+}
+
+/** A JSON-RPC stream frame as HTTP+JSON sends it: the StreamResponse itself, or an AIP-193 `error` event. */
+function restFrame(frame: SseFrame): SseFrame {
+  const { error, result } = frame.data as RpcEvent & { error?: { code: number; message: string; data?: unknown } };
+  if (!error) return { ...frame, data: result as RpcEvent };
+  return { ...frame, event: 'error', data: restRefusal({ name: restErrorName(error.code, 200), message: error.message, metadata: errorMetadata(error.data) }).body as unknown as RpcEvent };
+}
+
+async function* restFrames(frames: AsyncIterator<SseFrame>): AsyncGenerator<SseFrame, void, undefined> {
+  try {
+    for (;;) {
+      const next = await frames.next();
+      if (next.done) return;
+      yield restFrame(next.value);
     }
-    return write(chunk, ...rest);
-  }) as ServerResponse['write'];
-  const heartbeat = setInterval(() => {
-    const streaming = String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
-    if (streaming && res.headersSent && !res.writableEnded && Date.now() - lastWrite >= heartbeatMs) write(': keep-alive\n\n');
-  }, Math.max(50, Math.floor(heartbeatMs / 2)));
-  return {
-    next: (id) => {
-      pending = id;
-    },
-    stop: () => clearInterval(heartbeat),
-  };
+  } finally {
+    await frames.return?.(undefined);
+  }
 }
-
-function restError(reply: FastifyReply, status: number, statusName: string, message: string): FastifyReply {
-  return reply
-    .code(status)
-    .header('content-type', 'application/json')
-    .send({ error: { code: status, status: statusName, message, details: [] } });
-}
-
-function isJson(contentType: string | undefined): boolean {
-  const media = (contentType ?? '').split(';', 1)[0].trim().toLowerCase();
-  return media === 'application/json' || media === 'application/a2a+json';
-}
-

@@ -816,7 +816,7 @@ async function drillSsrf(): Promise<void> {
   // then what the connect would use). Every private answer must be refused at connect.
   let lookups = 0;
   const rebindingLookup = ((_host: string, _opts: unknown, cb: (err: null, a: { address: string; family: number }[]) => void) => {
-    const address = lookups++ % 2 === 0 ? '198.51.100.7' : '127.0.0.1';
+    const address = lookups++ % 2 === 0 ? '8.8.8.8' : '127.0.0.1';
     setImmediate(() => cb(null, [{ address, family: 4 }]));
   }) as unknown as typeof import('node:dns').lookup;
   const rebinder = createOutbound({ allowPrivate: false, lookup: rebindingLookup, connectTimeoutMs: 300 });

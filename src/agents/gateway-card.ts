@@ -1,0 +1,131 @@
+/**
+ * The cards Switchboard publishes: for a registered agent (its card, pointing clients at the gateway) and for the
+ * routing front door. A card is served in the dialect its reader asks for (`A2A-Version`, as the @a2a-js/sdk card
+ * handler does): a 1.0 card by default, valid against the 1.0 schema (no 0.3 field in it), which lists the 0.3
+ * JSON-RPC interface in `supportedInterfaces` with `protocolVersion: "0.3"`; a 0.3 card (`url`, `preferredTransport`,
+ * `additionalInterfaces`, `protocolVersion`, OpenAPI `security`) to a reader that asks for 0.3, and at the 0.1/0.2
+ * path `agent.json`, whose readers predate 1.0. Only what the gateway itself implements is advertised; the agent's
+ * own interfaces, security and signatures are replaced (the card changed).
+ */
+import type { AgentCardJson } from './cards';
+
+/**
+ * Where clients reach one gateway endpoint (an agent's, or the routing front door's) in each binding: JSON-RPC
+ * and HTTP+JSON URLs, and the gRPC target (`host:port`) with the A2A `tenant` that names the agent on the one
+ * gRPC port every endpoint shares (none: the front door).
+ */
+export interface GatewayEndpoints {
+  jsonRpc: string;
+  rest?: string;
+  grpc?: { target: string; tenant?: string };
+}
+
+/**
+ * The endpoints of an agent (`agentId`) or of the front door (undefined) under the gateway's base URL; gRPC when
+ * the gateway serves it (`grpcPort`), on the base URL's host.
+ */
+export function gatewayEndpoints(base: string, agentId: string | undefined, grpcPort?: number): GatewayEndpoints {
+  const root = agentId === undefined ? base : `${base}/agents/${agentId}`;
+  return {
+    jsonRpc: `${root}/a2a`,
+    rest: `${root}/rest`,
+    ...(grpcPort ? { grpc: { target: `${new URL(base).hostname}:${grpcPort}`, ...(agentId !== undefined ? { tenant: agentId } : {}) } } : {}),
+  };
+}
+
+const BEARER_FORMAT = 'Switchboard API key (sb_…) or JWT';
+
+/** How clients authenticate to Switchboard, as each card dialect says it. Either scheme alone is enough. */
+export const GATEWAY_SECURITY = {
+  v1: {
+    securitySchemes: {
+      bearer: { httpAuthSecurityScheme: { scheme: 'Bearer', bearerFormat: BEARER_FORMAT } },
+      apiKey: { apiKeySecurityScheme: { location: 'header', name: 'X-API-Key' } },
+    },
+    /** Any one of these requirements satisfies the card. */
+    securityRequirements: [{ schemes: { bearer: { list: [] } } }, { schemes: { apiKey: { list: [] } } }],
+  },
+  v03: {
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', bearerFormat: BEARER_FORMAT },
+      apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+    },
+    /** OpenAPI: the same alternatives. */
+    security: [{ bearer: [] }, { apiKey: [] }],
+  },
+} as const;
+
+export type CardDialect = '1.0' | '0.3';
+
+/** The card dialect a reader asks for: 0.3 by `A2A-Version: 0.3` or the pre-1.0 path `agent.json`, else 1.0. */
+export function cardDialectOf(requestedVersion: string | undefined, path: string): CardDialect {
+  if (requestedVersion !== undefined && /^0\.[0-9]/.test(requestedVersion.trim())) return '0.3';
+  return path.endsWith('/agent.json') ? '0.3' : '1.0';
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const pick = (from: Json, keys: readonly string[]): Json => Object.fromEntries(keys.filter((k) => from[k] !== undefined).map((k) => [k, from[k]]));
+
+const V1_SKILL = ['id', 'name', 'description', 'tags', 'examples', 'inputModes', 'outputModes'] as const;
+const V1_EXTENSION = ['uri', 'description', 'required', 'params'] as const;
+const V1_PROVIDER = ['organization', 'url'] as const;
+
+/** The gateway card in the dialect asked for. */
+export function gatewayCard(agentCard: AgentCardJson, endpoints: GatewayEndpoints, dialect: CardDialect = '1.0'): Json {
+  return dialect === '1.0' ? v1Card(agentCard, endpoints) : v03Card(agentCard, endpoints);
+}
+
+function common(agentCard: AgentCardJson): { capabilities: Json; skills: Json[]; rest: Json } {
+  const card = agentCard as Json;
+  const capabilities = isObject(card.capabilities) ? card.capabilities : {};
+  const extensions = Array.isArray(capabilities.extensions) ? capabilities.extensions.filter(isObject).map((e) => pick(e, V1_EXTENSION)) : undefined;
+  return {
+    capabilities: { streaming: true, pushNotifications: true, ...(extensions?.length ? { extensions } : {}) },
+    skills: (Array.isArray(card.skills) ? card.skills : []).filter(isObject).map((s) => ({ description: '', tags: [], ...pick(s, V1_SKILL) })),
+    rest: {
+      name: card.name,
+      description: typeof card.description === 'string' ? card.description : '',
+      ...(isObject(card.provider) ? { provider: pick(card.provider, V1_PROVIDER) } : {}),
+      version: typeof card.version === 'string' ? card.version : '0.0.0',
+      ...(typeof card.documentationUrl === 'string' ? { documentationUrl: card.documentationUrl } : {}),
+      ...(typeof card.iconUrl === 'string' ? { iconUrl: card.iconUrl } : {}),
+      defaultInputModes: Array.isArray(card.defaultInputModes) ? card.defaultInputModes : ['text/plain'],
+      defaultOutputModes: Array.isArray(card.defaultOutputModes) ? card.defaultOutputModes : ['text/plain'],
+    },
+  };
+}
+
+/** A 1.0 card: the 1.0 schema's fields only. JSON-RPC for 1.0 and 0.3 first (preferred), then HTTP+JSON and gRPC (1.0). */
+function v1Card(agentCard: AgentCardJson, { jsonRpc, rest, grpc }: GatewayEndpoints): Json {
+  const { capabilities, skills, rest: fields } = common(agentCard);
+  return {
+    ...fields,
+    supportedInterfaces: [
+      { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+      { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+      ...(rest ? [{ url: rest, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' }] : []),
+      // The gRPC port is shared: the A2A `tenant` of every request names the agent (SDK clients send it).
+      ...(grpc ? [{ url: grpc.target, protocolBinding: 'GRPC', protocolVersion: '1.0', ...(grpc.tenant ? { tenant: grpc.tenant } : {}) }] : []),
+    ],
+    capabilities: { ...capabilities, extendedAgentCard: false },
+    skills,
+    ...GATEWAY_SECURITY.v1,
+  };
+}
+
+/** A 0.3 card: 0.3 lists the interfaces of its own protocol version only, so JSON-RPC (HTTP+JSON and gRPC are served in 1.0). */
+function v03Card(agentCard: AgentCardJson, { jsonRpc }: GatewayEndpoints): Json {
+  const { capabilities, skills, rest: fields } = common(agentCard);
+  return {
+    ...fields,
+    protocolVersion: '0.3.0',
+    url: jsonRpc,
+    preferredTransport: 'JSONRPC',
+    additionalInterfaces: [{ url: jsonRpc, transport: 'JSONRPC' }],
+    capabilities: { ...capabilities, stateTransitionHistory: false },
+    skills,
+    supportsAuthenticatedExtendedCard: false,
+    ...GATEWAY_SECURITY.v03,
+  };
+}

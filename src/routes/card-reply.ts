@@ -1,0 +1,42 @@
+/**
+ * How every card is sent (A2A 1.0 §8.6, "Caching"): `Cache-Control`, a strong `ETag` of the body, `Last-Modified`
+ * when the card's change time is known, `Vary` on what picks the card (the A2A version, and for the front door the
+ * caller), and 304 when the reader's copy is current (`If-None-Match`, else `If-Modified-Since`).
+ */
+import { createHash } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { cardDialectOf, type CardDialect } from '../agents/gateway-card';
+import { firstValue } from './base-url';
+
+export interface CardReply {
+  /** When the card last changed (to the second, as HTTP dates go). */
+  lastModified?: Date;
+  cacheControl: string;
+  /** Request headers besides A2A-Version that change the card. */
+  vary?: string[];
+}
+
+/** The card dialect this request asks for (its `A2A-Version`, and the path it asked at). */
+export function requestedCardDialect(req: FastifyRequest): CardDialect {
+  return cardDialectOf(firstValue(req.headers['a2a-version']), req.url.split('?', 1)[0]!.replace(/\/$/, ''));
+}
+
+export function sendCard(req: FastifyRequest, reply: FastifyReply, card: unknown, o: CardReply): FastifyReply {
+  const body = JSON.stringify(card);
+  const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+  reply.header('cache-control', o.cacheControl).header('vary', ['a2a-version', ...(o.vary ?? [])].join(', ')).header('etag', etag);
+  const modified = o.lastModified && new Date(Math.floor(o.lastModified.getTime() / 1000) * 1000);
+  if (modified) reply.header('last-modified', modified.toUTCString());
+  if (notModified(req, etag, modified)) return reply.code(304).send();
+  return reply.header('content-type', 'application/json; charset=utf-8').send(body);
+}
+
+/** RFC 9110 §13.1: If-None-Match wins over If-Modified-Since; a weak match is enough for a GET. */
+function notModified(req: FastifyRequest, etag: string, modified: Date | undefined): boolean {
+  const ifNoneMatch = firstValue(req.headers['if-none-match']);
+  if (ifNoneMatch !== undefined) {
+    return ifNoneMatch.trim() === '*' || ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
+  }
+  const since = Date.parse(firstValue(req.headers['if-modified-since']) ?? '');
+  return modified !== undefined && !Number.isNaN(since) && modified.getTime() <= since;
+}
