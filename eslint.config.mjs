@@ -23,6 +23,16 @@ export default tseslint.config(
     },
   },
   {
+    // The neutral task layer: everything imports it, it imports nothing of the project (workflows run it too).
+    files: ['task/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../src', '../src/*', '../src/**', '../workflows', '../workflows/*', '../activities', '../activities/*', '../activities/**'], message: 'task/ is the bottom layer: it imports nothing of src/, workflows/ or activities/' }] },
+      ],
+    },
+  },
+  {
     files: ['workflows/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [

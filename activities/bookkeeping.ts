@@ -5,9 +5,9 @@ import type { EventHub } from '../src/events/hub';
 import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
 import { prepared } from '../src/db/pool';
 import { inTransaction } from '../src/db/tx';
-import type { HoldRequest, SettlementRequest, TaskRecord } from '../workflows/types';
+import type { HoldRequest, SettlementRequest, TaskRecord } from '../task/contracts';
 import { settledMinor, tasksEnded, tasksStarted } from '../src/metrics';
-import { stateLabel } from '../workflows/task-state';
+import { stateLabel } from '../task/rules';
 import { degradeIfFailing } from '../src/trust/work-health';
 
 /**

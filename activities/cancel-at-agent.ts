@@ -1,6 +1,6 @@
 import { Task } from '@a2a-js/sdk';
-import type { AgentEndpoint } from '../workflows/types';
-import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
+import type { AgentEndpoint } from '../task/contracts';
+import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../src/agents/agent-client';
 import { classify } from './forward-message';
 
 export interface CancelAtAgentArgs {

@@ -3,7 +3,7 @@
  * outcome is this one (the row `certificate.status` reads).
  */
 import type { Pool } from 'pg';
-import type { CertificationOutcome } from '../workflows/certification';
+import type { CertificationOutcome } from '../task/contracts';
 
 /** Writes the evaluation's outcome once: a retried write of the same outcome changes nothing. */
 export async function recordCertification(pool: Pool, o: CertificationOutcome): Promise<void> {

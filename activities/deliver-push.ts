@@ -11,7 +11,7 @@ import { V03PushNotificationSerializer } from '@a2a-js/sdk/compat/v0_3/server';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { closesStream, headSeq, readEvents, type LoggedEvent } from '../src/events/event-log';
-import type { StreamEvent } from '../src/a2a/wire';
+import type { StreamEvent } from '../task/wire';
 import { followEvents } from '../src/events/follow';
 import type { EventHub } from '../src/events/hub';
 import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../src/push/signing';

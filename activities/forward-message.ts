@@ -24,24 +24,26 @@ import { Message, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusU
 import type { Client, RequestOptions } from '@a2a-js/sdk/client';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { agentTaskQuery, agentTaskSignal } from '../workflows/messages';
+import { agentTaskQuery, agentTaskSignal } from '../task/messages';
 import { DatabaseError, type Pool } from 'pg';
 import { seqRangeOf } from '../src/events/event-log';
 import { childTasksLinked } from '../src/db/task-store';
-import { finishedFirstTurn, isTerminal } from '../workflows/task-state';
+import { finishedFirstTurn, isTerminal } from '../task/rules';
 import type { EventHub } from '../src/events/hub';
 import { OutboundError } from '../src/http/outbound';
 import { DEFAULT_RETRY } from '../src/agents/registry';
-import { FIRST_EXCHANGE_MS, followsByPush, type AgentEndpoint, type AgentRetryPolicy, type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, type SettlementRequest, type TaskRecord, type TurnFinish } from '../workflows/types';
-import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WirePart, WireStatusUpdate, WireTask } from '../src/a2a/wire';
+import { FIRST_EXCHANGE_MS, followsByPush, type AgentEndpoint, type AgentRetryPolicy, type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, type SettlementRequest, type TaskRecord, type TurnFinish } from '../task/contracts';
+import type { TaskState, WireArtifact, WireArtifactUpdate, WireMessage, WireStatusUpdate, WireTask } from '../task/wire';
 import * as grpc from '@grpc/grpc-js';
-import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
-import { EventSink, writeFailed } from './event-sink';
+import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../src/agents/agent-client';
+import { EventSink, writeFailed } from '../src/events/event-sink';
 import { heldRows } from '../src/events/held-rows';
 import type { NewEvent } from '../src/events/event-log';
-import { costOf } from './agent-cost';
+import { costOf } from '../src/agents/agent-cost';
+import { compactArtifact, withinBudget } from '../task/artifacts';
 import { recordTask } from './bookkeeping';
-import { type AgentPushDeps, PushFollow, type PushReach } from './push-follow';
+import { type AgentPushDeps, PushFollow } from './push-follow';
+import type { PushReach } from '../src/push/push-reach';
 
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
@@ -954,47 +956,6 @@ function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
     metadata: agentMetadata(task.metadata),
   };
-}
-
-/**
- * Joins runs of adjacent text parts: a 10,000-chunk stream becomes one text part in the workflow's task
- * (the event log keeps every chunk), so history and payloads stay small. The text itself is unchanged.
- */
-export function compactArtifact(a: WireArtifact): WireArtifact {
-  const parts: WirePart[] = [];
-  // Text parts with the same other fields (media type, no metadata…) read the same joined.
-  const shape = (p: WirePart) => (typeof p.text === 'string' ? JSON.stringify({ ...p, text: undefined }) : undefined);
-  for (const part of a.parts) {
-    const prev = parts[parts.length - 1];
-    const s = shape(part);
-    if (prev && s !== undefined && shape(prev) === s) parts[parts.length - 1] = { ...prev, text: `${prev.text}${part.text}` };
-    else parts.push(part);
-  }
-  return parts.length === a.parts.length ? a : { ...a, parts };
-}
-
-/** What one turn may carry into the workflow (Temporal refuses payloads over 2 MiB and messages over 4 MiB). */
-export const ARTIFACT_BUDGET_BYTES = 1024 * 1024;
-
-/**
- * Keeps the artifacts that go into workflow state under ARTIFACT_BUDGET_BYTES. Past it, parts are dropped and
- * the artifact is marked `metadata.switchboard.truncated`; every chunk is still in the task's event log (and
- * was streamed), so SubscribeToTask with Last-Event-ID: 0 replays the whole output.
- */
-export function withinBudget(artifacts: WireArtifact[]): WireArtifact[] {
-  let left = ARTIFACT_BUDGET_BYTES;
-  return artifacts.map((a) => {
-    const kept: WirePart[] = [];
-    for (const part of a.parts) {
-      const size = Buffer.byteLength(JSON.stringify(part));
-      if (size > left) break;
-      left -= size;
-      kept.push(part);
-    }
-    if (kept.length === a.parts.length) return a;
-    const note = { keptParts: kept.length, totalParts: a.parts.length, reason: `over the ${ARTIFACT_BUDGET_BYTES}-byte budget of a task's artifacts; the event log has all of it` };
-    return { ...a, parts: kept, metadata: { ...a.metadata, switchboard: { ...(a.metadata?.switchboard as object), truncated: note } } };
-  });
 }
 
 /** The most of the agent's task metadata a turn carries into the workflow (it is the client's to read, not a store). */

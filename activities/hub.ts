@@ -13,7 +13,7 @@ import type { Pool } from 'pg';
 import type { AgentHub } from '../src/hub/hub';
 import { messageToHub } from '../src/hub/frames';
 import { type TurnKey, turnKeyText } from '../src/hub/turns';
-import type { ForwardResult } from '../workflows/types';
+import type { ForwardResult } from '../task/contracts';
 import type { ForwardArgs } from './forward-message';
 
 export interface HubQueueArgs {

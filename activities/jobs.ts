@@ -1,7 +1,7 @@
 /** Multi-agent jobs: what a task does to the tasks its agent started through Switchboard. */
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { cancelUpdate, workflowIdOf } from '../workflows/messages';
+import { cancelUpdate, workflowIdOf } from '../task/messages';
 
 export interface CancelChildArgs {
   tenant: string;

@@ -13,8 +13,8 @@ import type { Pool } from 'pg';
 import type { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import { orphanQuery } from '../src/temporal/orphan-sweep';
-import { isTerminal, stateLabel } from '../workflows/task-state';
-import type { WireTask } from '../src/a2a/wire';
+import { isTerminal, stateLabel } from '../task/rules';
+import type { WireTask } from '../task/wire';
 import { finishTask } from './bookkeeping';
 
 const WHY: Record<string, string> = {

@@ -6,7 +6,9 @@
  * (PushReach) is polled like one that does not push, until a push of it arrives again.
  */
 import type { EventHub } from '../src/events/hub';
-import { type AgentPushNotice, type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/push/agent-push';
+import type { AgentPushNotice } from '../src/events/hub';
+import { type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/push/agent-push';
+import type { PushReach } from '../src/push/push-reach';
 
 export interface AgentPushDeps {
   tokens: AgentPushTokens;
@@ -16,40 +18,6 @@ export interface AgentPushDeps {
   fallbackPollMs?: number;
   /** Which agents' pushes reach this process (one per process; without it every agent's pushes are trusted). */
   reach?: PushReach;
-}
-
-/** How long an agent whose push was lost is polled as if it did not push, unless a push of it arrives meanwhile. */
-export const PUSH_LOST_FOR_MS = 10 * 60_000;
-
-/**
- * Whether each agent's pushes reach this process. A task the fallback poll found settled, with no push about it,
- * means the agent's pushes are lost (it cannot reach SWITCHBOARD_PUBLIC_URL, say): for PUSH_LOST_FOR_MS its turns
- * are polled as if it did not push (at once, then 250 ms doubling to 5 s), so each of them does not wait for the
- * fallback poll. They still send the push config, and a push that wakes one of them makes the agent trusted again.
- */
-export class PushReach {
-  private readonly lost = new Map<string, number>();
-
-  /** Whether the agent's pushes are taken to be lost now. */
-  isLost(tenant: string, agentId: string): boolean {
-    const key = `${tenant}/${agentId}`;
-    const until = this.lost.get(key);
-    if (until === undefined) return false;
-    if (until > Date.now()) return true;
-    this.lost.delete(key);
-    return false;
-  }
-
-  /** A task of the agent settled without a push waking its turn: its pushes are lost. */
-  missed(tenant: string, agentId: string): void {
-    if (this.lost.size >= 10_000) this.lost.clear();
-    this.lost.set(`${tenant}/${agentId}`, Date.now() + PUSH_LOST_FOR_MS);
-  }
-
-  /** A push of the agent woke a turn: its pushes arrive. */
-  arrived(tenant: string, agentId: string): void {
-    this.lost.delete(`${tenant}/${agentId}`);
-  }
 }
 
 /** The fallback poll while pushes are expected: a lost push costs up to this much latency. */

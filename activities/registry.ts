@@ -8,7 +8,7 @@ import type { Pool } from 'pg';
 import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/agents/refresh';
 import type { AgentCredentials } from '../src/agents/agent-credentials';
 import type { GrpcChannels } from '../src/http/outbound-grpc';
-import type { AgentRefreshArgs } from '../workflows/types';
+import type { AgentRefreshArgs } from '../task/contracts';
 
 export interface RegistryActivityDeps {
   pool: Pool;

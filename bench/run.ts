@@ -220,7 +220,7 @@ async function measurePhases(client: Client, n: number): Promise<PhaseReport> {
  * more activation inside a workflow task), activities and signals.
  */
 async function activationsOf(gw: import('../test/helpers/harness').Gateway, sample: number): Promise<Activations> {
-  const { workflowIdOf } = await import('../workflows/messages');
+  const { workflowIdOf } = await import('../task/messages');
   // Event types (temporal.api.enums.v1.EventType).
   const WORKFLOW_TASK_COMPLETED = 7;
   const ACTIVITY_TASK_SCHEDULED = 10;

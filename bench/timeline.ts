@@ -12,7 +12,7 @@ import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
 import { TaskGateway } from '../src/temporal/task-gateway';
 import { workflowBundleOptions } from '../src/worker';
-import { workflowIdOf } from '../workflows/messages';
+import { workflowIdOf } from '../task/messages';
 import { turn } from './floor-workflows';
 
 /** Segment names, in order; each is the time from the previous mark to its own. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run build`: the compiled build `npm start`, the Docker image and `npm run bench` run with plain node.
-//   1. tsc (tsconfig.build.json) compiles src/, workflows/, activities/ and bench/ to dist/, laid out as the sources;
+//   1. tsc (tsconfig.build.json) compiles task/, src/, workflows/, activities/ and bench/ to dist/, laid out as the sources;
 //   2. the files the code reads beside itself (SQL migrations, the console page) are copied next to it;
 //   3. the workflow code is bundled once, here, instead of by webpack at every worker start: one bundle per set of
 //      worker plugins Switchboard runs with (none; OpenTelemetry's, which adds its workflow interceptors), and per
@@ -20,7 +20,7 @@ const root = path.resolve(__dirname, '..');
 const dist = path.join(root, 'dist');
 const stamp = path.join(dist, '.built');
 /** What the build reads: a change to any of these makes dist/ stale. bench/ imports test/helpers and test/agents. */
-const SOURCES = ['src', 'workflows', 'activities', 'bench', 'test/helpers', 'test/agents', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'scripts/build.js'];
+const SOURCES = ['task', 'src', 'workflows', 'activities', 'bench', 'test/helpers', 'test/agents', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'scripts/build.js'];
 /** Files read at run time from beside the code (src/db/migrate.ts, src/routes/console.ts). */
 const ASSETS = ['src/db/migrations', 'src/console'];
 

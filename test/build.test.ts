@@ -16,7 +16,7 @@ import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, star
 import { freePort, startSwitchboard } from './helpers/process';
 import { prebuiltWorkflowBundle } from '../src/worker';
 import { generateKeySpec } from '../src/temporal/encryption-codec';
-import { workflowIdOf } from '../workflows/messages';
+import { workflowIdOf } from '../task/messages';
 
 const ROOT = path.resolve(__dirname, '..');
 const DIST = path.join(ROOT, 'dist');

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config';
-import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+import { SEARCH_ATTRIBUTES } from '../task/messages';
 import { DYNAMIC_CONFIG } from '../src/temporal/dev-server';
 
 const root = path.resolve(__dirname, '..');

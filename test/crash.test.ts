@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
-import { agentTaskQuery, workflowIdOf } from '../workflows/messages';
+import { agentTaskQuery, workflowIdOf } from '../task/messages';
 import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { KeyStore } from '../src/auth/keys';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';

@@ -16,7 +16,7 @@ import { createPool, prepared } from '../src/db/pool';
 import { appendEvents } from '../src/events/event-log';
 import { CONFIG_CHANNEL, type ConfigNotice, EventHub } from '../src/events/hub';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
-import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+import { SEARCH_ATTRIBUTES } from '../task/messages';
 import { freePort } from '../src/net';
 import { eventually } from './helpers/harness';
 

@@ -16,10 +16,10 @@ import { AgentPool, type TestAgent, startDelegatorAgent, startEchoAgent, startFa
 import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents/slow';
 import { artifactEvent, startV1Agent, taskEvent, type AgentOptions } from './agents/v1';
 import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
-import { workflowIdOf } from '../workflows/messages';
+import { workflowIdOf } from '../task/messages';
 import { recordTask } from '../activities/bookkeeping';
 import { heldRows } from '../src/events/held-rows';
-import { FIRST_EXCHANGE_MS } from '../workflows/types';
+import { FIRST_EXCHANGE_MS } from '../task/contracts';
 
 let gw: Gateway;
 const agents = new AgentPool();

@@ -14,7 +14,7 @@ import { AgentPool, startEchoAgent, type TestAgent } from './agents';
 import { type Gateway, agentKey, eventually, register, startGateway, workflowBundle } from './helpers/harness';
 import { createActivities } from '../activities';
 import { createWorker } from '../src/worker';
-import { workflowIdOf } from '../workflows/messages';
+import { workflowIdOf } from '../task/messages';
 import { type Jwks, verifyDelivery } from '../src/push/signing';
 
 // ---- the seed's Security section, verbatim (types: the seed's A2AMessage is any envelope) ----

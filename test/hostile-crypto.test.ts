@@ -25,7 +25,7 @@ import { ENCODING, EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRi
 import { ensureOrphanSweep, orphanScheduleId } from '../src/temporal/orphan-sweep';
 import { RefreshScheduler } from '../src/agents/refresh-schedules';
 import { createLogger } from '../src/log';
-import { getTaskQuery, workflowIdOf } from '../workflows/messages';
+import { getTaskQuery, workflowIdOf } from '../task/messages';
 
 const KEY = generateKeySpec('k1');
 const A2A = { 'A2A-Version': '1.0' };

@@ -21,7 +21,7 @@ import { createPool } from '../src/db/pool';
 import { migrate } from '../src/db/migrate';
 import { resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
 import { ensureOrphanSweep, triggerOrphanSweep } from '../src/temporal/orphan-sweep';
-import { SEARCH_ATTRIBUTES } from '../workflows/messages';
+import { SEARCH_ATTRIBUTES } from '../task/messages';
 
 const V1 = { 'A2A-Version': '1.0' };
 const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });

@@ -23,8 +23,8 @@ import {
   ownerOf,
   parseKeyRing,
 } from '../src/temporal/encryption-codec';
-import { workflowIdOf } from '../workflows/messages';
-import { certificationWorkflowId } from '../workflows/certification';
+import { workflowIdOf } from '../task/messages';
+import { certificationWorkflowId } from '../task/contracts';
 import { eventWorkflowIdOf } from '../src/genesis/service';
 import { orphanScheduleId } from '../src/temporal/orphan-sweep';
 import { RefreshScheduler } from '../src/agents/refresh-schedules';

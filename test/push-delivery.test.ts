@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { startAskingAgent, startChunkyAgent, type TestAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { verifyDelivery, type Jwks } from '../src/push/signing';
-import { workflowIdOf } from '../workflows/messages';
+import { workflowIdOf } from '../task/messages';
 
 let gw: Gateway;
 const agents: TestAgent[] = [];

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { toJsonRpcError } from '@a2a-js/sdk/errors';
+import { v1Error } from '../src/a2a/rpc-errors';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
@@ -15,7 +15,7 @@ import { calculateJwkThumbprint, createLocalJWKSet, decodeProtectedHeader, expor
 import { Pool } from 'pg';
 import { deliverPush, type DeliverPushArgs, type DeliverPushResult } from '../activities/deliver-push';
 import { appendEvents } from '../src/events/event-log';
-import type { StreamEvent } from '../src/a2a/wire';
+import type { StreamEvent } from '../task/wire';
 import { EventHub } from '../src/events/hub';
 import { createOutbound } from '../src/http/outbound';
 import {
@@ -87,7 +87,7 @@ after(async () => {
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
 });
 
-/** The JSON-RPC code an error would be answered with. */
+/** The JSON-RPC code an error would be answered with (the store raises task errors; the protocol layer renders them). */
 async function rejectsWithCode(p: Promise<unknown> | (() => unknown), code: number, message?: RegExp): Promise<void> {
   let caught: unknown;
   try {
@@ -96,7 +96,7 @@ async function rejectsWithCode(p: Promise<unknown> | (() => unknown), code: numb
     caught = err;
   }
   assert.ok(caught, `expected error ${code}, got success`);
-  const rendered = toJsonRpcError(caught);
+  const rendered = v1Error(caught);
   assert.equal(rendered.code, code, `${rendered.message}`);
   if (message) assert.match(rendered.message, message);
 }

@@ -59,12 +59,15 @@ describe('the front door card', () => {
       assert.equal(res.status, 200);
       const card = (await res.json()) as any;
       assert.equal(card.name, 'Switchboard');
-      assert.deepEqual(card.supportedInterfaces, [
-        { url: `${gw.url}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
-        { url: `${gw.url}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
-        { url: `${gw.url}/rest`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
-      ]);
-      assert.equal(card.url, `${gw.url}/a2a`);
+      if (file === 'agent-card.json') {
+        assert.deepEqual(card.supportedInterfaces, [
+          { url: `${gw.url}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+          { url: `${gw.url}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+          { url: `${gw.url}/rest`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
+        ]);
+      } else {
+        assert.equal(card.url, `${gw.url}/a2a`, 'agent.json, the pre-1.0 path: a 0.3 card');
+      }
       assert.equal(card.capabilities.streaming, true);
       assert.equal(card.capabilities.pushNotifications, true);
       const skillIds = card.skills.map((s: { id: string }) => s.id).sort();

@@ -7,42 +7,7 @@
  */
 import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
 import type { CertificationActivities } from '../activities';
-import type { ForwardResult, AgentEndpoint } from './types';
-
-export interface CertificationProbe {
-  skillId: string;
-  text: string;
-}
-
-export interface CertificationInput {
-  tenant: string;
-  certificationId: string;
-  agentId: string;
-  endpoint: AgentEndpoint;
-  probes: CertificationProbe[];
-  /** The share of probes (0–1) that must pass. */
-  passScore: number;
-  /** How long one probe may take (ms). */
-  probeTimeoutMs: number;
-}
-
-export interface ProbeResult {
-  skill_id: string;
-  example: string;
-  state: string;
-  passed: boolean;
-  detail?: string;
-}
-
-export interface CertificationOutcome {
-  tenant: string;
-  certificationId: string;
-  state: 'passed' | 'failed';
-  score: number;
-  results: ProbeResult[];
-}
-
-export const certificationWorkflowId = (tenant: string, certificationId: string) => `certification:${tenant}:${certificationId}`;
+import type { CertificationInput, ForwardResult, ProbeResult } from '../task/contracts';
 
 export async function certificationWorkflow(input: CertificationInput): Promise<{ state: 'passed' | 'failed'; score: number }> {
   // A probe is one attempt plus one retry for a blip: a capability that needs more is not a capability.

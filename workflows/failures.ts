@@ -1,6 +1,6 @@
 /** How the task workflow words what went wrong (deterministic helpers, no I/O). */
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
-import type { AgentRpcError } from './types';
+import type { AgentRpcError } from '../task/contracts';
 
 /**
  * Why an agent call failed: an activity's failure wraps it (ActivityFailure), a local activity's arrives bare (the
@@ -30,7 +30,7 @@ export const isTimeout = (err: unknown): boolean => {
   return cause instanceof TimeoutFailure || (cause instanceof ApplicationFailure && cause.type === 'AgentTimeout');
 };
 
-/** The agent call failed because PostgreSQL refused the turn's writes on its every attempt (activities/event-sink.ts writeFailed). */
+/** The agent call failed because PostgreSQL refused the turn's writes on its every attempt (src/events/event-sink.ts writeFailed). */
 export function lostToDatabase(err: unknown): boolean {
   const cause = causeOf(err);
   return cause instanceof ApplicationFailure && cause.type === 'DatabaseUnavailable';

@@ -5,9 +5,9 @@
 import { ApplicationFailure, CancellationScope, proxyLocalActivities } from '@temporalio/workflow';
 import { patchedAt } from './patches';
 import type { createActivities } from '../activities';
-import { FailureTypes } from './messages';
-import { holdOf } from './task-state';
-import type { TaskInput } from './types';
+import { FailureTypes } from '../task/messages';
+import { holdOf } from '../task/rules';
+import type { TaskInput } from '../task/contracts';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -6,21 +6,11 @@
  */
 import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import type { DeliveryGuarantee } from '../src/genesis/envelope';
+import type { GenesisEventInput } from '../task/contracts';
 import { describeFailure } from './failures';
 
 type Activities = ReturnType<typeof createActivities>;
 
-export interface GenesisEventInput {
-  tenant: string;
-  messageId: string;
-  guarantee: DeliveryGuarantee;
-  /** When the envelope's ttl passes (epoch ms); unset: no ttl. */
-  expiresAt?: number;
-  subscriptionIds: string[];
-  /** First retry delay (ms, then doubling up to a minute). Default 1 s. */
-  retryInitialMs?: number;
-}
 
 const bookkeeping = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: { initialInterval: '200 milliseconds', maximumInterval: '30 seconds' } });
 const DAY_MS = 24 * 3600 * 1000;

@@ -9,7 +9,7 @@ import { ActivityCancellationType, ApplicationFailure, isCancellation, proxyActi
 import { ActivityFailure } from '@temporalio/common';
 import type { createActivities, HubActivities } from '../activities';
 import type { ForwardArgs } from '../activities/forward-message';
-import type { AgentTarget, ForwardResult } from './types';
+import type { AgentTarget, ForwardResult } from '../task/contracts';
 import { describeFailure } from './failures';
 
 export const HUB_URL_SCHEME = 'ws-agent:';

@@ -5,11 +5,11 @@
  */
 import { CancellationScope, condition, getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import type { TaskState, WireTask } from '../src/a2a/wire';
-import { childTaskSignal, workflowIdOf } from './messages';
+import type { TaskState, WireTask } from '../task/wire';
+import { childTaskSignal, workflowIdOf } from '../task/messages';
 import { patchedAt } from './patches';
-import { stateLabel } from './task-state';
-import type { ChildTask, TaskInput } from './types';
+import { stateLabel } from '../task/rules';
+import type { ChildTask, TaskInput } from '../task/contracts';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -4,13 +4,13 @@
  * Each `patched(id)` a new workflow calls records a marker in its history and, with it, an upsert of the
  * TemporalChangeVersion search attribute: two events, a command each, for a step that can only go one way in a
  * workflow started by today's code. They exist for workflows started before a patch, which must replay the old way.
- * So the front door starts every task workflow with `patchLevel: PATCH_LEVEL` (workflows/types.ts TaskInput), and
+ * So the front door starts every task workflow with `patchLevel: PATCH_LEVEL` (task/contracts.ts TaskInput; PATCH_LEVEL is there too), and
  * such a workflow takes the paths of the patches its level covers without asking. A workflow without a level (started
  * before this) asks `patched()` for each, as before, and so does a workflow for a patch added after its level.
  *
  * Replay stays deterministic either way: the level is in the workflow's input, which never changes within a run (nor
  * across continue-as-new, which passes the input on). A patch added later is asked with `patched()` until a new level
- * covers it: add its id to a new level's set, bump PATCH_LEVEL, keep the old sets. A change made for new workflows
+ * covers it: add its id to a new level's set, bump PATCH_LEVEL (task/contracts.ts), keep the old sets. A change made for new workflows
  * only needs no patch at all: it is taken at a new level (`atLevel`), and workflows below it keep the old way.
  *
  * The levels:
@@ -36,8 +36,6 @@ const LEVEL_1 = new Set([
   'cancel-wins-over-a-failed-call',
 ]);
 
-/** The level the front door starts new task workflows at. */
-export const PATCH_LEVEL = 3;
 
 /** Whether a workflow started at `level` takes the way of level `n` (see the levels above). */
 export function atLevel(level: number | undefined, n: number): boolean {

@@ -5,9 +5,9 @@
  */
 import { CancellationScope, condition, isCancellation, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import type { TaskState } from '../src/a2a/wire';
+import type { TaskState } from '../task/wire';
 import { describeFailure } from './failures';
-import { isTerminal } from './task-state';
+import { isTerminal } from '../task/rules';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -5,7 +5,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { RegistryActivities } from '../activities/registry';
-import type { AgentRefreshArgs, AgentRefreshSweepArgs } from './types';
+import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../task/contracts';
 
 const { refreshAgent } = proxyActivities<RegistryActivities>({
   // A refresh makes at most a card, a key-set and an endpoint request, each bounded by the refresh policy's

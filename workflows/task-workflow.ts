@@ -25,16 +25,16 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
+import type { TaskState, WireMessage, WireTask } from '../task/wire';
 import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase } from './failures';
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
-import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from './messages';
+import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from '../task/messages';
 import { atLevel, patchedAt } from './patches';
 import { PushDelivery } from './push-delivery';
-import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from './task-state';
-import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type FirstAnswer, type ForwardResult, followsByPush, type TaskInput, type TaskRecord, type TrustOutcome, type TurnFinish } from './types';
+import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from '../task/rules';
+import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type FirstAnswer, type ForwardResult, followsByPush, type TaskInput, type TaskRecord, type TrustOutcome, type TurnFinish } from '../task/contracts';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -7,6 +7,7 @@
  */
 import { BinaryWriter } from '@bufbuild/protobuf/wire';
 import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
+import type { AuthFailure } from '../auth/plugin';
 
 export const A2A_DOMAIN = 'a2a-protocol.org';
 /** ErrorInfo domain of Switchboard's own errors (authentication, quotas, outages, …). */
@@ -112,4 +113,12 @@ function statusDetails(code: number, message: string, reason: string, domain: st
   const info = new BinaryWriter().uint32(10).string(reason).uint32(18).string(domain).finish();
   const any = new BinaryWriter().uint32(10).string('type.googleapis.com/google.rpc.ErrorInfo').uint32(18).bytes(info).finish();
   return Buffer.from(new BinaryWriter().uint32(8).int32(code).uint32(18).string(message).uint32(26).bytes(any).finish());
+}
+
+const AUTH_REFUSALS = { 401: 'Unauthenticated', 403: 'PermissionDenied', 404: 'NoSuchEndpoint', 503: 'Unavailable' } as const;
+
+/** An authentication failure (src/auth/plugin.ts) as the refusal every binding renders. */
+export function refusalOf(err: AuthFailure): Refusal {
+  const metadata = Object.fromEntries(Object.entries(err.extra).map(([k, v]) => [k, Array.isArray(v) ? v.join(',') : String(v)]));
+  return { name: AUTH_REFUSALS[err.status], message: err.error, extra: err.extra, metadata, ...(err.status === 503 ? { retryAfterS: 5 } : {}) };
 }

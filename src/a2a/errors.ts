@@ -14,6 +14,7 @@ import {
   JsonRpcVersionNotSupportedError,
   fromJsonRpcErrorResponse,
 } from '@a2a-js/sdk/errors';
+import { AgentRpcFailure, TaskError } from '../../task/errors';
 
 export const A2A_ERRORS = {
   ParseError: { code: -32700, make: (m: string) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32700 }) },
@@ -80,11 +81,19 @@ export function agentRpcError(code: number, message: string): Error {
   return fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: { code, message } });
 }
 
-/** Workflow failure types (workflows/messages.ts FailureTypes) → the A2A error a client sees. */
-export const WORKFLOW_FAILURE_TO_A2A: Record<string, A2AErrorName> = {
-  TaskTerminal: 'UnsupportedOperation', // 1.0 §3.1 / TCK CORE-SEND-002
-  TaskBusy: 'UnsupportedOperation',
-  ContextMismatch: 'InvalidParams', // TCK CORE-MULTI-006, as a2a-js does
-  TaskNotCancelable: 'TaskNotCancelable',
-  InsufficientFunds: 'InsufficientFunds',
-};
+/**
+ * An error raised below the protocol layer (task/errors.ts: a kind and a message; an agent's own JSON-RPC error) as
+ * the SDK error that renders it in the caller's dialect; anything else as it is.
+ */
+export function protocolError(err: unknown): unknown {
+  if (err instanceof TaskError) return a2aError(err.kind, err.message, err.violations as unknown as Record<string, unknown>[] | undefined);
+  if (err instanceof AgentRpcFailure) return agentRpcError(err.code, err.message);
+  return err;
+}
+
+/** The JSON-RPC code an error stands for (a raised A2A or task error), if it stands for one. */
+export function errorCodeOf(err: unknown): number | undefined {
+  if (err instanceof TaskError) return A2A_ERRORS[err.kind].code;
+  if (err instanceof AgentRpcFailure) return err.code;
+  return (err as { envelopeCode?: number } | undefined)?.envelopeCode;
+}

@@ -10,7 +10,7 @@ import { listTasks } from '../db/task-store';
 import { a2aError } from './errors';
 import { AgentRequestHandler, type HandlerDeps, listQuery } from './request-handler';
 import type { StreamCursor } from './task-stream';
-import type { Dialect } from './wire';
+import type { Dialect } from '../../task/wire';
 import type { Caller } from '../auth/caller';
 
 /**

@@ -11,7 +11,7 @@ import { a2aError } from './errors';
 import type { RpcCall, RpcCoreDeps, RpcTarget } from './rpc-handler';
 import { type CardDialect, type GatewayEndpoints, gatewayCard } from '../agents/gateway-card';
 import type { Agent, AgentRegistry } from '../agents/registry';
-import { type RoutableMessage, Router } from '../agents/router';
+import { type RoutableMessage, Router } from './router';
 import { claimWithinQuota } from '../auth/quotas';
 import { type StoredRoute, recordRoute, routeOf } from '../db/task-routes';
 import { findTask, taskOfMessage } from '../db/task-store';

@@ -3,18 +3,19 @@
  * the A2A error naming it (-32054, HTTP 503), and an agent's endpoint keeps serving reads from the agent as
  * last read while PostgreSQL is away.
  */
-import { a2aError } from './errors';
+import { a2aError, protocolError } from './errors';
 import type { Agent, AgentRegistry } from '../agents/registry';
 import { type Health, outageOf } from '../health';
 
 /**
  * The request handler with every outage error turned into the A2A error for it (-32054, naming the dependency),
- * which the SDK renders in the caller's dialect and the transport sends with HTTP 503.
+ * which the SDK renders in the caller's dialect and the transport sends with HTTP 503, and every error raised below
+ * the protocol layer (task/errors.ts) into the SDK error that renders it.
  */
 export function mappingOutages<T extends object>(handler: T, health: Health): T {
   const map = (err: unknown) => {
     const down = health.unavailable(err);
-    return down ? a2aError('Unavailable', down.message) : err;
+    return down ? a2aError('Unavailable', down.message) : protocolError(err);
   };
   return new Proxy(handler, {
     get(target, prop) {

@@ -9,9 +9,9 @@ import { headSeq } from '../events/event-log';
 import type { PushStore } from '../push/store';
 import { parsePushRequest, toPushRequest } from '../push/params';
 import { renderConfig, renderList } from '../push/render';
-import type { Dialect } from './wire';
+import type { Dialect } from '../../task/wire';
 import type { TaskGateway } from '../temporal/task-gateway';
-import { isTerminal } from '../../workflows/task-state';
+import { isTerminal } from '../../task/rules';
 import { a2aError } from './errors';
 import { agentOfTask } from '../db/task-store';
 

@@ -22,14 +22,14 @@ import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { headSeq, snapshotAt } from '../events/event-log';
 import { listTasks, taskOfMessage } from '../db/task-store';
-import { endsTurn, holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
-import type { SendMessageArgs } from '../../workflows/types';
+import { endsTurn, holdOf, isTerminal, stateLabel } from '../../task/rules';
+import type { SendMessageArgs } from '../../task/contracts';
 import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
 import { type StreamCursor, type TaskStreamDeps, checkStreamCap, followTask } from './task-stream';
-import type { Dialect, StreamEvent, WireMessage, WireTask } from './wire';
+import type { Dialect, StreamEvent, WireMessage, WireTask } from '../../task/wire';
 
 /** What the handler needs: the intake's dependencies and the streams'. */
 export type HandlerDeps = IntakeDeps & TaskStreamDeps;

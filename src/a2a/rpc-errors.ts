@@ -1,6 +1,6 @@
 /** JSON-RPC error responses as each dialect renders them (the RPC core's, and its transports'). */
 import { toJsonRpcError } from '@a2a-js/sdk/errors';
-import { A2A_ERRORS } from './errors';
+import { A2A_ERRORS, protocolError } from './errors';
 import { JsonLimitError } from '../http/json-guard';
 
 /** One JSON-RPC response, as a stream event or an answer. */
@@ -15,7 +15,8 @@ export function envelope(id: string | number | null, error: { code: number; mess
  * 1.0 errors as the SDK renders them (a google.rpc.ErrorInfo in `data`), plus, for invalid params, the field
  * violations as a google.rpc.BadRequest (§1.9): the SDK renderer drops an error's own `data`.
  */
-export function v1Error(err: unknown): { code: number; message: string; data?: unknown[] } {
+export function v1Error(raised: unknown): { code: number; message: string; data?: unknown[] } {
+  const err = protocolError(raised);
   const out = toJsonRpcError(err);
   const violations = (err as { data?: unknown }).data;
   if (out.code !== A2A_ERRORS.InvalidParams.code || !Array.isArray(violations) || violations.length === 0) return out;
@@ -23,8 +24,8 @@ export function v1Error(err: unknown): { code: number; message: string; data?: u
 }
 
 /** 0.3 errors carry no google.rpc ErrorInfo array; `data` stays free-form (field violations for -32602). */
-export function legacyError(err: unknown): { code: number; message: string; data?: unknown } {
-  const e = err as { envelopeCode?: number; message?: string; data?: unknown };
+export function legacyError(raised: unknown): { code: number; message: string; data?: unknown } {
+  const e = protocolError(raised) as { envelopeCode?: number; message?: string; data?: unknown };
   return { code: e.envelopeCode ?? A2A_ERRORS.Internal.code, message: e.message ?? 'Internal error', ...(e.data !== undefined ? { data: e.data } : {}) };
 }
 

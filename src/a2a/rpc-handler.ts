@@ -14,21 +14,22 @@ import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
 import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextBuilder } from '@a2a-js/sdk/server';
 import { z } from 'zod';
 import { INTENT_STATE, type CallIntent, type DialectContext, type InternalCall, type MethodDef, type StreamRenderer, engineMethod, engineOf, pickDialect } from './dialects';
-import { A2A_ERRORS, a2aError } from './errors';
+import { A2A_ERRORS, a2aError, errorCodeOf } from './errors';
 import { answerPushMethod } from './push-methods';
 import { AgentRequestHandler, type HandlerDeps } from './request-handler';
 import { type StreamCursor, StreamLimitError } from './task-stream';
 import * as S from './schemas';
-import type { Dialect, WireTask } from './wire';
+import type { Dialect, WireTask } from '../../task/wire';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/params';
 import { clientMetadataOf, dialectOfTask } from '../db/task-dialects';
 import { openTasksOfContext } from '../db/task-store';
-import { isInterrupted } from '../../workflows/task-state';
+import { isInterrupted } from '../../task/rules';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
 import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { SUPPORTED_VERSION } from './versions';
+import { pathOfNul } from '../http/json-guard';
 import { ERROR_FORMS, jsonRpcErrorOf } from './error-forms';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
 import { type RpcEvent, envelope, idOf, unreadableError } from './rpc-errors';
@@ -190,7 +191,7 @@ export class RpcCore {
     // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
     const checked = validate(spec, rpc.method, withJsonNames(rpc.params));
     if ('error' in checked) return fail(checked.error);
-    const nul = S.pathOfNul(checked.params);
+    const nul = pathOfNul(checked.params);
     if (nul !== undefined) {
       // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
       return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
@@ -277,7 +278,7 @@ export class RpcCore {
       } catch (err) {
         release?.();
         if (err instanceof StreamLimitError) return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message }), 429, { 'retry-after': '5' });
-        if ((err as { envelopeCode?: number }).envelopeCode === A2A_ERRORS.Unavailable.code) return fail(err, 503, { 'retry-after': '5' });
+        if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return fail(err, 503, { 'retry-after': '5' });
         return fail(err);
       }
       if (first.done) {
@@ -313,7 +314,7 @@ export class RpcCore {
       try {
         return await gateway.get(tenant, taskId);
       } catch (err) {
-        if ((err as { envelopeCode?: number }).envelopeCode === A2A_ERRORS.TaskNotFound.code) return undefined;
+        if (errorCodeOf(err) === A2A_ERRORS.TaskNotFound.code) return undefined;
         throw err;
       }
     };

@@ -16,17 +16,17 @@ import type { EventHub } from '../events/hub';
 import { outageOf } from '../health';
 import type { PushStore } from '../push/store';
 import type { TaskGateway } from '../temporal/task-gateway';
-import { PARENT_TASK_HEADER } from '../../workflows/messages';
-import { submittedTask } from '../../workflows/task-state';
-import { PATCH_LEVEL } from '../../workflows/patches';
-import type { SendMessageArgs, TaskInput } from '../../workflows/types';
+import { PARENT_TASK_HEADER } from '../../task/messages';
+import { submittedTask } from '../../task/rules';
+import { PATCH_LEVEL } from '../../task/contracts';
+import type { SendMessageArgs, TaskInput } from '../../task/contracts';
 import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
 import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
 import { heldRows } from '../events/held-rows';
 import { type EnforcedPolicies, enforcePolicies } from '../nanda/policies';
-import type { Dialect, WireMessage } from './wire';
+import type { Dialect, WireMessage } from '../../task/wire';
 
 export interface IntakeDeps {
   gateway: TaskGateway;

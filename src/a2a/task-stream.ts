@@ -7,8 +7,8 @@ import type { Pool } from 'pg';
 import { closesStream, lastEvent } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
-import { isTerminal } from '../../workflows/task-state';
-import type { StreamEvent } from './wire';
+import { isTerminal } from '../../task/rules';
+import type { StreamEvent } from '../../task/wire';
 
 export interface StreamLimits {
   /** Open streams allowed on one task. */

@@ -3,8 +3,8 @@
  * Switchboard calls, and writing the card Switchboard publishes for it (every interface pointing at the gateway).
  */
 import { z } from 'zod';
-import { pathOfNul } from '../a2a/schemas';
-import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../workflows/types';
+import { pathOfNul } from '../http/json-guard';
+import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../task/contracts';
 import { parseGrpcTarget } from '../http/outbound-grpc';
 
 const Skill = z.looseObject({

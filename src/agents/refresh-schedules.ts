@@ -12,7 +12,7 @@
  */
 import { type Client, ScheduleNotFoundError, ScheduleOverlapPolicy, type WorkflowHandle } from '@temporalio/client';
 import type { Pool } from 'pg';
-import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../../workflows/types';
+import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../../task/contracts';
 import { DEFAULTS } from '../config';
 import { type ScheduleLog, ensureSchedule } from '../temporal/schedules';
 

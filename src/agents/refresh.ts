@@ -7,8 +7,8 @@
 import { performance } from 'node:perf_hooks';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Pool } from 'pg';
-import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../workflows/types';
-import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../../activities/agent-client';
+import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../task/contracts';
+import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import type { GrpcChannels } from '../http/outbound-grpc';
 import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from './cards';
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';

@@ -7,8 +7,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
-import type { RegisterAgent } from '../a2a/schemas';
-import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../workflows/types';
+import type { RegisterAgent } from './registration';
+import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
 import { type AgentCardJson, BindingError, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration } from './cards';
 import {
   type AgentStatus,
@@ -21,7 +21,7 @@ import {
   type RefreshPolicy,
 } from './refresh';
 import type { RefreshScheduler } from './refresh-schedules';
-import type { AgentLink } from '../../activities/agent-client';
+import type { AgentLink } from './agent-client';
 import { checkCardSignatures, type SignatureCheck } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
 import { z } from 'zod';

@@ -10,7 +10,7 @@
  */
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { a2aError } from '../a2a/errors';
+import { taskError } from '../../task/errors';
 import { DEFAULTS, quotaDefaultsOf } from '../config';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 import { prepared } from '../db/pool';
@@ -77,7 +77,7 @@ export class TenantQuotas {
 
 export function quotaError(name: QuotaName, value: number, detail: string): Error {
   quotaRefusals.inc({ quota: name });
-  return a2aError('QuotaExceeded', `Quota ${name} (${value}) reached: ${detail}. Nothing was started; send the same message again once the quota allows.`);
+  return taskError('QuotaExceeded', `Quota ${name} (${value}) reached: ${detail}. Nothing was started; send the same message again once the quota allows.`);
 }
 
 const TERMINAL_STATES = ['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'];

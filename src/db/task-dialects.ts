@@ -1,6 +1,6 @@
 /** The dialect each 0.1/NEXUS task was started in, and the client metadata kept with it (migration 010). */
 import type { Pool } from 'pg';
-import type { DialectName } from '../a2a/dialects';
+import type { AgentDialect as DialectName } from '../../task/contracts';
 
 /** Records a new task's dialect unless one is recorded already (a resent first message: the first stands). */
 export async function recordTaskDialect(pool: Pool, tenant: string, taskId: string, dialect: DialectName, metadata: Record<string, unknown> = {}): Promise<void> {

@@ -1,6 +1,21 @@
 /** The front door's routing decisions (migration 006), one per task it started. */
 import type { Pool } from 'pg';
-import type { RouteReason, RoutingDecision } from '../agents/router';
+
+export type RouteReason = 'metadata.agentId' | 'metadata.skillId' | 'search';
+
+/** A routing decision, as stored in `task_routes` and shown in the SendMessage answer. */
+export interface RoutingDecision {
+  agentId: string;
+  /** The skill named in the metadata, or the chosen agent's skill that shares most words with the text. */
+  skillId: string | null;
+  reason: RouteReason;
+  /** ts_rank of the winning match (search only). */
+  rank: number | null;
+  /** The full-text query that was run (search only). */
+  query: string | null;
+  /** Agents that matched as well as the winner and lost on reputation (search and skillId only). */
+  tiedWith: string[];
+}
 
 export interface StoredRoute extends Omit<RoutingDecision, 'tiedWith'> {
   taskId: string;

@@ -1,9 +1,8 @@
 /** Reads of the task projection (written by activities/bookkeeping.ts). */
 import type { Pool } from 'pg';
-import type { ListTasksQuery } from '../a2a/schemas';
-import type { TaskState, WireTask } from '../a2a/wire';
-import { a2aError } from '../a2a/errors';
-import { stateLabel, viewTask } from '../../workflows/task-state';
+import type { TaskState, WireTask } from '../../task/wire';
+import { taskError } from '../../task/errors';
+import { stateLabel, viewTask } from '../../task/rules';
 import { z } from 'zod';
 import { PageTokenError, cursorText, cursorTimestamp, decodePageToken, encodePageToken } from './page-token';
 
@@ -60,6 +59,17 @@ interface Cursor {
  * ListTasks (§1.11): newest status first, cursor pagination, optional filters. The page token is an
  * opaque cursor on (status_timestamp, task_id); a token that does not decode is InvalidParams.
  */
+/** ListTasks' filters and paging, as the protocol layer has checked them. */
+export interface ListTasksQuery {
+  contextId?: string;
+  status?: TaskState;
+  pageSize?: number;
+  pageToken?: string;
+  historyLength?: number;
+  statusTimestampAfter?: string;
+  includeArtifacts?: boolean;
+}
+
 export async function listTasks(pool: Pool, tenant: string, agentId: string | undefined, q: ListTasksQuery): Promise<TaskPage> {
   const pageSize = q.pageSize ?? 50;
   const where = ['tenant = $1'];
@@ -104,7 +114,7 @@ const encodeCursor = (c: Cursor): string => encodePageToken(c);
 
 function decodeCursor(token: string): Cursor {
   const c = decodePageToken(token, CursorShape);
-  if (!c) throw a2aError('InvalidParams', 'pageToken is not a token this server issued');
+  if (!c) throw taskError('InvalidParams', 'pageToken is not a token this server issued');
   return c;
 }
 

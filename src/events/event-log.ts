@@ -6,9 +6,9 @@
  */
 import type { Pool } from 'pg';
 import { prepared } from '../db/pool';
-import { endsTurn } from '../../workflows/task-state';
-import type { StreamEvent, WireTask } from '../a2a/wire';
-import type { NewEvent } from '../../workflows/types';
+import { endsTurn } from '../../task/rules';
+import type { StreamEvent, WireTask } from '../../task/wire';
+import type { NewEvent } from '../../task/contracts';
 
 export type { NewEvent };
 

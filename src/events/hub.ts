@@ -17,7 +17,15 @@
 import { Client, type ClientConfig } from 'pg';
 import type { Logger } from 'pino';
 import { EVENTS_CHANNEL, type EventNotice, type LoggedEvent } from './event-log';
-import { AGENT_PUSH_CHANNEL, type AgentPushNotice } from '../push/agent-push';
+
+/** The NOTIFY channel that wakes the activity following an agent's task (payload: AgentPushNotice). */
+export const AGENT_PUSH_CHANNEL = 'switchboard_agent_push';
+
+/** What the webhook tells the follower: which turn, and the agent task the push named (a hint to check). */
+export interface AgentPushNotice {
+  id: string;
+  taskId: string;
+}
 
 /** The NOTIFY channel of migration 018's triggers on `agents` and `policies`, and 022's on `agent_credentials` (payload: ConfigNotice, JSON). */
 export const CONFIG_CHANNEL = 'switchboard_config';

@@ -14,12 +14,13 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { JsonLimitError, parseJson } from '../http/json-guard';
+import { DELIVERY_GUARANTEES, type DeliveryGuarantee } from '../../task/contracts';
+
+export { DELIVERY_GUARANTEES, type DeliveryGuarantee };
 
 export const MESSAGE_TYPES = ['COMMAND', 'QUERY', 'EVENT', 'RESPONSE'] as const;
 export const QUERY_ACTIONS = ['get_status', 'get_metrics', 'get_state'] as const;
-export const DELIVERY_GUARANTEES = ['at-most-once', 'at-least-once', 'exactly-once'] as const;
 export const RESPONSE_STATUSES = ['SUCCESS', 'FAILURE', 'PARTIAL'] as const;
-export type DeliveryGuarantee = (typeof DELIVERY_GUARANTEES)[number];
 export type ResponseStatus = (typeof RESPONSE_STATUSES)[number];
 
 /** Priority names → Temporal priority keys (1 runs first; the server's default, 3, is `normal`). */

@@ -13,16 +13,17 @@
  */
 import type { Client } from '@temporalio/client';
 import { toJsonRpcError } from '@a2a-js/sdk/errors';
+import { protocolError } from '../a2a/errors';
 import { z } from 'zod';
 import type { AgentRegistry } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { type IntakeDeps, TaskIntake } from '../a2a/task-intake';
-import type { WireMessage, WireTask } from '../a2a/wire';
+import type { WireMessage, WireTask } from '../../task/wire';
 import { outageOf } from '../health';
 import { reputationOf } from '../trust/reputation';
 import { workflowIdOf } from '../temporal/task-gateway';
-import { isTerminal, stateLabel } from '../../workflows/task-state';
-import type { genesisEventWorkflow } from '../../workflows/genesis-events';
+import { isTerminal, stateLabel } from '../../task/rules';
+import type { GenesisEventWorkflow } from '../../task/contracts';
 import {
   Envelope,
   EnvelopeError,
@@ -160,7 +161,7 @@ export class GenesisService {
     try {
       answer = await this.apply(caller, checked, headers);
     } catch (err) {
-      const rpc = err instanceof EnvelopeError || outageOf(err) ? undefined : toJsonRpcError(err);
+      const rpc = err instanceof EnvelopeError || outageOf(err) ? undefined : toJsonRpcError(protocolError(err));
       if (!rpc || rpc.code === -32603) {
         // A refusal, an outage (503) or a bug: nothing is remembered, so sending it again applies it.
         await this.d.store.unclaim(tenant, h.id);
@@ -290,7 +291,7 @@ export class GenesisService {
     const subscriptions = await this.d.store.subscriptions(tenant, { eventType: e.eventType, agentId: c.toId === '*' ? undefined : c.toId });
     const ids = subscriptions.map((s) => s.id);
     await this.d.store.createDeliveries(tenant, e.id, ids);
-    await this.d.temporal.workflow.start<typeof genesisEventWorkflow>('genesisEventWorkflow', {
+    await this.d.temporal.workflow.start<GenesisEventWorkflow>('genesisEventWorkflow', {
       workflowId: eventWorkflowIdOf(tenant, e.id),
       taskQueue: this.d.taskQueue,
       args: [{ tenant, messageId: e.id, guarantee: e.deliveryGuarantee, expiresAt: e.ttl > 0 ? e.timestamp + e.ttl : undefined, subscriptionIds: ids, retryInitialMs: this.d.eventRetryInitialMs }],

@@ -2,7 +2,7 @@
  * The A2A gRPC binding: one gRPC server per process (SWITCHBOARD_GRPC_PORT) serving the SDK's `grpcService` over
  * BindingHandler (src/a2a/binding-handler.ts), which answers through the same RPC core as JSON-RPC and REST.
  * The SDK's gRPC modules load `@grpc/grpc-js` and `@bufbuild/protobuf`, optional peers of @a2a-js/sdk, so
- * package.json names both (the agent side, activities/agent-client.ts, loads them too).
+ * package.json names both (the agent side, src/agents/agent-client.ts, loads them too).
  *
  * Which endpoint: a request's A2A `tenant` field names the agent (the gateway card's GRPC interface carries
  * `tenant: <agentId>`, and SDK clients send it on every call); no tenant is the routing front door.
@@ -22,8 +22,8 @@ import { A2AService, grpcService } from '@a2a-js/sdk/server/grpc';
 import { BindingCall, BindingHandler, SwitchboardError } from '../a2a/binding-handler';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { type Caller, access, rpcMethodRoles } from '../auth/caller';
-import { AuthFailure, type Authenticator, type RateRefusal, refusalOf } from '../auth/plugin';
-import { type Refusal, grpcRefusal } from '../a2a/error-forms';
+import { AuthFailure, type Authenticator, type RateRefusal } from '../auth/plugin';
+import { type Refusal, grpcRefusal, refusalOf } from '../a2a/error-forms';
 import { SUPPORTED_VERSION } from '../a2a/versions';
 import { DependencyUnavailable } from '../health';
 import { traceServerCall } from '../tracing';

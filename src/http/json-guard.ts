@@ -134,3 +134,19 @@ export function checkJson(input: string | Uint8Array, limits: JsonLimits = {}): 
 export function parseJson(input: string | Uint8Array, limits?: JsonLimits): unknown {
   return JSON.parse(checkJson(input, limits));
 }
+
+/**
+ * The path of the first string (or object key) in `value` holding U+0000, or undefined when there is none.
+ * PostgreSQL cannot store U+0000 in text or jsonb, so input holding it is refused at the edge.
+ */
+export function pathOfNul(value: unknown, path = ''): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const at = path ? `${path}.${key}` : key;
+    if (key.includes('\u0000')) return at;
+    const found = pathOfNul(child, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}

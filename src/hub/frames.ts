@@ -2,12 +2,12 @@
  * The hub's wire shapes (Society AI's WebSocket transport, A2A 0.1/0.2 style): parts `{type: "text", text}`,
  * `{type: "data", data}`, `{type: "file", file: {name, mimeType, bytes | uri}}` (0.3's `kind` is read too),
  * lower-case states, tasks `{id, sessionId, status: {state, message}, artifacts, metadata}`. Switchboard keeps
- * tasks in the 1.0 wire types (src/a2a/wire.ts); these functions translate at the socket.
+ * tasks in the 1.0 wire types (task/wire.ts); these functions translate at the socket.
  */
 import { randomUUID } from 'node:crypto';
-import { TASK_STATES, type TaskState, type WireArtifact, type WireMessage, type WirePart, type WireTask } from '../a2a/wire';
-import { stateLabel } from '../../workflows/task-state';
-import { V01_PART_SHAPES, fromV01Part, toV01Part } from '../a2a/v01-parts';
+import { TASK_STATES, type TaskState, type WireArtifact, type WireMessage, type WirePart, type WireTask } from '../../task/wire';
+import { stateLabel } from '../../task/rules';
+import { V01_PART_SHAPES, fromV01Part, toV01Part } from '../../task/v01-parts';
 
 export type HubPart = Record<string, unknown>;
 export interface HubMessage {

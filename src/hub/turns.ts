@@ -4,8 +4,8 @@
  * nor misses an outcome another process received.
  */
 import type { Pool } from 'pg';
-import type { WireArtifact } from '../a2a/wire';
-import type { ForwardResult } from '../../workflows/types';
+import type { WireArtifact } from '../../task/wire';
+import type { ForwardResult } from '../../task/contracts';
 
 export interface TurnKey {
   tenant: string;

@@ -1,5 +1,8 @@
-/** The errors an action answers with, with the NANDA seed's JSON-RPC codes (-32600, -32601, -32602). */
-import { A2A_ERRORS } from '../a2a/errors';
+/**
+ * The errors an action answers with, with the NANDA seed's JSON-RPC codes (-32600, -32601, -32602): the JSON-RPC
+ * standard's own, which the seed's nodes answer with whatever the transport (src/a2a/nanda-actions.ts).
+ */
+const INVALID_PARAMS = -32602;
 
 export class ActionError extends Error {
   constructor(
@@ -13,5 +16,5 @@ export class ActionError extends Error {
 
 /** -32602 naming the field: missing, of the wrong type, or naming something the tenant does not have. */
 export function invalidField(action: string, field: string, why: string): ActionError {
-  return new ActionError(A2A_ERRORS.InvalidParams.code, `Invalid params for ${action}: ${field} ${why}`, { field });
+  return new ActionError(INVALID_PARAMS, `Invalid params for ${action}: ${field} ${why}`, { field });
 }

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import type { Agent, AgentRegistry } from '../agents/registry';
 import { inTransaction } from '../db/tx';
 import type { CertificationGateway } from '../temporal/certification-gateway';
-import type { CertificationProbe, ProbeResult } from '../../workflows/certification';
+import type { CertificationProbe, ProbeResult } from '../../task/contracts';
 import { invalidField } from './action-error';
 import { VC_CONTEXT, countAllocation, openList, randomIndex, setStatusBit, signCredential, statusListUrl } from './status-list';
 

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { a2aError } from '../a2a/errors';
+import { taskError } from '../../task/errors';
 import type { Agent } from '../agents/registry';
 import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
@@ -141,7 +141,7 @@ export async function denialOf(pool: Pool, tenant: string, agent: Agent, enforce
 
 /** The error a task denied by `verdict` is answered with (nothing was started). */
 export function policyDenied(agent: Agent, verdict: PolicyVerdict): Error {
-  return a2aError('PolicyDenied', `Policy ${verdict.name} (${verdict.policy_id}) denies agent ${agent.id}: ${verdict.violations.join('; ')}; nothing was started`);
+  return taskError('PolicyDenied', `Policy ${verdict.name} (${verdict.policy_id}) denies agent ${agent.id}: ${verdict.violations.join('; ')}; nothing was started`);
 }
 
 /**

@@ -14,17 +14,9 @@
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { KeyRing } from '../temporal/encryption-codec';
-import { TASK_STATES, type TaskState } from '../a2a/wire';
-import { objectOr, stateOf } from '../../activities/transports/json-rpc';
+import { TASK_STATES, type TaskState } from '../../task/wire';
+import { objectOr, stateOf } from '../agents/transports/json-rpc';
 
-/** The NOTIFY channel that wakes the activity following an agent's task (payload: AgentPushNotice). */
-export const AGENT_PUSH_CHANNEL = 'switchboard_agent_push';
-
-/** What the webhook tells the follower: which turn, and the agent task the push named (a hint to check). */
-export interface AgentPushNotice {
-  id: string;
-  taskId: string;
-}
 
 /** The route's path for a follow id (the agent is given the public base URL before it). */
 export const agentPushPath = (id: string) => `/agent-push/${encodeURIComponent(id)}`;

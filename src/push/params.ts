@@ -4,8 +4,8 @@
  * core validates a call's params with PUSH_METHOD_PARAMS once and hands the result to toPushRequest.
  */
 import { z } from 'zod';
-import { a2aError } from '../a2a/errors';
-import type { Dialect } from '../a2a/wire';
+import { taskError } from '../../task/errors';
+import type { Dialect } from '../../task/wire';
 
 /** The scheme name that makes `credentials` an HMAC secret for X-Switchboard-Signature instead of an Authorization header. */
 export const HMAC_SCHEME = 'HMAC-SHA256';
@@ -116,7 +116,7 @@ const orUndefined = (s: string | undefined) => (s ? s : undefined);
 /**
  * Validates the params of a push-config method and turns them into a PushRequest (for configs given inline
  * with SendMessage, which no method table has validated).
- * @throws a2aError InvalidParams (with field violations) when the params do not fit; Error for a method
+ * @throws TaskError InvalidParams (with field violations) when the params do not fit; Error for a method
  * that is not a push-config method (a programming error).
  */
 export function parsePushRequest(method: string, params: unknown): { dialect: Dialect; request: PushRequest } {
@@ -130,7 +130,7 @@ export function parsePushRequest(method: string, params: unknown): { dialect: Di
   const parsed = schema.safeParse(params);
   if (!parsed.success) {
     const violations = parsed.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
-    throw a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(parsed.error)}`, violations);
+    throw taskError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(parsed.error)}`, violations);
   }
   return { dialect, request: toPushRequest(method, parsed.data) };
 }

@@ -2,7 +2,7 @@
  * A stored push config rendered back to each dialect's TaskPushNotificationConfig, plus `deliveryStatus`.
  * Secrets go in and never come out: no function here includes the token, the credentials or the HMAC secret.
  */
-import type { Dialect } from '../a2a/wire';
+import type { Dialect } from '../../task/wire';
 import type { DeliveryStatus, PushConfig, PushConfigPage } from './store';
 
 

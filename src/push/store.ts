@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { a2aError } from '../a2a/errors';
-import type { Dialect } from '../a2a/wire';
+import { taskError } from '../../task/errors';
+import type { Dialect } from '../../task/wire';
 import { cursorText, decodePageToken, encodePageToken } from '../db/page-token';
 import { isHmacScheme, type PushConfigInput } from './params';
 import { checkWebhookUrl } from './webhook-url';
@@ -84,7 +84,7 @@ export class PushStore {
    * Stores a config. Creating with the id of an existing config of the task replaces its URL, token and
    * authentication, but keeps its delivery cursor and counters: a client retrying its create must not cause
    * every event to be sent again.
-   * @throws a2aError InvalidParams for a webhook URL that may not be called (see checkWebhookUrl).
+   * @throws TaskError InvalidParams for a webhook URL that may not be called (see checkWebhookUrl).
    */
   async create(tenant: string, dialect: Dialect, input: PushConfigInput, opts: CreateOptions = {}): Promise<PushConfig> {
     await checkWebhookUrl(input.url, this.options.allowPrivate);
@@ -131,7 +131,7 @@ export class PushStore {
 
   /**
    * A page of the task's configs in id order. Without pageSize: 50 (at most 100).
-   * @throws a2aError InvalidParams for a pageToken this store did not issue.
+   * @throws TaskError InvalidParams for a pageToken this store did not issue.
    */
   async list(tenant: string, taskId: string, page: { pageSize?: number; pageToken?: string } = {}): Promise<PushConfigPage> {
     const size = Math.min(page.pageSize || DEFAULT_PAGE, 100);
@@ -189,7 +189,7 @@ const ConfigCursor = z.object({ c1: cursorText });
 const encodeConfigToken = (lastId: string) => encodePageToken({ c1: lastId });
 function decodeConfigToken(token: string): string {
   const cursor = decodePageToken(token, ConfigCursor);
-  if (!cursor) throw a2aError('InvalidParams', 'pageToken is not one this server issued');
+  if (!cursor) throw taskError('InvalidParams', 'pageToken is not one this server issued');
   return cursor.c1;
 }
 

@@ -12,7 +12,8 @@ import type { Pool } from 'pg';
 import { access } from '../auth/caller';
 import type { EventHub } from '../events/hub';
 import { agentPushes } from '../metrics';
-import { AGENT_PUSH_CHANNEL, type AgentPushNotice, type AgentPushTokens, PushBodyError, pushHint, wakes } from '../push/agent-push';
+import { AGENT_PUSH_CHANNEL, type AgentPushNotice } from '../events/hub';
+import { type AgentPushTokens, PushBodyError, pushHint, wakes } from '../push/agent-push';
 import { answer, describeOnly, errorBody } from './openapi';
 import { JsonLimitError, MAX_AGENT_JSON_DEPTH, parseJson } from '../http/json-guard';
 

@@ -1,7 +1,7 @@
 /** The registry's HTTP API and the agent cards Switchboard publishes for each registered agent. */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { RegisterAgentBody } from '../a2a/schemas';
+import { RegisterAgentBody } from '../agents/registration';
 import { AgentCredentialSpec } from '../agents/agent-credentials';
 import { gatewayCard, gatewayEndpoints } from '../agents/gateway-card';
 import { requestedCardDialect, sendCard } from './card-reply';

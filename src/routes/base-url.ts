@@ -6,5 +6,4 @@ export function baseUrlOf(req: FastifyRequest, publicUrl?: string): string {
   return `${req.protocol}://${req.host}`;
 }
 
-/** A request header's value; for one sent several times, the first. */
-export const firstValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
+export { firstValue } from '../http/headers';

@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import type { RpcCoreDeps, RpcRequest, RpcResolver } from '../a2a/rpc-handler';
-import type { Actions } from '../nanda/actions';
+import type { Actions } from '../a2a/nanda-actions';
 import { envelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf, firstValue } from './base-url';
@@ -23,7 +23,7 @@ export interface JsonRpcRouteDeps extends RpcCoreDeps {
   endpoints: A2AEndpoints;
   publicUrl?: string;
   sse: SseOptions;
-  /** NANDA actions (src/nanda/actions.ts): answered at the front door before the RPC core sees the call. */
+  /** NANDA actions (src/a2a/nanda-actions.ts): answered at the front door before the RPC core sees the call. */
   actions?: Actions;
 }
 
@@ -98,7 +98,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       agentId: at.agentId,
     };
     // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
-    // whose first text part is a JSON object with an `action` string is answered by src/nanda/actions.ts (an
+    // whose first text part is a JSON object with an `action` string is answered by src/a2a/nanda-actions.ts (an
     // agent's action comes back through the core as a routed task); every other body goes to the core as before.
     const answer = (await at.actions?.answer(request, (body) => core.answer({ ...request, body }, resolve))) ?? (await core.answer(request, resolve));
     if ('stream' in answer) {

@@ -11,7 +11,7 @@ import { nexusTask, nexusWireMessage } from '../a2a/dialects/nexus';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { RpcAnswer } from '../a2a/rpc-handler';
-import type { WireTask } from '../a2a/wire';
+import type { WireTask } from '../../task/wire';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf } from './base-url';
 import { answer, describeOnly, errorBody, requestSchema } from './openapi';

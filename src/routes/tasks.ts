@@ -6,12 +6,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { TASK_STATES } from '../a2a/wire';
+import { TASK_STATES } from '../../task/wire';
 import { listTaskSummaries } from '../db/task-store';
 import { PageTokenError } from '../db/page-token';
 import { access, callerOf } from '../auth/caller';
 import { workflowIdOf } from '../temporal/task-gateway';
-import { stateLabel } from '../../workflows/task-state';
+import { stateLabel } from '../../task/rules';
 import { answer, describeOnly, errorBody, requestSchema } from './openapi';
 
 export interface TemporalUi {

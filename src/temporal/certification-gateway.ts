@@ -3,7 +3,7 @@
  * knows the certification workflows' IDs and task queue.
  */
 import type { Client } from '@temporalio/client';
-import { type CertificationInput, certificationWorkflowId } from '../../workflows/certification';
+import { type CertificationInput, certificationWorkflowId } from '../../task/contracts';
 
 export class CertificationGateway {
   constructor(private readonly o: { client: Client; taskQueue: string }) {}

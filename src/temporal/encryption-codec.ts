@@ -62,7 +62,7 @@ const untext = new TextDecoder();
 export type PayloadOwner = { tenant: string } | 'system';
 
 /**
- * Workflow ids that name their tenant, as `<kind>:<tenant>:…`: tasks (workflows/messages.ts workflowIdOf),
+ * Workflow ids that name their tenant, as `<kind>:<tenant>:…`: tasks (task/messages.ts workflowIdOf),
  * certifications (workflows/certification.ts certificationWorkflowId) and Genesis events (src/genesis/service.ts
  * eventWorkflowIdOf). Tenant ids hold no `:` (src/routes/tenants.ts). Every other workflow of Switchboard is
  * housekeeping with ids of its own (`switchboard-orphan-sweep:…`, `agent-refresh:…`): `system`.

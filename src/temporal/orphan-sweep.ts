@@ -5,9 +5,9 @@
  */
 import { type Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { type ScheduleLog, ensureSchedule } from './schedules';
-import { SA_STATE, SA_TENANT } from '../../workflows/messages';
-import { isTerminal, stateLabel } from '../../workflows/task-state';
-import { TASK_STATES } from '../a2a/wire';
+import { SA_STATE, SA_TENANT } from '../../task/messages';
+import { isTerminal, stateLabel } from '../../task/rules';
+import { TASK_STATES } from '../../task/wire';
 
 const OPEN_LABELS = TASK_STATES.filter((s) => !isTerminal(s)).map(stateLabel);
 

@@ -21,14 +21,14 @@ import {
 import { ApplicationFailure, type Priority } from '@temporalio/common';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
-import { WORKFLOW_FAILURE_TO_A2A, a2aError, agentRpcError } from '../a2a/errors';
+import { AgentRpcFailure, WORKFLOW_FAILURE_KINDS, taskError } from '../../task/errors';
 import { findTask } from '../db/task-store';
-import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../workflows/messages';
-import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../workflows/task-state';
+import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
+import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
 import { lastEvent } from '../events/event-log';
-import type { taskWorkflow } from '../../workflows/task-workflow';
-import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../workflows/types';
-import type { WireTask } from '../a2a/wire';
+import type { TaskWorkflow } from '../../task/contracts';
+import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../task/contracts';
+import type { WireTask } from '../../task/wire';
 import { DependencyUnavailable, type Health, outageOf } from '../health';
 
 export interface TaskGatewayOptions {
@@ -71,7 +71,7 @@ export class TaskGateway {
    * @returns the task when the turn ends, or at once with `returnImmediately`.
    */
   async start(input: TaskInput, args: SendMessageArgs, opts: { priority?: Priority } = {}): Promise<WireTask> {
-    const op = new WithStartWorkflowOperation<typeof taskWorkflow>('taskWorkflow', {
+    const op = new WithStartWorkflowOperation<TaskWorkflow>('taskWorkflow', {
       workflowId: workflowIdOf(input.tenant, input.taskId),
       taskQueue: this.o.taskQueue,
       args: [input],
@@ -160,7 +160,7 @@ export class TaskGateway {
       }
     }
     const stored = await findTask(this.o.pool, tenant, taskId);
-    if (!stored) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+    if (!stored) throw taskError('TaskNotFound', `Task ${taskId} not found`);
     return viewTask(stored.task, historyLength);
   }
 
@@ -175,13 +175,13 @@ export class TaskGateway {
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw this.toA2A(err, taskId);
       const stored = await findTask(this.o.pool, tenant, taskId);
-      if (!stored) throw a2aError('TaskNotFound', `Task ${taskId} not found`);
+      if (!stored) throw taskError('TaskNotFound', `Task ${taskId} not found`);
       task = stored.task;
     }
     // The cancel lost the race with completion, or the workflow was already gone: the state that stands says.
     const refusal = refuseCancel(task);
     if (refusal) throw refused(refusal);
-    if (task.status.state !== 'TASK_STATE_CANCELED') throw a2aError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(task.status.state)})`);
+    if (task.status.state !== 'TASK_STATE_CANCELED') throw taskError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(task.status.state)})`);
     return task;
   }
 
@@ -217,20 +217,20 @@ export class TaskGateway {
   }
 
   private toA2A(err: unknown, taskId: string): Error {
-    if (err instanceof WorkflowNotFoundError) return a2aError('TaskNotFound', `Task ${taskId} not found`);
+    if (err instanceof WorkflowNotFoundError) return taskError('TaskNotFound', `Task ${taskId} not found`);
     if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === FailureTypes.AgentError) {
       const e = err.cause.details?.[0] as AgentRpcError | undefined;
-      if (e) return agentRpcError(e.code, e.message);
+      if (e) return new AgentRpcFailure(e.code, e.message);
     }
-    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && Object.hasOwn(WORKFLOW_FAILURE_TO_A2A, err.cause.type ?? '')) {
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && Object.hasOwn(WORKFLOW_FAILURE_KINDS, err.cause.type ?? '')) {
       return refused({ type: err.cause.type as Refusal['type'], message: err.cause.message });
     }
     this.o.log.error({ err, taskId }, 'unexpected Temporal error');
-    return a2aError('Internal', `Internal error while handling task ${taskId}`);
+    return taskError('Internal', `Internal error while handling task ${taskId}`);
   }
 }
 
 /** A task's refusal (the workflow's, or the same rule applied to the projection) as the A2A error for it. */
 function refused(r: Refusal): Error {
-  return a2aError(WORKFLOW_FAILURE_TO_A2A[r.type], r.message);
+  return taskError(WORKFLOW_FAILURE_KINDS[r.type], r.message);
 }

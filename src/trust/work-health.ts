@@ -3,7 +3,7 @@
  * A node can answer every liveness probe and fail every task; probes alone kept such a node `healthy`, and text
  * routing kept choosing it over one that works. An agent whose last FAILING_AFTER or more finished tasks all
  * failed is `failing`: the registry shows it degraded (src/agents/refresh.ts) and routing ranks it last
- * (src/agents/router.ts).
+ * (src/a2a/router.ts).
  */
 import type { Pool } from 'pg';
 

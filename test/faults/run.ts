@@ -226,7 +226,7 @@ async function drillTemporal(): Promise<void> {
   const { startGateway, register } = await import('../helpers/harness');
   const { startDevServer } = await import('../../src/temporal/dev-server');
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
-  const { SEARCH_ATTRIBUTES } = await import('../../workflows/messages');
+  const { SEARCH_ATTRIBUTES } = await import('../../task/messages');
   const { freePort } = await import('../helpers/process');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'sb-f3-'));
   const ports = { port: await freePort(), uiPort: await freePort() };

@@ -19,8 +19,8 @@ import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker,
 import { COMPILED } from '../../src/paths';
 import { AgentHub, type HubSettings } from '../../src/hub/hub';
 import { createActivities } from '../../activities';
-import { PushReach } from '../../activities/push-follow';
-import { SEARCH_ATTRIBUTES } from '../../workflows/messages';
+import { PushReach } from '../../src/push/push-reach';
+import { SEARCH_ATTRIBUTES } from '../../task/messages';
 import { KeyStore } from '../../src/auth/keys';
 import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
 import { EncryptionCodec, dataConverterOf, parseKeyRing } from '../../src/temporal/encryption-codec';

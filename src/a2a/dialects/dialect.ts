@@ -4,10 +4,12 @@
  */
 import type { z } from 'zod';
 import type { A2AErrorName } from '../errors';
-import type { WireTask } from '../wire';
+import type { WireTask } from '../../../task/wire';
+import type { AgentDialect } from '../../../task/contracts';
 
 /** Every dialect a client may speak. `Dialect` (1.0 | 0.3) is the engine a call runs on once translated. */
-export type DialectName = '1.0' | '0.3' | '0.1' | 'nexus';
+/** The dialects clients speak: the same names as the agents' (task/contracts.ts AgentDialect). */
+export type DialectName = AgentDialect;
 
 /** What a translated call asks of the handler beyond its params: never something a client can ask for itself. */
 export interface CallIntent {

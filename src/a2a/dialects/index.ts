@@ -6,9 +6,9 @@
  * of each request here and answers in it, errors included; adding a dialect is a new file and a line below.
  *
  * Internally every call is a call of a 1.0 method (or, for 0.3 clients, of the 0.3 method the SDK's compat layer
- * translates): the engine. Dialects without an SDK transport translate to 1.0 (src/a2a/wire.ts is its form).
+ * translates): the engine. Dialects without an SDK transport translate to 1.0 (task/wire.ts is its form).
  */
-import type { Dialect } from '../wire';
+import type { Dialect } from '../../../task/wire';
 import type { DialectDef, DialectName, MethodSpec } from './dialect';
 import { V1 } from './v1';
 import { V03 } from './v03';

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
-import type { WireArtifact, WireMessage, WirePart, WireTask } from '../wire';
+import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import type { DialectContext, DialectDef } from './dialect';
 import { TaskRefParams, withId } from './v03';
 import { ClientTaskId, plainError, renderTask, sendByClientId, state01, taskMetadata } from './v01';

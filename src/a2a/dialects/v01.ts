@@ -13,11 +13,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { endsTurn, isTerminal, stateLabel } from '../../../workflows/task-state';
+import { endsTurn, isTerminal, stateLabel } from '../../../task/rules';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
-import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../wire';
-import { fromV01Part, toV01Part } from '../v01-parts';
+import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../../../task/wire';
+import { fromV01Part, toV01Part } from '../../../task/v01-parts';
 import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
 import { TaskRefParams, withId } from './v03';
 

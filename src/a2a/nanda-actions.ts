@@ -8,19 +8,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { A2A_ERRORS } from '../a2a/errors';
-import { type RpcEvent, envelope, idOf } from '../a2a/rpc-errors';
-import { pathOfNul } from '../a2a/schemas';
+import { A2A_ERRORS } from './errors';
+import { type RpcEvent, envelope, idOf } from './rpc-errors';
+import { pathOfNul } from '../http/json-guard';
 import { type JsonLimitError, checkJson, parseJson } from '../http/json-guard';
-import type { RpcAnswer, RpcRequest } from '../a2a/rpc-handler';
+import type { RpcAnswer, RpcRequest } from './rpc-handler';
 import type { AgentRegistry } from '../agents/registry';
 import type { Caller, Role } from '../auth/caller';
 import type { Health } from '../health';
 import type { CertificationGateway } from '../temporal/certification-gateway';
-import { ActionError, invalidField } from './action-error';
-import { checkCertificate, evaluation, issueCredential, revokeCertificate, startEvaluation } from './certificates';
-import { auditReconcile, auditSettlement, latency, liveness, reputation } from './observer';
-import { type EnforcedPolicies, PolicyConflict, PolicyRules, createPolicy, evaluatePolicies, getPolicy, listPolicies, setEnforced } from './policies';
+import { ActionError, invalidField } from '../nanda/action-error';
+import { checkCertificate, evaluation, issueCredential, revokeCertificate, startEvaluation } from '../nanda/certificates';
+import { auditReconcile, auditSettlement, latency, liveness, reputation } from '../nanda/observer';
+import { type EnforcedPolicies, PolicyConflict, PolicyRules, createPolicy, evaluatePolicies, getPolicy, listPolicies, setEnforced } from '../nanda/policies';
 
 export interface ActionDeps {
   pool: Pool;

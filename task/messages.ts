@@ -4,8 +4,8 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import type { AgentTaskRef, ChildTask, SendMessageArgs } from './types';
-import type { WireTask } from '../src/a2a/wire';
+import type { AgentTaskRef, ChildTask, SendMessageArgs } from './contracts';
+import type { WireTask } from './wire';
 
 /** Multi-agent jobs: the header that tells an agent which Switchboard task it is working for. */
 export const PARENT_TASK_HEADER = 'x-switchboard-parent-task';

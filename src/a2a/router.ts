@@ -7,27 +7,15 @@
  * candidates first: a denied agent is never chosen, a failing one only when no other is left.
  */
 import type { Pool } from 'pg';
-import { a2aError } from '../a2a/errors';
+import { a2aError } from './errors';
 import { type EnforcedPolicies, type PolicyVerdict, denialOf, policyDenied } from '../nanda/policies';
 import { reputationOf } from '../trust/reputation';
 import { recentWork } from '../trust/work-health';
-import type { Agent, AgentRegistry, RankedAgent } from './registry';
+import type { Agent, AgentRegistry, RankedAgent } from '../agents/registry';
+import type { RouteReason, RoutingDecision } from '../db/task-routes';
 
-export type RouteReason = 'metadata.agentId' | 'metadata.skillId' | 'search';
+export type { RouteReason, RoutingDecision };
 
-/** A routing decision, as stored in `task_routes` and shown in the SendMessage answer. */
-export interface RoutingDecision {
-  agentId: string;
-  /** The skill named in the metadata, or the chosen agent's skill that shares most words with the text. */
-  skillId: string | null;
-  reason: RouteReason;
-  /** ts_rank of the winning match (search only). */
-  rank: number | null;
-  /** The full-text query that was run (search only). */
-  query: string | null;
-  /** Agents that matched as well as the winner and lost on reputation (search and skillId only). */
-  tiedWith: string[];
-}
 
 /** The parts of a first message routing reads (1.0 and 0.3 parts both carry `text`). */
 export interface RoutableMessage {

@@ -6,9 +6,9 @@
  */
 import type { Pool } from 'pg';
 import { ApplicationFailure } from '@temporalio/activity';
-import { appendEvents, type NewEvent } from '../src/events/event-log';
-import type { StreamEvent } from '../src/a2a/wire';
-import type { EventHub } from '../src/events/hub';
+import { appendEvents, type NewEvent } from './event-log';
+import type { StreamEvent } from '../../task/wire';
+import type { EventHub } from './hub';
 
 /**
  * A write of a task's log or projection that PostgreSQL refused, as the turn reports it: retryable (the next attempt

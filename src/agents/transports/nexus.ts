@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import type { RequestOptions, Transport } from '@a2a-js/sdk/client';
-import type { WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
+import type { WireMessage, WirePart, WireTask } from '../../../task/wire';
 import { LegacyJsonRpcTransport, objectOr, stateOf, unsupported } from './json-rpc';
 
 export class NexusTransport extends LegacyJsonRpcTransport implements Transport {

@@ -7,8 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, type SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
 import type { RequestOptions, Transport } from '@a2a-js/sdk/client';
-import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../src/a2a/wire';
-import { fromV01Part, toV01Part } from '../../src/a2a/v01-parts';
+import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
+import { fromV01Part, toV01Part } from '../../../task/v01-parts';
 import { LegacyJsonRpcTransport, objectOr, stateOf } from './json-rpc';
 
 type V01Params = { id: string; sessionId?: string; message: Record<string, unknown>; metadata?: Record<string, unknown>; historyLength?: number };

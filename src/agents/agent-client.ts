@@ -1,7 +1,7 @@
 /**
  * Builds an @a2a-js/sdk client for one agent endpoint, over the binding the registry chose for it (JSON-RPC,
  * HTTP+JSON or gRPC), in the dialect the endpoint declares (1.0, or 0.3 through the SDK's compat transports; 0.1
- * and NEXUS through Switchboard's own transports in activities/transports/).
+ * and NEXUS through Switchboard's own transports in src/agents/transports/).
  * JSON-RPC and HTTP+JSON requests go through Switchboard's guarded fetch; gRPC calls go over a guarded channel
  * (src/http/outbound-grpc.ts), with a deadline per call, the agent's credential as metadata, and their status
  * recorded so failures are classified like HTTP ones.
@@ -28,10 +28,10 @@ import {
   UnsupportedOperationError,
   VersionNotSupportedError,
 } from '@a2a-js/sdk/errors';
-import type { GrpcChannels } from '../src/http/outbound-grpc';
-import { withTimeouts, type OutboundTimeouts } from '../src/http/outbound';
-import type { AgentBinding, AgentDialect, AgentEndpoint } from '../workflows/types';
-import { traceHeaders } from '../src/tracing';
+import type { GrpcChannels } from '../http/outbound-grpc';
+import { withTimeouts, type OutboundTimeouts } from '../http/outbound';
+import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../task/contracts';
+import { traceHeaders } from '../tracing';
 import { A2aV01Transport } from './transports/a2a-v01';
 import { LegacyTransportFactory, type LegacyTransportOptions } from './transports/json-rpc';
 import { NexusTransport } from './transports/nexus';
@@ -73,7 +73,7 @@ export interface AgentClientOptions {
 
 /**
  * The dialects the SDK does not speak, one transport each (over JSON-RPC, the only binding they have). Adding
- * a dialect is one file in activities/transports/ and one row here.
+ * a dialect is one file in src/agents/transports/ and one row here.
  */
 const LEGACY_DIALECTS: Partial<Record<AgentDialect, (o: LegacyTransportOptions) => TransportFactory>> = {
   '0.1': (o) => new LegacyTransportFactory(o, A2aV01Transport),
@@ -88,7 +88,7 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-export { PARENT_TASK_HEADER } from '../workflows/messages';
+export { PARENT_TASK_HEADER } from '../../task/messages';
 
 /** The A2A errors an agent answers with (on any binding): the agent is up and said no. */
 const A2A_ANSWERS = [

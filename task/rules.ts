@@ -3,9 +3,9 @@
  * workflow, the gateway, the event log and the streams: classes of states, when a turn ends, the submitted
  * task, the hold, and views of a task.
  */
-import type { TaskState, WireMessage, WireTask } from '../src/a2a/wire';
+import type { TaskState, WireMessage, WireTask } from './wire';
 import type { FailureTypes } from './messages';
-import type { ForwardResult, SettlementRequest, TaskInput, TaskRecord, TrustOutcome, TurnFinish } from './types';
+import type { ForwardResult, SettlementRequest, TaskInput, TaskRecord, TrustOutcome, TurnFinish } from './contracts';
 
 const TERMINAL: ReadonlySet<TaskState> = new Set([
   'TASK_STATE_COMPLETED',

@@ -1,8 +1,8 @@
 /**
  * The contracts between the task workflow, its activities and the gateway: inputs, update arguments and
- * activity results. Types (and a default or two), safe to import anywhere; the A2A wire types they use live in src/a2a/wire.ts.
+ * activity results. Types (and a default or two), safe to import anywhere; the A2A wire types they use live in task/wire.ts.
  */
-import type { Dialect, StreamEvent, TaskState, WireArtifact, WireMessage, WireTask } from '../src/a2a/wire';
+import type { Dialect, StreamEvent, TaskState, WireArtifact, WireMessage, WireTask } from './wire';
 
 /** The A2A protocol bindings Switchboard calls agents over (A2A 1.0 §5: `protocolBinding`; 0.3 `transport`). */
 export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
@@ -10,7 +10,7 @@ export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
 /**
  * The dialects Switchboard calls agents in: the two it serves (1.0, and 0.3, which 0.2.x shares on the wire),
  * A2A 0.1 (`tasks/send`, `type` parts, `sessionId`) and NEXUS (`message/send` with `{type, data}` parts,
- * answered `{id, status: "<state>", messages, artifacts}`). activities/agent-client.ts has one transport per dialect.
+ * answered `{id, status: "<state>", messages, artifacts}`). src/agents/agent-client.ts has one transport per dialect.
  */
 export type AgentDialect = Dialect | '0.1' | 'nexus';
 
@@ -162,7 +162,7 @@ export interface ForwardResult {
   statusMessage?: WireMessage;
   /** The agent's artifacts for the task so far (they replace the previous list). */
   artifacts: WireArtifact[];
-  /** A cost the agent reported in the task's metadata (`metadata.cost`, see activities/agent-cost.ts), in minor units. */
+  /** A cost the agent reported in the task's metadata (`metadata.cost`, see src/agents/agent-cost.ts), in minor units. */
   costMinor?: number;
   /** The agent's task metadata (its `switchboard` key dropped): kept on the gateway's task for the client. */
   metadata?: Record<string, unknown>;
@@ -256,3 +256,69 @@ export interface HoldRequest {
   requester: string;
   amountMinor: number;
 }
+
+// ---- NANDA capability evaluations (workflows/certification.ts) ----
+
+export interface CertificationProbe {
+  skillId: string;
+  text: string;
+}
+
+export interface CertificationInput {
+  tenant: string;
+  certificationId: string;
+  agentId: string;
+  endpoint: AgentEndpoint;
+  probes: CertificationProbe[];
+  /** The share of probes (0–1) that must pass. */
+  passScore: number;
+  /** How long one probe may take (ms). */
+  probeTimeoutMs: number;
+}
+
+export interface ProbeResult {
+  skill_id: string;
+  example: string;
+  state: string;
+  passed: boolean;
+  detail?: string;
+}
+
+export interface CertificationOutcome {
+  tenant: string;
+  certificationId: string;
+  state: 'passed' | 'failed';
+  score: number;
+  results: ProbeResult[];
+}
+
+export const certificationWorkflowId = (tenant: string, certificationId: string) => `certification:${tenant}:${certificationId}`;
+
+/** The certification workflow, as clients start it. */
+export type CertificationWorkflow = (input: CertificationInput) => Promise<{ state: 'passed' | 'failed'; score: number }>;
+
+// ---- Genesis Nexus EVENT deliveries (workflows/genesis-events.ts) ----
+
+/** How often a subscriber may get an event: once at most, at least once (retried), or once (one delivery id). */
+export const DELIVERY_GUARANTEES = ['at-most-once', 'at-least-once', 'exactly-once'] as const;
+export type DeliveryGuarantee = (typeof DELIVERY_GUARANTEES)[number];
+
+export interface GenesisEventInput {
+  tenant: string;
+  messageId: string;
+  guarantee: DeliveryGuarantee;
+  /** When the envelope's ttl passes (epoch ms); unset: no ttl. */
+  expiresAt?: number;
+  subscriptionIds: string[];
+  /** First retry delay (ms, then doubling up to a minute). Default 1 s. */
+  retryInitialMs?: number;
+}
+
+/** The EVENT delivery workflow, as clients start it. */
+export type GenesisEventWorkflow = (input: GenesisEventInput) => Promise<Record<string, string>>;
+
+/** The task workflow, as clients start it (workflows/task-workflow.ts). */
+export type TaskWorkflow = (input: TaskInput) => Promise<WireTask>;
+
+/** The level the front door starts new task workflows at (workflows/patches.ts says what each level changes). */
+export const PATCH_LEVEL = 3;

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { parseSseStream } from '@a2a-js/sdk';
 import { fromJsonRpcErrorResponse, UnsupportedOperationError } from '@a2a-js/sdk/errors';
 import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
-import type { TaskState } from '../../src/a2a/wire';
+import type { TaskState } from '../../../task/wire';
 
 interface RpcAnswer {
   jsonrpc?: unknown;
