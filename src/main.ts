@@ -89,7 +89,8 @@ async function main(): Promise<void> {
     const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
-      // Stopped last (stops run in reverse): the worker drains and the streams end while it still serves them.
+      // Stopped last (stops run in reverse): the worker drains and the streams end while it still serves them. Both
+      // embedded services run in sessions of their own (src/child-session.ts): a terminal's Ctrl-C reaches only us.
       const pg = await startEmbeddedPostgres({
         dir: join(dataDir, 'postgres'),
         passwordFile: join(dataDir, 'postgres-password'),
@@ -110,7 +111,7 @@ async function main(): Promise<void> {
         uiPort: config.TEMPORAL_UI_PORT,
         namespace: config.TEMPORAL_NAMESPACE,
         searchAttributes: SEARCH_ATTRIBUTES,
-        log: (msg) => log.info(msg),
+        log: (msg, level = 'info') => log[level](msg),
       });
       stops.push(server.stop);
       temporalAddress = server.address;
