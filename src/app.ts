@@ -2,7 +2,8 @@
  * buildApp wires Switchboard's HTTP surface from its dependencies and never listens: tests and the server
  * (src/main.ts) get the same app. It registers one plugin per resource (src/plugins/: the pool, health, who may
  * call, Temporal, the registry), each decorating the app (`app.pg`, `app.health`, `app.temporal`, …) and closing
- * what it opened in `onClose`, then the routes, which read those resources.
+ * what it opened in `onClose`, then the routes, which read those resources. buildWorkerApp is the small app of a
+ * worker process: health, readiness and metrics only.
  */
 import { DEFAULTS, streamSettingsOf } from './config';
 import { randomUUID } from 'node:crypto';
@@ -34,7 +35,7 @@ import { healthPlugin } from './plugins/health';
 import { authPlugin } from './plugins/auth';
 import { temporalPlugin } from './plugins/temporal';
 import { registryPlugin } from './plugins/registry';
-import { managementRoutes } from './routes/management';
+import { managementRoutes, probeRoutes } from './routes/management';
 import { type StreamSettings, a2aBindings } from './routes/a2a-bindings';
 
 export { DEFAULT_TENANT };
@@ -67,10 +68,12 @@ export interface AppDeps {
   credentials?: AgentCredentials;
   /** Which dependencies are up (default: one probing deps.pool and deps.temporal's connection). */
   health?: Health;
-  /** Whether this process's worker is polling, for /readyz; unset when the process runs none. */
+  /** Whether this process's worker is polling, for /readyz; unset when the process runs none (then /readyz asks Temporal whether any worker polls the task queue). */
   workerRunning?: () => boolean;
-  /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to GET /metrics. */
-  workerMetricsUrl?: string;
+  /** The Temporal SDK runtime's Prometheus endpoint in this process (its client's and workers' `temporal_*`), appended to GET /metrics. */
+  runtimeMetricsUrl?: string;
+  /** How long a send waits for its answer before it asks whether any worker polls the task queue (default 3 s). */
+  noWorkerCheckMs?: number;
   /** Where Temporal UI is (TEMPORAL_UI_URL, or the embedded dev server's), for the links from GET /tasks to each workflow. */
   temporalUi?: TemporalUi;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
@@ -127,14 +130,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(authPlugin, deps.auth);
   // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
   await app.register(openApi);
-  await app.register(temporalPlugin, { client: deps.temporal, taskQueue: deps.taskQueue, log: deps.log });
+  await app.register(temporalPlugin, { client: deps.temporal, taskQueue: deps.taskQueue, log: deps.log, noWorkerCheckMs: deps.noWorkerCheckMs });
   await app.register(registryPlugin, { outbound: deps.outbound, hub: deps.hub, credentials: deps.credentials, agentRefresh: deps.agentRefresh });
   await app.register(managementRoutes, {
     keys: deps.auth.keys,
     publicUrl: deps.publicUrl,
     grpcPort: deps.grpc?.port,
     workerRunning: deps.workerRunning,
-    workerMetricsUrl: deps.workerMetricsUrl,
+    runtimeMetricsUrl: deps.runtimeMetricsUrl,
     openStreams: () => deps.hub.readers(),
     payloadCodec: deps.auth.payloadCodec,
     codecCorsOrigins: deps.auth.codecCorsOrigins,
@@ -156,6 +159,34 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     agentHub: deps.agentHub,
     agentPush: deps.agentPush,
   });
+  return app;
+}
+
+export interface WorkerAppDeps {
+  pool: Pool;
+  /** Probed for /readyz (GetSystemInfo), like the api's. */
+  temporal: Client;
+  log: Logger;
+  /** Whether this process's worker is polling. */
+  workerRunning: () => boolean;
+  /** The Temporal SDK runtime's Prometheus endpoint in this process, appended to GET /metrics. */
+  runtimeMetricsUrl?: string;
+  /** /metrics is an admin's (its labels name every tenant's agents): the same keys as the api's. */
+  auth: Pick<AppAuth, 'keys' | 'jwt' | 'redisUrl' | 'quotaDefaults'>;
+  health?: Health;
+}
+
+/**
+ * A worker process's HTTP surface (SWITCHBOARD_ROLE=worker): `/healthz`, `/readyz` (PostgreSQL, Temporal, the
+ * migrations, and its worker polling) and `/metrics`, where the tasks' series are counted, since workflows and
+ * their activities run in worker processes. Never listens, like buildApp.
+ */
+export async function buildWorkerApp(deps: WorkerAppDeps): Promise<FastifyInstance> {
+  const app = Fastify(serverOptions(deps));
+  await app.register(pgPlugin, { pool: deps.pool });
+  await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
+  await app.register(authPlugin, deps.auth);
+  await app.register(probeRoutes, { workerRunning: deps.workerRunning, runtimeMetricsUrl: deps.runtimeMetricsUrl });
   return app;
 }
 

@@ -5,7 +5,7 @@
  *
  * main only wires processes, one named step each: the config, the Temporal runtime, the embedded services, the
  * pool and its migrations, the Temporal connection and client, what the worker and the app share, the worker,
- * and the HTTP server. Each step hands its stop to `Stops`, which
+ * and the HTTP server (the api's app, or a worker process's probes). Each step hands its stop to `Stops`, which
  * Ctrl-C (or SIGTERM) runs in reverse: the HTTP server first, then the worker drains while Temporal and PostgreSQL
  * still serve it, then the connections, and the embedded services last.
  */
@@ -17,7 +17,7 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
-import { buildApp } from './app';
+import { buildApp, buildWorkerApp } from './app';
 import { type Config, ConfigError, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
 import { AgentHub } from './hub/hub';
 import { migrate } from './db/migrate';
@@ -72,13 +72,8 @@ async function main(): Promise<void> {
     const scheduler = new RefreshScheduler({ client: temporal.client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, log });
     const worker = config.SWITCHBOARD_ROLE === 'api' ? undefined : await startWorker(config, { pool, temporal, shared, scheduler }, stops, log);
     const where = { ...services, runtimeMetricsUrl };
-    if (config.SWITCHBOARD_ROLE === 'worker') {
-      console.log(`Switchboard worker is running (task queue ${config.TEMPORAL_TASK_QUEUE} at ${services.temporalAddress}; no HTTP server in this role).`);
-      if (!config.DATABASE_URL) console.log(postgresLine(services.databaseUrl, resolve(config.SWITCHBOARD_DATA_DIR)));
-      console.log('Press Ctrl-C to stop.');
-      return;
-    }
-    await serveApi(config, { pool, temporal, shared, scheduler, worker, where }, stops, log);
+    if (worker && config.SWITCHBOARD_ROLE === 'worker') await serveWorkerProbes(config, { pool, temporal, worker, where }, stops, log);
+    else await serveApi(config, { pool, temporal, shared, scheduler, worker, where }, stops, log);
   } catch (err) {
     log.fatal({ err }, 'Switchboard failed to start');
     await stops.run(1);
@@ -108,9 +103,9 @@ function stayUpOnBugs(log: Logger): void {
 }
 
 /**
- * The Temporal SDK runtime of this process: its logs through pino, and its metrics (`temporal_*`) on a Prometheus
- * exporter on a free loopback port, which GET /metrics appends to Switchboard's, so there is one scrape target.
- * @returns the exporter's URL.
+ * The Temporal SDK runtime of this process: its logs through pino, and its metrics (`temporal_*`, of the client and
+ * every worker here) on a Prometheus exporter on a free loopback port, which GET /metrics appends to Switchboard's
+ * own, so each process has one scrape target. @returns the exporter's URL.
  */
 async function installRuntime(config: Config, log: Logger): Promise<string> {
   const address = `127.0.0.1:${await freePort()}`;
@@ -294,6 +289,36 @@ async function startWorker(
 type Where = Services & { runtimeMetricsUrl: string };
 
 /**
+ * A worker process (SWITCHBOARD_ROLE=worker) listens on PORT with only /healthz, /readyz and /metrics: an
+ * orchestrator can tell whether its worker polls, and a scraper reads the tasks' series, which are counted here.
+ */
+async function serveWorkerProbes(
+  config: Config,
+  d: { pool: Pool; temporal: TemporalSide; worker: SupervisedWorker; where: Where },
+  stops: Stops,
+  log: Logger,
+): Promise<void> {
+  const app = await buildWorkerApp({
+    pool: d.pool,
+    temporal: d.temporal.client,
+    log,
+    workerRunning: () => d.worker.running(),
+    runtimeMetricsUrl: d.where.runtimeMetricsUrl,
+    auth: { keys: new KeyStore(d.pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY }), redisUrl: config.REDIS_URL, quotaDefaults: quotaDefaultsOf(config) },
+  });
+  stops.push(() => app.close());
+  const url = await app.listen({ host: config.HOST, port: config.PORT });
+  console.log(
+    [
+      `Switchboard worker is running (task queue ${config.TEMPORAL_TASK_QUEUE} at ${d.where.temporalAddress})`,
+      `  probes:             ${url}/healthz, ${url}/readyz, ${url}/metrics (admin key; the tasks' series are counted here)`,
+      ...(config.DATABASE_URL ? [] : [postgresLine(d.where.databaseUrl, resolve(config.SWITCHBOARD_DATA_DIR))]),
+      'Press Ctrl-C to stop.',
+    ].join('\n'),
+  );
+}
+
+/**
  * The api's HTTP server (roles `all` and `api`): the app (src/app.ts), the gRPC binding beside it, and the WebSocket
  * hub with its hub worker: agents' sockets live in this process, so their turns come to this process's own task
  * queue, which only its hub worker polls (also in an api-only process: it holds sockets too).
@@ -328,9 +353,9 @@ async function serveApi(
     },
     agentRefresh: { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS }, scheduler: d.scheduler },
     credentials,
-    // An api-only process is ready without a worker of its own.
+    // An api-only process has no worker of its own: /readyz asks Temporal whether any worker polls the queue.
     workerRunning: d.worker && (() => d.worker!.running()),
-    workerMetricsUrl: d.worker && d.where.runtimeMetricsUrl,
+    runtimeMetricsUrl: d.where.runtimeMetricsUrl,
     pool: d.pool,
     temporal: client,
     taskQueue: config.TEMPORAL_TASK_QUEUE,

@@ -1,5 +1,5 @@
 // GET /metrics on a real gateway (Temporal dev server, PostgreSQL, SDK agents): what a task, a retried agent call,
-// a push delivery and a quota refusal count, the gauges read at scrape time, the worker's metrics appended, and
+// a push delivery and a quota refusal count, the gauges read at scrape time, the SDK runtime's metrics appended, and
 // that only an admin may read it. Every call is to Switchboard's own routes: in-process (gw.inject), no port.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -8,8 +8,11 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { AgentPool, startEchoAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
-import { type Gateway, register, startGateway } from './helpers/harness';
+import { type Gateway, TEST_ADMIN_KEY, register, startGateway } from './helpers/harness';
 import { metricsText } from '../src/metrics';
+import { buildWorkerApp } from '../src/app';
+import { KeyStore } from '../src/auth/keys';
+import { createLogger } from '../src/log';
 
 let gw: Gateway;
 const agents = new AgentPool();
@@ -86,12 +89,12 @@ test('only an admin reads /metrics: its labels name every tenant\'s agents', asy
   assert.equal((await scrape('none')).status, 401);
 });
 
-test("the Temporal worker's metrics are appended when the runtime exports them; a dead exporter leaves Switchboard's", async () => {
+test("the Temporal SDK runtime's metrics are appended when it exports them; a dead exporter leaves Switchboard's", async () => {
   const exporter = http.createServer((_req, res) => res.end('# TYPE temporal_workflow_completed counter\ntemporal_workflow_completed 7\n'));
   await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', r));
   const port = (exporter.address() as AddressInfo).port;
   try {
-    // What GET /metrics sends (src/routes/metrics.ts answers with metricsText of its worker endpoint).
+    // What GET /metrics sends (src/routes/metrics.ts answers with metricsText of the runtime's endpoint).
     const appended = await metricsText(`http://127.0.0.1:${port}/metrics`);
     assert.match(appended, /^switchboard_tasks_started_total/m);
     assert.match(appended, /^temporal_workflow_completed 7$/m);
@@ -114,4 +117,40 @@ test('a new task over a tenant quota counts as a quota refusal, by quota', async
   const res = await send(agent.id, 'over quota', client);
   assert.equal((res.json as { error?: { code: number } }).error?.code, -32053);
   assert.equal(sample((await scrape()).text, 'switchboard_quota_refusals_total', { quota: 'openTasks' }) - before, 1);
+});
+
+test('a worker process\'s app (SWITCHBOARD_ROLE=worker) serves only /healthz, /readyz and /metrics: the tasks\' series and the runtime\'s', async () => {
+  const exporter = http.createServer((_req, res) => res.end('# TYPE temporal_workflow_completed counter\ntemporal_workflow_completed 3\n'));
+  await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', r));
+  let polling = true;
+  const app = await buildWorkerApp({
+    pool: gw.db.pool,
+    temporal: gw.temporal,
+    log: createLogger('silent'),
+    workerRunning: () => polling,
+    runtimeMetricsUrl: `http://127.0.0.1:${(exporter.address() as AddressInfo).port}/metrics`,
+    auth: { keys: new KeyStore(gw.db.pool, { envAdminKey: TEST_ADMIN_KEY }) },
+  });
+  try {
+    const get = (url: string, key?: string) => app.inject({ url, headers: key ? { authorization: `Bearer ${key}` } : {} });
+    assert.equal((await get('/healthz')).statusCode, 200);
+    const ready = await get('/readyz');
+    assert.equal(ready.statusCode, 200, ready.body);
+    assert.deepEqual(ready.json().checks.worker, { running: true });
+    polling = false;
+    const notReady = await get('/readyz');
+    assert.equal(notReady.statusCode, 503);
+    assert.deepEqual(notReady.json().missing, ['worker']);
+    // The tasks' series are counted here, where workflows run; the SDK runtime's follow in the same answer.
+    const metrics = await get('/metrics', TEST_ADMIN_KEY);
+    assert.equal(metrics.statusCode, 200);
+    assert.match(metrics.body, /^# HELP switchboard_tasks_ended_total /m);
+    assert.match(metrics.body, /^temporal_workflow_completed 3$/m);
+    assert.equal((await get('/metrics')).statusCode, 401);
+    assert.equal((await get('/metrics', gw.keys.operator)).statusCode, 403);
+    assert.equal((await get('/agents', TEST_ADMIN_KEY)).statusCode, 404, 'nothing but the probes');
+  } finally {
+    await app.close();
+    exporter.close();
+  }
 });

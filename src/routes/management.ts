@@ -26,10 +26,10 @@ export interface ManagementOptions {
   keys: KeyStore;
   publicUrl?: string;
   grpcPort?: number;
-  /** Whether this process's worker is polling; unset when the process runs none. */
+  /** Whether this process's worker is polling; unset: /readyz asks Temporal whether any worker polls the queue. */
   workerRunning?: () => boolean;
-  /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to GET /metrics. */
-  workerMetricsUrl?: string;
+  /** The Temporal SDK runtime's Prometheus endpoint in this process, appended to GET /metrics. */
+  runtimeMetricsUrl?: string;
   /** Open SSE streams in this process (a gauge of GET /metrics). */
   openStreams: () => number;
   /** SWITCHBOARD_PAYLOAD_KEY's codec, served to Temporal UI at /codec/decode; and the origins that UI runs at. */
@@ -42,8 +42,8 @@ export interface ManagementOptions {
 export const managementRoutes = fp<ManagementOptions>(
   async (app: FastifyInstance, o) => {
     const pool = app.pg;
-    const { client, taskQueue } = app.temporal;
-    await app.register(probeRoutes, { workerRunning: o.workerRunning, workerMetricsUrl: o.workerMetricsUrl, openStreams: o.openStreams });
+    const { client, taskQueue, workers } = app.temporal;
+    await app.register(probeRoutes, { workerRunning: o.workerRunning, pollers: o.workerRunning ? undefined : () => workers.pollers(), runtimeMetricsUrl: o.runtimeMetricsUrl, openStreams: o.openStreams });
     await app.register(jwksRoutes, { pool });
     await app.register(tenantRoutes, { keys: o.keys, quotas: app.quotas });
     await app.register(auditRoutes, { pool });
@@ -60,15 +60,19 @@ export const managementRoutes = fp<ManagementOptions>(
 
 export interface ProbeOptions {
   workerRunning?: () => boolean;
-  workerMetricsUrl?: string;
+  pollers?: Parameters<typeof healthRoutes>[1]['pollers'];
+  runtimeMetricsUrl?: string;
   openStreams?: () => number;
 }
 
-/** What an orchestrator and a scraper read: `/healthz`, `/readyz` and `/metrics`. */
+/**
+ * What an orchestrator and a scraper read from every process, a worker's too: `/healthz`, `/readyz` and `/metrics`
+ * (this process's `switchboard_*` series, then the SDK runtime's `temporal_*`).
+ */
 export const probeRoutes = fp<ProbeOptions>(
   async (app: FastifyInstance, o) => {
-    await app.register(healthRoutes, { health: app.health, pool: app.pg, workerRunning: o.workerRunning });
-    await app.register(metricsRoutes, { pool: app.pg, openStreams: o.openStreams ?? (() => 0), workerMetricsUrl: o.workerMetricsUrl });
+    await app.register(healthRoutes, { health: app.health, pool: app.pg, workerRunning: o.workerRunning, pollers: o.pollers });
+    await app.register(metricsRoutes, { pool: app.pg, openStreams: o.openStreams ?? (() => 0), runtimeMetricsUrl: o.runtimeMetricsUrl });
   },
   { name: 'switchboard-probes', fastify: '5.x', dependencies: ['switchboard-auth', 'switchboard-health'] },
 );

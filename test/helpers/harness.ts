@@ -243,6 +243,8 @@ export interface GatewayOptions {
    * clients, SSE streams and agents that call back (pushes) need one.
    */
   listen?: boolean;
+  /** How long a send waits before it asks whether any worker polls the task queue (default 3 s). */
+  noWorkerCheckMs?: number;
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -325,6 +327,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
     agentHub,
     agentPush: { tokens: agentPushTokens },
+    noWorkerCheckMs: opts.noWorkerCheckMs,
   });
   // Fastify's inject sends `Host: localhost:80`, so the URLs the app builds from a request's host say that.
   const url = opts.listen === false ? 'http://localhost:80' : await app.listen({ host: '127.0.0.1', port: 0 });
