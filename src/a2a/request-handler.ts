@@ -22,13 +22,13 @@ import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { headSeq, snapshotAt } from '../events/event-log';
 import { listTasks, taskOfMessage } from '../db/task-store';
-import { endsTurn, holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
+import { holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
 import type { SendMessageArgs } from '../../workflows/types';
 import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
-import { type StreamCursor, type TaskStreamDeps, checkStreamCap, followTask } from './task-stream';
+import { type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followTask } from './task-stream';
 import type { Dialect, StreamEvent, WireMessage, WireTask } from './wire';
 
 /** What the handler needs: the intake's dependencies and the streams'. */
@@ -93,9 +93,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
 
   /**
    * SendStreamingMessage / message/stream: delivers the message (a new task, or the next turn of an
-   * interrupted one) and streams the task's events from the log until the turn ends. With Last-Event-ID
-   * (a reconnect of a stream whose task is known) the message is not sent again: the stream replays the
-   * events after that id, then follows the live tail.
+   * interrupted one) and streams the task's events from the log until the turn ends (terminal or interrupted:
+   * §11.7, as SDK agents do).
+   * With Last-Event-ID (a reconnect of a stream whose task is known) the message is not sent again: the stream
+   * replays the events after that id, then follows the live tail.
    */
   async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
@@ -104,7 +105,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (known) await this.intake.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
       await this.requireTask(known);
-      yield* this.follow(known, stream.lastEventId);
+      yield* this.follow(known, stream.lastEventId, 'turn');
       return;
     }
     if (message.taskId) {
@@ -113,7 +114,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
       await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message, pushConfigIds });
-      yield* this.follow(message.taskId, after);
+      yield* this.follow(message.taskId, after, 'turn');
       return;
     }
     const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context), intentOf(context));
@@ -121,7 +122,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
       await this.deps.gateway.start(prepared.input, prepared.args);
-      yield* this.follow(taskId, 0);
+      yield* this.follow(taskId, 0, 'turn');
       return;
     }
     // A free task has nothing left to refuse: its first event streams while Temporal starts the workflow.
@@ -134,14 +135,16 @@ export class AgentRequestHandler implements A2ARequestHandler {
         starting.abort();
       },
     );
-    yield* this.follow(taskId, 0, starting.signal);
+    yield* this.follow(taskId, 0, 'turn', starting.signal);
     await started;
     if (failure) throw failure;
   }
 
   /**
    * SubscribeToTask / tasks/resubscribe. Without Last-Event-ID: the task as of the log's head first (a
-   * terminal task is -32004, §1.7), then every later event. With it: exactly the events after that id.
+   * terminal task is -32004, §1.7), then every later event. With it: exactly the events after that id. Either
+   * way the stream stays open until the task is terminal (§3.1.6), past input-required: the answer, whoever
+   * sends it, shows on it.
    */
   async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
@@ -149,7 +152,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     await this.intake.ownTask(taskId);
     if (stream.lastEventId !== undefined) {
       await this.requireTask(taskId);
-      yield* this.follow(taskId, stream.lastEventId);
+      yield* this.follow(taskId, stream.lastEventId, 'task');
       return;
     }
     // The log answers without a workflow query, which can take seconds right after a worker restart.
@@ -160,10 +163,9 @@ export class AgentRequestHandler implements A2ARequestHandler {
     }
     checkStreamCap(this.deps, this.tenant, taskId);
     stream.seq = head;
-    stream.closing = endsTurn(snapshot.status.state);
+    stream.closing = false;
     yield StreamResponse.fromJSON({ task: snapshot });
-    if (stream.closing) return;
-    yield* this.follow(taskId, head);
+    yield* this.follow(taskId, head, 'task');
   }
 
   /** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
@@ -172,8 +174,8 @@ export class AgentRequestHandler implements A2ARequestHandler {
     await this.deps.gateway.get(this.tenant, taskId);
   }
 
-  private async *follow(taskId: string, afterSeq: number, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
-    for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, stop)) yield toStreamResponse(e);
+  private async *follow(taskId: string, afterSeq: number, until: StreamEnd, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, until, stop)) yield toStreamResponse(e);
   }
 
   private requireStream(): StreamCursor {

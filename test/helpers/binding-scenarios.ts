@@ -153,6 +153,35 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'SubscribeToTask stays open at input-required: the answer, sent on another connection, shows on it; it ends completed',
+    async run({ client, agents }) {
+      const c = await client(agents.asking.id);
+      const asked = asTask(await c.sendMessage(send('hi')));
+      assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+      const events: StreamResponse[] = [];
+      let subscribed!: () => void;
+      const first = new Promise<void>((r) => (subscribed = r));
+      const reading = (async () => {
+        for await (const e of c.resubscribeTask({ id: asked.id, tenant: '' })) {
+          events.push(e);
+          subscribed();
+        }
+      })();
+      reading.catch(() => subscribed());
+      await first;
+      // §3.1.6: the stream ends at a terminal state only; the follow-up comes from another client.
+      const other = await client(agents.asking.id);
+      const done = asTask(await other.sendMessage(send('Ada', { taskId: asked.id })));
+      assert.equal(done.status?.state, TaskState.TASK_STATE_COMPLETED);
+      await reading;
+      assert.equal(events[0]?.payload?.$case === 'task' && events[0].payload.value.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED, 'the task first');
+      const last = events.at(-1)!;
+      assert.equal(last.payload?.$case === 'statusUpdate' && last.payload.value.status?.state, TaskState.TASK_STATE_COMPLETED, 'the stream ends at completed');
+      const text = events.flatMap((e) => (e.payload?.$case === 'artifactUpdate' ? e.payload.value.artifact!.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')) : []));
+      assert.deepEqual(text, ['Hello, Ada!'], "the answer's artifact came on the stream");
+    },
+  },
+  {
     name: 'cancel: the task ends canceled and the cancel reaches the agent',
     async run({ client, agents }) {
       const c = await client(agents.slow.id);
