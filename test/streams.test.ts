@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { SendMessageRequest, StreamResponse } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startReplyingAgent } from './agents';
 import { type Gateway, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 import { workflowIdOf } from '../src/temporal/task-gateway';
@@ -138,6 +138,34 @@ describe('SendStreamingMessage', () => {
     const end = legacy.events.at(-1)!.data.result;
     assert.equal(end.status.state, 'input-required');
     assert.equal(end.final, true);
+  });
+
+  test("an agent's Message answer is the stream's one event (1.0, 0.3; streaming agent or not); 0.1's stream stays the task's", async () => {
+    for (const streaming of [true, false]) {
+      const replier = await agents.add(startReplyingAgent({ streaming }));
+      const { rpc } = await register(gw, replier.url);
+      const message = userMessage('hi');
+      const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message } });
+      assert.ok(read.ended);
+      assert.deepEqual(read.events.map((e) => Object.keys(e.data.result)), [['message']], `streaming ${streaming}: ${JSON.stringify(read.events)}`);
+      const reply = read.events[0].data.result.message;
+      assert.equal(reply.role, 'ROLE_AGENT');
+      assert.equal(reply.parts[0].text, 'reply: hi');
+      assert.equal(reply.taskId, undefined, 'no task was made');
+      // The gateway's task of the exchange went submitted → completed (no `working`: the agent took on no task), and
+      // the Message went out at the log position of that last change.
+      const { rows: [{ task_id: taskId }] } = await gw.db.pool.query('SELECT task_id FROM message_tasks WHERE message_id = $1', [message.messageId]);
+      const { rows } = await gw.db.pool.query('SELECT seq, event FROM task_events WHERE task_id = $1 ORDER BY seq', [taskId]);
+      assert.deepEqual(rows.map((r) => r.event.task?.status.state ?? r.event.statusUpdate?.status.state), ['TASK_STATE_SUBMITTED', 'TASK_STATE_COMPLETED']);
+      assert.equal(read.events[0].id, Number(rows[1].seq));
+
+      const legacy = await sse(rpc, { method: 'message/stream', params: { message: legacyMessage('hi') } });
+      assert.deepEqual(legacy.events.map((e) => [e.data.result.kind, e.data.result.parts?.[0].text]), [['message', 'reply: hi']]);
+      // 0.1 has no Message answer: its stream is the task's, ending completed with the reply as the status message.
+      const v01 = await sse(rpc, { method: 'tasks/sendSubscribe', params: { id: randomUUID(), message: { role: 'user', parts: [{ type: 'text', text: 'hi' }] } } });
+      const end = v01.events.at(-1)!.data.result;
+      assert.deepEqual([end.status.state, end.final, end.status.message.parts[0].text], ['completed', true, 'reply: hi']);
+    }
   });
 
   test('a non-streaming agent: the task still streams its state changes and final artifacts', async () => {

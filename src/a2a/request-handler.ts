@@ -10,7 +10,7 @@ import {
   type GetTaskRequest,
   ListTasksRequest,
   type ListTasksResponse,
-  type Message,
+  Message,
   SendMessageRequest,
   StreamResponse,
   type SubscribeToTaskRequest,
@@ -22,20 +22,20 @@ import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { headSeq, snapshotAt } from '../events/event-log';
 import { listTasks, taskOfMessage } from '../db/task-store';
-import { holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
+import { directAnswerOf, holdOf, isTerminal, stateLabel } from '../../workflows/task-state';
 import type { SendMessageArgs } from '../../workflows/types';
 import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
-import { type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followTask } from './task-stream';
-import type { Dialect, StreamEvent, WireMessage, WireTask } from './wire';
+import { type ExchangeEvent, type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followExchange, followTask } from './task-stream';
+import type { Dialect, WireMessage, WireTask } from './wire';
 
 /** What the handler needs: the intake's dependencies and the streams'. */
 export type HandlerDeps = IntakeDeps & TaskStreamDeps;
 
 const toTask = (t: WireTask) => Task.fromJSON(t);
-const toStreamResponse = (e: StreamEvent) => StreamResponse.fromJSON(e);
+const toStreamResponse = (e: ExchangeEvent) => StreamResponse.fromJSON(e);
 
 export class AgentRequestHandler implements A2ARequestHandler {
   protected readonly intake: TaskIntake;
@@ -73,7 +73,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
     const prepared = await this.intake.prepare(message, args, push, headersOf(context), intentOf(context));
-    return toTask(await this.deps.gateway.start(prepared.input, prepared.args));
+    const task = await this.deps.gateway.start(prepared.input, prepared.args);
+    // The agent answered with a Message and made no task (§3.1.1): its client gets that, as it would from the agent.
+    const reply = answersWithMessages(context) ? directAnswerOf(task, message.messageId) : undefined;
+    return reply ? Message.fromJSON(reply) : toTask(task);
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
@@ -94,7 +97,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   /**
    * SendStreamingMessage / message/stream: delivers the message (a new task, or the next turn of an
    * interrupted one) and streams the task's events from the log until the turn ends (terminal or interrupted:
-   * §11.7, as SDK agents do).
+   * §11.7, as SDK agents do); a new exchange the agent answers with a Message is that Message alone (followExchange).
    * With Last-Event-ID (a reconnect of a stream whose task is known) the message is not sent again: the stream
    * replays the events after that id, then follows the live tail.
    */
@@ -119,10 +122,12 @@ export class AgentRequestHandler implements A2ARequestHandler {
     }
     const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context), intentOf(context));
     const { taskId } = prepared.input;
+    // 0.1 and NEXUS have no Message answer: their streams are the task's.
+    const exchange = (stop?: AbortSignal) => (answersWithMessages(context) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, 'turn', stop));
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
       await this.deps.gateway.start(prepared.input, prepared.args);
-      yield* this.follow(taskId, 0, 'turn');
+      yield* exchange();
       return;
     }
     // A free task has nothing left to refuse: its first event streams while Temporal starts the workflow.
@@ -135,7 +140,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
         starting.abort();
       },
     );
-    yield* this.follow(taskId, 0, 'turn', starting.signal);
+    yield* exchange(starting.signal);
     await started;
     if (failure) throw failure;
   }
@@ -178,6 +183,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
     for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, until, stop)) yield toStreamResponse(e);
   }
 
+  private async *followExchange(taskId: string, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const e of followExchange(this.deps, this.requireStream(), this.tenant, taskId, stop)) yield toStreamResponse(e);
+  }
+
   private requireStream(): StreamCursor {
     if (!this.stream) throw a2aError('Internal', 'streaming call without a stream');
     return this.stream;
@@ -217,6 +226,15 @@ export function listQuery(params: ListTasksRequest): ListTasksQuery {
   const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
   if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status;
   return q as ListTasksQuery;
+}
+
+/**
+ * Whether the client's dialect has a Message answer: 1.0 and 0.3 do; 0.1 and NEXUS (their translation records the
+ * dialect of a new task) answer with tasks only, so their clients keep getting the gateway's task.
+ */
+function answersWithMessages(context: ServerCallContext | undefined): boolean {
+  const dialect = intentOf(context)?.record?.dialect;
+  return dialect !== '0.1' && dialect !== 'nexus';
 }
 
 /** What the dialect's translation asks of a new task (the RPC core puts it in the call context). */

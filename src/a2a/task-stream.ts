@@ -7,14 +7,17 @@ import type { Pool } from 'pg';
 import { closesStream, lastEvent } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
-import { isTerminal } from '../../workflows/task-state';
-import type { StreamEvent } from './wire';
+import { directAnswerOfEvent, isTerminal } from '../../workflows/task-state';
+import type { StreamEvent, WireMessage } from './wire';
 
 /**
  * Where a stream ends: at the end of the turn (a terminal or interrupted state: a streaming send, §3.1.2 and §11.7), or
  * at the end of the task (a terminal state only: SubscribeToTask, §3.1.6, so a follow-up sent by anyone shows on it).
  */
 export type StreamEnd = 'turn' | 'task';
+
+/** An event of a new exchange's stream: the task's, or the agent's Message answer (followExchange). */
+export type ExchangeEvent = StreamEvent | { message: WireMessage };
 
 export interface StreamLimits {
   /** Open streams allowed on one task. */
@@ -86,6 +89,48 @@ export async function* followTask(
     cursor.closing = endsTask(e.event) || (ends(e.event) && e.seq >= head);
     yield e.event;
     if (cursor.closing) return;
+  }
+}
+
+/**
+ * A new exchange's stream (a streaming send that starts a task), until the turn ends. Its first event, the submitted
+ * task the gateway logged, waits for the next, which says how the agent took the message: as a task (its `working`
+ * change, which the forwarding activity logs once the agent names its task), and the stream goes on as the task's;
+ * or with a Message and no task (the task's final change, marked: directAnswerOfEvent), and the stream is that one
+ * Message (§3.1.2 "Message-only stream"), at the log position of that change.
+ */
+export async function* followExchange(
+  deps: TaskStreamDeps,
+  cursor: StreamCursor,
+  tenant: string,
+  taskId: string,
+  stop?: AbortSignal,
+): AsyncGenerator<ExchangeEvent, void, undefined> {
+  let held: { seq: number; event: StreamEvent } | undefined;
+  let first = true;
+  for await (const event of followTask(deps, cursor, tenant, taskId, 0, 'turn', stop)) {
+    if (first && 'task' in event) {
+      first = false;
+      held = { seq: cursor.seq, event };
+      continue;
+    }
+    first = false;
+    if (held) {
+      const reply = directAnswerOfEvent(event);
+      if (reply) {
+        cursor.closing = true;
+        yield { message: reply };
+        return;
+      }
+      // The cursor names each event as it is yielded: the held one's position, then this one's again.
+      const now = { seq: cursor.seq, closing: cursor.closing };
+      const before = held;
+      held = undefined;
+      Object.assign(cursor, { seq: before.seq, closing: false });
+      yield before.event;
+      Object.assign(cursor, now);
+    }
+    yield event;
   }
 }
 
