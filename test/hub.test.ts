@@ -234,14 +234,17 @@ describe('WebSocket hub', () => {
       assert.equal(registered.result.turnMethod, 'message/send');
       agent.onTurn = (turn, ag) => ag.answer(turn, { kind: 'message', role: 'agent', messageId: randomUUID(), parts: [{ kind: 'text', text: `echo: ${turn.params.message.parts[0].text}` }] });
       const sent = await rpc(`${b.url}/agents/${id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('hello') } }, V1);
-      const task = sent.json.result.task;
-      assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(sent.json));
-      assert.equal(task.status.message.parts[0].text, 'echo: hello');
+      // The client gets the agent's Message (A2A §3.1.1), as it would from the agent; the gateway's task records it.
+      const reply = sent.json.result.message;
+      assert.equal(reply?.parts[0].text, 'echo: hello', JSON.stringify(sent.json));
+      assert.equal(reply.taskId, undefined, 'the agent named no task');
       const [turn] = agent.turns();
       assert.equal(turn.method, 'message/send');
       assert.deepEqual(turn.params.message.parts, [{ kind: 'text', text: 'hello' }]);
-      assert.equal(turn.params.message.taskId, task.id);
       assert.equal(turn.params.message.kind, 'message');
+      const got = await rpc(`${b.url}/agents/${id}/a2a`, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: turn.params.message.taskId } }, V1);
+      assert.equal(got.json.result.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(got.json));
+      assert.equal(got.json.result.status.message.parts[0].text, 'echo: hello');
       await agent.close();
     }));
 

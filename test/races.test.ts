@@ -175,14 +175,16 @@ class Subscribe implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.tasks.size > 0;
   async run(m: Model, r: Real) {
     const [id, state] = [...m.tasks][this.pick % m.tasks.size]!;
-    const read = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id } });
-    if (state === 'input-required') {
-      // An interrupted task: its snapshot, and the stream closes (nothing happens until the client speaks).
+    // An interrupted task: its snapshot first; the stream stays open until the task ends (§3.1.6), so one event is read.
+    const open = state === 'input-required';
+    const read = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id }, ...(open ? { stopAfter: 1 } : {}) });
+    if (open) {
       assert.equal(read.events.length, 1);
       assert.equal(stateOf(read.events[0]!.data.result.task.status.state), state);
     } else assert.equal(read.json?.error?.code, -32004, JSON.stringify(read));
-    // Replay from the start: the log ends in the state the model holds.
-    const replay = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id }, lastEventId: 0 });
+    // Replay from the start: the log ends in the state the model holds (an open task's replay is read up to its head).
+    const { rows } = await r.front.db.pool.query('SELECT last_seq FROM task_event_heads WHERE task_id = $1', [id]);
+    const replay = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id }, lastEventId: 0, ...(open ? { stopAfter: Number(rows[0].last_seq) } : {}) });
     const last = replay.events.at(-1)?.data.result;
     assert.equal(stateOf(last?.statusUpdate?.status?.state ?? last?.task?.status?.state), state);
   }

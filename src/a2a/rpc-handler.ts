@@ -243,6 +243,8 @@ export class RpcCore {
 
     let cursor: StreamCursor | undefined;
     let release: (() => void) | undefined;
+    let opened!: () => void;
+    const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
     if (streaming) {
       if (lastEventId === null) {
         return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
@@ -255,7 +257,7 @@ export class RpcCore {
       release = this.streams.acquire(caller.keyId, max);
       if (!release) return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 429, busy);
       req.signal.addEventListener('abort', release, { once: true });
-      cursor = { lastEventId, signal: req.signal, seq: 0, closing: false };
+      cursor = { lastEventId, signal: req.signal, seq: 0, closing: false, opened: () => opened() };
     }
     const handler = mappingOutages(target.handler(cursor, engine), deps.health);
     const transport = engine === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
@@ -271,22 +273,24 @@ export class RpcCore {
     const answer = await transport.handle({ jsonrpc: '2.0', method: internal.method, id, params }, context);
     if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
       const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
-      // Errors before the first event (unknown task, a terminal task, a cap) are plain JSON-RPC answers.
-      let first: IteratorResult<RpcEvent>;
+      // Errors before the stream is set up (unknown task, a terminal task, a cap) are plain JSON-RPC answers. Set
+      // up, it answers at once even when its first event is yet to come (a resumed stream that waits).
+      const next = events.next();
+      let first: IteratorResult<RpcEvent> | 'open';
       try {
-        first = await events.next();
+        first = await Promise.race([next, open]);
       } catch (err) {
         release?.();
         if (err instanceof StreamLimitError) return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message }), 429, { 'retry-after': '5' });
         if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return fail(err, 503, { 'retry-after': '5' });
         return fail(err);
       }
-      if (first.done) {
+      if (first !== 'open' && first.done) {
         release?.();
         return fail(a2aError('Internal', 'the stream ended before its first event'));
       }
       return {
-        stream: frames(first.value, events, cursor, dialect.streamRenderer()),
+        stream: frames(first === 'open' ? next : first, events, cursor, dialect.streamRenderer()),
         errorFrame: (err) => ({ data: rendered(err) }),
         cutOffFrame: (message, at) => ({ data: envelope(id, { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } }) }),
       };
@@ -357,18 +361,18 @@ function errorStream(body: RpcEvent, rendered: (err: unknown) => RpcEvent): RpcA
  * records it in the cursor as it yields), and in 0.3 the event that ends the stream marked `final` (the SDK's
  * translation marks only terminal states).
  */
-async function* frames(first: RpcEvent, rest: AsyncIterator<RpcEvent>, cursor: StreamCursor, render: StreamRenderer): AsyncGenerator<SseFrame, void, undefined> {
+async function* frames(
+  first: IteratorResult<RpcEvent> | Promise<IteratorResult<RpcEvent>>,
+  rest: AsyncIterator<RpcEvent>,
+  cursor: StreamCursor,
+  render: StreamRenderer,
+): AsyncGenerator<SseFrame, void, undefined> {
   const frame = (event: RpcEvent): SseFrame => {
     const data = event.result === undefined ? event : { ...event, result: render(event.result, cursor.closing) };
     return { id: cursor.seq, data };
   };
   try {
-    yield frame(first);
-    for (;;) {
-      const next = await rest.next();
-      if (next.done || cursor.signal.aborted) return;
-      yield frame(next.value);
-    }
+    for (let next = await first; !next.done && !cursor.signal.aborted; next = await rest.next()) yield frame(next.value);
   } finally {
     await rest.return?.(undefined).catch(() => undefined);
   }

@@ -440,7 +440,8 @@ function outcomeOf(p: Record<string, unknown>, turn: OpenTurn): ForwardResult {
   const ids = { taskId: turn.taskId, contextId: turn.contextId };
   if (p.kind === 'message') {
     const m = messageFromHub(p, 'result', ids);
-    return { state: 'TASK_STATE_COMPLETED', statusMessage: m, artifacts: [], costMinor: costOf(m.metadata) };
+    const inTask = typeof p.taskId === 'string' && p.taskId !== '';
+    return { state: 'TASK_STATE_COMPLETED', statusMessage: m, artifacts: [], costMinor: costOf(m.metadata), message: { kind: 'message', inTask, inReplyTo: turn.messageId } };
   }
   const status = isObject(p.status) ? p.status : {};
   const state = status.state === undefined ? 'TASK_STATE_COMPLETED' : stateFromHub(status.state, 'status.state');
