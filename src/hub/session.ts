@@ -288,11 +288,19 @@ export class HubSession implements HubConnection {
     if (card.skills !== undefined && !Array.isArray(card.skills)) throw new FrameError('skills must be an array');
     const url = `ws-agent://${this.agentId}`;
     const stored = { ...card, url };
-    await this.deps.hub.pool.query(
+    // Only an agent registered as a hub agent (ws-agent://) is the hub's to describe: an HTTP agent's key must not
+    // turn its entry into a socket's, nor rename it (its tasks would then go to whoever holds the key).
+    const { rowCount } = await this.deps.hub.pool.query(
       `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
-        WHERE tenant = $1 AND id = $2`,
+        WHERE tenant = $1 AND id = $2 AND endpoint_url = $5`,
       [this.tenant, this.agentId, card.name.slice(0, 200), stored, url],
     );
+    if (!rowCount) {
+      throw new HubRpcError(
+        A2A_ERRORS.UnsupportedOperation.code,
+        `agent.register: agent ${this.agentId} is not registered as a hub agent (ws-agent://); only an operator changes its registration (POST /agents, DELETE /agents/:id)`,
+      );
+    }
     this.turnMethod = turnMethodOf(stored);
     await this.deps.hub.setStatus(this.tenant, this.agentId, 'healthy', 'registered on the hub');
     return { agentId: this.agentId, url, turnMethod: this.turnMethod };
