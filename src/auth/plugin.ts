@@ -109,6 +109,9 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticator {
     if (requested !== undefined && requested !== id.tenant) {
       throw new AuthFailure(403, `This key acts only in its own tenant; ${TENANT_HEADER} names another`);
     }
+    // A JWT names its tenant itself (a key's row cannot outlive its tenant): one that does not exist, or no longer
+    // does, lets nobody in, least of all to register agents into it.
+    if (!(await deps.quotas.of(id.tenant))) throw new AuthFailure(401, `The ${id.via === 'jwt' ? 'token' : 'key'}'s tenant ${id.tenant} does not exist`);
     return id.tenant;
   }
 
