@@ -33,6 +33,12 @@ export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints
   });
   // Agents reconnect to this process's successor or another one; their turns wait in Temporal meanwhile.
   app.addHook('preClose', async () => hub.closeAll());
+  // An upgrade refused before the route (401 for a revoked or unknown key, 403, 429: the auth hooks answer it)
+  // leaves a socket the HTTP server no longer manages (no keep-alive timeout, not idle): a client that keeps it
+  // open would hold it, and the server's close, forever. It is closed once the refusal is written.
+  app.addHook('onResponse', async (req) => {
+    if (req.raw.headers.upgrade !== undefined) req.raw.socket.destroy();
+  });
   const schema = {
     tags: ['a2a'],
     summary: 'The WebSocket hub: an agent connects out with its agent key; JSON-RPC 2.0 frames both ways (see the README)',
