@@ -31,6 +31,7 @@ import { reputationRoutes } from './routes/reputation';
 import type { SseOptions } from './routes/sse';
 import { TaskGateway } from './temporal/task-gateway';
 import { KeyStore } from './auth/keys';
+import { CredentialWatch } from './auth/credential-watch';
 import { type BearerJwtVerifier, DEFAULT_TENANT } from './auth/plugin';
 import { installAuth } from './routes/auth-hooks';
 import { DEFAULT_QUOTAS, type Quotas, TenantQuotas } from './auth/quotas';
@@ -164,6 +165,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Before authentication, which reveals more: an A2A request in an unsupported version or content type is refused
   // in its binding's form; so is a URL no route serves.
   installA2AGuards(app);
+  // A key revoked or deleted, an agent or a tenant deleted, in any process (migration 023's notices): the key cache
+  // and the tenants' cache forget it at once, and what its callers hold open ends (streams, hub sockets).
+  const credentialWatch = new CredentialWatch({ pool: deps.pool, events: deps.hub, log: deps.log });
+  const unhear = deps.hub.onConfigChange((n) => {
+    deps.auth.keys.heard(n);
+    if (n?.kind === 'tenants') quotas.forget(n.tenant);
+  });
+  app.addHook('onClose', async () => {
+    unhear();
+    credentialWatch.close();
+  });
   // First: every route registered after this declares who may call it, and is checked before its handler runs.
   await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
   // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
@@ -196,7 +208,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
   await app.register(auditRoutes, { pool: deps.pool });
   await app.register(codecRoutes, { codec: deps.auth.payloadCodec, corsOrigins: deps.auth.codecCorsOrigins ?? [] });
-  await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl, grpcPort: deps.grpc?.port });
+  await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl, grpcPort: deps.grpc?.port, keys: deps.auth.keys });
   await app.register(reputationRoutes, { pool: deps.pool });
   await app.register(taskRoutes, { pool: deps.pool, temporalUi: deps.temporalUi });
   await app.register(consoleRoutes);
@@ -220,6 +232,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     pushRetryInitialMs: deps.pushRetryInitialMs,
     maxHops: deps.maxHops ?? DEFAULT_MAX_HOPS,
     streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
+    credentialWatch,
   };
   // One RPC core and front door behind every binding (JSON-RPC, HTTP+JSON, gRPC).
   const endpoints = new A2AEndpoints(rpcDeps);
@@ -242,7 +255,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: deps.allowPrivateUrls ?? false });
   await app.register(nexusTaskRoutes, { endpoints, publicUrl: deps.publicUrl });
   if (deps.agentPush) await app.register(agentPushRoutes, { pool: deps.pool, hub: deps.hub, tokens: deps.agentPush.tokens });
-  if (deps.agentHub) await app.register(hubRoutes, { hub: deps.agentHub, registry, endpoints, publicUrl: deps.publicUrl });
+  if (deps.agentHub) await app.register(hubRoutes, { hub: deps.agentHub, registry, endpoints, publicUrl: deps.publicUrl, credentialWatch });
   if (deps.grpc) {
     const grpc = new GrpcServer({
       endpoints,

@@ -26,6 +26,7 @@ import { clientMetadataOf, dialectOfTask } from '../db/task-dialects';
 import { openTasksOfContext } from '../db/task-store';
 import { isInterrupted } from '../../task/rules';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
+import type { CredentialWatch } from '../auth/credential-watch';
 import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { SUPPORTED_VERSION } from './versions';
@@ -51,6 +52,8 @@ const WRITE_METHODS = new Set([
 export interface RpcCoreDeps extends HandlerDeps {
   registry: AgentRegistry;
   health: Health;
+  /** Ends an open stream once the credential that opened it no longer holds (revoked, expired, deleted). */
+  credentialWatch?: CredentialWatch;
 }
 
 /** One JSON-RPC request as a transport received it. */
@@ -245,6 +248,7 @@ export class RpcCore {
     let release: (() => void) | undefined;
     let opened!: () => void;
     const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
+    const lapsed = new AbortController();
     if (streaming) {
       if (lastEventId === null) {
         return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
@@ -254,10 +258,14 @@ export class RpcCore {
         return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` }), 429, busy);
       }
       const max = (await deps.quotas.of(caller.tenant))?.streamsPerKey ?? 0;
-      release = this.streams.acquire(caller.keyId, max);
-      if (!release) return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 429, busy);
+      const slot = this.streams.acquire(caller.keyId, max);
+      if (!slot) return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 429, busy);
+      // A stream lives no longer than the credential that opened it: revoked, expired, its agent or tenant
+      // deleted, the follow stops and the stream's last event says why (frames below).
+      const unwatch = deps.credentialWatch?.watch(caller, (why) => lapsed.abort(why));
+      release = () => (slot(), unwatch?.());
       req.signal.addEventListener('abort', release, { once: true });
-      cursor = { lastEventId, signal: req.signal, seq: 0, closing: false, opened: () => opened() };
+      cursor = { lastEventId, signal: AbortSignal.any([req.signal, lapsed.signal]), seq: 0, closing: false, opened: () => opened() };
     }
     const handler = mappingOutages(target.handler(cursor, engine), deps.health);
     const transport = engine === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
@@ -289,8 +297,15 @@ export class RpcCore {
         release?.();
         return fail(a2aError('Internal', 'the stream ended before its first event'));
       }
+      // The last event of a stream whose credential lapsed: no more events are produced for a caller who may no longer read them.
+      const lapsedFrame = (): SseFrame => ({
+        data: envelope(
+          id,
+          jsonRpcErrorOf({ name: 'Unauthenticated', message: `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.` }, dialect.name === '1.0' ? '1.0' : '0.3'),
+        ),
+      });
       return {
-        stream: frames(first === 'open' ? next : first, events, cursor, dialect.streamRenderer()),
+        stream: frames(first === 'open' ? next : first, events, cursor, dialect.streamRenderer(), lapsed.signal, lapsedFrame),
         errorFrame: (err) => ({ data: rendered(err) }),
         cutOffFrame: (message, at) => ({ data: envelope(id, { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } }) }),
       };
@@ -366,13 +381,17 @@ async function* frames(
   rest: AsyncIterator<RpcEvent>,
   cursor: StreamCursor,
   render: StreamRenderer,
+  lapsed: AbortSignal,
+  lapsedFrame: () => SseFrame,
 ): AsyncGenerator<SseFrame, void, undefined> {
   const frame = (event: RpcEvent): SseFrame => {
     const data = event.result === undefined ? event : { ...event, result: render(event.result, cursor.closing) };
     return { id: cursor.seq, data };
   };
   try {
+    // The follow stops when cursor.signal aborts: the client left, or the credential that opened the stream lapsed.
     for (let next = await first; !next.done && !cursor.signal.aborted; next = await rest.next()) yield frame(next.value);
+    if (lapsed.aborted) yield lapsedFrame();
   } finally {
     await rest.return?.(undefined).catch(() => undefined);
   }
