@@ -68,7 +68,7 @@ let worker: string; // B: the echo agent COMMANDs go to
 let secret: string;
 let workerAgent: TestAgent;
 
-/** The pair key as README "Genesis Nexus envelopes" defines it, computed here independently of the gateway. */
+/** The pair key as docs/dialects.md "Genesis Nexus envelopes" defines it, computed here independently of the gateway. */
 const pairKey = (s: string, from: string, to: string) => Buffer.from(hkdfSync('sha256', Buffer.from(s), 'genesis-nexus', `aes-256-gcm:${from}:${to}`, 32));
 
 function encrypt(key: Buffer, fields: unknown) {

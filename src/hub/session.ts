@@ -1,5 +1,5 @@
 /**
- * One agent's WebSocket at the hub: JSON-RPC 2.0 frames both ways (Society AI's hub methods; see README
+ * One agent's WebSocket at the hub: JSON-RPC 2.0 frames both ways (Society AI's hub methods; see docs/dialects.md
  * "WebSocket hub"). Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete,
  * agent.search, agent.send_task. Hub → agent: tasks/send or message/send (a turn), tasks/cancel.
  *

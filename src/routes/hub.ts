@@ -41,7 +41,7 @@ export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints
   });
   const schema = {
     tags: ['a2a'],
-    summary: 'The WebSocket hub: an agent connects out with its agent key; JSON-RPC 2.0 frames both ways (see the README)',
+    summary: 'The WebSocket hub: an agent connects out with its agent key; JSON-RPC 2.0 frames both ways (see docs/dialects.md)',
     description:
       'Upgrade to a WebSocket with an agent key. Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete, ' +
       'agent.search, agent.send_task. Hub → agent: tasks/send (or message/send for 0.3+ cards) per turn, tasks/cancel.',
