@@ -284,9 +284,12 @@ describe('WebSocket hub', () => {
       };
       const sending = rpc(`${b.url}/agents/${id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('long job') } }, V1);
       await eventually(() => got && first.closed, 20_000, 'the turn and the disconnect');
+      // The acknowledgement is recorded: every attempt at the turn reads it before sending (activities/hub.ts), so none
+      // sends the turn again, in either process.
+      const acked = () => db.pool.query(`SELECT 1 FROM hub_turns WHERE task_id = $1 AND message_id = $2 AND state = 'acked'`, [got!.params.id, got!.id]);
+      await eventually(async () => (await acked()).rowCount === 1, 10_000, 'the ack recorded');
       const second = await HubAgent.connect(b.url, key);
       second.onTurn = (turn) => assert.fail(`the acknowledged turn came again: ${JSON.stringify(turn)}`);
-      await new Promise((r) => setTimeout(r, 1500)); // a re-sent turn would arrive now
       const done = await second.call('task.complete', { id: got!.params.id, status: { state: 'completed', message: { role: 'agent', parts: [{ type: 'text', text: 'finished after reconnecting' }] } } });
       assert.deepEqual(done.result, { ok: true });
       const answer = await sending;
@@ -323,8 +326,12 @@ describe('WebSocket hub', () => {
       assert.ok(refused.length > 0 && refused.length < 500, `${refused.length} refused`);
       assert.match(refused[0].error!.message, /Too many frames/);
       assert.equal(agent.closed, undefined);
-      await new Promise((r) => setTimeout(r, 1200));
-      assert.equal((await agent.call('heartbeat', {})).result?.ok, true, 'the budget refills');
+      // Refused while the budget is empty; it refills at FRAMES_PER_SECOND.
+      const refilled = await eventually(async () => {
+        const f = await Promise.race([agent.call('heartbeat', {}), agent.closedWith().then((c) => assert.fail(`the socket closed: ${c.code} ${c.reason}`))]);
+        return f.error?.code === -32053 ? undefined : f;
+      }, 10_000, 'a heartbeat past the rate limit');
+      assert.equal(refilled.result?.ok, true, 'the budget refills');
 
       // Not JSON: a parse error, then close 1007.
       agent.ws.send('{not json');

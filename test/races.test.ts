@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { AgentPool, startAskingAgent, startSlowAgent } from './agents';
-import { type Gateway, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
 
 const V1 = { 'A2A-Version': '1.0' };
@@ -87,22 +87,17 @@ describe('F9 races', () => {
 });
 
 async function waitTerminal(taskId: string): Promise<string> {
-  for (let i = 0; i < 200; i++) {
-    const r = await call(`${gw.url}/a2a`, 'GetTask', { id: taskId });
-    const state = r.json.result?.status?.state;
-    if (TERMINAL.has(state)) return state;
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  throw new Error(`task ${taskId} did not end`);
+  return eventually(async () => {
+    const state = (await call(`${gw.url}/a2a`, 'GetTask', { id: taskId })).json.result?.status?.state as string | undefined;
+    return state !== undefined && TERMINAL.has(state) ? state : undefined;
+  }, 15_000, `task ${taskId} to end`);
 }
 
 async function waitSettled(taskId: string) {
-  for (let i = 0; i < 200; i++) {
+  return eventually(async () => {
     const rows = await settlements(taskId);
-    if (rows.length) return rows;
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  throw new Error(`task ${taskId} was not settled`);
+    return rows.length ? rows : undefined;
+  }, 15_000, `task ${taskId} to be settled`);
 }
 
 // ---- the model ----

@@ -421,18 +421,28 @@ describe('stream limits', () => {
     const chunky = await agents.add(startChunkyAgent({ chunks: 3000, pad: 2000 }));
     const { rpc: rpcUrl } = await register(gw, chunky.url);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    /** Resolves once the gateway has let go of the stream: the task had its reader, and has it no more. */
+    const letGo = async () => {
+      let opened = false;
+      await eventually(() => {
+        const taskId = chunky.calls[0]?.params?.message?.metadata?.switchboard?.parentTaskId as string | undefined;
+        const readers = taskId === undefined ? 0 : gw.hub.readers('default', taskId);
+        opened ||= readers > 0;
+        return opened && readers === 0;
+      }, 30_000, 'the gateway to let go of the stream');
+    };
     const text = await new Promise<string>((resolve, reject) => {
       const headers = { 'content-type': 'application/json', 'a2a-version': '1.0', authorization: `Bearer ${gw.keys.client}` };
       const req = http.request(rpcUrl, { method: 'POST', headers }, (res) => {
         res.pause(); // a reader that has stopped reading...
-        setTimeout(() => {
+        letGo().then(() => {
           let all = '';
           res.setEncoding('utf8');
           res.on('data', (d) => (all += d));
           res.on('end', () => resolve(all));
           res.on('error', () => resolve(all));
-          res.resume(); // ...and comes back long after its stream was cut
-        }, 3000);
+          res.resume(); // ...and comes back after its stream was cut
+        }, reject);
       });
       req.on('error', reject);
       req.end(body);
