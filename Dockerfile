@@ -16,7 +16,7 @@ ENV NODE_ENV=production
 # jemalloc instead of glibc's malloc: with glibc's per-thread arenas the process (V8's threads, the workflow
 # thread, the Temporal core's Rust threads) kept what it freed: 10 s after pausing 1,000 tasks in input-required
 # it was still +40 MB (median of 3), after 3,000 +144 MB; with jemalloc -47 MB and -69 MB, below where it
-# started (README, "Paused tasks").
+# started (docs/benchmark.md, "Paused tasks").
 RUN apt-get update && apt-get install -y --no-install-recommends libjemalloc2 && rm -rf /var/lib/apt/lists/* \
   && ln -s "$(dpkg -L libjemalloc2 | grep '/libjemalloc\.so\.2$')" /usr/local/lib/libjemalloc.so.2
 ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2

@@ -42,6 +42,7 @@ import type { NewEvent } from '../src/events/event-log';
 import { costOf } from '../src/agents/agent-cost';
 import { compactArtifact, withinBudget } from '../task/artifacts';
 import { recordTask } from './bookkeeping';
+import { tasksStarted } from '../src/metrics';
 import { type AgentPushDeps, PushFollow } from './push-follow';
 import type { PushReach } from '../src/push/push-reach';
 
@@ -305,8 +306,19 @@ function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExch
     turn.forgetHeldRow = heldRows.hold(args.tenant, args.gatewayTaskId, () => sink.release());
     sink.hold(holdMs, () => record(rec));
   }
+  // A fresh task's first turn sent here at once (a stream's, or a send with returnImmediately) writes its `working` row
+  // now, but logs the change only once the agent has named its task (Turn.named) or the turn ends: an agent that
+  // answers with a Message makes no task, and the log shows none (submitted → completed), so a stream of the exchange
+  // can be that Message alone (src/a2a/task-stream.ts followExchange). Its first answer is due within the attempt
+  // timeout: the hold's backstop.
+  turn.holdsStart = !firstExchange && attempt === 1 && args.record?.version === 1 && !args.attach && !args.adopt && !args.attemptsBefore;
+  if (args.record && turn.holdsStart) {
+    const rec = args.record;
+    sink.hold(Math.min((args.retry?.attemptTimeoutMs ?? DEFAULT_RETRY.attemptTimeoutMs) + 1_000, MAX_TIMER_MS), () => record(rec));
+  }
   const started = (async () => {
-    const recorded = args.record && holdMs === undefined ? record(args.record) : undefined;
+    const write = holdMs !== undefined ? undefined : turn.holdsStart ? { ...args.record!, event: undefined } : args.record;
+    const recorded = write ? record(write) : undefined;
     if (recorded && attempt === 1) {
       recorded.catch(() => undefined); // awaited below, once the agent has answered
       sink.after(recorded);
@@ -400,6 +412,8 @@ class Turn {
   private answer!: (state: TaskState) => void;
   /** Ends the entry of a first exchange's held `working` change in heldRows (startTurn). */
   forgetHeldRow: () => void = () => undefined;
+  /** The turn's `working` change waits for the agent to name its task (startTurn): a Message answer logs none. */
+  holdsStart = false;
 
   constructor(
     private ctx: Context,
@@ -493,6 +507,10 @@ class Turn {
       // Before the agent names its task a failure goes to Temporal's retries: there is nothing to re-attach to.
       const answer = await this.send();
       if ('messageId' in answer) {
+        // No task at the agent: the task's held `working` change is not logged (startTurn), what was queued is.
+        const held = this.holdsStart ? this.sink.take() : undefined;
+        if (held?.events.length) this.sink.giveBack({ events: held.events });
+        if (held?.first) tasksStarted.inc({ agent: this.args.record!.agentId }); // as logging the change would have
         const result = messageResult(answer, this.args);
         this.answer(result.state);
         return result;
@@ -770,8 +788,9 @@ class Turn {
     return controller.signal;
   }
 
-  /** The agent has named its task: remembered in the heartbeat details. */
+  /** The agent has named its task: remembered in the heartbeat details (and the task's held `working` change logged). */
   private named(task: WireTask): this {
+    if (this.holdsStart) this.sink.release();
     this.ref ??= { agentTaskId: task.id, agentContextId: task.contextId || undefined };
     this.heartbeatSoon();
     return this;
@@ -934,7 +953,7 @@ async function voidPreviousAttempt(pool: Pool, sink: EventSink, args: ForwardArg
   await sink.flush();
 }
 
-/** A message-only reply (no task at the agent) completes the gateway's task with that message. */
+/** A message-only reply (no task at the agent) completes the gateway's task with that message; its client gets the message. */
 function messageResult(reply: WireMessage, args: ForwardArgs): ForwardResult {
   return {
     agentContextId: reply.contextId || undefined,
@@ -942,6 +961,7 @@ function messageResult(reply: WireMessage, args: ForwardArgs): ForwardResult {
     statusMessage: { ...reply, taskId: args.gatewayTaskId, contextId: args.gatewayContextId },
     artifacts: [],
     costMinor: costOf(reply.metadata),
+    message: { kind: 'message', inTask: Boolean(reply.taskId), inReplyTo: args.message.messageId },
   };
 }
 

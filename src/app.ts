@@ -127,7 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pgPlugin, { pool: deps.pool });
   await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
   // Every route registered after this declares who may call it, and is checked before its handler runs.
-  await app.register(authPlugin, deps.auth);
+  await app.register(authPlugin, { ...deps.auth, events: deps.hub, log: deps.log });
   // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
   await app.register(openApi);
   await app.register(temporalPlugin, { client: deps.temporal, taskQueue: deps.taskQueue, log: deps.log, noWorkerCheckMs: deps.noWorkerCheckMs });
@@ -173,6 +173,8 @@ export interface WorkerAppDeps {
   runtimeMetricsUrl?: string;
   /** /metrics is an admin's (its labels name every tenant's agents): the same keys as the api's. */
   auth: Pick<AppAuth, 'keys' | 'jwt' | 'redisUrl' | 'quotaDefaults'>;
+  /** The process's event hub, whose notices reach the key cache at once (a revoked admin key stops working). */
+  events?: EventHub;
   health?: Health;
 }
 
@@ -185,7 +187,7 @@ export async function buildWorkerApp(deps: WorkerAppDeps): Promise<FastifyInstan
   const app = Fastify(serverOptions(deps));
   await app.register(pgPlugin, { pool: deps.pool });
   await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
-  await app.register(authPlugin, deps.auth);
+  await app.register(authPlugin, { ...deps.auth, events: deps.events, log: deps.log });
   await app.register(probeRoutes, { workerRunning: deps.workerRunning, runtimeMetricsUrl: deps.runtimeMetricsUrl });
   return app;
 }

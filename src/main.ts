@@ -72,7 +72,7 @@ async function main(): Promise<void> {
     const scheduler = new RefreshScheduler({ client: temporal.client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, log });
     const worker = config.SWITCHBOARD_ROLE === 'api' ? undefined : await startWorker(config, { pool, temporal, shared, scheduler }, stops, log);
     const where = { ...services, runtimeMetricsUrl };
-    if (worker && config.SWITCHBOARD_ROLE === 'worker') await serveWorkerProbes(config, { pool, temporal, worker, where }, stops, log);
+    if (worker && config.SWITCHBOARD_ROLE === 'worker') await serveWorkerProbes(config, { pool, temporal, shared, worker, where }, stops, log);
     else await serveApi(config, { pool, temporal, shared, scheduler, worker, where }, stops, log);
   } catch (err) {
     log.fatal({ err }, 'Switchboard failed to start');
@@ -294,7 +294,7 @@ type Where = Services & { runtimeMetricsUrl: string };
  */
 async function serveWorkerProbes(
   config: Config,
-  d: { pool: Pool; temporal: TemporalSide; worker: SupervisedWorker; where: Where },
+  d: { pool: Pool; temporal: TemporalSide; shared: Shared; worker: SupervisedWorker; where: Where },
   stops: Stops,
   log: Logger,
 ): Promise<void> {
@@ -305,6 +305,7 @@ async function serveWorkerProbes(
     workerRunning: () => d.worker.running(),
     runtimeMetricsUrl: d.where.runtimeMetricsUrl,
     auth: { keys: new KeyStore(d.pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY }), redisUrl: config.REDIS_URL, quotaDefaults: quotaDefaultsOf(config) },
+    events: d.shared.hub,
   });
   stops.push(() => app.close());
   const url = await app.listen({ host: config.HOST, port: config.PORT });

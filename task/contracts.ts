@@ -166,6 +166,20 @@ export interface ForwardResult {
   costMinor?: number;
   /** The agent's task metadata (its `switchboard` key dropped): kept on the gateway's task for the client. */
   metadata?: Record<string, unknown>;
+  /**
+   * The agent answered with a Message and made no task (A2A §3.1.1): `statusMessage` is that message. Its client gets
+   * the Message (task-state.ts directAnswerOf); the gateway's task records the exchange all the same.
+   */
+  message?: MessageAnswer;
+}
+
+/** How an agent's Message answer is marked on the gateway's task (`metadata.switchboard.answer`) and its last event. */
+export interface MessageAnswer {
+  kind: 'message';
+  /** The message named a task (the agent's, rewritten to the gateway's like every id): its client is shown that id. */
+  inTask: boolean;
+  /** The messageId of the client's message it answers: a resend of that message is answered with it again. */
+  inReplyTo: string;
 }
 
 /**

@@ -3,9 +3,9 @@
  * workflow, the gateway, the event log and the streams: classes of states, when a turn ends, the submitted
  * task, the hold, and views of a task.
  */
-import type { TaskState, WireMessage, WireTask } from './wire';
+import type { StreamEvent, TaskState, WireMessage, WireTask } from './wire';
 import type { FailureTypes } from './messages';
-import type { ForwardResult, SettlementRequest, TaskInput, TaskRecord, TrustOutcome, TurnFinish } from './contracts';
+import type { ForwardResult, MessageAnswer, SettlementRequest, TaskInput, TaskRecord, TrustOutcome, TurnFinish } from './contracts';
 
 const TERMINAL: ReadonlySet<TaskState> = new Set([
   'TASK_STATE_COMPLETED',
@@ -47,12 +47,47 @@ export function takeAnswer(task: WireTask, r: ForwardResult): void {
   if (r.artifacts.length > 0) task.artifacts = r.artifacts;
   if (r.statusMessage) task.history = [...(task.history ?? []), r.statusMessage];
   if (r.metadata) task.metadata = { ...task.metadata, ...r.metadata, ...(task.metadata?.switchboard ? { switchboard: task.metadata.switchboard } : {}) };
+  // A Message answer (§3.1.1): marked, so its client is given the Message, not this task (directAnswerOf).
+  if (r.message) task.metadata = { ...task.metadata, switchboard: { ...(task.metadata?.switchboard as object), answer: r.message } };
 }
 
-/** The task's change at `version`, as the projection row and the event log get it: a whole-task snapshot, or a status update. */
+/**
+ * The task's change at `version`, as the projection row and the event log get it: a whole-task snapshot, or a status
+ * update (which carries the Message-answer mark, for a stream of the exchange: directAnswerOfEvent).
+ */
 export function recordOf(base: Omit<TaskRecord, 'task' | 'version' | 'event'>, task: WireTask, version: number, snapshot = false): TaskRecord {
-  const event = snapshot ? { task: viewTask(task) } : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status } };
+  const answer = answerMarkOf(task.metadata);
+  const event = snapshot
+    ? { task: viewTask(task) }
+    : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status, ...(answer ? { metadata: { switchboard: { answer } } } : {}) } };
   return { ...base, task, version, event: { key: `v${version}`, event } };
+}
+
+/**
+ * The agent answered the client's message `messageId` with a Message and made no task (A2A §3.1.1): that message as
+ * its client gets it, instead of the task Switchboard keeps of the exchange. It has the gateway's context (a new
+ * message in it goes on with the same conversation), and no taskId unless the agent's message named its task (then
+ * the gateway's).
+ */
+export function directAnswerOf(task: WireTask, messageId: string): WireMessage | undefined {
+  const answer = answerMarkOf(task.metadata);
+  return answer?.inReplyTo === messageId ? replyOf(task.status.message, answer) : undefined;
+}
+
+/** The same from the log: the task's final status update, which carries the mark (recordOf), answering the turn it ends. */
+export function directAnswerOfEvent(e: StreamEvent): WireMessage | undefined {
+  return 'statusUpdate' in e ? replyOf(e.statusUpdate.status.message, answerMarkOf(e.statusUpdate.metadata)) : undefined;
+}
+
+function answerMarkOf(metadata: Record<string, unknown> | undefined): MessageAnswer | undefined {
+  const answer = (metadata?.switchboard as { answer?: MessageAnswer } | undefined)?.answer;
+  return answer?.kind === 'message' ? answer : undefined;
+}
+
+function replyOf(message: WireMessage | undefined, answer: MessageAnswer | undefined): WireMessage | undefined {
+  if (!message || !answer) return undefined;
+  const { taskId, ...rest } = message;
+  return answer.inTask ? { ...rest, taskId } : rest;
 }
 
 /** What a task that ended in `state` costs its requester: the agent's reported cost, else its price, capped by the hold; nothing unless completed. */

@@ -4,7 +4,7 @@
  * fetch, forwarding, cancel, card refresh, liveness probe) while appearing in no API answer, no log line, no
  * Temporal history and no error message. Real PostgreSQL, Temporal, @a2a-js/sdk agents and a token endpoint.
  */
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -105,6 +105,7 @@ describe('the credential store', () => {
       const s = store(ring, 30_000);
       await s.put('default', 'o1', { type: 'oauth2', tokenUrl: tokens.url, clientId: 'client:1', clientSecret: 'oauth-secret-&=', scope: 'a2a tasks' });
       const all = await Promise.all(Array.from({ length: 10 }, () => s.headersFor('default', 'o1')));
+      const fetchedBy = Date.now();
       assert.equal(tokens.received.length, 1, 'single flight');
       assert.equal(new Set(all.map((h) => h.authorization)).size, 1);
       assert.ok(tokens.issued.has(all[0]!.authorization!.replace('Bearer ', '')));
@@ -112,9 +113,14 @@ describe('the credential store', () => {
       assert.deepEqual(Object.fromEntries(new URLSearchParams(tokens.received[0]!.body)), { grant_type: 'client_credentials', scope: 'a2a tasks' });
       await s.headersFor('default', 'o1');
       assert.equal(tokens.received.length, 1, 'cached');
-      // expires_in 1 s: with the margin capped at half the lifetime, the token is fetched again after 0.5 s.
-      await new Promise((r) => setTimeout(r, 600));
-      await s.headersFor('default', 'o1');
+      // expires_in 1 s: with the margin capped at half the lifetime, the token is fetched again after 0.5 s. The
+      // clock is moved 0.6 s on (mocked Date) rather than waited for.
+      mock.timers.enable({ apis: ['Date'], now: fetchedBy + 600 });
+      try {
+        await s.headersFor('default', 'o1');
+      } finally {
+        mock.timers.reset();
+      }
       assert.equal(tokens.received.length, 2, 'refetched before expiry');
       s.invalidate('default', 'o1');
       await s.headersFor('default', 'o1');
@@ -160,7 +166,18 @@ describe('the credential cache (migration 022)', () => {
   const ring = generateKeySpec('k1');
   /** Two processes: each its own store and LISTEN connection, on the same database. */
   const hubs: EventHub[] = [];
+  const hubOf = new Map<AgentCredentials, EventHub>();
   let reads = 0;
+
+  /** Resolves when `store`'s process hears that `id`'s credential changed (the trigger's NOTIFY, migration 022). */
+  function heard(store: AgentCredentials, id: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const deadline = setTimeout(() => (off(), reject(new Error(`timed out waiting for the notice of ${id}'s credential`))), 10_000);
+      const off = hubOf.get(store)!.onConfigChange((n) => {
+        if (n?.kind === 'agent_credentials' && n.id === id) (clearTimeout(deadline), off(), resolve());
+      });
+    });
+  }
 
   async function aProcess(): Promise<AgentCredentials> {
     const hub = new EventHub({ connection: { connectionString: DATABASE_URL } });
@@ -172,7 +189,9 @@ describe('the credential cache (migration 022)', () => {
       if (String(args[0]).includes('FROM agent_credentials')) reads++;
       return (db.pool.query as (...a: unknown[]) => unknown)(...args);
     }) as typeof db.pool.query;
-    return new AgentCredentials({ pool, box: new SecretBox(parseKeyRing(ring)), fetch: outbound.fetch, hub });
+    const store = new AgentCredentials({ pool, box: new SecretBox(parseKeyRing(ring)), fetch: outbound.fetch, hub });
+    hubOf.set(store, hub);
+    return store;
   }
 
   before(async () => {
@@ -188,9 +207,10 @@ describe('the credential cache (migration 022)', () => {
     const id = `c-${randomUUID().slice(0, 8)}`;
     await insertAgent(db, id);
     const [here, there] = [await aProcess(), await aProcess()];
+    const put = heard(here, id);
     await there.put('default', id, { type: 'bearer', token: 'one' });
     // The put's own notice reaches this process some milliseconds after its commit, and drops what is cached then.
-    await new Promise((r) => setTimeout(r, 300));
+    await put;
     assert.deepEqual(await here.headersFor('default', id), { authorization: 'Bearer one' });
     const after1 = reads;
     for (let i = 0; i < 5; i++) assert.deepEqual(await here.headersFor('default', id), { authorization: 'Bearer one' });
@@ -210,8 +230,9 @@ describe('the credential cache (migration 022)', () => {
     const tokens = await startTokenServer();
     try {
       const [here, there] = [await aProcess(), await aProcess()];
+      const put = heard(here, id);
       await here.put('default', id, { type: 'oauth2', tokenUrl: tokens.url, clientId: 'old-client', clientSecret: 's' });
-      await new Promise((r) => setTimeout(r, 300)); // the put's own notice, which would drop the token fetched before it
+      await put; // the put's own notice, which would drop the token fetched before it
       const first = (await here.headersFor('default', id)).authorization;
       assert.equal((await here.headersFor('default', id)).authorization, first, 'the token is cached');
       await there.put('default', id, { type: 'oauth2', tokenUrl: tokens.url, clientId: 'new-client', clientSecret: 's' });

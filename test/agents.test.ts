@@ -14,6 +14,7 @@ import {
   startSlowAgent,
   type TestAgent,
 } from './agents';
+import { eventually } from './helpers/harness';
 
 // ---- helpers ----
 
@@ -129,13 +130,11 @@ describe('slow agent', () => {
     let settled = false;
     const blocking = c.sendMessage(request('take your time')).finally(() => (settled = true));
 
-    let working: Task | undefined;
-    while (!working) {
-      await new Promise((r) => setTimeout(r, 20));
-      working = (await c.listTasks(ListTasksRequest.fromJSON({}))).tasks[0];
-    }
+    const working = await eventually(async () => (await c.listTasks(ListTasksRequest.fromJSON({}))).tasks[0], 10_000, 'the task listed');
     assert.equal(working.status?.state, TaskState.TASK_STATE_WORKING);
-    await new Promise((r) => setTimeout(r, 200));
+    // A barrier: a request sent after the task was working, answered. An answer to the blocking send written when the
+    // task went working would have reached the client before it.
+    await c.getTask({ tenant: '', id: working.id });
     assert.equal(settled, false, 'blocking SendMessage must still be open');
 
     const canceled = await c.cancelTask({ tenant: '', id: working.id, metadata: undefined });

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
-import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
+import { clientFactory, DATABASE_URL, eventually, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
 import { prebuiltWorkflowBundle } from '../src/worker';
 import { generateKeySpec } from '../src/temporal/encryption-codec';
@@ -150,7 +150,7 @@ test('with tracing on, the compiled worker runs the OpenTelemetry bundle, whose 
     assert.deepEqual(bundleOf(sb.output(), taskQueue), { codePath: path.join(DIST, 'workflow-bundle.OpenTelemetryPlugin.js') });
     assert.equal(await oneTask(sb.url, 'traced'), TaskState.TASK_STATE_COMPLETED);
     // RunWorkflow comes from the interceptors inside the bundle (through the plugin's sink): spans export in batches.
-    for (let i = 0; i < 100 && !names.includes('RunWorkflow:taskWorkflow'); i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => names.includes('RunWorkflow:taskWorkflow'), 15_000, () => `the workflow span to be exported (got ${names.join(', ')})`);
     assert.ok(names.includes('RunWorkflow:taskWorkflow'), `the workflow span was exported (got ${names.join(', ')})`);
   } finally {
     await sb.kill();

@@ -117,7 +117,7 @@ test('the image runs Node 20 on glibc, starts node itself on the compiled build 
   assert.match(dockerfile, /^USER node$/m);
 });
 
-test('the image runs node on jemalloc (glibc malloc kept ~80 MB more with many tasks paused; README "Paused tasks")', () => {
+test('the image runs node on jemalloc (glibc malloc kept ~80 MB more with many tasks paused; docs/benchmark.md "Paused tasks")', () => {
   const dockerfile = read('Dockerfile');
   assert.match(dockerfile, /apt-get install[^\n]*\blibjemalloc2\b/);
   const preload = dockerfile.match(/^ENV LD_PRELOAD=(\S+)$/m)?.[1];

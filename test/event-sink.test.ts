@@ -7,16 +7,26 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'pg';
 import { EventSink } from '../src/events/event-sink';
 import { appendEvents } from '../src/events/event-log';
 import { EventHub } from '../src/events/hub';
-import { type TestDb, createTestDb } from './helpers/harness';
+import { DATABASE_URL, type TestDb, createTestDb } from './helpers/harness';
 
 let db: TestDb;
+/**
+ * One connection, so statements run in the order they were issued: a write issued later that has committed proves an
+ * earlier one would have (barrier()). No pool timers either (idle or connect timeouts), so pg runs no timer code while
+ * a test mocks setTimeout.
+ */
+let serial: Pool;
 before(async () => {
   db = await createTestDb();
+  serial = new Pool({ connectionString: DATABASE_URL, max: 1, idleTimeoutMillis: 0, options: `-c search_path=${db.schema}` });
 });
 after(async () => {
+  await serial?.end();
   await db?.drop();
 });
 
@@ -29,9 +39,32 @@ async function keysOf(taskId: string): Promise<string[]> {
   return rows.map((r) => r.event_key as string);
 }
 
+/**
+ * Resolves once an event pushed now into a fresh sink on `serial` has committed. A sink on `serial` that pushed
+ * before would have written by then, had it not held back: its batch waits one turn of the event loop, as this
+ * one's does, and queued first on the one connection.
+ */
+async function barrier(): Promise<void> {
+  const taskId = `barrier-${randomUUID()}`;
+  const sink = new EventSink(serial, new EventHub(), 't', taskId, 'b/');
+  await sink.push(status(taskId, 'TASK_STATE_WORKING'));
+  await sink.flush();
+}
+
+/**
+ * Resolves when `hub` is told of the task's events: the sink publishes a batch once it has committed. Call it before
+ * mocking timers: its deadline is a real one.
+ */
+function committed(hub: EventHub, taskId: string, ms = 15_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const deadline = setTimeout(() => (off(), reject(new Error(`timed out waiting for the events of ${taskId} to commit`))), ms);
+    const off = hub.subscribe('t', taskId, { onEvents: () => (clearTimeout(deadline), off(), resolve()), onNotice: () => undefined });
+  });
+}
+
 test("events pushed before the awaited write commits are logged after it, in the order they were pushed", async () => {
   const taskId = 'sink-after';
-  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  const sink = new EventSink(serial, new EventHub(), 't', taskId, 'fwd/1/');
   let commit!: () => void;
   const working = new Promise<void>((resolve) => (commit = resolve)).then(() =>
     appendEvents(db.pool, 't', taskId, [{ key: 'v1', event: status(taskId, 'TASK_STATE_WORKING') }]),
@@ -39,7 +72,7 @@ test("events pushed before the awaited write commits are logged after it, in the
   sink.after(working);
   await sink.push(status(taskId, 'TASK_STATE_WORKING'));
   await sink.push(status(taskId, 'TASK_STATE_COMPLETED'));
-  await new Promise((r) => setTimeout(r, 100));
+  await barrier();
   assert.deepEqual(await keysOf(taskId), [], 'nothing written before the awaited write');
   commit();
   await sink.flush();
@@ -76,11 +109,11 @@ test("events relayed a few microtasks apart (one chunk of the agent's stream) ar
 
 test('a held sink writes nothing until its hold ends, its events are taken, or it is flushed; taken events given back are written', async () => {
   const taskId = 'sink-held';
-  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  const sink = new EventSink(serial, new EventHub(), 't', taskId, 'fwd/1/');
   sink.hold(60_000);
   await sink.push(status(taskId, 'TASK_STATE_WORKING'));
   await sink.push(status(taskId, 'TASK_STATE_COMPLETED'));
-  await new Promise((r) => setTimeout(r, 100));
+  await barrier();
   assert.deepEqual(await keysOf(taskId), [], 'held');
   const taken = sink.take();
   assert.deepEqual(taken?.events.map((e) => e.key), ['fwd/1/1', 'fwd/1/2']);
@@ -100,22 +133,27 @@ test('a held sink writes nothing until its hold ends, its events are taken, or i
   assert.deepEqual(await keysOf(flushed), ['fwd/1/1'], 'a flush ends the hold');
 });
 
-test("a held first write (the turn's working change) goes before the events: when the hold ends, or with them when taken and given back", async () => {
+test("a held first write (the turn's working change) goes before the events: when the hold ends, or with them when taken and given back", async (t) => {
   const first = (taskId: string) => {
     let calls = 0;
     const write = async () => {
       calls++;
-      await appendEvents(db.pool, 't', taskId, [{ key: 'v1', event: status(taskId, 'TASK_STATE_WORKING') }]);
+      await appendEvents(serial, 't', taskId, [{ key: 'v1', event: status(taskId, 'TASK_STATE_WORKING') }]);
     };
     return { write, calls: () => calls };
   };
   const ended = 'sink-first-ended';
   const a = first(ended);
-  const sink = new EventSink(db.pool, new EventHub(), 't', ended, 'fwd/1/');
+  const hub = new EventHub();
+  const sink = new EventSink(serial, hub, 't', ended, 'fwd/1/');
+  const written = committed(hub, ended);
+  t.mock.timers.enable({ apis: ['setTimeout'] });
   sink.hold(50, a.write);
   await sink.push(status(ended, 'TASK_STATE_WORKING'));
   assert.equal(a.calls(), 0, 'held');
-  await new Promise((r) => setTimeout(r, 150));
+  t.mock.timers.tick(50); // the hold's 50 ms: its timer makes the first write, then writes the events
+  t.mock.timers.reset(); // the writes run on real timers
+  await written;
   assert.deepEqual(await keysOf(ended), ['v1', 'fwd/1/1'], 'the hold ended: the first write, then the events');
   await sink.flush();
   assert.equal(a.calls(), 1);
@@ -143,12 +181,17 @@ test("a held first write (the turn's working change) goes before the events: whe
   assert.equal(c.calls(), 1);
 });
 
-test('a hold ends by itself: the events are written then', async () => {
+test('a hold ends by itself: the events are written then', async (t) => {
   const taskId = 'sink-hold-ends';
-  const sink = new EventSink(db.pool, new EventHub(), 't', taskId, 'fwd/1/');
+  const hub = new EventHub();
+  const sink = new EventSink(serial, hub, 't', taskId, 'fwd/1/');
+  const written = committed(hub, taskId);
+  t.mock.timers.enable({ apis: ['setTimeout'] });
   sink.hold(50);
   await sink.push(status(taskId, 'TASK_STATE_WORKING'));
-  await new Promise((r) => setTimeout(r, 300));
+  t.mock.timers.tick(50); // the hold's 50 ms: its timer starts the write
+  t.mock.timers.reset(); // the write runs on real timers
+  await written;
   assert.deepEqual(await keysOf(taskId), ['fwd/1/1']);
   assert.equal(sink.take(), undefined, 'written: nothing to take');
 });

@@ -67,8 +67,10 @@ let sender: string; // A: has a Genesis secret
 let worker: string; // B: the echo agent COMMANDs go to
 let secret: string;
 let workerAgent: TestAgent;
+/** Attempts at delivering an EVENT to a subscriber running in the worker now (the activity, counted). */
+let deliveriesRunning = 0;
 
-/** The pair key as README "Genesis Nexus envelopes" defines it, computed here independently of the gateway. */
+/** The pair key as docs/dialects.md "Genesis Nexus envelopes" defines it, computed here independently of the gateway. */
 const pairKey = (s: string, from: string, to: string) => Buffer.from(hkdfSync('sha256', Buffer.from(s), 'genesis-nexus', `aes-256-gcm:${from}:${to}`, 32));
 
 function encrypt(key: Buffer, fields: unknown) {
@@ -126,7 +128,21 @@ before(async () => {
   // default of four spreads the test's eight tasks over them, so the order seen would depend on which partition
   // the one-slot worker polled first.
   const onePartition = ['matching.numTaskqueueReadPartitions=1', 'matching.numTaskqueueWritePartitions=1'];
-  gw = await startGateway({ pushRetryInitialMs: 200, temporalArgs: onePartition.flatMap((v) => ['--dynamic-config-value', v]) });
+  gw = await startGateway({
+    pushRetryInitialMs: 200,
+    temporalArgs: onePartition.flatMap((v) => ['--dynamic-config-value', v]),
+    wrapActivities: (real) => ({
+      ...real,
+      async deliverGenesisEvent(args) {
+        deliveriesRunning++;
+        try {
+          return await real.deliverGenesisEvent(args);
+        } finally {
+          deliveriesRunning--;
+        }
+      },
+    }),
+  });
   const a = await agents.add(startEchoAgent());
   workerAgent = await agents.add(startEchoAgent());
   sender = (await register(gw, a.url)).id;
@@ -276,7 +292,8 @@ describe('ttl while queued', () => {
         const { rows } = await gw.db.pool.query<{ task_id: string }>('SELECT task_id FROM genesis_messages WHERE id = $1 AND task_id IS NOT NULL', [m.id]);
         return rows[0] && gw.env.client.workflow.getHandle(workflowIdOf('default', rows[0].task_id)).describe().then(() => true, () => undefined);
       });
-      await new Promise((r) => setTimeout(r, 2000));
+      // Queued until the ttl has passed (the worker compares the envelope's timestamp + ttl with its clock, this one).
+      await eventually(() => Date.now() > m.timestamp + m.ttl, 10_000, "the envelope's ttl to pass");
     } finally {
       await gw.startWorker();
     }
@@ -511,30 +528,34 @@ describe('publish-subscribe', () => {
       ...extra,
     });
 
-  /** Publishes with the third subscriber down for `downMs`, and waits for the fan-out to end. */
-  async function publish(guarantee: string, downMs: number, extra: Record<string, unknown> = {}) {
+  const fanOut = (m: { id: string }) => gw.env.client.workflow.getHandle(`genesis-event:default:${m.id}`);
+  /** Resolves once the third subscriber, down, has refused a delivery of `m`. */
+  const refused = (m: { id: string }) => eventually(() => subs[2].posts.some((p) => p.eventId === m.id && !p.acked), 30_000, 'a delivery refused by the subscriber that is down');
+
+  /** Publishes with the third subscriber down until `upWhen` resolves, and waits for the fan-out to end. */
+  async function publish(guarantee: string, upWhen: (m: { id: string }) => Promise<unknown>, extra: Record<string, unknown> = {}) {
     const m = await event(guarantee, extra);
     subs[2].down = true;
     const r = await post(m);
     assert.equal(r.status, 202, JSON.stringify(r.json));
     assert.equal(r.json.data.subscribers, 3);
-    await new Promise((res) => setTimeout(res, downMs));
+    await upWhen(m);
     subs[2].down = false;
-    const outcome = await gw.env.client.workflow.getHandle(`genesis-event:default:${m.id}`).result();
+    const outcome = await fanOut(m).result();
     const counts = subs.map((s) => s.posts.filter((p) => p.eventId === m.id));
     assert.ok(counts.flat().every((p) => p.verified), 'every delivery carries a valid signature');
     return { m, outcome, counts, view: (await get(`/genesis/messages/${m.id}`)).json };
   }
 
   test('at-most-once: one try each; the subscriber that was down never gets it', async () => {
-    const { counts, view } = await publish('at-most-once', 1000);
+    const { counts, view } = await publish('at-most-once', refused);
     assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 0]);
     assert.deepEqual(counts.map((c) => c.length), [1, 1, 1], 'one attempt each, no retry');
     assert.deepEqual(view.deliveries.map((d: any) => d.status).sort(), ['delivered', 'delivered', 'failed']);
   });
 
   test('at-least-once: retried until acknowledged; each attempt a new delivery id', async () => {
-    const { counts, view } = await publish('at-least-once', 1500);
+    const { counts, view } = await publish('at-least-once', refused);
     assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 1]);
     assert.ok(counts[2].length > 1, 'the down subscriber was retried');
     assert.equal(new Set(counts[2].map((p) => p.deliveryId)).size, counts[2].length);
@@ -542,7 +563,7 @@ describe('publish-subscribe', () => {
   });
 
   test('exactly-once: retried until acknowledged, every attempt with the same delivery id to dedupe on', async () => {
-    const { counts, view } = await publish('exactly-once', 1500);
+    const { counts, view } = await publish('exactly-once', refused);
     assert.ok(counts[2].length > 1, 'the down subscriber was retried');
     assert.deepEqual(counts.map((c) => new Set(c.map((p) => p.deliveryId)).size), [1, 1, 1], 'deduped by delivery id: exactly one each');
     assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 1]);
@@ -550,13 +571,16 @@ describe('publish-subscribe', () => {
   });
 
   test('ttl: a delivery still queued when the envelope expires is dropped and recorded as expired', async () => {
-    const { counts, outcome, view } = await publish('at-least-once', 3000, { ttl: 1500 });
+    // Down until the fan-out has ended: its ttl passed with the subscriber never acknowledging.
+    const ended = (m: { id: string }) => eventually(async () => (await fanOut(m).describe()).status.name !== 'RUNNING', 30_000, 'the fan-out to end');
+    const { counts, outcome, view } = await publish('at-least-once', ended, { ttl: 1500 });
     assert.deepEqual(counts.map((c) => c.filter((p) => p.acked).length), [1, 1, 0]);
     assert.deepEqual(Object.values(outcome).sort(), ['delivered', 'delivered', 'expired']);
     assert.deepEqual(view.deliveries.map((d: any) => d.status).sort(), ['delivered', 'delivered', 'expired']);
-    // Nothing is sent after it expired.
+    // Nothing is sent after it expired: its workflow has ended, so Temporal starts no more attempts; an attempt still
+    // running would send now, so wait for every running one to end.
     const after = subs[2].posts.length;
-    await new Promise((r) => setTimeout(r, 1000));
+    await eventually(() => deliveriesRunning === 0, 10_000, 'the running delivery attempts to end');
     assert.equal(subs[2].posts.length, after);
   });
 

@@ -16,6 +16,7 @@ import { AgentPool, type TestAgent } from './agents';
 import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents/slow';
 import { artifactEvent, startV1Agent, taskEvent, textOf as agentText, type AgentOptions } from './agents/v1';
 import { type Gateway, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
+import { agentTaskQuery, workflowIdOf } from '../task/messages';
 
 let gw: Gateway;
 const agents = new AgentPool();
@@ -102,7 +103,11 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
       const client = await clientFor(agent.url, { maxAttempts: 5, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
       const pending = sendText(client, 'survive a restart');
       await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to start');
-      await new Promise((r) => setTimeout(r, 1_000));
+      // Mid-task: the workflow knows the agent's task (the first exchange handed it over), so an attempt cut by the
+      // restart re-attaches to it.
+      const taskId = methods(agent, 'SendMessage', 'SendStreamingMessage')[0]!.params.message.metadata.switchboard.parentTaskId as string;
+      const workflow = gw.env.client.workflow.getHandle(workflowIdOf('default', taskId));
+      await eventually(() => workflow.query(agentTaskQuery).catch(() => undefined), 15_000, "the workflow to know the agent's task");
       await agent.restart(2_000);
       const task = await pending;
       assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));

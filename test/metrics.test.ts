@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { AgentPool, startEchoAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
-import { type Gateway, TEST_ADMIN_KEY, register, startGateway } from './helpers/harness';
+import { type Gateway, TEST_ADMIN_KEY, eventually, register, startGateway } from './helpers/harness';
 import { metricsText } from '../src/metrics';
 import { buildWorkerApp } from '../src/app';
 import { KeyStore } from '../src/auth/keys';
@@ -56,11 +56,10 @@ test('a completed task counts as started and ended for its agent, with its forwa
   const sent = await send(id, 'count me');
   assert.equal(sent.json.result.task.status.state, 'TASK_STATE_COMPLETED');
   // Settlement runs just after the answer: wait for it to be counted.
-  let text = '';
-  for (let i = 0; i < 50 && sample(text, 'switchboard_tasks_ended_total', { agent: id, state: 'completed' }) < 1; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    text = (await scrape()).text;
-  }
+  const text = await eventually(async () => {
+    const scraped = (await scrape()).text;
+    return sample(scraped, 'switchboard_tasks_ended_total', { agent: id, state: 'completed' }) >= 1 ? scraped : undefined;
+  }, 15_000, 'the task counted as ended');
   assert.equal(sample(text, 'switchboard_tasks_started_total', { agent: id }) - sample(before, 'switchboard_tasks_started_total', { agent: id }), 1);
   assert.equal(sample(text, 'switchboard_tasks_ended_total', { agent: id, state: 'completed' }), 1);
   assert.equal(sample(text, 'switchboard_forward_attempts_total', { agent: id }), 1);

@@ -321,9 +321,16 @@ describe('policies', () => {
     assert.equal(byId.json.error.code, -32060);
     const byText = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 4, method: 'SendMessage', params: { message: userMessage('haiku poems') } }, V1);
     assert.equal(byText.json.error.code, -32060);
-    await new Promise((r) => setTimeout(r, 500));
+    // A barrier: a task the policy allows, sent later through the same front door, workflow and worker. Once its agent
+    // has answered, a denied request that had started a task would have reached the priced agent too.
+    const cheap = await agents.add(startSkilledAgent('Cheap verse', [skill('verse', 'Verse', 'Writes short verse', ['poetry'])], new EchoExecutor()));
+    const allowed = await register(gw, cheap.url, { priceMinor: 1 });
+    const barrier = await rpc(allowed.rpc, { jsonrpc: '2.0', id: 5, method: 'SendMessage', params: { message: userMessage('a verse') } }, V1);
+    assert.equal(barrier.json.result?.task?.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(barrier.json));
+    // Unregistered again, so that it takes no later test's text routing.
+    assert.equal((await fetch(`${gw.url}/agents/${allowed.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${gw.keys.operator}` } })).status, 204);
     assert.equal(priced.calls.length, calls, 'the agent was never called');
-    const { rows: [{ n: tasksAfter }] } = await gw.db.pool.query('SELECT count(*)::int AS n FROM tasks');
+    const { rows: [{ n: tasksAfter }] } = await gw.db.pool.query('SELECT count(*)::int AS n FROM tasks WHERE task_id <> $1', [barrier.json.result.task.id]);
     assert.equal(tasksAfter, tasksBefore, 'no task started');
     // Lifted, the agent works again.
     assert.equal((await ok({ action: 'policy.enforce', policy_id: policy.id, enforced: false })).enforced, false);

@@ -176,7 +176,9 @@ describe('push config store', () => {
   test('get without a config id answers the newest config (0.3 get by task id)', async () => {
     const taskId = `task-${randomUUID()}`;
     await store.create(TENANT, '0.3', { taskId, id: 'older', url: `${hookBase}/hook` });
-    await new Promise((r) => setTimeout(r, 5));
+    // 'older' sorts after 'newer' by id: only a later created_at makes 'newer' the newest, so the clock must have moved on.
+    const later = () => db.pool.query<{ later: boolean }>('SELECT clock_timestamp() > created_at AS later FROM push_configs WHERE tenant = $1 AND task_id = $2 AND config_id = $3', [TENANT, taskId, 'older']);
+    await eventually(async () => (await later()).rows[0]?.later, 5_000, "PostgreSQL's clock past the older config's created_at");
     await store.create(TENANT, '0.3', { taskId, id: 'newer', url: `${hookBase}/hook` });
     assert.equal((await store.get(TENANT, taskId))?.id, 'newer');
     assert.equal(await store.get(TENANT, 'no-such-task'), undefined);

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { AgentPool, startAskingAgent, startSlowAgent } from './agents';
-import { type Gateway, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
 
 const V1 = { 'A2A-Version': '1.0' };
@@ -87,22 +87,17 @@ describe('F9 races', () => {
 });
 
 async function waitTerminal(taskId: string): Promise<string> {
-  for (let i = 0; i < 200; i++) {
-    const r = await call(`${gw.url}/a2a`, 'GetTask', { id: taskId });
-    const state = r.json.result?.status?.state;
-    if (TERMINAL.has(state)) return state;
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  throw new Error(`task ${taskId} did not end`);
+  return eventually(async () => {
+    const state = (await call(`${gw.url}/a2a`, 'GetTask', { id: taskId })).json.result?.status?.state as string | undefined;
+    return state !== undefined && TERMINAL.has(state) ? state : undefined;
+  }, 15_000, `task ${taskId} to end`);
 }
 
 async function waitSettled(taskId: string) {
-  for (let i = 0; i < 200; i++) {
+  return eventually(async () => {
     const rows = await settlements(taskId);
-    if (rows.length) return rows;
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  throw new Error(`task ${taskId} was not settled`);
+    return rows.length ? rows : undefined;
+  }, 15_000, `task ${taskId} to be settled`);
 }
 
 // ---- the model ----
@@ -175,14 +170,16 @@ class Subscribe implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.tasks.size > 0;
   async run(m: Model, r: Real) {
     const [id, state] = [...m.tasks][this.pick % m.tasks.size]!;
-    const read = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id } });
-    if (state === 'input-required') {
-      // An interrupted task: its snapshot, and the stream closes (nothing happens until the client speaks).
+    // An interrupted task: its snapshot first; the stream stays open until the task ends (§3.1.6), so one event is read.
+    const open = state === 'input-required';
+    const read = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id }, ...(open ? { stopAfter: 1 } : {}) });
+    if (open) {
       assert.equal(read.events.length, 1);
       assert.equal(stateOf(read.events[0]!.data.result.task.status.state), state);
     } else assert.equal(read.json?.error?.code, -32004, JSON.stringify(read));
-    // Replay from the start: the log ends in the state the model holds.
-    const replay = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id }, lastEventId: 0 });
+    // Replay from the start: the log ends in the state the model holds (an open task's replay is read up to its head).
+    const { rows } = await r.front.db.pool.query('SELECT last_seq FROM task_event_heads WHERE task_id = $1', [id]);
+    const replay = await sse(`${r.front.url}/a2a`, { method: 'SubscribeToTask', params: { id }, lastEventId: 0, ...(open ? { stopAfter: Number(rows[0].last_seq) } : {}) });
     const last = replay.events.at(-1)?.data.result;
     assert.equal(stateOf(last?.statusUpdate?.status?.state ?? last?.task?.status?.state), state);
   }

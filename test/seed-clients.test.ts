@@ -132,10 +132,13 @@ describe('Society AI (seed 003): A2A 0.1/0.2', () => {
     assert.equal(second.status.state, 'completed');
     assert.deepEqual(second.artifacts[0].parts, [{ type: 'text', text: 'Hello, Ada!' }]);
 
-    // Society AI's task/resubscribe on a task waiting for input: its status, final (the turn is over).
+    // Society AI's task/resubscribe on a task waiting for input: its status, then every change until the task ends
+    // (the cancel below), `final` on that last one only (A2A §3.1.6: a subscription ends at a terminal state).
     assert.equal((await send('ask-2', 'hi')).json.result.status.state, 'input-required');
-    const resub = await sse(asker.rpc, { method: 'task/resubscribe', params: { id: 'ask-2' } });
-    assert.deepEqual(resub.events.map((e) => [e.data.result.id, e.data.result.status.state, e.data.result.final]), [['ask-2', 'input-required', true]]);
+    let subscribed!: () => void;
+    const attached = new Promise<void>((r) => (subscribed = r));
+    const resub = sse(asker.rpc, { method: 'task/resubscribe', params: { id: 'ask-2' }, onEvent: () => subscribed() });
+    await Promise.race([attached, resub]);
 
     // tasks/pushNotification/set|get (0.1 names).
     const hook = 'http://127.0.0.1:9/hook';
@@ -150,6 +153,10 @@ describe('Society AI (seed 003): A2A 0.1/0.2', () => {
     assert.equal(canceled.id, 'ask-2');
     assert.equal(canceled.status.state, 'canceled');
     assert.equal(canceled.sessionId, 'chat-9');
+    const seen = (await resub).events.map((e) => [e.data.result.id, e.data.result.status?.state, e.data.result.final]);
+    assert.deepEqual(seen[0], ['ask-2', 'input-required', false]);
+    assert.deepEqual(seen.at(-1), ['ask-2', 'canceled', true]);
+    assert.ok(seen.slice(0, -1).every(([, , final]) => final === false), JSON.stringify(seen));
   });
 
   test('0.1 parts round-trip: text, data and file (bytes and uri) come back as sent; a stream at input-required ends final', async () => {

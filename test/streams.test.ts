@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { SendMessageRequest, StreamResponse } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startReplyingAgent } from './agents';
 import { type Gateway, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 import { workflowIdOf } from '../src/temporal/task-gateway';
@@ -32,6 +32,9 @@ const legacyMessage = (text: string, extra: Record<string, unknown> = {}) => ({ 
 
 const stateOf = (e: SseEvent): string | undefined => e.data.result?.statusUpdate?.status?.state ?? e.data.result?.task?.status?.state;
 const taskIdOf = (e: SseEvent): string => e.data.result?.task?.id ?? e.data.result?.statusUpdate?.taskId ?? e.data.result?.artifactUpdate?.taskId;
+
+/** Rejects after `ms`: a wait for something that must happen, bounded. */
+const deadline = (ms: number, what: string) => new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms).unref());
 
 function assertConsecutiveIds(events: SseEvent[], from: number) {
   assert.deepEqual(
@@ -137,6 +140,34 @@ describe('SendStreamingMessage', () => {
     assert.equal(end.final, true);
   });
 
+  test("an agent's Message answer is the stream's one event (1.0, 0.3; streaming agent or not); 0.1's stream stays the task's", async () => {
+    for (const streaming of [true, false]) {
+      const replier = await agents.add(startReplyingAgent({ streaming }));
+      const { rpc } = await register(gw, replier.url);
+      const message = userMessage('hi');
+      const read = await sse(rpc, { method: 'SendStreamingMessage', params: { message } });
+      assert.ok(read.ended);
+      assert.deepEqual(read.events.map((e) => Object.keys(e.data.result)), [['message']], `streaming ${streaming}: ${JSON.stringify(read.events)}`);
+      const reply = read.events[0].data.result.message;
+      assert.equal(reply.role, 'ROLE_AGENT');
+      assert.equal(reply.parts[0].text, 'reply: hi');
+      assert.equal(reply.taskId, undefined, 'no task was made');
+      // The gateway's task of the exchange went submitted → completed (no `working`: the agent took on no task), and
+      // the Message went out at the log position of that last change.
+      const { rows: [{ task_id: taskId }] } = await gw.db.pool.query('SELECT task_id FROM message_tasks WHERE message_id = $1', [message.messageId]);
+      const { rows } = await gw.db.pool.query('SELECT seq, event FROM task_events WHERE task_id = $1 ORDER BY seq', [taskId]);
+      assert.deepEqual(rows.map((r) => r.event.task?.status.state ?? r.event.statusUpdate?.status.state), ['TASK_STATE_SUBMITTED', 'TASK_STATE_COMPLETED']);
+      assert.equal(read.events[0].id, Number(rows[1].seq));
+
+      const legacy = await sse(rpc, { method: 'message/stream', params: { message: legacyMessage('hi') } });
+      assert.deepEqual(legacy.events.map((e) => [e.data.result.kind, e.data.result.parts?.[0].text]), [['message', 'reply: hi']]);
+      // 0.1 has no Message answer: its stream is the task's, ending completed with the reply as the status message.
+      const v01 = await sse(rpc, { method: 'tasks/sendSubscribe', params: { id: randomUUID(), message: { role: 'user', parts: [{ type: 'text', text: 'hi' }] } } });
+      const end = v01.events.at(-1)!.data.result;
+      assert.deepEqual([end.status.state, end.final, end.status.message.parts[0].text], ['completed', true, 'reply: hi']);
+    }
+  });
+
   test('a non-streaming agent: the task still streams its state changes and final artifacts', async () => {
     const echo = await agents.add(startEchoAgent({ streaming: false }));
     const { rpc } = await register(gw, echo.url);
@@ -218,6 +249,74 @@ describe('resubscribe and Last-Event-ID', () => {
     assert.equal(missing.json.error.code, -32001);
     const bad = await sse(rpc, { method: 'SubscribeToTask', params: { id: taskId }, lastEventId: 'abc' });
     assert.equal(bad.json.error.code, -32602);
+  });
+
+  test('SubscribeToTask stays open past input-required, with heartbeats, until the answer ends the task: 1.0, 0.3, Last-Event-ID', async () => {
+    const asker = await agents.add(startAskingAgent());
+    const { rpc: url } = await register(gw, asker.url);
+    const asked = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('hi') } }, { 'A2A-Version': '1.0' });
+    const { id: taskId, status } = asked.json.result.task;
+    assert.equal(status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const { rows: [{ last_seq: head }] } = await gw.db.pool.query('SELECT last_seq FROM task_event_heads WHERE task_id = $1', [taskId]);
+    // Each stream waits: the follow-up is sent once every one has had a heartbeat (an idle stream kept alive).
+    const heartbeats: Promise<void>[] = [];
+    const open = (call: Omit<Parameters<typeof sse>[1], 'onComment'>) => {
+      let beat!: () => void;
+      const heard = new Promise<void>((r) => (beat = r));
+      const read = sse(url, { ...call, onComment: (c) => c === 'keep-alive' && beat() });
+      heartbeats.push(Promise.race([heard, read.then((r) => assert.fail(`the stream ended while the task waited: ${JSON.stringify(r.json ?? r.events)}`))]));
+      return read;
+    };
+    const fresh = open({ method: 'SubscribeToTask', params: { id: taskId } });
+    const legacy = open({ method: 'tasks/resubscribe', params: { id: taskId } });
+    const resumed = open({ method: 'SubscribeToTask', params: { id: taskId }, lastEventId: Number(head) });
+    await Promise.race([Promise.all(heartbeats), deadline(15_000, 'a heartbeat on every waiting stream')]);
+    // The per-task cap (3) counts streams that wait.
+    const refused = await sse(url, { method: 'SubscribeToTask', params: { id: taskId } });
+    assert.equal(refused.status, 429);
+    const done = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message: userMessage('Ada', { taskId }) } }, { 'A2A-Version': '1.0' });
+    assert.equal(done.json.result.task.status.state, 'TASK_STATE_COMPLETED');
+
+    const [a, b, c] = await Promise.all([fresh, legacy, resumed]);
+    for (const read of [a, b, c]) assert.ok(read.ended);
+    assert.equal(stateOf(a.events[0]), 'TASK_STATE_INPUT_REQUIRED');
+    assert.equal(a.events[0].id, Number(head));
+    assert.equal(stateOf(a.events.at(-1)!), 'TASK_STATE_COMPLETED');
+    assert.equal(assembledText(a.events), 'Hello, Ada!');
+    assertConsecutiveIds(c.events, Number(head) + 1);
+    assert.deepEqual(c.events.map((e) => e.data.result), a.events.slice(1).map((e) => e.data.result), 'the reconnect gets what followed the snapshot');
+    // 0.3: only the terminal event is final.
+    assert.equal(b.events[0].data.result.status.state, 'input-required');
+    assert.deepEqual(b.events.map((e) => e.data.result.final ?? false), [...b.events.slice(1).map(() => false), true]);
+    assert.equal(b.events.at(-1)!.data.result.status.state, 'completed');
+  });
+
+  test('REST :subscribe resumed at the head of a task waiting for input opens at once, with heartbeats, and ends at completed', async () => {
+    const asker = await agents.add(startAskingAgent());
+    const { base } = await register(gw, asker.url);
+    const headers = { 'a2a-version': '1.0', 'content-type': 'application/json', authorization: `Bearer ${gw.keys.client}` };
+    const send = async (message: Record<string, unknown>) => (await (await fetch(`${base}/rest/message:send`, { method: 'POST', headers, body: JSON.stringify({ message }) })).json()) as any;
+    const { task } = await send(userMessage('hi'));
+    assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const { rows: [{ last_seq: head }] } = await gw.db.pool.query('SELECT last_seq FROM task_event_heads WHERE task_id = $1', [task.id]);
+    // Nothing follows the head yet: the response opens (headers, then heartbeats) before any event.
+    const opening = fetch(`${base}/rest/tasks/${task.id}:subscribe`, { headers: { ...headers, 'last-event-id': String(head) } });
+    const res = await Promise.race([opening, deadline(15_000, 'the response to open before its first event')]);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = '';
+    while (!text.includes(': keep-alive')) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended: ${text}`);
+      text += value;
+    }
+    assert.ok(!text.includes('data:'), 'no event yet');
+    assert.equal((await send(userMessage('Ada', { taskId: task.id }))).task.status.state, 'TASK_STATE_COMPLETED');
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
+    const frames = text.split('\n\n').filter((f) => f.includes('data: '));
+    assert.deepEqual(frames.map((f) => Number(/^id: (\d+)$/m.exec(f)?.[1])), frames.map((_, i) => Number(head) + 1 + i));
+    assert.equal(JSON.parse(frames.at(-1)!.split('data: ')[1]).statusUpdate.status.state, 'TASK_STATE_COMPLETED');
   });
 
   test('a stream cut mid-way is re-attached: the task so far replaces the partial artifact, the output is whole, once', async () => {
@@ -322,18 +421,28 @@ describe('stream limits', () => {
     const chunky = await agents.add(startChunkyAgent({ chunks: 3000, pad: 2000 }));
     const { rpc: rpcUrl } = await register(gw, chunky.url);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: userMessage('go') } });
+    /** Resolves once the gateway has let go of the stream: the task had its reader, and has it no more. */
+    const letGo = async () => {
+      let opened = false;
+      await eventually(() => {
+        const taskId = chunky.calls[0]?.params?.message?.metadata?.switchboard?.parentTaskId as string | undefined;
+        const readers = taskId === undefined ? 0 : gw.hub.readers('default', taskId);
+        opened ||= readers > 0;
+        return opened && readers === 0;
+      }, 30_000, 'the gateway to let go of the stream');
+    };
     const text = await new Promise<string>((resolve, reject) => {
       const headers = { 'content-type': 'application/json', 'a2a-version': '1.0', authorization: `Bearer ${gw.keys.client}` };
       const req = http.request(rpcUrl, { method: 'POST', headers }, (res) => {
         res.pause(); // a reader that has stopped reading...
-        setTimeout(() => {
+        letGo().then(() => {
           let all = '';
           res.setEncoding('utf8');
           res.on('data', (d) => (all += d));
           res.on('end', () => resolve(all));
           res.on('error', () => resolve(all));
-          res.resume(); // ...and comes back long after its stream was cut
-        }, 3000);
+          res.resume(); // ...and comes back after its stream was cut
+        }, reject);
       });
       req.on('error', reject);
       req.end(body);

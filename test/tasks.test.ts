@@ -5,10 +5,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { SendMessageRequest, Task } from '@a2a-js/sdk';
+import { Message, SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import { Context, activityInfo } from '@temporalio/activity';
-import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startSlowAgent } from './agents';
+import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startReplyingAgent, startSlowAgent } from './agents';
 import { type Gateway, clientFactory, eventually, register, rpc, startGateway, textOf } from './helpers/harness';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
@@ -147,6 +147,63 @@ describe('blocking and non-blocking SendMessage', () => {
     const task = await send(client, 'bill me');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
     assert.equal(Number(settlement.amount_minor), 42);
+  });
+});
+
+describe("an agent's Message answer (A2A §3.1.1)", () => {
+  const ask = async (client: Client, message: Record<string, unknown>) => {
+    const answer = await client.sendMessage(SendMessageRequest.fromJSON({ message }));
+    assert.ok(!('status' in answer), `a Message, not a task: ${JSON.stringify(answer)}`);
+    return Message.toJSON(answer as Message) as any;
+  };
+
+  test('the client gets the Message; the gateway keeps the exchange as a completed, settled task; the context goes on', async () => {
+    for (const streaming of [true, false]) {
+      const replier = await agents.add(startReplyingAgent({ streaming, cost: 3 }));
+      const { client, id: agentId, rpcUrl } = await clientFor(replier.url, { priceMinor: 10 });
+      const contextId = randomUUID();
+      const message = userMessage('hello', { contextId });
+      const reply = await ask(client, message);
+      assert.deepEqual([reply.role, reply.parts[0].text, reply.contextId, reply.taskId], ['ROLE_AGENT', 'reply: hello', contextId, undefined]);
+      // The task Switchboard made of it (the client never learned its id) is completed, with both messages, marked as
+      // answered with a Message, and settled at the cost the agent reported.
+      const { rows: [{ task_id: taskId }] } = await gw.db.pool.query('SELECT task_id FROM message_tasks WHERE message_id = $1', [message.messageId]);
+      const task = (await rpc(rpcUrl, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: taskId } }, { 'A2A-Version': '1.0' })).json.result;
+      assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+      assert.deepEqual(task.history.map((m: any) => [m.role, m.parts[0].text]), [['ROLE_USER', 'hello'], ['ROLE_AGENT', 'reply: hello']]);
+      assert.deepEqual(task.metadata.switchboard.answer, { kind: 'message', inTask: false, inReplyTo: message.messageId });
+      const [settlement] = await eventually(async () => ((await settlementsOf(taskId)).length ? settlementsOf(taskId) : undefined), 10_000, 'settlement');
+      assert.deepEqual([settlement.agent_id, settlement.final_state, Number(settlement.amount_minor)], [agentId, 'TASK_STATE_COMPLETED', 3]);
+      // The same message again is the same exchange, answered the same; a new one in the context goes on there.
+      assert.equal((await ask(client, message)).messageId, reply.messageId);
+      const next = await ask(client, userMessage('more', { contextId }));
+      assert.deepEqual([next.parts[0].text, next.contextId], ['reply: more', contextId]);
+      assert.equal(replier.calls.filter((c) => c.method === (streaming ? 'SendStreamingMessage' : 'SendMessage')).length, 2, 'the agent was asked twice');
+    }
+  });
+
+  test("a Message that names its task is shown with the gateway's id, which GetTask knows", async () => {
+    const replier = await agents.add(startReplyingAgent({ inTask: true }));
+    const { client } = await clientFor(replier.url);
+    const message = userMessage('hello');
+    const reply = await ask(client, message);
+    const { rows: [{ task_id: taskId }] } = await gw.db.pool.query('SELECT task_id FROM message_tasks WHERE message_id = $1', [message.messageId]);
+    assert.equal(reply.taskId, taskId);
+    const task = Task.toJSON(await client.getTask({ tenant: '', id: reply.taskId })) as any;
+    assert.deepEqual([task.status.state, task.contextId], ['TASK_STATE_COMPLETED', reply.contextId]);
+  });
+
+  test('0.3 message/send gets kind: message; 0.1 tasks/send and NEXUS message/send, which have no Message answer, keep the task', async () => {
+    const replier = await agents.add(startReplyingAgent());
+    const { rpcUrl } = await clientFor(replier.url);
+    const legacy = await rpc(rpcUrl, { jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'hi' }] } } });
+    assert.deepEqual([legacy.json.result.kind, legacy.json.result.role, legacy.json.result.parts[0].text], ['message', 'agent', 'reply: hi']);
+    const id = randomUUID();
+    const v01 = await rpc(rpcUrl, { jsonrpc: '2.0', id: 2, method: 'tasks/send', params: { id, message: { role: 'user', parts: [{ type: 'text', text: 'hi' }] } } });
+    assert.deepEqual([v01.json.result.id, v01.json.result.status.state, v01.json.result.status.message.parts[0].text], [id, 'completed', 'reply: hi']);
+    const nexus = await rpc(rpcUrl, { jsonrpc: '2.0', id: 3, method: 'message/send', params: { message: { role: 'user', parts: [{ type: 'text', data: 'hi' }] } } });
+    assert.equal(nexus.json.result.status, 'completed', JSON.stringify(nexus.json));
+    assert.deepEqual(nexus.json.result.messages.map((m: any) => m.parts[0].data), ['hi', 'reply: hi']);
   });
 });
 

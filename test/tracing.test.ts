@@ -10,7 +10,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@o
 import { SpanKind } from '@opentelemetry/api';
 import { type Message, SendMessageRequest, type Task, TaskState } from '@a2a-js/sdk';
 import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
-import { clientFactory, DATABASE_URL, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
+import { clientFactory, DATABASE_URL, eventually, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
 import { bindingFactory } from './helpers/binding-scenarios';
 import { startTracing, type Tracing } from '../src/tracing-sdk';
@@ -39,13 +39,11 @@ const asTask = (r: Message | Task): Task => {
 
 /** The spans of one trace, once `done` holds for them (spans arrive as they end; the workflow's ends last). */
 async function traceOf(traceId: string, done: (spans: ReadableSpan[]) => boolean): Promise<ReadableSpan[]> {
-  let spans: ReadableSpan[] = [];
-  for (let i = 0; i < 100; i++) {
-    spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
-    if (done(spans)) return spans;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`trace ${traceId} incomplete: ${spans.map((s) => s.name).join(', ')}`);
+  const spans = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+  return eventually(() => {
+    const got = spans();
+    return done(got) ? got : undefined;
+  }, 15_000, () => `trace ${traceId} to complete (got ${spans().map((s) => s.name).join(', ')})`);
 }
 
 /** Span names from `span` up to the trace's root, e.g. ['POST 127.0.0.1:…', 'RunActivity:forwardMessage', …]. */
@@ -205,7 +203,7 @@ test('npm start with OTEL_EXPORTER_OTLP_ENDPOINT exports the same trace over OTL
     // Spans end in different threads and are exported in batches: wait for all of them.
     const expected = ['POST /agents/:id/a2a', 'UpdateWithStartWorkflow:sendMessage', 'RunWorkflow:taskWorkflow', 'RunActivity:forwardFirstExchange'];
     const names = () => received.filter((s) => s.traceId === traceId).map((s) => s.name);
-    for (let i = 0; i < 100 && !expected.every((n) => names().includes(n)); i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => expected.every((n) => names().includes(n)), 15_000, () => `${expected.join(', ')} exported over OTLP (got ${names().join(', ')})`);
     for (const name of expected) assert.ok(names().includes(name), `${name} exported over OTLP (got ${names().join(', ')})`);
   } finally {
     await sb.kill();

@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { A2AService } from '@a2a-js/sdk/server/grpc';
-import { type TestAgent, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
+import { type TestAgent, startAskingAgent, startChunkyAgent, startEchoAgent, startReplyingAgent, startSlowAgent } from './agents';
 import { type Gateway, eventually, register, startGateway } from './helpers/harness';
 import {
   CLIENT_BINDINGS,
@@ -36,18 +36,20 @@ const running: TestAgent[] = [];
 
 async function startScenarioAgents(binding: AgentBinding): Promise<ScenarioAgents> {
   const bindings = [binding];
-  const [echo, asking, slow, chunky] = await Promise.all([
+  const [echo, asking, slow, chunky, replying] = await Promise.all([
     startEchoAgent({ bindings }),
     startAskingAgent({ bindings }),
     startSlowAgent({ bindings }),
     startChunkyAgent({ chunks: CHUNKS, bindings }),
+    startReplyingAgent({ bindings }),
   ]);
-  running.push(echo, asking, slow, chunky);
+  running.push(echo, asking, slow, chunky, replying);
   return {
     echo: { id: (await register(gw, echo.url)).id, agent: echo },
     asking: { id: (await register(gw, asking.url)).id, agent: asking },
     slow: { id: (await register(gw, slow.url)).id, agent: slow },
     chunky: { id: (await register(gw, chunky.url)).id, agent: chunky, chunks: CHUNKS },
+    replying: { id: (await register(gw, replying.url)).id, agent: replying },
   };
 }
 

@@ -4,7 +4,7 @@
  *
  * The SDK captures a stack trace for every promise a workflow makes and maps each frame through the bundle's source
  * map, for Temporal UI's "Stack Trace" tab. With V8's default of 10 frames that was the largest item on the workflow
- * thread: over a third of its time per task (README: "Stack traces in the workflow sandbox"). Two frames keep the
+ * thread: over a third of its time per task (docs/operations.md: "Stack traces in the workflow sandbox"). Two frames keep the
  * place an error was thrown (and its caller) in a workflow's failures; the UI's Stack Trace tab shows little for a
  * task workflow then. Its Details (state, webhooks, job) and search attributes are what operators read.
  */

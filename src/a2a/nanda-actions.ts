@@ -59,7 +59,7 @@ const req = (type: FieldType) => ({ type, required: true });
 const opt = (type: FieldType) => ({ type });
 const str = (v: unknown) => v as string;
 
-/** Switchboard's own actions. The README's "Actions (NANDA)" table lists the same names and roles. */
+/** Switchboard's own actions. The "Actions (NANDA)" table of docs/dialects.md lists the same names and roles. */
 export const ACTIONS: Record<string, ActionSpec> = {
   'certificate.start': {
     roles: OPERATORS,

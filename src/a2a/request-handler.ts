@@ -10,7 +10,7 @@ import {
   type GetTaskRequest,
   ListTasksRequest,
   type ListTasksResponse,
-  type Message,
+  Message,
   SendMessageRequest,
   StreamResponse,
   type SubscribeToTaskRequest,
@@ -22,20 +22,20 @@ import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { headSeq, snapshotAt } from '../events/event-log';
 import { listTasks, taskOfMessage } from '../db/task-store';
-import { endsTurn, holdOf, isTerminal, stateLabel } from '../../task/rules';
+import { directAnswerOf, holdOf, isTerminal, stateLabel } from '../../task/rules';
 import type { SendMessageArgs } from '../../task/contracts';
 import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
-import { type StreamCursor, type TaskStreamDeps, checkStreamCap, followTask } from './task-stream';
-import type { Dialect, StreamEvent, WireMessage, WireTask } from '../../task/wire';
+import { type ExchangeEvent, type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followExchange, followTask } from './task-stream';
+import type { Dialect, WireMessage, WireTask } from '../../task/wire';
 
 /** What the handler needs: the intake's dependencies and the streams'. */
 export type HandlerDeps = IntakeDeps & TaskStreamDeps;
 
 const toTask = (t: WireTask) => Task.fromJSON(t);
-const toStreamResponse = (e: StreamEvent) => StreamResponse.fromJSON(e);
+const toStreamResponse = (e: ExchangeEvent) => StreamResponse.fromJSON(e);
 
 export class AgentRequestHandler implements A2ARequestHandler {
   protected readonly intake: TaskIntake;
@@ -73,7 +73,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
       return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
     }
     const prepared = await this.intake.prepare(message, args, push, headersOf(context), intentOf(context));
-    return toTask(await this.deps.gateway.start(prepared.input, prepared.args));
+    const task = await this.deps.gateway.start(prepared.input, prepared.args);
+    // The agent answered with a Message and made no task (§3.1.1): its client gets that, as it would from the agent.
+    const reply = answersWithMessages(context) ? directAnswerOf(task, message.messageId) : undefined;
+    return reply ? Message.fromJSON(reply) : toTask(task);
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
@@ -93,9 +96,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
 
   /**
    * SendStreamingMessage / message/stream: delivers the message (a new task, or the next turn of an
-   * interrupted one) and streams the task's events from the log until the turn ends. With Last-Event-ID
-   * (a reconnect of a stream whose task is known) the message is not sent again: the stream replays the
-   * events after that id, then follows the live tail.
+   * interrupted one) and streams the task's events from the log until the turn ends (terminal or interrupted:
+   * §11.7, as SDK agents do); a new exchange the agent answers with a Message is that Message alone (followExchange).
+   * With Last-Event-ID (a reconnect of a stream whose task is known) the message is not sent again: the stream
+   * replays the events after that id, then follows the live tail.
    */
   async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
@@ -104,7 +108,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (known) await this.intake.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
       await this.requireTask(known);
-      yield* this.follow(known, stream.lastEventId);
+      yield* this.follow(known, stream.lastEventId, 'turn');
       return;
     }
     if (message.taskId) {
@@ -113,15 +117,17 @@ export class AgentRequestHandler implements A2ARequestHandler {
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
       await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message, pushConfigIds });
-      yield* this.follow(message.taskId, after);
+      yield* this.follow(message.taskId, after, 'turn');
       return;
     }
     const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context), intentOf(context));
     const { taskId } = prepared.input;
+    // 0.1 and NEXUS have no Message answer: their streams are the task's.
+    const exchange = (stop?: AbortSignal) => (answersWithMessages(context) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, 'turn', stop));
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
       await this.deps.gateway.start(prepared.input, prepared.args);
-      yield* this.follow(taskId, 0);
+      yield* exchange();
       return;
     }
     // A free task has nothing left to refuse: its first event streams while Temporal starts the workflow.
@@ -134,14 +140,16 @@ export class AgentRequestHandler implements A2ARequestHandler {
         starting.abort();
       },
     );
-    yield* this.follow(taskId, 0, starting.signal);
+    yield* exchange(starting.signal);
     await started;
     if (failure) throw failure;
   }
 
   /**
    * SubscribeToTask / tasks/resubscribe. Without Last-Event-ID: the task as of the log's head first (a
-   * terminal task is -32004, §1.7), then every later event. With it: exactly the events after that id.
+   * terminal task is -32004, §1.7), then every later event. With it: exactly the events after that id. Either
+   * way the stream stays open until the task is terminal (§3.1.6), past input-required: the answer, whoever
+   * sends it, shows on it.
    */
   async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const stream = this.requireStream();
@@ -149,7 +157,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     await this.intake.ownTask(taskId);
     if (stream.lastEventId !== undefined) {
       await this.requireTask(taskId);
-      yield* this.follow(taskId, stream.lastEventId);
+      yield* this.follow(taskId, stream.lastEventId, 'task');
       return;
     }
     // The log answers without a workflow query, which can take seconds right after a worker restart.
@@ -160,10 +168,9 @@ export class AgentRequestHandler implements A2ARequestHandler {
     }
     checkStreamCap(this.deps, this.tenant, taskId);
     stream.seq = head;
-    stream.closing = endsTurn(snapshot.status.state);
+    stream.closing = false;
     yield StreamResponse.fromJSON({ task: snapshot });
-    if (stream.closing) return;
-    yield* this.follow(taskId, head);
+    yield* this.follow(taskId, head, 'task');
   }
 
   /** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
@@ -172,8 +179,12 @@ export class AgentRequestHandler implements A2ARequestHandler {
     await this.deps.gateway.get(this.tenant, taskId);
   }
 
-  private async *follow(taskId: string, afterSeq: number, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
-    for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, stop)) yield toStreamResponse(e);
+  private async *follow(taskId: string, afterSeq: number, until: StreamEnd, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, until, stop)) yield toStreamResponse(e);
+  }
+
+  private async *followExchange(taskId: string, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const e of followExchange(this.deps, this.requireStream(), this.tenant, taskId, stop)) yield toStreamResponse(e);
   }
 
   private requireStream(): StreamCursor {
@@ -215,6 +226,15 @@ export function listQuery(params: ListTasksRequest): ListTasksQuery {
   const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
   if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status;
   return q as ListTasksQuery;
+}
+
+/**
+ * Whether the client's dialect has a Message answer: 1.0 and 0.3 do; 0.1 and NEXUS (their translation records the
+ * dialect of a new task) answer with tasks only, so their clients keep getting the gateway's task.
+ */
+function answersWithMessages(context: ServerCallContext | undefined): boolean {
+  const dialect = intentOf(context)?.record?.dialect;
+  return dialect !== '0.1' && dialect !== 'nexus';
 }
 
 /** What the dialect's translation asks of a new task (the RPC core puts it in the call context). */

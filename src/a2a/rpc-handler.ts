@@ -26,6 +26,7 @@ import { clientMetadataOf, dialectOfTask } from '../db/task-dialects';
 import { openTasksOfContext } from '../db/task-store';
 import { isInterrupted } from '../../task/rules';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
+import type { CredentialWatch } from '../auth/credential-watch';
 import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { SUPPORTED_VERSION } from './versions';
@@ -51,6 +52,8 @@ const WRITE_METHODS = new Set([
 export interface RpcCoreDeps extends HandlerDeps {
   registry: AgentRegistry;
   health: Health;
+  /** Ends an open stream once the credential that opened it no longer holds (revoked, expired, deleted). */
+  credentialWatch?: CredentialWatch;
 }
 
 /** One JSON-RPC request as a transport received it. */
@@ -243,6 +246,9 @@ export class RpcCore {
 
     let cursor: StreamCursor | undefined;
     let release: (() => void) | undefined;
+    let opened!: () => void;
+    const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
+    const lapsed = new AbortController();
     if (streaming) {
       if (lastEventId === null) {
         return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
@@ -252,10 +258,14 @@ export class RpcCore {
         return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` }), 429, busy);
       }
       const max = (await deps.quotas.of(caller.tenant))?.streamsPerKey ?? 0;
-      release = this.streams.acquire(caller.keyId, max);
-      if (!release) return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 429, busy);
+      const slot = this.streams.acquire(caller.keyId, max);
+      if (!slot) return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 429, busy);
+      // A stream lives no longer than the credential that opened it: revoked, expired, its agent or tenant
+      // deleted, the follow stops and the stream's last event says why (frames below).
+      const unwatch = deps.credentialWatch?.watch(caller, (why) => lapsed.abort(why));
+      release = () => (slot(), unwatch?.());
       req.signal.addEventListener('abort', release, { once: true });
-      cursor = { lastEventId, signal: req.signal, seq: 0, closing: false };
+      cursor = { lastEventId, signal: AbortSignal.any([req.signal, lapsed.signal]), seq: 0, closing: false, opened: () => opened() };
     }
     const handler = mappingOutages(target.handler(cursor, engine), deps.health);
     const transport = engine === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
@@ -271,22 +281,31 @@ export class RpcCore {
     const answer = await transport.handle({ jsonrpc: '2.0', method: internal.method, id, params }, context);
     if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
       const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
-      // Errors before the first event (unknown task, a terminal task, a cap) are plain JSON-RPC answers.
-      let first: IteratorResult<RpcEvent>;
+      // Errors before the stream is set up (unknown task, a terminal task, a cap) are plain JSON-RPC answers. Set
+      // up, it answers at once even when its first event is yet to come (a resumed stream that waits).
+      const next = events.next();
+      let first: IteratorResult<RpcEvent> | 'open';
       try {
-        first = await events.next();
+        first = await Promise.race([next, open]);
       } catch (err) {
         release?.();
         if (err instanceof StreamLimitError) return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message }), 429, { 'retry-after': '5' });
         if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return fail(err, 503, { 'retry-after': '5' });
         return fail(err);
       }
-      if (first.done) {
+      if (first !== 'open' && first.done) {
         release?.();
         return fail(a2aError('Internal', 'the stream ended before its first event'));
       }
+      // The last event of a stream whose credential lapsed: no more events are produced for a caller who may no longer read them.
+      const lapsedFrame = (): SseFrame => ({
+        data: envelope(
+          id,
+          jsonRpcErrorOf({ name: 'Unauthenticated', message: `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.` }, dialect.name === '1.0' ? '1.0' : '0.3'),
+        ),
+      });
       return {
-        stream: frames(first.value, events, cursor, dialect.streamRenderer()),
+        stream: frames(first === 'open' ? next : first, events, cursor, dialect.streamRenderer(), lapsed.signal, lapsedFrame),
         errorFrame: (err) => ({ data: rendered(err) }),
         cutOffFrame: (message, at) => ({ data: envelope(id, { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } }) }),
       };
@@ -357,18 +376,22 @@ function errorStream(body: RpcEvent, rendered: (err: unknown) => RpcEvent): RpcA
  * records it in the cursor as it yields), and in 0.3 the event that ends the stream marked `final` (the SDK's
  * translation marks only terminal states).
  */
-async function* frames(first: RpcEvent, rest: AsyncIterator<RpcEvent>, cursor: StreamCursor, render: StreamRenderer): AsyncGenerator<SseFrame, void, undefined> {
+async function* frames(
+  first: IteratorResult<RpcEvent> | Promise<IteratorResult<RpcEvent>>,
+  rest: AsyncIterator<RpcEvent>,
+  cursor: StreamCursor,
+  render: StreamRenderer,
+  lapsed: AbortSignal,
+  lapsedFrame: () => SseFrame,
+): AsyncGenerator<SseFrame, void, undefined> {
   const frame = (event: RpcEvent): SseFrame => {
     const data = event.result === undefined ? event : { ...event, result: render(event.result, cursor.closing) };
     return { id: cursor.seq, data };
   };
   try {
-    yield frame(first);
-    for (;;) {
-      const next = await rest.next();
-      if (next.done || cursor.signal.aborted) return;
-      yield frame(next.value);
-    }
+    // The follow stops when cursor.signal aborts: the client left, or the credential that opened the stream lapsed.
+    for (let next = await first; !next.done && !cursor.signal.aborted; next = await rest.next()) yield frame(next.value);
+    if (lapsed.aborted) yield lapsedFrame();
   } finally {
     await rest.return?.(undefined).catch(() => undefined);
   }

@@ -1,6 +1,6 @@
 /**
  * What an agent says a task cost (`metadata.cost` on its task or status message), in Switchboard's minor
- * units. The shapes agents send (README: "Agent-reported cost"):
+ * units. The shapes agents send (docs/api.md: "Agent-reported cost"):
  *   - an integer: minor units, as Switchboard's own agents report it;
  *   - `{amountMinor}`: the same, named;
  *   - `{usd, tokens?}` (Society AI-style infrastructure cost): US dollars, charged as cents, i.e. minor units

@@ -22,6 +22,8 @@ export interface Caller {
   /** For role `agent`: the registered agent the key speaks for. */
   agentId?: string;
   via: 'key' | 'env' | 'jwt';
+  /** When the credential stops being valid by itself (a key's expiresAt, a JWT's exp): what it holds open ends then. */
+  expiresAt?: Date;
 }
 
 /**

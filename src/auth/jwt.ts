@@ -2,7 +2,7 @@
  * Bearer JWTs from an identity provider, accepted beside API keys when SWITCHBOARD_JWT_JWKS_URL is set: each token
  * is verified against the provider's JSON Web Key Set (JWKS) and turned into a caller.
  *
- * Claims (the README copies this list):
+ * Claims (docs/security.md copies this list):
  * - `sub` (required, a non-empty string): who is calling. The caller's actor id, used by the audit trail and the
  *   per-key rate limits, is `jwt:<iss>:<sub>` (`jwt::<sub>` when the token has no `iss`).
  * - `switchboard_role` (falls back to `role`; required): `admin`, `operator`, `client` or `agent`.

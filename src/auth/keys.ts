@@ -3,11 +3,14 @@
  * (a fast hash is enough for a secret of that entropy) and the key itself is shown once, when it is made.
  *
  * Verified keys are cached for a short TTL so that authentication costs no query on the hot path; a revocation
- * in this process drops the entry at once, and other processes see it within the TTL (a few seconds).
+ * in this process drops the entry at once, and every other process as its notice arrives (migration 023's
+ * trigger NOTIFYs a key's revocation, expiry change or deletion, and an agent's delete revokes its keys): the
+ * TTL (2 s) is the bound on a notice that never came.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Caller, Role } from './caller';
+import type { ConfigNotice } from '../events/hub';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 import { SingleFlight } from '../single-flight';
 
@@ -42,6 +45,8 @@ export interface KeyIdentity {
   tenant: string | null;
   agentId?: string;
   via: Caller['via'];
+  /** When the credential stops being valid by itself (a key's expires_at, a JWT's exp). */
+  expiresAt?: Date;
 }
 
 export function generateKey(): string {
@@ -61,7 +66,7 @@ export class KeyConflictError extends Error {}
 export class UnknownTenantError extends Error {}
 
 /** The columns a key is verified by. */
-type KeyRow = { id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer };
+type KeyRow = { id: string; tenant: string | null; role: Role; agent_id: string | null; key_hash: Buffer; expires_at: Date | null };
 
 interface CacheEntry {
   identity: KeyIdentity | undefined;
@@ -82,6 +87,8 @@ export class KeyStore {
   private readonly lastTouched = new Map<string, number>();
   /** Misses of one key at the same time read it once. */
   private readonly loads = new SingleFlight<KeyRow[]>();
+  /** Bumped by every change heard: a load under way meanwhile may have read the key before it, so it is not kept. */
+  private generation = 0;
 
   constructor(
     private readonly pool: Pool,
@@ -108,10 +115,11 @@ export class KeyStore {
     const hit = this.cache.get(cacheKey);
     if (hit && hit.until > now) return hit.identity;
     let rows: KeyRow[];
+    const generation = this.generation;
     try {
       rows = await this.loads.run(cacheKey, async () => {
         const { rows: found } = await this.pool.query<KeyRow>(
-          `SELECT id, tenant, role, agent_id, key_hash FROM api_keys
+          `SELECT id, tenant, role, agent_id, key_hash, expires_at FROM api_keys
             WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
           [hash],
         );
@@ -127,12 +135,38 @@ export class KeyStore {
     const row = rows[0];
     const identity =
       row && row.key_hash.length === hash.length && timingSafeEqual(row.key_hash, hash)
-        ? { keyId: row.id, role: row.role, tenant: row.tenant, ...(row.agent_id ? { agentId: row.agent_id } : {}), via: 'key' as const }
+        ? {
+            keyId: row.id,
+            role: row.role,
+            tenant: row.tenant,
+            ...(row.agent_id ? { agentId: row.agent_id } : {}),
+            via: 'key' as const,
+            ...(row.expires_at ? { expiresAt: row.expires_at } : {}),
+          }
         : undefined;
     if (this.cache.size > 10_000) this.cache.clear(); // bounded: a flood of made-up keys cannot grow it
-    this.cache.set(cacheKey, { identity, until: now + this.ttl });
+    // Never past the key's expiry: a key that expires is refused from that moment, cached or not.
+    if (generation === this.generation) this.cache.set(cacheKey, { identity, until: Math.min(now + this.ttl, identity?.expiresAt?.getTime() ?? Infinity) });
     if (identity) this.touch(identity.keyId, now);
     return identity;
+  }
+
+  /**
+   * A change another process (or a hand-run statement) made, heard on the config channel: a key's entry goes at
+   * once (revoked, expired, deleted; an agent's delete revokes its keys). Undefined: the LISTEN connection was
+   * (re)made and notices may have been lost, so every entry goes.
+   */
+  heard(notice: ConfigNotice | undefined): void {
+    if (notice && notice.kind !== 'api_keys') return;
+    this.generation++;
+    if (!notice) return this.cache.clear();
+    for (const [k, entry] of this.cache) if (entry.identity?.keyId === notice.id) this.cache.delete(k);
+  }
+
+  /** Forgets the keys of a deleted agent in this process before the trigger's notice comes back. */
+  forgetAgent(tenant: string, agentId: string): void {
+    this.generation++;
+    for (const [k, entry] of this.cache) if (entry.identity?.tenant === tenant && entry.identity.agentId === agentId) this.cache.delete(k);
   }
 
   /** last_used_at, at most once a minute per key, off the request path. */
@@ -166,13 +200,18 @@ export class KeyStore {
     return rows.map(keyView);
   }
 
-  /** Revokes a key of the tenant at once (this process forgets it now; others within the cache TTL). @returns false when there is no such key. */
+  /**
+   * Revokes a key of the tenant at once: this process forgets it now, the others as migration 023's notice reaches
+   * them (milliseconds; the cache TTL bounds a lost one), and what it holds open ends (src/auth/credential-watch.ts).
+   * @returns false when there is no such key.
+   */
   async revoke(tenant: string, keyId: string): Promise<boolean> {
     const { rows } = await this.pool.query<{ key_hash: Buffer }>(
       'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant = $1 AND id = $2 RETURNING key_hash',
       [tenant, keyId],
     );
     if (!rows[0]) return false;
+    this.generation++;
     this.cache.delete(rows[0].key_hash.toString('base64'));
     this.loads.forget(rows[0].key_hash.toString('base64'));
     return true;

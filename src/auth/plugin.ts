@@ -19,7 +19,7 @@ const MAX_CREDENTIAL_LENGTH = 8192;
 
 /** A JWT verifier as authentication needs it (src/auth/jwt.ts). */
 export interface BearerJwtVerifier {
-  verify(token: string): Promise<{ keyId: string; role: Role; tenant: string | null; agentId?: string }>;
+  verify(token: string): Promise<{ keyId: string; role: Role; tenant: string | null; agentId?: string; expiresAt?: Date }>;
 }
 
 
@@ -109,6 +109,9 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticator {
     if (requested !== undefined && requested !== id.tenant) {
       throw new AuthFailure(403, `This key acts only in its own tenant; ${TENANT_HEADER} names another`);
     }
+    // A JWT names its tenant itself (a key's row cannot outlive its tenant): one that does not exist, or no longer
+    // does, lets nobody in, least of all to register agents into it.
+    if (!(await deps.quotas.of(id.tenant))) throw new AuthFailure(401, `The ${id.via === 'jwt' ? 'token' : 'key'}'s tenant ${id.tenant} does not exist`);
     return id.tenant;
   }
 
@@ -132,7 +135,8 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticator {
     if (!policy.roles.includes(id.role)) {
       throw new AuthFailure(403, `This needs the role ${policy.roles.join(' or ')}; this key's role is ${id.role}`, { requiredRoles: policy.roles });
     }
-    return { keyId: id.keyId, role: id.role, tenant: await tenantOf(headers, id), via: id.via, ...(id.agentId ? { agentId: id.agentId } : {}) };
+    const tenant = await tenantOf(headers, id);
+    return { keyId: id.keyId, role: id.role, tenant, via: id.via, ...(id.agentId ? { agentId: id.agentId } : {}), ...(id.expiresAt ? { expiresAt: id.expiresAt } : {}) };
   }
   return { authenticate };
 }

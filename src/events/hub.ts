@@ -11,7 +11,8 @@
  * reads the task with GetTask, and polls as well).
  *
  * And on CONFIG_CHANNEL: an agent, credential or policy row changed (migrations 018 and 022, whoever wrote it), so the
- * process's caches of them (src/events/config-cache.ts) drop the entry. A cache trusts its entries only while
+ * process's caches of them (src/events/config-cache.ts) drop the entry; or a key was revoked, an agent or a tenant
+ * deleted (023), so the key cache forgets the key and what its callers hold open ends (src/auth/credential-watch.ts). A cache trusts its entries only while
  * the connection is up; each (re)connect tells it to drop everything, since notices sent meanwhile were lost.
  */
 import { Client, type ClientConfig } from 'pg';
@@ -27,12 +28,19 @@ export interface AgentPushNotice {
   taskId: string;
 }
 
-/** The NOTIFY channel of migration 018's triggers on `agents` and `policies`, and 022's on `agent_credentials` (payload: ConfigNotice, JSON). */
+/**
+ * The NOTIFY channel of migration 018's triggers on `agents` and `policies`, 022's on `agent_credentials`, and
+ * 023's on `api_keys` and a deleted tenant (payload: ConfigNotice, JSON).
+ */
 export const CONFIG_CHANNEL = 'switchboard_config';
 
-/** A changed row: an agent (`id` names it), an agent's outbound credential (`id` names the agent; migration 022) or one of a tenant's policies. */
+/**
+ * A changed row: an agent (`id` names it), an agent's outbound credential (`id` names the agent; migration 022),
+ * one of a tenant's policies, an API key (`id` names it; revoked, expired or deleted; migration 023) or a deleted
+ * tenant (023).
+ */
 export interface ConfigNotice {
-  kind: 'agents' | 'agent_credentials' | 'policies';
+  kind: 'agents' | 'agent_credentials' | 'policies' | 'api_keys' | 'tenants';
   tenant: string;
   id: string | null;
 }

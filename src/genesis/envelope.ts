@@ -2,7 +2,7 @@
  * Genesis Nexus envelopes (seeds/002): their shapes, the HMAC-SHA256 signature over the seed's exact payload,
  * the AES-256-GCM encryption of their confidential fields, and their priority as a Temporal priority key.
  *
- * What the seed leaves open, decided here (README "Genesis Nexus envelopes"):
+ * What the seed leaves open, decided here (docs/dialects.md "Genesis Nexus envelopes"):
  * - `from`/`to` (AgentIdentity) are an agent id, or an object with an `id`; the signature covers them as sent.
  * - `ttl` is in milliseconds from `timestamp`; 0 means no expiry.
  * - `priority` is `critical`, `high`, `normal` or `low` (any case): Temporal priority keys 1, 2, 3 and 4.

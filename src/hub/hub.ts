@@ -23,8 +23,11 @@ export interface HubSettings {
   maxFramesPerSecond: number;
 }
 
-/** Close codes the hub uses besides the standard ones (4000–4999 are the application's). */
-export const HUB_CLOSE = { heartbeatTimeout: 4000, replaced: 4002, notAHubAgent: 4003 } as const;
+/**
+ * Close codes the hub uses besides the standard ones (4000–4999 are the application's). `revoked`: the agent key
+ * the socket was opened with no longer holds (revoked, deleted, expired; its agent or tenant deleted).
+ */
+export const HUB_CLOSE = { heartbeatTimeout: 4000, revoked: 4001, replaced: 4002, notAHubAgent: 4003 } as const;
 
 export const DEFAULT_HUB_SETTINGS: HubSettings = { maxFrameBytes: 1024 * 1024, pingMs: 20_000, heartbeatTimeoutMs: 60_000, maxFramesPerSecond: 100 };
 

@@ -1,5 +1,5 @@
 /**
- * One agent's WebSocket at the hub: JSON-RPC 2.0 frames both ways (Society AI's hub methods; see README
+ * One agent's WebSocket at the hub: JSON-RPC 2.0 frames both ways (Society AI's hub methods; see docs/dialects.md
  * "WebSocket hub"). Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete,
  * agent.search, agent.send_task. Hub → agent: tasks/send or message/send (a turn), tasks/cancel.
  *
@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import type { Caller } from '../auth/caller';
+import type { CredentialWatch } from '../auth/credential-watch';
 import type { AgentRegistry } from '../agents/registry';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import type { WireArtifact, WireMessage, WireTask } from '../../task/wire';
@@ -50,6 +51,8 @@ export interface SessionDeps {
   endpoints: A2AEndpoints;
   /** The gateway's URL as the agent reached it (agent.search answers with URLs under it). */
   base: string;
+  /** Closes the socket (4001) once its agent key no longer holds: revoked, expired, its agent or tenant deleted. */
+  credentialWatch?: CredentialWatch;
 }
 
 const SearchParams = z.object({
@@ -81,6 +84,7 @@ export class HubSession implements HubConnection {
   private updates: Promise<unknown> = Promise.resolve();
   private readonly sinks = new Map<string, { turn: OpenTurn; sink: EventSink }>();
   private readonly caller: Caller;
+  private readonly unwatch: () => void;
 
   constructor(
     private readonly ws: WebSocket,
@@ -98,6 +102,7 @@ export class HubSession implements HubConnection {
     ws.on('close', () => void this.onClose());
     ws.on('error', () => undefined); // 'close' follows; an oversize frame is reported here first
     this.timer = setInterval(() => this.survive('the heartbeat check', () => this.tick()), Math.min(settings.pingMs, settings.heartbeatTimeoutMs));
+    this.unwatch = deps.credentialWatch?.watch(caller, (why) => this.close(HUB_CLOSE.revoked, `the agent key no longer holds: ${why}`)) ?? (() => undefined);
   }
 
   private survive(what: string, work: () => void): void {
@@ -113,6 +118,7 @@ export class HubSession implements HubConnection {
   async start(): Promise<void> {
     const agent = await this.deps.registry.get(this.tenant, this.agentId);
     if (!agent) return this.close(HUB_CLOSE.notAHubAgent, `no agent ${this.agentId} is registered in tenant ${this.tenant}`);
+    if (this.closed) return; // closed meanwhile (its key revoked, the agent gone): nothing to attach
     this.turnMethod = turnMethodOf(agent.card);
     await this.deps.hub.attach(this);
   }
@@ -177,6 +183,7 @@ export class HubSession implements HubConnection {
   private async onClose(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
+    this.unwatch();
     await Promise.allSettled([...this.sinks.values()].map((s) => s.sink.flush()));
     await this.deps.hub.detach(this).catch((err) => this.deps.hub.deps.log.warn({ err, agentId: this.agentId }, 'hub: could not forget a closed connection'));
   }
@@ -288,11 +295,19 @@ export class HubSession implements HubConnection {
     if (card.skills !== undefined && !Array.isArray(card.skills)) throw new FrameError('skills must be an array');
     const url = `ws-agent://${this.agentId}`;
     const stored = { ...card, url };
-    await this.deps.hub.pool.query(
+    // Only an agent registered as a hub agent (ws-agent://) is the hub's to describe: an HTTP agent's key must not
+    // turn its entry into a socket's, nor rename it (its tasks would then go to whoever holds the key).
+    const { rowCount } = await this.deps.hub.pool.query(
       `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
-        WHERE tenant = $1 AND id = $2`,
+        WHERE tenant = $1 AND id = $2 AND endpoint_url = $5`,
       [this.tenant, this.agentId, card.name.slice(0, 200), stored, url],
     );
+    if (!rowCount) {
+      throw new HubRpcError(
+        A2A_ERRORS.UnsupportedOperation.code,
+        `agent.register: agent ${this.agentId} is not registered as a hub agent (ws-agent://); only an operator changes its registration (POST /agents, DELETE /agents/:id)`,
+      );
+    }
     this.turnMethod = turnMethodOf(stored);
     await this.deps.hub.setStatus(this.tenant, this.agentId, 'healthy', 'registered on the hub');
     return { agentId: this.agentId, url, turnMethod: this.turnMethod };
@@ -440,7 +455,8 @@ function outcomeOf(p: Record<string, unknown>, turn: OpenTurn): ForwardResult {
   const ids = { taskId: turn.taskId, contextId: turn.contextId };
   if (p.kind === 'message') {
     const m = messageFromHub(p, 'result', ids);
-    return { state: 'TASK_STATE_COMPLETED', statusMessage: m, artifacts: [], costMinor: costOf(m.metadata) };
+    const inTask = typeof p.taskId === 'string' && p.taskId !== '';
+    return { state: 'TASK_STATE_COMPLETED', statusMessage: m, artifacts: [], costMinor: costOf(m.metadata), message: { kind: 'message', inTask, inReplyTo: turn.messageId } };
   }
   const status = isObject(p.status) ? p.status : {};
   const state = status.state === undefined ? 'TASK_STATE_COMPLETED' : stateFromHub(status.state, 'status.state');

@@ -54,7 +54,7 @@ export interface A2ABindingOptions {
 
 export const a2aBindings = fp<A2ABindingOptions>(
   async (app: FastifyInstance, o) => {
-    const { pg: pool, registry, policies, quotas, health } = app;
+    const { pg: pool, registry, policies, quotas, health, credentialWatch } = app;
     const { gateway, certifications } = app.temporal;
     const { streams, publicUrl } = o;
     const rpcDeps = {
@@ -70,6 +70,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
       pushRetryInitialMs: o.pushRetryInitialMs,
       maxHops: o.maxHops,
       streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
+      credentialWatch,
     };
     const endpoints = new A2AEndpoints(rpcDeps);
     const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
@@ -91,7 +92,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
     await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: o.allowPrivateUrls });
     await app.register(nexusTaskRoutes, { endpoints, publicUrl });
     if (o.agentPush) await app.register(agentPushRoutes, { pool, hub: o.hub, tokens: o.agentPush.tokens });
-    if (o.agentHub) await app.register(hubRoutes, { hub: o.agentHub, registry, endpoints, publicUrl });
+    if (o.agentHub) await app.register(hubRoutes, { hub: o.agentHub, registry, endpoints, publicUrl, credentialWatch });
     if (o.grpc) {
       const grpc = new GrpcServer({
         endpoints,

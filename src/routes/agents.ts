@@ -8,6 +8,7 @@ import { requestedCardDialect, sendCard } from './card-reply';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
+import type { KeyStore } from '../auth/keys';
 import { baseUrlOf } from './base-url';
 import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
@@ -16,6 +17,8 @@ export interface AgentRoutesDeps {
   publicUrl?: string;
   /** The gRPC port the cards advertise (unset: gRPC is off). */
   grpcPort?: number;
+  /** The key cache: a deleted agent's keys (revoked with it, migration 023) are forgotten here at once. */
+  keys?: Pick<KeyStore, 'forgetAgent'>;
 }
 
 /** A query parameter that may be repeated (`?tag=a&tag=b`) or, for status, comma-separated. */
@@ -37,7 +40,7 @@ const ListAgentsQuery = z.strictObject({
   pageToken: z.string().min(1).max(2000).optional(),
 });
 
-export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, grpcPort }: AgentRoutesDeps): Promise<void> {
+export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, grpcPort, keys }: AgentRoutesDeps): Promise<void> {
   describeOnly(app);
   const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
   /** Agent views with the kind of outbound credential each has (`{type}` or null), never the secret. */
@@ -157,6 +160,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
   const deleteSchema = { tags: ['agents'], summary: 'Remove the agent and its refresh schedule', response: { 204: noContent('Removed'), 404: unknown } };
   app.delete<{ Params: { id: string } }>('/agents/:id', { config: { ...access.operator, audit: 'agent.delete' }, schema: deleteSchema }, async (req, reply) => {
     if (!(await registry.remove(tenantOf(req), req.params.id))) return reply.code(404).send(notFound(req.params.id));
+    keys?.forgetAgent(tenantOf(req), req.params.id);
     return reply.code(204).send();
   });
 

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import type { AgentRegistry } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
+import type { CredentialWatch } from '../auth/credential-watch';
 import type { AgentHub } from '../hub/hub';
 import { HubSession } from '../hub/session';
 import { baseUrlOf } from './base-url';
@@ -18,9 +19,11 @@ export interface HubRoutesDeps {
   registry: AgentRegistry;
   endpoints: A2AEndpoints;
   publicUrl?: string;
+  /** Closes a socket once its agent key no longer holds (src/auth/credential-watch.ts). */
+  credentialWatch?: CredentialWatch;
 }
 
-export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints, publicUrl }: HubRoutesDeps): Promise<void> {
+export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints, publicUrl, credentialWatch }: HubRoutesDeps): Promise<void> {
   // maxPayload: a larger frame closes the socket with 1009 (Message Too Big) before it is buffered whole.
   await app.register(websocket, {
     options: { maxPayload: hub.settings.maxFrameBytes },
@@ -30,9 +33,15 @@ export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints
   });
   // Agents reconnect to this process's successor or another one; their turns wait in Temporal meanwhile.
   app.addHook('preClose', async () => hub.closeAll());
+  // An upgrade refused before the route (401 for a revoked or unknown key, 403, 429: the auth hooks answer it)
+  // leaves a socket the HTTP server no longer manages (no keep-alive timeout, not idle): a client that keeps it
+  // open would hold it, and the server's close, forever. It is closed once the refusal is written.
+  app.addHook('onResponse', async (req) => {
+    if (req.raw.headers.upgrade !== undefined) req.raw.socket.destroy();
+  });
   const schema = {
     tags: ['a2a'],
-    summary: 'The WebSocket hub: an agent connects out with its agent key; JSON-RPC 2.0 frames both ways (see the README)',
+    summary: 'The WebSocket hub: an agent connects out with its agent key; JSON-RPC 2.0 frames both ways (see docs/dialects.md)',
     description:
       'Upgrade to a WebSocket with an agent key. Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete, ' +
       'agent.search, agent.send_task. Hub → agent: tasks/send (or message/send for 0.3+ cards) per turn, tasks/cancel.',
@@ -45,7 +54,7 @@ export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints
     schema,
     handler: async (_req, reply) => reply.code(426).header('upgrade', 'websocket').send({ error: 'GET /hub upgrades to a WebSocket (Connection: Upgrade, Upgrade: websocket)' }),
     wsHandler: async (socket, req) => {
-      const session = new HubSession(socket, callerOf(req), { hub, registry, endpoints, base: baseUrlOf(req, publicUrl) });
+      const session = new HubSession(socket, callerOf(req), { hub, registry, endpoints, base: baseUrlOf(req, publicUrl), credentialWatch });
       await session.start().catch((err) => {
         req.log.error({ err }, 'hub: a connection could not start');
         session.close(1011, 'the hub could not register the connection; reconnect');

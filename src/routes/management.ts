@@ -48,7 +48,7 @@ export const managementRoutes = fp<ManagementOptions>(
     await app.register(tenantRoutes, { keys: o.keys, quotas: app.quotas });
     await app.register(auditRoutes, { pool });
     await app.register(codecRoutes, { codec: o.payloadCodec, corsOrigins: o.codecCorsOrigins ?? [] });
-    await app.register(agentRoutes, { registry: app.registry, publicUrl: o.publicUrl, grpcPort: o.grpcPort });
+    await app.register(agentRoutes, { registry: app.registry, publicUrl: o.publicUrl, grpcPort: o.grpcPort, keys: o.keys });
     await app.register(reputationRoutes, { pool });
     await app.register(taskRoutes, { pool, temporalUi: o.temporalUi });
     await app.register(consoleRoutes);

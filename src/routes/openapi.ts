@@ -23,7 +23,7 @@ import { version } from '../../package.json';
 export const TAGS = [
   { name: 'agents', description: 'The agent registry, its refresh and liveness probes, reputation, and the gateway cards of agents' },
   { name: 'tasks', description: 'Recent tasks for operators, and where a task went: the front door\'s routing decision' },
-  { name: 'a2a', description: 'A2A JSON-RPC endpoints (1.0 and 0.3) and Switchboard\'s own card; the methods are A2A\'s, see the README' },
+  { name: 'a2a', description: 'A2A JSON-RPC endpoints (1.0 and 0.3) and Switchboard\'s own card; the methods are A2A\'s, see docs/api.md' },
   { name: 'tenants', description: 'Tenants, their quotas and API keys (admin)' },
   { name: 'accounts', description: 'Requester and agent accounts, deposits' },
   { name: 'ledger', description: 'The ledger\'s invariants' },
@@ -51,7 +51,7 @@ export const errorBody = (description: string) => ({
   required: ['error'],
 });
 
-/** A success answer, described in words (the JSON shapes are in the README). */
+/** A success answer, described in words (the JSON shapes are in docs/). */
 export const answer = (description: string) => ({ description, type: 'object', additionalProperties: true });
 export const noContent = (description: string) => ({ description, type: 'null' });
 

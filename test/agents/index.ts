@@ -5,6 +5,7 @@ export type { AgentOptions } from './v1';
 export type { FailureMode } from './failing';
 export { startEchoAgent } from './echo';
 export { startAskingAgent } from './asking';
+export { startReplyingAgent } from './replying';
 export { startSlowAgent } from './slow';
 export { startFailingAgent } from './failing';
 export { startLegacyAgent } from './legacy';

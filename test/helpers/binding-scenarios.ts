@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
-import { type Message, SendMessageRequest, type StreamResponse, Task, TaskState } from '@a2a-js/sdk';
+import { type Message, Role, SendMessageRequest, type StreamResponse, Task, TaskState } from '@a2a-js/sdk';
 import { TaskNotFoundError } from '@a2a-js/sdk/errors';
 import {
   type Client,
@@ -30,6 +30,8 @@ export interface ScenarioAgents {
   asking: { id: string; agent: TestAgent };
   slow: { id: string; agent: TestAgent };
   chunky: { id: string; agent: TestAgent; chunks: number };
+  /** Answers every message with a Message and makes no task. */
+  replying: { id: string; agent: TestAgent };
 }
 
 export interface ScenarioContext {
@@ -85,6 +87,8 @@ export function asTask(result: Message | Task): Task {
   assert.ok('status' in result, `expected a task, got ${JSON.stringify(result)}`);
   return result as Task;
 }
+
+export const textOfMessage = (m: Message) => m.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
 
 export const textOfTask = (t: Task) => t.artifacts.flatMap((a) => a.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : ''))).join('');
 
@@ -150,6 +154,54 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(done.id, asked.id);
       assert.equal(done.status?.state, TaskState.TASK_STATE_COMPLETED);
       assert.match(textOfTask(done), /Hello, Ada!/);
+    },
+  },
+  {
+    name: 'SubscribeToTask stays open at input-required: the answer, sent on another connection, shows on it; it ends completed',
+    async run({ client, agents }) {
+      const c = await client(agents.asking.id);
+      const asked = asTask(await c.sendMessage(send('hi')));
+      assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+      const events: StreamResponse[] = [];
+      let subscribed!: () => void;
+      const first = new Promise<void>((r) => (subscribed = r));
+      const reading = (async () => {
+        for await (const e of c.resubscribeTask({ id: asked.id, tenant: '' })) {
+          events.push(e);
+          subscribed();
+        }
+      })();
+      reading.catch(() => subscribed());
+      await first;
+      // §3.1.6: the stream ends at a terminal state only; the follow-up comes from another client.
+      const other = await client(agents.asking.id);
+      const done = asTask(await other.sendMessage(send('Ada', { taskId: asked.id })));
+      assert.equal(done.status?.state, TaskState.TASK_STATE_COMPLETED);
+      await reading;
+      assert.equal(events[0]?.payload?.$case === 'task' && events[0].payload.value.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED, 'the task first');
+      const last = events.at(-1)!;
+      assert.equal(last.payload?.$case === 'statusUpdate' && last.payload.value.status?.state, TaskState.TASK_STATE_COMPLETED, 'the stream ends at completed');
+      const text = events.flatMap((e) => (e.payload?.$case === 'artifactUpdate' ? e.payload.value.artifact!.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')) : []));
+      assert.deepEqual(text, ['Hello, Ada!'], "the answer's artifact came on the stream");
+    },
+  },
+  {
+    name: "an agent's Message answer: SendMessage gets that Message, a stream that Message alone; its context goes on",
+    async run({ client, agents }) {
+      const c = await client(agents.replying.id);
+      const answer = await c.sendMessage(send('hello'));
+      assert.ok(!('status' in answer), `a Message, not a task: ${JSON.stringify(answer)}`);
+      const reply = answer as Message;
+      assert.equal(reply.role, Role.ROLE_AGENT);
+      assert.equal(textOfMessage(reply), 'reply: hello');
+      assert.equal(reply.taskId, '', 'no task was made');
+      assert.ok(reply.contextId, 'the context to go on in');
+      // §3.1.2 "Message-only stream": exactly one Message, then the end. A new message in the same context.
+      const streamed = await collect(c.sendMessageStream(send('again', { contextId: reply.contextId })));
+      assert.deepEqual(streamed.map((e) => e.payload?.$case), ['message']);
+      const again = streamed[0]!.payload!.value as Message;
+      assert.equal(textOfMessage(again), 'reply: again');
+      assert.equal(again.contextId, reply.contextId);
     },
   },
   {

@@ -432,13 +432,13 @@ export async function rpc(url: string, body: unknown, headers: Record<string, st
   return { status: res.status, json, text };
 }
 
-/** Polls `check` until it returns a value, or fails after `ms`. */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, ms = 15_000, what = 'condition'): Promise<T> {
+/** Polls `check` until it returns a value, or fails after `ms`; `what` may be a function, to say what was seen by then. */
+export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, ms = 15_000, what: string | (() => string) = 'condition'): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await check();
     if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -32,6 +32,8 @@ export interface SseCall {
   stopAfter?: number;
   /** Called for each event as it arrives. */
   onEvent?(e: SseEvent): void;
+  /** Called for each comment (a heartbeat) as it arrives. */
+  onComment?(text: string): void;
   signal?: AbortSignal;
 }
 
@@ -79,7 +81,9 @@ export async function sse(url: string, call: SseCall): Promise<SseRead> {
       while ((cut = buffer.indexOf('\n\n')) >= 0) {
         const block = buffer.slice(0, cut);
         buffer = buffer.slice(cut + 2);
+        const seen = out.comments.length;
         const event = parseBlock(block, out.comments);
+        for (const c of out.comments.slice(seen)) call.onComment?.(c);
         if (!event) continue;
         out.events.push(event);
         call.onEvent?.(event);
