@@ -1,66 +1,45 @@
 /**
  * buildApp wires Switchboard's HTTP surface from its dependencies and never listens: tests and the server
- * (src/main.ts) get the same app.
+ * (src/main.ts) get the same app. It registers one plugin per resource (src/plugins/: the pool, health, who may
+ * call, Temporal, the registry), each decorating the app (`app.pg`, `app.health`, `app.temporal`, …) and closing
+ * what it opened in `onClose`, then the routes, which read those resources. buildWorkerApp is the small app of a
+ * worker process: health, readiness and metrics only.
  */
 import { DEFAULTS, streamSettingsOf } from './config';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
-import type { StreamLimits } from './a2a/task-stream';
 import type { RefreshPolicy } from './agents/refresh';
-import { RefreshScheduler } from './agents/refresh-schedules';
-import { AgentRegistry } from './agents/registry';
+import type { RefreshScheduler } from './agents/refresh-schedules';
 import type { EventHub } from './events/hub';
-import { PushStore } from './push/store';
-import { jwksRoutes } from './routes/jwks';
 import type { Outbound } from './http/outbound';
 import type { UnfundedPolicy } from './ledger/postings';
-import { accountRoutes } from './routes/accounts';
-import { agentRoutes } from './routes/agents';
-import { frontDoorRoutes } from './routes/front-door';
-import { jsonRpcRoutes } from './routes/json-rpc';
-import { nexusTaskRoutes } from './routes/nexus-tasks';
-import { restRoutes } from './routes/rest';
-import { hubRoutes } from './routes/hub';
 import type { AgentHub } from './hub/hub';
-import { A2AEndpoints } from './a2a/endpoints';
-import { GrpcServer } from './grpc/server';
-import { reputationRoutes } from './routes/reputation';
-import type { SseOptions } from './routes/sse';
-import { TaskGateway } from './temporal/task-gateway';
-import { KeyStore } from './auth/keys';
-import { CredentialWatch } from './auth/credential-watch';
+import type { KeyStore } from './auth/keys';
 import { type BearerJwtVerifier, DEFAULT_TENANT } from './auth/plugin';
-import { installAuth } from './routes/auth-hooks';
-import { DEFAULT_QUOTAS, type Quotas, TenantQuotas } from './auth/quotas';
-import { auditRoutes } from './routes/audit';
-import { tenantRoutes } from './routes/tenants';
-import { codecRoutes } from './routes/codec';
+import type { Quotas } from './auth/quotas';
 import type { AgentCredentials } from './agents/agent-credentials';
-import { Health } from './health';
-import { healthRoutes } from './routes/health';
-import { installOpenApi } from './routes/openapi';
-import { metricsRoutes } from './routes/metrics';
-import { consoleRoutes } from './routes/console';
-import { type TemporalUi, taskRoutes } from './routes/tasks';
-import { closedOpenTaskIds } from './temporal/orphan-sweep';
+import type { Health } from './health';
+import type { TemporalUi } from './routes/tasks';
 import { traceRequests } from './tracing';
 import { installA2AGuards } from './routes/refusals';
-import { GenesisService } from './genesis/service';
-import { GenesisStore } from './genesis/store';
-import { genesisRoutes } from './routes/genesis';
-import { Actions } from './a2a/nanda-actions';
-import { EnforcedPolicies } from './nanda/policies';
-import { CertificationGateway } from './temporal/certification-gateway';
+import { installOpenApi } from './routes/openapi';
 import type { EncryptionCodec } from './temporal/encryption-codec';
-import { credentialRoutes } from './routes/credentials';
-import { agentPushRoutes } from './routes/agent-push';
 import type { AgentPushTokens } from './push/agent-push';
-import { checkJson } from './http/json-guard';
+import { jsonBodies } from './plugins/json-bodies';
+import { pgPlugin } from './plugins/pg';
+import { healthPlugin } from './plugins/health';
+import { authPlugin } from './plugins/auth';
+import { temporalPlugin } from './plugins/temporal';
+import { registryPlugin } from './plugins/registry';
+import { managementRoutes, probeRoutes } from './routes/management';
+import { type StreamSettings, a2aBindings } from './routes/a2a-bindings';
 
 export { DEFAULT_TENANT };
+export type { StreamSettings };
 export const DEFAULT_MAX_HOPS = DEFAULTS.SWITCHBOARD_MAX_HOPS;
 
 export interface AppDeps {
@@ -72,8 +51,7 @@ export interface AppDeps {
   inputTimeoutMs: number;
   publicUrl?: string;
   bodyLimit?: number;
-  /** Per-agent refresh schedules (card refresh + liveness). Unset: agents are checked at registration and by POST /agents/:id/refresh only. */
-  /** Agent refresh schedules: the scheduler to use (main.ts's, which it also reconciles), or built from intervalMs. */
+  /** Agent refresh schedules: the scheduler to use (main.ts's, which it also reconciles), or built from intervalMs. Unset: agents are checked at registration and by POST /agents/:id/refresh only. */
   agentRefresh?: { intervalMs?: number; policy?: Partial<RefreshPolicy>; scheduler?: RefreshScheduler };
   /** The process's event hub (shared with the worker's activities). */
   hub: EventHub;
@@ -90,10 +68,12 @@ export interface AppDeps {
   credentials?: AgentCredentials;
   /** Which dependencies are up (default: one probing deps.pool and deps.temporal's connection). */
   health?: Health;
-  /** Whether this process's worker is polling, for /readyz; unset when the process runs none. */
-  /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to GET /metrics. */
-  workerMetricsUrl?: string;
+  /** Whether this process's worker is polling, for /readyz; unset when the process runs none (then /readyz asks Temporal whether any worker polls the task queue). */
   workerRunning?: () => boolean;
+  /** The Temporal SDK runtime's Prometheus endpoint in this process (its client's and workers' `temporal_*`), appended to GET /metrics. */
+  runtimeMetricsUrl?: string;
+  /** How long a send waits for its answer before it asks whether any worker polls the task queue (default 3 s). */
+  noWorkerCheckMs?: number;
   /** Where Temporal UI is (TEMPORAL_UI_URL, or the embedded dev server's), for the links from GET /tasks to each workflow. */
   temporalUi?: TemporalUi;
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
@@ -117,13 +97,6 @@ export interface AppDeps {
   agentPush?: { tokens: AgentPushTokens };
 }
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The gRPC server (not yet listening) when AppDeps.grpc is set. */
-    grpc?: GrpcServer;
-  }
-}
-
 export interface AppAuth {
   keys: KeyStore;
   jwt?: BearerJwtVerifier;
@@ -136,12 +109,91 @@ export interface AppAuth {
   codecCorsOrigins?: readonly string[];
 }
 
-export interface StreamSettings extends SseOptions, StreamLimits {}
-
 export const DEFAULT_STREAM_SETTINGS: StreamSettings = streamSettingsOf(DEFAULTS);
 
+/** The request pipeline's steps that run before authentication: each a hook on every route. */
+const requestTracing = fp(async (app) => traceRequests(app), { name: 'switchboard-tracing', fastify: '5.x' });
+const a2aGuards = fp(async (app) => installA2AGuards(app), { name: 'switchboard-a2a-guards', fastify: '5.x' });
+const openApi = fp(installOpenApi, { name: 'switchboard-openapi', fastify: '5.x' });
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const app = Fastify({
+  const app = Fastify(serverOptions(deps));
+  // JSON bodies pass the peer-input guard; then a request's span covers its authentication too (a no-op unless
+  // tracing was started); then, before authentication, which reveals more, an A2A request in an unsupported
+  // version or content type is refused in its binding's form, and so is a URL no route serves.
+  await app.register(jsonBodies);
+  await app.register(requestTracing);
+  await app.register(a2aGuards);
+  await app.register(pgPlugin, { pool: deps.pool });
+  await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
+  // Every route registered after this declares who may call it, and is checked before its handler runs.
+  await app.register(authPlugin, { ...deps.auth, events: deps.hub, log: deps.log });
+  // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
+  await app.register(openApi);
+  await app.register(temporalPlugin, { client: deps.temporal, taskQueue: deps.taskQueue, log: deps.log, noWorkerCheckMs: deps.noWorkerCheckMs });
+  await app.register(registryPlugin, { outbound: deps.outbound, hub: deps.hub, credentials: deps.credentials, agentRefresh: deps.agentRefresh });
+  await app.register(managementRoutes, {
+    keys: deps.auth.keys,
+    publicUrl: deps.publicUrl,
+    grpcPort: deps.grpc?.port,
+    workerRunning: deps.workerRunning,
+    runtimeMetricsUrl: deps.runtimeMetricsUrl,
+    openStreams: () => deps.hub.readers(),
+    payloadCodec: deps.auth.payloadCodec,
+    codecCorsOrigins: deps.auth.codecCorsOrigins,
+    unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
+    temporalUi: deps.temporalUi,
+  });
+  await app.register(a2aBindings, {
+    log: deps.log,
+    hub: deps.hub,
+    publicUrl: deps.publicUrl,
+    inputTimeoutMs: deps.inputTimeoutMs,
+    pushRetryInitialMs: deps.pushRetryInitialMs,
+    maxHops: deps.maxHops ?? DEFAULT_MAX_HOPS,
+    allowPrivateUrls: deps.allowPrivateUrls ?? false,
+    streams: { ...DEFAULT_STREAM_SETTINGS, ...deps.streams },
+    credentials: deps.credentials,
+    genesis: { maxSkewMs: deps.genesis?.maxSkewMs ?? DEFAULTS.SWITCHBOARD_GENESIS_MAX_SKEW_MS, eventRetryInitialMs: deps.genesis?.eventRetryInitialMs },
+    grpc: deps.grpc,
+    agentHub: deps.agentHub,
+    agentPush: deps.agentPush,
+  });
+  return app;
+}
+
+export interface WorkerAppDeps {
+  pool: Pool;
+  /** Probed for /readyz (GetSystemInfo), like the api's. */
+  temporal: Client;
+  log: Logger;
+  /** Whether this process's worker is polling. */
+  workerRunning: () => boolean;
+  /** The Temporal SDK runtime's Prometheus endpoint in this process, appended to GET /metrics. */
+  runtimeMetricsUrl?: string;
+  /** /metrics is an admin's (its labels name every tenant's agents): the same keys as the api's. */
+  auth: Pick<AppAuth, 'keys' | 'jwt' | 'redisUrl' | 'quotaDefaults'>;
+  /** The process's event hub, whose notices reach the key cache at once (a revoked admin key stops working). */
+  events?: EventHub;
+  health?: Health;
+}
+
+/**
+ * A worker process's HTTP surface (SWITCHBOARD_ROLE=worker): `/healthz`, `/readyz` (PostgreSQL, Temporal, the
+ * migrations, and its worker polling) and `/metrics`, where the tasks' series are counted, since workflows and
+ * their activities run in worker processes. Never listens, like buildApp.
+ */
+export async function buildWorkerApp(deps: WorkerAppDeps): Promise<FastifyInstance> {
+  const app = Fastify(serverOptions(deps));
+  await app.register(pgPlugin, { pool: deps.pool });
+  await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
+  await app.register(authPlugin, { ...deps.auth, events: deps.events, log: deps.log });
+  await app.register(probeRoutes, { workerRunning: deps.workerRunning, runtimeMetricsUrl: deps.runtimeMetricsUrl });
+  return app;
+}
+
+function serverOptions(deps: { log: Logger; bodyLimit?: number }): FastifyServerOptions {
+  return {
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: deps.bodyLimit ?? 1024 * 1024,
     // Node's own request timeout is off when these are 0 (the default); a stuck client must not hold a socket forever.
@@ -155,137 +207,5 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Clients that hold a base URL post to `<url>/` (httpx, the A2A TCK, SDKs given a URL ending in a slash): every
     // route answers with and without the trailing slash.
     routerOptions: { ignoreTrailingSlash: true },
-  });
-  // JSON bodies (every route that keeps Fastify's parser: NEXUS, Genesis, registrations, admin) pass the peer-input
-  // guard first: not UTF-8, or nested too deep for what reads them (zod, jsonb), is a 400 naming the limit.
-  guardJsonBodies(app);
-  // First of all: a request's span covers its authentication too (a no-op unless tracing was started).
-  traceRequests(app);
-  const quotas = new TenantQuotas(deps.pool, { ...DEFAULT_QUOTAS, ...deps.auth.quotaDefaults });
-  // Before authentication, which reveals more: an A2A request in an unsupported version or content type is refused
-  // in its binding's form; so is a URL no route serves.
-  installA2AGuards(app);
-  // A key revoked or deleted, an agent or a tenant deleted, in any process (migration 023's notices): the key cache
-  // and the tenants' cache forget it at once, and what its callers hold open ends (streams, hub sockets).
-  const credentialWatch = new CredentialWatch({ pool: deps.pool, events: deps.hub, log: deps.log });
-  const unhear = deps.hub.onConfigChange((n) => {
-    deps.auth.keys.heard(n);
-    if (n?.kind === 'tenants') quotas.forget(n.tenant);
-  });
-  app.addHook('onClose', async () => {
-    unhear();
-    credentialWatch.close();
-  });
-  // First: every route registered after this declares who may call it, and is checked before its handler runs.
-  await installAuth(app, { pool: deps.pool, keys: deps.auth.keys, quotas, jwt: deps.auth.jwt, redisUrl: deps.auth.redisUrl });
-  // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
-  await installOpenApi(app);
-  const scheduler =
-    deps.agentRefresh && (deps.agentRefresh.scheduler ?? new RefreshScheduler({ client: deps.temporal, taskQueue: deps.taskQueue, intervalMs: deps.agentRefresh.intervalMs }));
-  // Agents and enforced policies are read through caches that every change clears (src/events/config-cache.ts).
-  const registry = new AgentRegistry(deps.pool, deps.outbound, { scheduler, policy: deps.agentRefresh?.policy, credentials: deps.credentials, hub: deps.hub });
-  const policies = new EnforcedPolicies(deps.pool, deps.hub);
-  app.addHook('onClose', async () => {
-    registry.close();
-    policies.close();
-  });
-  const health = deps.health ?? new Health({ pool: deps.pool, temporal: deps.temporal.connection, log: deps.log });
-  const gateway = new TaskGateway({ client: deps.temporal, taskQueue: deps.taskQueue, pool: deps.pool, log: deps.log, health });
-
-  health.start();
-  app.addHook('onClose', async () => health.stop());
-  // A dependency's outage is a 503 naming it, with Retry-After: never a 500, never a hang.
-  app.setErrorHandler((err, req, reply) => {
-    const e = health.unavailable(err);
-    if (e) return reply.code(503).header('retry-after', String(e.retryAfterS)).send({ error: e.message, dependency: e.dependency });
-    if ((err as { statusCode?: number }).statusCode && (err as { statusCode: number }).statusCode < 500) return reply.send(err);
-    req.log.error({ err }, 'request failed');
-    return reply.code(500).send({ error: 'Internal error' });
-  });
-  await app.register(healthRoutes, { health, pool: deps.pool, workerRunning: deps.workerRunning });
-  await app.register(metricsRoutes, { pool: deps.pool, openStreams: () => deps.hub.readers(), workerMetricsUrl: deps.workerMetricsUrl });
-  await app.register(jwksRoutes, { pool: deps.pool });
-  await app.register(tenantRoutes, { keys: deps.auth.keys, quotas });
-  await app.register(auditRoutes, { pool: deps.pool });
-  await app.register(codecRoutes, { codec: deps.auth.payloadCodec, corsOrigins: deps.auth.codecCorsOrigins ?? [] });
-  await app.register(agentRoutes, { registry, publicUrl: deps.publicUrl, grpcPort: deps.grpc?.port, keys: deps.auth.keys });
-  await app.register(reputationRoutes, { pool: deps.pool });
-  await app.register(taskRoutes, { pool: deps.pool, temporalUi: deps.temporalUi });
-  await app.register(consoleRoutes);
-  await app.register(frontDoorRoutes, { registry, pool: deps.pool, publicUrl: deps.publicUrl, grpcPort: deps.grpc?.port });
-  await app.register(accountRoutes, {
-    pool: deps.pool,
-    unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
-    closedOpenTasks: (tenant) => closedOpenTaskIds(deps.temporal, deps.taskQueue, tenant),
-  });
-  const streams = { ...DEFAULT_STREAM_SETTINGS, ...deps.streams };
-  const rpcDeps = {
-    registry,
-    policies,
-    quotas,
-    health,
-    gateway,
-    pool: deps.pool,
-    hub: deps.hub,
-    push: new PushStore(deps.pool, { allowPrivate: deps.allowPrivateUrls ?? false }),
-    inputTimeoutMs: deps.inputTimeoutMs,
-    pushRetryInitialMs: deps.pushRetryInitialMs,
-    maxHops: deps.maxHops ?? DEFAULT_MAX_HOPS,
-    streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
-    credentialWatch,
   };
-  // One RPC core and front door behind every binding (JSON-RPC, HTTP+JSON, gRPC).
-  const endpoints = new A2AEndpoints(rpcDeps);
-  const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
-  const certifications = new CertificationGateway({ client: deps.temporal, taskQueue: deps.taskQueue });
-  const actions = new Actions({ pool: deps.pool, registry, policies, certifications, health });
-  await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl: deps.publicUrl, sse, actions });
-  await app.register(credentialRoutes, { pool: deps.pool, publicUrl: deps.publicUrl });
-  await app.register(restRoutes, { endpoints, health, publicUrl: deps.publicUrl, sse });
-  const genesisStore = new GenesisStore(deps.pool, deps.credentials?.box);
-  const genesis = new GenesisService({
-    store: genesisStore,
-    registry,
-    intake: rpcDeps,
-    temporal: deps.temporal,
-    taskQueue: deps.taskQueue,
-    maxSkewMs: deps.genesis?.maxSkewMs ?? DEFAULTS.SWITCHBOARD_GENESIS_MAX_SKEW_MS,
-    eventRetryInitialMs: deps.genesis?.eventRetryInitialMs ?? deps.pushRetryInitialMs,
-  });
-  await app.register(genesisRoutes, { service: genesis, store: genesisStore, allowPrivateUrls: deps.allowPrivateUrls ?? false });
-  await app.register(nexusTaskRoutes, { endpoints, publicUrl: deps.publicUrl });
-  if (deps.agentPush) await app.register(agentPushRoutes, { pool: deps.pool, hub: deps.hub, tokens: deps.agentPush.tokens });
-  if (deps.agentHub) await app.register(hubRoutes, { hub: deps.agentHub, registry, endpoints, publicUrl: deps.publicUrl, credentialWatch });
-  if (deps.grpc) {
-    const grpc = new GrpcServer({
-      endpoints,
-      authenticator: app.authenticator,
-      rateLimitCall: app.rateLimitCall,
-      publicUrl: deps.publicUrl,
-      maxReceiveBytes: app.initialConfig.bodyLimit ?? 1024 * 1024,
-      drainTimeoutMs: streams.drainTimeoutMs,
-      keepaliveMs: streams.heartbeatMs,
-      log: deps.log,
-    });
-    app.decorate('grpc', grpc);
-    // Like the SSE streams: open gRPC streams end (naming where to resume) before the HTTP server waits for clients.
-    app.addHook('preClose', async () => grpc.close());
-  }
-  return app;
-}
-
-/** Fastify's JSON parser (with the app's proto and constructor poisoning settings) behind the peer-input guard (src/http/json-guard.ts). */
-function guardJsonBodies(app: FastifyInstance): void {
-  const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = app.initialConfig;
-  const parse = app.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    let text: string;
-    try {
-      text = checkJson(body as Buffer);
-    } catch (err) {
-      return done(Object.assign(new Error(`Invalid JSON body: ${(err as Error).message}`), { statusCode: 400, code: 'SB_JSON_LIMIT' }), undefined);
-    }
-    parse(req, text, done);
-  });
 }

@@ -18,6 +18,11 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
 }
 
 const SDK_LEVELS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
+/**
+ * SDK warnings about what Switchboard does on purpose, logged at debug: a warning on every normal start would train
+ * operators to skip warnings. The hub worker runs activities only (src/worker.ts, createHubWorker).
+ */
+const EXPECTED_WARNINGS = new Set(['No workflows registered, not polling for workflow tasks']);
 const TASK_WORKFLOW_ID = /^a2a:([^:]+):(.+)$/;
 
 /**
@@ -27,6 +32,7 @@ const TASK_WORKFLOW_ID = /^a2a:([^:]+):(.+)$/;
  */
 export function temporalLogger(log: Logger): import('@temporalio/common').Logger {
   const write = (level: keyof typeof SDK_LEVELS, message: string, meta: Record<string | symbol, unknown> = {}) => {
+    if (level === 'WARN' && EXPECTED_WARNINGS.has(message)) level = 'DEBUG';
     const { error, ...rest } = meta as Record<string, unknown>;
     const task = typeof rest.workflowId === 'string' ? TASK_WORKFLOW_ID.exec(rest.workflowId) : null;
     const fields = { ...rest, ...(task ? { tenant: task[1], taskId: task[2] } : {}), ...(error !== undefined ? { err: error } : {}) };

@@ -1,8 +1,11 @@
 /**
  * Prometheus metrics (`GET /metrics`, admin only: the labels name every tenant's agents). One registry per
- * process, counted where things happen (activities, quotas) and read at scrape time where a count is state
- * (open streams, agents by status, ledger totals). The Temporal worker's own metrics (SDK runtime telemetry)
- * are served by the runtime on a loopback port; `/metrics` appends them, so there is one scrape target.
+ * process, counted where things happen and read at scrape time where a count is state (open streams, agents by
+ * status, ledger totals). Tasks, settlements and agent calls are counted by the workflows' activities, so in the
+ * processes that run workers (`all`, `worker`: a worker process serves /metrics too); quota refusals and agents'
+ * pushes where the request came in (`all`, `api`). The Temporal SDK runtime's own metrics (`temporal_*`, of this
+ * process's client and workers) are served by the runtime on a loopback port; `/metrics` appends them, so each
+ * process is one scrape target.
  */
 import type { Pool } from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -126,12 +129,12 @@ for (const [column, help] of [
   });
 }
 
-/** The text of `/metrics`: Switchboard's metrics, then the worker's (when its endpoint answers within a second). */
-export async function metricsText(workerMetricsUrl?: string): Promise<string> {
+/** The text of `/metrics`: Switchboard's metrics, then the SDK runtime's (when its endpoint answers within a second). */
+export async function metricsText(runtimeMetricsUrl?: string): Promise<string> {
   const own = await registry.metrics();
-  if (!workerMetricsUrl) return own;
-  const worker = await fetch(workerMetricsUrl, { signal: AbortSignal.timeout(1000) })
+  if (!runtimeMetricsUrl) return own;
+  const runtime = await fetch(runtimeMetricsUrl, { signal: AbortSignal.timeout(1000) })
     .then((r) => (r.ok ? r.text() : ''))
     .catch(() => '');
-  return worker ? `${own}\n# Temporal worker (SDK runtime telemetry)\n${worker}` : own;
+  return runtime ? `${own}\n# Temporal SDK runtime (this process's client and workers)\n${runtime}` : own;
 }

@@ -258,35 +258,82 @@ describe('Ctrl-C', () => {
 });
 
 describe('SWITCHBOARD_ROLE', () => {
-  test('an api process and a worker process on one task queue run a task together; each does only its part', () =>
+  test('an api process without a worker says so (/readyz, a bounded blocking send); a worker process that comes runs the tasks kept for it, and is watched on its PORT', { timeout: 240_000 }, (t) =>
     withOutput(async () => {
       const split = { ...sbEnv, TEMPORAL_TASK_QUEUE: `${sbEnv.TEMPORAL_TASK_QUEUE}-split` };
-      const workerPort = String(await freePort());
-      const workerOnly = await startSwitchboard({ ...split, SWITCHBOARD_ROLE: 'worker', PORT: workerPort }, { readyLine: /worker is running/ });
       const api = await startSwitchboard({ ...split, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) });
+      let workerOnly: SwitchboardProcess | undefined;
       try {
-        rememberKeys(api.url, { admin: TEST_ADMIN_KEY, operator: TEST_ADMIN_KEY, client: (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'split' })).key });
-        const asking = await agents.add(startAskingAgent());
-        const res = await fetch(`${api.url}/agents`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` },
-          body: JSON.stringify({ url: asking.url }),
-        });
-        assert.equal(res.status, 201);
-        const rpc = `${api.url}/agents/${((await res.json()) as { id: string }).id}/a2a`;
-        // Both turns run on the worker process; the api process has no worker.
-        const first = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
+        const client = (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'split' })).key;
+        rememberKeys(api.url, { admin: TEST_ADMIN_KEY, operator: TEST_ADMIN_KEY, client });
+        const admin = { authorization: `Bearer ${TEST_ADMIN_KEY}` };
+        const registerAt = async (url: string) => {
+          const res = await fetch(`${api.url}/agents`, { method: 'POST', headers: { ...admin, 'content-type': 'application/json' }, body: JSON.stringify({ url }) });
+          assert.equal(res.status, 201);
+          return ((await res.json()) as { id: string }).id;
+        };
+        const echoId = await registerAt((await agents.add(startEchoAgent())).url);
+        const echoRpc = `${api.url}/agents/${echoId}/a2a`;
+        assert.match(api.output(), /api only: workers run elsewhere/);
+
+        // No worker has ever polled this queue: the api is not ready, and says why.
+        const notReady = await fetch(`${api.url}/readyz`);
+        const notReadyBody = (await notReady.json()) as { missing?: string[]; checks: { workers?: { polling: number } } };
+        assert.equal(notReady.status, 503);
+        assert.deepEqual(notReadyBody.missing, ['worker']);
+        assert.equal(notReadyBody.checks.workers?.polling, 0);
+
+        // A blocking send is answered within seconds, not held until a worker comes: -32054 naming the queue and the
+        // task, which is kept. Non-blocking, the answer is the task as it is, submitted, with the reason.
+        const started = Date.now();
+        const blocked = await rpc(echoRpc, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('kept 1') } }, { 'A2A-Version': '1.0' });
+        const waited = Date.now() - started;
+        assert.equal(blocked.status, 503, blocked.text);
+        assert.equal(blocked.json.error.code, -32054);
+        const kept = /no worker is polling the task queue \S+-split: task (\S+) is kept/.exec(blocked.json.error.message)?.[1];
+        assert.ok(kept, blocked.json.error.message);
+        assert.ok(waited < 15_000, `answered after ${waited} ms`);
+        t.diagnostic(`a blocking send with no worker polling was answered after ${waited} ms`);
+        const queued = await rpc(echoRpc, { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message: userMessage('kept 2'), configuration: { returnImmediately: true } } }, { 'A2A-Version': '1.0' });
+        assert.equal(queued.json.result.task.status.state, 'TASK_STATE_SUBMITTED', queued.text);
+        assert.match(queued.json.result.task.status.message.parts[0].text, /no worker is polling the task queue/);
+
+        // A worker process comes: both tasks run, and the api is ready.
+        const workerPort = String(await freePort());
+        workerOnly = await startSwitchboard({ ...split, SWITCHBOARD_ROLE: 'worker', PORT: workerPort });
+        for (const [id, text] of [[kept, 'kept 1'], [queued.json.result.task.id as string, 'kept 2']]) {
+          const done = await eventually(async () => {
+            const got = await rpc(echoRpc, { jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id } }, { 'A2A-Version': '1.0' });
+            return got.json.result?.status.state === 'TASK_STATE_COMPLETED' ? got.json.result : undefined;
+          }, 30_000, `task ${id} to complete once a worker polls`);
+          assert.equal(done.artifacts[0].parts[0].text, `echo: ${text}`);
+        }
+        await eventually(async () => ((await fetch(`${api.url}/readyz`)).status === 200 ? true : undefined), 10_000, 'the api to be ready');
+
+        // Both turns of an asking agent run on the worker process; the api process has no worker.
+        const askingRpc = `${api.url}/agents/${await registerAt((await agents.add(startAskingAgent())).url)}/a2a`;
+        const first = await sse(askingRpc, { method: 'SendStreamingMessage', params: { message: userMessage('hi') } });
         assert.equal(stateOf(first.events.at(-1)!), 'TASK_STATE_INPUT_REQUIRED');
-        const second = await sse(rpc, { method: 'SendStreamingMessage', params: { message: userMessage('Ada', { taskId: taskIdOf(first.events[0]) }) } });
+        const second = await sse(askingRpc, { method: 'SendStreamingMessage', params: { message: userMessage('Ada', { taskId: taskIdOf(first.events[0]) }) } });
         assert.equal(stateOf(second.events.at(-1)!), 'TASK_STATE_COMPLETED');
         assert.equal(assembledText(second.events), 'Hello, Ada!');
-        // The api process is ready without a worker of its own; the worker process serves no HTTP at all.
-        const ready = (await (await fetch(`${api.url}/readyz`)).json()) as { ready?: boolean; missing?: string[] };
-        assert.deepEqual(ready.missing ?? [], []);
-        await assert.rejects(fetch(`http://127.0.0.1:${workerPort}/healthz`));
-        assert.match(api.output(), /api only: workers run elsewhere/);
+
+        // The worker process is watched on its PORT: liveness, readiness (its worker polls), and the tasks' series,
+        // which are counted where the workflows run, with the SDK's own in the same answer; an admin's, as on the api.
+        const worker = `http://127.0.0.1:${workerPort}`;
+        assert.equal((await fetch(`${worker}/healthz`)).status, 200);
+        const ready = (await (await fetch(`${worker}/readyz`)).json()) as { ready: boolean; checks: { worker?: { running: boolean } } };
+        assert.deepEqual([ready.ready, ready.checks.worker?.running], [true, true]);
+        assert.equal((await fetch(`${worker}/metrics`)).status, 401);
+        const workerMetrics = await (await fetch(`${worker}/metrics`, { headers: admin })).text();
+        assert.match(workerMetrics, new RegExp(`^switchboard_tasks_ended_total\\{agent="${echoId}",state="completed"\\} 2$`, 'm'));
+        assert.match(workerMetrics, /^temporal_\w+/m);
+        assert.equal((await fetch(`${worker}/agents`, { headers: admin })).status, 404, 'nothing but the probes');
+        const apiMetrics = await (await fetch(`${api.url}/metrics`, { headers: admin })).text();
+        assert.doesNotMatch(apiMetrics, /^switchboard_tasks_ended_total\{/m, 'the api process runs no workflow');
+        assert.match(workerOnly.output(), /worker is running .*\n +probes: +http:\/\/127\.0\.0\.1:\d+\/healthz/);
       } finally {
-        await Promise.all([api.kill(), workerOnly.kill()]);
+        await Promise.all([api.kill(), workerOnly?.kill()]);
       }
     }));
 
@@ -300,7 +347,7 @@ describe('SWITCHBOARD_ROLE', () => {
       try {
         const databaseUrl = /PostgreSQL: +(postgres:\/\/\S+) \(embedded/.exec(api.output())?.[1];
         assert.ok(databaseUrl, api.output());
-        workerOnly = await startSwitchboard({ ...split, DATABASE_URL: databaseUrl, SWITCHBOARD_ROLE: 'worker', PORT: String(await freePort()) }, { readyLine: /worker is running/ });
+        workerOnly = await startSwitchboard({ ...split, DATABASE_URL: databaseUrl, SWITCHBOARD_ROLE: 'worker', PORT: String(await freePort()) });
         const echo = await agents.add(startEchoAgent());
         const headers = { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` };
         const res = await fetch(`${api.url}/agents`, { method: 'POST', headers, body: JSON.stringify({ url: echo.url }) });

@@ -2,7 +2,9 @@
 // while four readers loop over the console's GETs. Over the old embedded database (PGlite behind a socket), the
 // pool's connections interleaved their extended-protocol messages on one session: 10 of 30 tasks failed and 125 of
 // 630 reads answered 500. The embedded PostgreSQL is a real server: every task completes and every read answers 200.
-// Then the process is killed with SIGKILL and started again: the tasks are still there; and Ctrl-C stops it in order.
+// Then the process is killed with SIGKILL and started again: the tasks are still there; and Ctrl-C, sent as a
+// terminal sends it (to the whole process group), stops it in order: the worker drains while the embedded services
+// still run (each in a session of its own), then they stop; no warning or error line on the way.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -29,32 +31,44 @@ let env: Record<string, string>;
 let sb: SwitchboardProcess | undefined;
 const agents = new AgentPool();
 
-/** The embedded services' processes, found by the data dir in their command line (the Temporal dev server's db file, PostgreSQL's -D). */
-const servicesOf = (dir: string): number[] =>
+/** Every process's command line (Linux: /proc). */
+const processes = (): { pid: number; args: string[] }[] =>
   readdirSync('/proc')
     .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      const args = (() => {
-        try {
-          return readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
-        } catch {
-          return [];
-        }
-      })();
-      return args.includes(join(dir, 'temporal.sqlite')) || args.includes(join(dir, 'postgres'));
-    })
-    .map(Number);
+    .map((p) => {
+      try {
+        return { pid: Number(p), args: readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0') };
+      } catch {
+        return { pid: Number(p), args: [] };
+      }
+    });
+
+/** The embedded services' processes, found by the data dir in their command line (the Temporal dev server's db file, PostgreSQL's -D). */
+const servicesOf = (dir: string): number[] =>
+  processes()
+    .filter(({ args }) => args.includes(join(dir, 'temporal.sqlite')) || args.includes(join(dir, 'postgres')))
+    .map(({ pid }) => pid);
+const temporalOf = (dir: string): number[] =>
+  processes()
+    .filter(({ args }) => args.includes(join(dir, 'temporal.sqlite')) && args.includes('start-dev'))
+    .map(({ pid }) => pid);
+/** The watchdog `sh` of a service (src/child-session.ts): its last argument is the pid it watches. */
+const watchdogOf = (pid: number): number | undefined =>
+  processes().find(({ args }) => args[0] === 'sh' && args.includes('watchdog') && args.at(-2) === String(pid))?.pid;
 
 /**
- * SIGKILL, as a crash. The embedded PostgreSQL's watchdog stops it (asserted); the Temporal dev server has no such
- * watchdog (src/temporal/dev-server.ts kills it on a clean exit only) and would keep the port, so it is killed here.
+ * SIGKILL, as a crash: each embedded service's watchdog stops it (asserted). With `leaveTemporal`, the Temporal dev
+ * server's watchdog is killed first, as if it had died too: the server is left running, holding its ports, for the
+ * next start to recover from.
  */
-async function crash(): Promise<void> {
+async function crash(opts: { leaveTemporal?: boolean } = {}): Promise<number[]> {
+  const temporal = temporalOf(dataDir);
+  if (opts.leaveTemporal) for (const pid of temporal) process.kill(watchdogOf(pid)!, 'SIGKILL');
   assert.equal(await sb!.kill(), 'SIGKILL');
   sb = undefined;
-  const temporal = servicesOf(dataDir).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('start-dev'));
-  for (const pid of temporal) process.kill(pid, 'SIGKILL');
   await eventually(() => !existsSync(join(dataDir, 'postgres', 'postmaster.pid')) || undefined, 30_000, 'the embedded PostgreSQL to stop after its process died');
+  if (!opts.leaveTemporal) await eventually(() => temporalOf(dataDir).length === 0 || undefined, 30_000, 'the Temporal dev server to stop after its process died');
+  return temporal;
 }
 
 before(async () => {
@@ -73,12 +87,13 @@ before(async () => {
 });
 after(async () => {
   if (sb) await crash();
+  for (const pid of servicesOf(dataDir)) process.kill(pid, 'SIGKILL');
   await agents.closeAll();
   await rm(dataDir, { recursive: true, force: true });
 });
 
 test(`the embedded default: ${TASKS} tasks sent while ${READERS} readers loop over the console's GETs, none fails`, { timeout: 300_000 }, async (t) => {
-  sb = await startSwitchboard(env, { readyTimeoutMs: 180_000 });
+  sb = await startSwitchboard(env, { readyTimeoutMs: 180_000, processGroup: true });
   const url = sb.url;
   // The banner names the database, for psql or another process's DATABASE_URL.
   assert.match(sb.output(), /PostgreSQL: +postgres:\/\/postgres:\S+@127\.0\.0\.1:\d+\/postgres \(embedded/);
@@ -144,23 +159,34 @@ test(`the embedded default: ${TASKS} tasks sent while ${READERS} readers loop ov
   assert.equal(listed.tasks.filter((x) => x.state === 'completed').length, TASKS, JSON.stringify(listed).slice(0, 500));
 });
 
-test('killed with SIGKILL and started again: the embedded database recovers, and the tasks are still listed', { timeout: 300_000 }, async () => {
+test('killed with SIGKILL (its Temporal dev server left running) and started again: both services recover, and the tasks are still listed', { timeout: 300_000 }, async () => {
   assert.ok(sb, 'the gateway of the test above');
-  await crash();
-  sb = await startSwitchboard(env, { readyTimeoutMs: 180_000 });
+  const [leftover] = await crash({ leaveTemporal: true });
+  assert.ok(leftover && temporalOf(dataDir).includes(leftover), 'the dev server outlived its process (its watchdog was killed)');
+  sb = await startSwitchboard(env, { readyTimeoutMs: 180_000, processGroup: true });
   const adminKey = (await readFile(join(dataDir, 'admin-key'), 'utf8')).trim();
   const listed = (await (await fetch(`${sb.url}/tasks?pageSize=50`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { tasks: { state: string }[] };
   assert.equal(listed.tasks.filter((x) => x.state === 'completed').length, TASKS, JSON.stringify(listed).slice(0, 500));
-  assert.deepEqual(servicesOf(dataDir).length, 2, 'one PostgreSQL and one Temporal dev server: nothing left over from before');
+  assert.equal(servicesOf(dataDir).length, 2, 'one PostgreSQL and one Temporal dev server: nothing left over from before');
+  assert.ok(!temporalOf(dataDir).includes(leftover), 'the leftover dev server was stopped, and a new one started');
 });
 
-test('Ctrl-C stops everything in order: exit code 0, no error lines, the embedded PostgreSQL and Temporal stopped', { timeout: 120_000 }, async () => {
+test('Ctrl-C (SIGINT to the process group, as a terminal sends it) stops the app first, then the embedded services: exit code 0, no warning or error line', { timeout: 120_000 }, async () => {
   assert.ok(sb, 'the gateway of the test above');
-  sb.child.kill('SIGINT');
+  // A normal start: the one above recovered from a crash.
+  sb.interrupt();
   assert.equal(await sb.exited, 'exit code 0');
-  const errors = sb.output().split('\n').filter((l) => /"level":(50|60)/.test(l));
+  // At `npm start`'s own log level, so that the embedded services' lines forwarded at info are seen too.
+  sb = await startSwitchboard({ ...env, LOG_LEVEL: 'info' }, { readyTimeoutMs: 180_000, processGroup: true });
+  sb.interrupt();
+  assert.equal(await sb.exited, 'exit code 0');
+  // pino's warn, error and fatal; the SDK's and the dev server's own lines go through it (the dev server's at their
+  // own level: were it stopped with the app, its `network dial error` warnings would show here).
+  const lines = sb.output().split('\n');
+  const loud = lines.filter((l) => /"level":(40|50|60)/.test(l));
   sb = undefined;
-  assert.deepEqual(errors, [], 'no error lines on the way down');
+  assert.deepEqual(loud, [], 'no warning or error line on a normal start or stop');
   assert.equal(existsSync(join(dataDir, 'postgres', 'postmaster.pid')), false, 'PostgreSQL shut down cleanly');
-  assert.deepEqual(servicesOf(dataDir), [], 'no service left running');
+  assert.deepEqual(servicesOf(dataDir), [], 'no service left running: the Temporal dev server is gone too');
+  assert.equal(existsSync(join(dataDir, 'temporal.sqlite.owner')), false);
 });

@@ -2,7 +2,8 @@
  * Who is calling (issue 14): every route and every JSON-RPC method for every kind of caller (none, each role,
  * a revoked key, an expired key); tenants that cannot see each other; agent endpoints that answer only for
  * their own agent's tasks; the cards advertising how to authenticate; the audit trail; quotas and rate limits;
- * and a sweep of malformed credentials. Real Temporal, PostgreSQL, @a2a-js/sdk agents and clients.
+ * and a sweep of malformed credentials. Real Temporal, PostgreSQL, @a2a-js/sdk agents and clients; calls to
+ * Switchboard's own routes go in-process (gw.inject), streams and SDK clients over the wire.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -31,19 +32,14 @@ const stateOf = (e: { data: any } | undefined): string | undefined => e?.data.re
 
 const userMessage = (text: string, extra: Record<string, unknown> = {}) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...extra });
 
+/** A call to Switchboard's own routes, in-process (gw.inject): as `key`, or without credentials. */
 async function call(method: string, path: string, opts: { key?: string; body?: unknown; headers?: Record<string, string> } = {}) {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
-  if (opts.body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${gw.url}${path}`, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, json, text, headers: res.headers };
+  const res = await gw.inject({ method, url: path, body: opts.body, headers, as: 'none' });
+  const fetched = new Headers();
+  for (const [name, value] of Object.entries(res.headers)) if (value !== undefined) fetched.set(name, String(value));
+  return { status: res.status, json: res.json, text: res.text, headers: fetched };
 }
 
 const admin = (method: string, path: string, body?: unknown) => call(method, path, { key: gw.keys.admin, body });
@@ -386,7 +382,8 @@ describe('the cards say how to authenticate, and SDK clients with a key just wor
         cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
       }),
     );
-    const card03 = (await call('GET', `/agents/${echoId}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '0.3' } })).json;
+    // Over the wire: the card's URLs are the ones the request came to, and the client calls them.
+    const card03 = await (await fetch(cardUrl, { headers: { 'A2A-Version': '0.3' } })).json();
     const client03 = await legacy.createFromAgentCard(card03 as never);
     const t2 = Task.toJSON((await client03.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('by api key') }))) as Task) as any;
     assert.equal(t2.status.state, 'TASK_STATE_COMPLETED');

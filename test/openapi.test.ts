@@ -1,7 +1,8 @@
 /**
  * GET /openapi.json: a valid OpenAPI 3 document that describes every route the app has (a route added without a
  * schema, summary and tag fails here), says how each is secured, and whose request schemas say what the routes
- * really accept and refuse. Against a real gateway (Temporal dev server, PostgreSQL, an A2A agent).
+ * really accept and refuse. Against a real gateway (Temporal dev server, PostgreSQL, an A2A agent), reached through
+ * Fastify's inject: these are calls to Switchboard's own routes, which need no socket.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,20 +26,14 @@ const operation = (method: string, path: string): Operation | undefined => doc.p
 /** Fastify's `/agents/:id` is OpenAPI's `/agents/{id}`. */
 const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}').replace(/\*$/, '{*}');
 
-async function call(method: string, path: string, body?: unknown) {
-  const headers: Record<string, string> = { authorization: `Bearer ${gw.keys.admin}` };
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${gw.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const call = (method: string, path: string, body?: unknown) => gw.inject({ method, url: path, body, as: 'admin' });
 
 before(async () => {
-  gw = await startGateway({ hub: {} }); // GET /hub is described too
-  const res = await fetch(`${gw.url}/openapi.json`); // no credentials: the document is public
+  gw = await startGateway({ hub: {}, listen: false }); // GET /hub is described too
+  const res = await gw.inject({ url: '/openapi.json', as: 'none' }); // no credentials: the document is public
   assert.equal(res.status, 200);
-  assert.match(String(res.headers.get('content-type')), /^application\/json/);
-  doc = await res.json();
+  assert.match(String(res.headers['content-type']), /^application\/json/);
+  doc = res.json;
 });
 
 after(async () => {
@@ -135,13 +130,9 @@ describe('GET /openapi.json', () => {
   });
 
   test('an error Fastify answers itself keeps Fastify\'s body on a documented route (the docs do not reshape it)', async () => {
-    const res = await fetch(`${gw.url}/agents`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${gw.keys.admin}`, 'content-type': 'application/json' },
-      body: '{"url": ',
-    });
+    const res = await gw.inject({ method: 'POST', url: '/agents', as: 'admin', headers: { 'content-type': 'application/json' }, body: '{"url": ' });
     assert.equal(res.status, 400);
-    const body = (await res.json()) as Record<string, unknown>;
+    const body = res.json as Record<string, unknown>;
     assert.deepEqual(Object.keys(body), ['statusCode', 'code', 'error', 'message']);
     assert.deepEqual({ ...body, message: undefined }, { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY', error: 'Bad Request', message: undefined });
     assert.match(String(body.message), /JSON/);

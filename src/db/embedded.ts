@@ -17,7 +17,7 @@
  * SIGINT and SIGTERM from Switchboard's ordered shutdown and end the process, and it starts the server in this
  * process's group, where a terminal's Ctrl-C stops it before the worker has drained.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -26,6 +26,7 @@ import { promisify } from 'node:util';
 import { Client } from 'pg';
 import type { Logger } from 'pino';
 import { freePort, portIsFree } from '../net';
+import { commandLine, procStat, running, signalable, startWatchdog, waitGone } from '../child-session';
 
 export interface EmbeddedPostgres {
   /** postgres://postgres:<password>@127.0.0.1:<port>/postgres */
@@ -159,38 +160,6 @@ async function initdb(bin: string, dir: string, pass: string, user: RunAs | unde
   }
 }
 
-const signalable = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
-
-/** `pid`'s state and parent (Linux: /proc), or undefined. */
-async function procStat(pid: number): Promise<{ state: string; ppid: number } | undefined> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-  if (!stat) return undefined;
-  // pid (comm) state ppid …; comm may hold spaces and parentheses, so read after the last ')'.
-  const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { state: state!, ppid: Number(ppid) };
-}
-
-/** Whether `pid` runs: signalable, and not a zombie (an orphan's exit may wait long for its reaper). */
-async function running(pid: number): Promise<boolean> {
-  return signalable(pid) && (await procStat(pid))?.state !== 'Z';
-}
-
-async function waitGone(pid: number, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (await running(pid)) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return true;
-}
-
 /**
  * A server still running on `dir` from an earlier start: postmaster.pid names a live process whose command line
  * is `postgres -D <dir>` (Linux; elsewhere PostgreSQL itself judges its lock file). While the process that started
@@ -201,8 +170,7 @@ async function stopLeftover(dir: string, log: EmbeddedPostgresOptions['log']): P
   const lock = await readFile(join(dir, 'postmaster.pid'), 'utf8').catch(() => undefined);
   const pid = Number(lock?.split('\n')[0]);
   if (!Number.isInteger(pid) || pid <= 0 || !(await running(pid))) return; // none, or stale: PostgreSQL clears a stale lock itself
-  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
-  if (!cmdline?.split('\0').includes(dir)) return;
+  if (!(await commandLine(pid))?.includes(dir)) return;
   const owner = Number((await readFile(ownerFile(dir), 'utf8').catch(() => '')).trim());
   if (owner > 0 && signalable(owner) && (await procStat(pid))?.ppid === owner) {
     throw new Error(`embedded PostgreSQL: the database in ${dir} is already served (PostgreSQL pid ${pid}, port ${lock?.split('\n')[3]?.trim()}) ` +
@@ -287,7 +255,7 @@ export async function startEmbeddedPostgres(o: EmbeddedPostgresOptions): Promise
   // Whatever ends this process from here on (an exception, process.exit) asks the server to stop too.
   const stopOnExit = () => child.kill('SIGINT');
   process.once('exit', stopOnExit);
-  const watchdog = startWatchdog(child);
+  const watchdog = startWatchdog(child.pid, 'INT');
 
   const end = async (signal: NodeJS.Signals) => {
     if (stopped) return exited;
@@ -313,19 +281,4 @@ export async function startEmbeddedPostgres(o: EmbeddedPostgresOptions): Promise
   }
   o.log?.info({ dir, port, pid: child.pid }, 'embedded PostgreSQL started');
   return { url, pid: child.pid, stop: () => end('SIGINT'), kill: () => end('SIGKILL') };
-}
-
-/**
- * A `sh` that waits for this process to die (its stdin, a pipe from here, reaches end of file: the kernel closes it
- * with the process however it ends) and then asks the server for a fast shutdown. Its own session, like the server's,
- * so a terminal's Ctrl-C leaves it be. Undefined where there is no `sh` to run.
- */
-function startWatchdog(server: ChildProcess): ChildProcess | undefined {
-  if (process.platform === 'win32' || server.pid === undefined) return undefined;
-  const script = 'trap "" INT HUP TERM; while read -r _; do :; done; kill -INT "$1" 2>/dev/null';
-  const dog = spawn('sh', ['-c', script, 'watchdog', String(server.pid)], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
-  dog.on('error', () => undefined);
-  dog.unref();
-  (dog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
-  return dog;
 }

@@ -11,8 +11,8 @@ import { describeOnly } from './openapi';
 export interface MetricsRouteDeps {
   pool: Pool;
   openStreams: () => number;
-  /** The Temporal runtime's Prometheus endpoint in this process (worker metrics), appended to the answer. */
-  workerMetricsUrl?: string;
+  /** The Temporal SDK runtime's Prometheus endpoint in this process (its client's and workers' `temporal_*`), appended to the answer. */
+  runtimeMetricsUrl?: string;
 }
 
 export async function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): Promise<void> {
@@ -25,6 +25,6 @@ export async function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps
     response: { 200: { description: 'Prometheus text', content: { 'text/plain': { schema: { type: 'string' } } } } },
   };
   app.get('/metrics', { config: access.admin, schema }, async (_req, reply) =>
-    reply.header('content-type', registry.contentType).send(await metricsText(deps.workerMetricsUrl)),
+    reply.header('content-type', registry.contentType).send(await metricsText(deps.runtimeMetricsUrl)),
   );
 }

@@ -1,10 +1,16 @@
 // Local Temporal for `npm start` without TEMPORAL_ADDRESS: runs the CLI's dev server (SQLite-backed) as a
 // child process. Also exports ensureSearchAttributes, which the app runs against any server, because the
 // dev server applies --search-attribute only when it creates a new SQLite file.
+//
+// Like the embedded PostgreSQL (src/child-session.ts), it runs in a session of its own: a terminal's Ctrl-C reaches
+// only Switchboard, which stops it after the worker has drained (were it stopped at the same moment, the draining
+// worker would log a burst of dial errors); a watchdog stops it when this process dies without doing so, and a
+// server left running all the same (the watchdog killed too) is stopped by the next start on the same files.
 import { spawn } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { portIsFree } from '../net';
+import { commandLine, procStat, running, signalable, startWatchdog, waitGone } from '../child-session';
 import { Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
@@ -25,7 +31,8 @@ export interface DevServerOptions {
   uiPort?: number;
   namespace?: string;
   searchAttributes: Record<string, 'Keyword'>;
-  log: (msg: string) => void;
+  /** Our lines and the server's banner at info; its log lines at their own level (it runs at --log-level warn). */
+  log: (msg: string, level?: 'info' | 'warn' | 'error') => void;
   /** No Web UI (tests): `uiPort` is then unused. */
   headless?: boolean;
   /** More `temporal server start-dev` arguments, e.g. lower history limits for a test. */
@@ -104,6 +111,8 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const host = ip === '0.0.0.0' ? '127.0.0.1' : ip;
   const address = `${host}:${port}`;
 
+  await mkdir(path.dirname(path.resolve(opts.dbFilename)), { recursive: true });
+  await stopLeftover(opts.dbFilename, opts.log);
   // The CLI's own message for a taken port is buried in a Go stack of warnings; say it plainly.
   const ports: [number, string][] = [[port, 'TEMPORAL_PORT'], ...(opts.headless ? [] : [[uiPort, 'TEMPORAL_UI_PORT'] as [number, string]])];
   for (const [p, variable] of ports) {
@@ -112,7 +121,6 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
         `set TEMPORAL_ADDRESS to use it, or ${variable} to another port)`);
     }
   }
-  await mkdir(path.dirname(path.resolve(opts.dbFilename)), { recursive: true });
 
   const args = ['server', 'start-dev', '--db-filename', opts.dbFilename, '--ip', ip,
     '--port', String(port), ...(opts.headless ? ['--headless'] : ['--ui-port', String(uiPort)]), '--namespace', namespace,
@@ -123,11 +131,19 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     '--log-level', 'warn',
     ...(opts.extraArgs ?? [])];
   opts.log(`starting Temporal dev server: ${opts.binary} ${args.join(' ')}`);
-  const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 
-  // If this process dies without calling stop(), don't leave an orphaned server holding the ports.
+  // If this process exits without calling stop(), don't leave an orphaned server holding the ports; if it dies
+  // (kill -9), the watchdog stops the server.
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
+  const watchdog = startWatchdog(child.pid, 'TERM');
+  if (child.pid !== undefined) await writeFile(ownerFile(opts.dbFilename), `${process.pid} ${child.pid}\n`);
+  // Before the server goes: the watchdog must not signal a pid that may be reused.
+  const unwatch = () => {
+    process.removeListener('exit', killOnExit);
+    watchdog?.kill('SIGKILL');
+  };
 
   let stopping = false;
   let stderrTail = '';
@@ -143,19 +159,21 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
       if (keepTail) stderrTail = (stderrTail + text).slice(-4000);
       // Shutdown produces a burst of harmless dial/poll warnings; don't forward those.
       if (stopping) return;
-      for (const line of text.split('\n')) if (line.trim()) opts.log(`temporal: ${line}`);
+      for (const line of text.split('\n')) if (line.trim()) opts.log(`temporal: ${line}`, levelOf(line));
     });
   forward(child.stdout!, false);
   forward(child.stderr!, true);
 
   const stop = async () => {
-    process.removeListener('exit', killOnExit);
-    if (exitStatus !== undefined) return;
-    stopping = true;
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-    await exited;
-    clearTimeout(timer);
+    unwatch();
+    if (exitStatus === undefined) {
+      stopping = true;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+      await exited;
+      clearTimeout(timer);
+    }
+    await rm(ownerFile(opts.dbFilename), { force: true });
   };
 
   try {
@@ -172,13 +190,44 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const uiUrl = `http://${host}:${uiPort}`;
   opts.log(`Temporal dev server ready at ${address}, UI ${uiUrl}`);
   const kill = async () => {
-    process.removeListener('exit', killOnExit);
-    if (exitStatus !== undefined) return;
-    stopping = true;
-    child.kill('SIGKILL');
-    await exited;
+    unwatch();
+    if (exitStatus === undefined) {
+      stopping = true;
+      child.kill('SIGKILL');
+      await exited;
+    }
+    await rm(ownerFile(opts.dbFilename), { force: true });
   };
   return { address, uiUrl, stop, kill };
+}
+
+/** The level of a line of the server's own: its log lines' (Go slog: `level=WARN`); its banner (no level) is info. */
+function levelOf(line: string): 'info' | 'warn' | 'error' {
+  const level = /\blevel=(\w+)/.exec(line)?.[1]?.toUpperCase();
+  if (level === undefined || level === 'INFO' || level === 'DEBUG') return 'info';
+  return level === 'WARN' ? 'warn' : 'error';
+}
+
+/** Beside the SQLite file: `<owner pid> <server pid>`, while a process serves it. */
+const ownerFile = (dbFilename: string) => `${dbFilename}.owner`;
+
+/**
+ * A dev server still running on `dbFilename` from an earlier start: the owner file names it, and its command line
+ * names the file (Linux). While the process that started it lives, it is in use: refused, naming both. Otherwise
+ * its owner died and the watchdog with it: it is stopped, so this start can take over its ports and its file.
+ */
+async function stopLeftover(dbFilename: string, log: (msg: string) => void): Promise<void> {
+  const [owner, pid] = (await readFile(ownerFile(dbFilename), 'utf8').catch(() => '')).trim().split(' ').map(Number);
+  if (!pid || !(await running(pid)) || !(await commandLine(pid))?.includes(dbFilename)) return;
+  if (owner && signalable(owner) && (await procStat(pid))?.ppid === owner) {
+    throw new Error(`Temporal dev server: ${dbFilename} is already served (pid ${pid}) by process ${owner}: stop that one, or set TEMPORAL_ADDRESS to use its server`);
+  }
+  log(`stopping a Temporal dev server (pid ${pid}) left running on ${dbFilename} by a process that is gone`);
+  process.kill(pid, 'SIGTERM');
+  if (!(await waitGone(pid, STOP_GRACE_MS))) {
+    process.kill(pid, 'SIGKILL');
+    if (!(await waitGone(pid, 5_000))) throw new Error(`Temporal dev server: the server left running on ${dbFilename} (pid ${pid}) does not stop`);
+  }
 }
 
 async function waitForFrontend(

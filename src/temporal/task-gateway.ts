@@ -9,6 +9,8 @@
  * (forward-message.ts: the agent's task id; jobs.ts: cancel a child; orphans.ts: end an orphan), src/health.ts
  * (a liveness ping) and src/temporal/dev-server.ts (the embedded server at start-up).
  */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type Client,
   WithStartWorkflowOperation,
@@ -25,11 +27,12 @@ import { AgentRpcFailure, WORKFLOW_FAILURE_KINDS, taskError } from '../../task/e
 import { findTask } from '../db/task-store';
 import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
 import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
-import { lastEvent } from '../events/event-log';
+import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
 import type { TaskWorkflow } from '../../task/contracts';
 import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../task/contracts';
 import type { WireTask } from '../../task/wire';
 import { DependencyUnavailable, type Health, outageOf } from '../health';
+import type { WorkerPresence } from './worker-presence';
 
 export interface TaskGatewayOptions {
   client: Client;
@@ -38,6 +41,21 @@ export interface TaskGatewayOptions {
   log: Logger;
   /** While Temporal is known to be down, GetTask answers from the projection without trying it. */
   health?: Health;
+  /** Whether any worker polls the task queue: a send nobody would answer says so (whileWorkersPoll). */
+  workers?: WorkerPresence;
+  /** How long a send waits for its answer before it asks whether any worker polls, and then between asks (default 3 s). */
+  noWorkerCheckMs?: number;
+}
+
+/**
+ * A blocking send while no worker polls the task queue (HTTP 503, JSON-RPC -32054 with Retry-After, like an
+ * outage, but nothing is marked down). The task and its message are kept: the call carries on in this process.
+ */
+export class NoWorkerPolling extends DependencyUnavailable {
+  constructor(message: string) {
+    super('temporal', undefined, 10, true);
+    this.message = message;
+  }
 }
 
 /** A query is a read: past this it is answered from the projection instead (a down server, a busy worker). */
@@ -96,8 +114,10 @@ export class TaskGateway {
     };
     try {
       // Temporal dying while the call is out is seen by the health probe within ~3 s: the client hears so then.
-      return await (this.o.health ? this.o.health.untilDown('temporal', startIt) : startIt());
+      const started = this.o.health ? this.o.health.untilDown('temporal', startIt) : startIt();
+      return await this.whileWorkersPoll(started, input.tenant, input.taskId, args.returnImmediately);
     } catch (err) {
+      if (err instanceof NoWorkerPolling) throw err;
       // The resent first message of a task that has ended: answer with the task as it ended.
       if (err instanceof WorkflowExecutionAlreadyStartedError) return this.get(input.tenant, input.taskId, args.historyLength);
       // The task's claim stays: the same messageId finds it again, and starts its workflow (or finds the one that
@@ -119,7 +139,7 @@ export class TaskGateway {
   async continue(tenant: string, taskId: string, args: SendMessageArgs): Promise<WireTask> {
     const handle = this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId));
     const deadline = Date.now() + BUSY_RETRY_MS;
-    try {
+    const deliver = async () => {
       for (let delay = 200; ; delay = Math.min(delay * 2, 2000)) {
         try {
           return await handle.executeUpdate(sendMessageUpdate, { args: [args], updateId: args.message.messageId });
@@ -129,7 +149,11 @@ export class TaskGateway {
           await new Promise((r) => setTimeout(r, delay));
         }
       }
+    };
+    try {
+      return await this.whileWorkersPoll(deliver(), tenant, taskId, args.returnImmediately);
     } catch (err) {
+      if (err instanceof NoWorkerPolling) throw err;
       if (err instanceof WorkflowNotFoundError) {
         // The workflow is gone (closed and past retention): the projection knows whether the task ever existed.
         const stored = await findTask(this.o.pool, tenant, taskId);
@@ -138,6 +162,43 @@ export class TaskGateway {
       }
       throw this.toA2A(err, taskId);
     }
+  }
+
+  /**
+   * A send's answer comes from the task's workflow, so from a worker. After noWorkerCheckMs without it (and as often
+   * again) Temporal is asked whether any worker polls the queue; when none does, the client hears so at once instead
+   * of waiting for a worker that may never come. The call carries on in this process (Temporal's client resends an
+   * update until a workflow has taken it), so the message reaches the task when a worker comes.
+   *
+   * Blocking (the default), A2A's SendMessage "MUST wait until the task reaches a terminal or interrupted state
+   * before returning" (a2a.proto, SendMessageConfiguration.return_immediately): a task still `submitted` is not an
+   * answer it may give, so it is an error (NoWorkerPolling) saying so, naming the task. With returnImmediately the
+   * task as it is (submitted, or waiting for input) is the answer, with a status message saying why nothing moves.
+   */
+  private async whileWorkersPoll(call: Promise<WireTask>, tenant: string, taskId: string, returnImmediately: boolean): Promise<WireTask> {
+    const workers = this.o.workers;
+    if (!workers) return call;
+    const answered = new AbortController();
+    call.finally(() => answered.abort()).catch(() => undefined); // a failure reaches the client through the race below
+    const noWorker = (async () => {
+      for (;;) {
+        await sleep(this.o.noWorkerCheckMs ?? 3000, undefined, { signal: answered.signal });
+        // Temporal itself unreachable is the health probe's to say, not this.
+        if ((await workers.pollers().catch(() => undefined))?.count === 0) return 'none' as const;
+      }
+    })();
+    noWorker.catch(() => undefined); // aborted: the call answered first
+    const first = await Promise.race([call, noWorker]);
+    if (first !== 'none') return first;
+    call.catch((err: unknown) => this.o.log.warn({ err, taskId }, 'a send whose client was told that no worker polls failed afterwards'));
+    const why = `no worker is polling the task queue ${this.o.taskQueue}: task ${taskId} is kept and runs when a worker polls it`;
+    if (!returnImmediately) {
+      throw new NoWorkerPolling(`Not answered: ${why}. Send the same message again (same messageId) to wait for it, or follow the task with GetTask or SubscribeToTask`);
+    }
+    const task = (await findTask(this.o.pool, tenant, taskId))?.task ?? (await snapshotAt(this.o.pool, tenant, taskId, await headSeq(this.o.pool, tenant, taskId)));
+    if (!task) throw taskError('Internal', `Task ${taskId} has no record yet`);
+    const note = { messageId: randomUUID(), role: 'ROLE_AGENT' as const, parts: [{ text: `Waiting: ${why}.` }], taskId, contextId: task.contextId };
+    return { ...task, status: { ...task.status, message: note } };
   }
 
   private async logSaysWaiting(tenant: string, taskId: string): Promise<boolean> {

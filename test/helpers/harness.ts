@@ -1,7 +1,8 @@
 /**
  * One Switchboard for a test file, on real components: a Temporal dev server (the Go-built CLI through
  * @temporalio/testing), the local PostgreSQL in a schema of its own, a worker, and the HTTP app listening
- * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire.
+ * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire. A test that only calls Switchboard's own
+ * routes uses `gw.inject` (Fastify's inject: no socket), and with `listen: false` the app opens no port at all.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -152,9 +153,30 @@ export async function createTestDb(): Promise<TestDb> {
 
 export type Activities = ReturnType<typeof createActivities>;
 
+/** A request for Gateway.inject: a path of the app, as `as` (default the tenant's client; `none`: no credentials). */
+export interface InjectRequest {
+  method?: string;
+  url: string;
+  /** Sent as JSON (with its content type) unless a string or bytes. */
+  body?: unknown;
+  headers?: Record<string, string>;
+  as?: keyof TestKeys | 'none';
+}
+
+export interface Injected {
+  status: number;
+  /** The body parsed as JSON, or undefined when it is not JSON. */
+  json: any;
+  text: string;
+  headers: import('node:http').OutgoingHttpHeaders;
+}
+
 export interface Gateway {
+  /** Where the app listens; with `listen: false`, the base inject uses (nothing listens there). */
   url: string;
   app: FastifyInstance;
+  /** A request to the app in-process (app.inject), as a client over the wire would send it, without a socket. */
+  inject(req: InjectRequest): Promise<Injected>;
   env: TestWorkflowEnvironment;
   /** The Temporal client the gateway uses. */
   temporal: Client;
@@ -216,6 +238,13 @@ export interface GatewayOptions {
   hub?: Partial<HubSettings>;
   /** How often a task followed by the agent's pushes is polled all the same (default 30 s, as in production). */
   agentPushPollMs?: number;
+  /**
+   * Listen on 127.0.0.1 (default true). A test that reaches Switchboard only through gw.inject needs no port; SDK
+   * clients, SSE streams and agents that call back (pushes) need one.
+   */
+  listen?: boolean;
+  /** How long a send waits before it asks whether any worker polls the task queue (default 3 s). */
+  noWorkerCheckMs?: number;
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -298,19 +327,22 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
     agentHub,
     agentPush: { tokens: agentPushTokens },
+    noWorkerCheckMs: opts.noWorkerCheckMs,
   });
-  const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  pushAt.base = url;
+  // Fastify's inject sends `Host: localhost:80`, so the URLs the app builds from a request's host say that.
+  const url = opts.listen === false ? 'http://localhost:80' : await app.listen({ host: '127.0.0.1', port: 0 });
+  if (opts.listen !== false) pushAt.base = url;
   if (grpcPort) await app.grpc!.listen('127.0.0.1', grpcPort);
   const keys: TestKeys = {
     admin: TEST_ADMIN_KEY,
     operator: (await keyStore.create({ tenant: 'default', role: 'operator', name: 'test operator' })).key,
     client: (await keyStore.create({ tenant: 'default', role: 'client', name: 'test client' })).key,
   };
-  keysByUrl.set(url, keys);
+  if (opts.listen !== false) keysByUrl.set(url, keys);
   return {
     url,
     app,
+    inject: (req) => injectInto(app, keys, req),
     keys,
     temporal,
     grpc: grpcPort ? `127.0.0.1:${grpcPort}` : undefined,
@@ -336,16 +368,34 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   };
 }
 
-/** Registers an agent on the gateway and returns its id and the gateway URLs for it. */
-export async function register(gw: Gateway, agentUrl: string, extra: Record<string, unknown> = {}) {
-  const res = await fetch(`${gw.url}/agents`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.keys.operator}` },
-    body: JSON.stringify({ url: agentUrl, ...extra }),
+async function injectInto(app: FastifyInstance, keys: TestKeys, req: InjectRequest): Promise<Injected> {
+  const headers: Record<string, string> = { ...req.headers };
+  const own = Object.keys(headers).some((h) => /^(authorization|x-api-key)$/i.test(h));
+  const as = req.as ?? 'client';
+  if (!own && as !== 'none') headers.authorization = `Bearer ${keys[as]}`;
+  const raw = typeof req.body === 'string' || req.body instanceof Uint8Array;
+  if (req.body !== undefined && !raw && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  const res = await app.inject({
+    method: (req.method ?? 'GET') as 'GET',
+    url: req.url,
+    headers,
+    ...(req.body === undefined ? {} : { payload: raw ? Buffer.from(req.body as string | Uint8Array) : JSON.stringify(req.body) }),
   });
-  const body = (await res.json()) as { id: string; error?: string };
-  if (res.status !== 201) throw new Error(`registration failed: ${res.status} ${JSON.stringify(body)}`);
-  return { id: body.id, base: `${gw.url}/agents/${body.id}`, rpc: `${gw.url}/agents/${body.id}/a2a` };
+  let json: any;
+  try {
+    json = res.body ? JSON.parse(res.body) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, json, text: res.body, headers: res.headers };
+}
+
+/** Registers an agent on the gateway (in-process, as its operator) and returns its id and the gateway URLs for it. */
+export async function register(gw: Gateway, agentUrl: string, extra: Record<string, unknown> = {}) {
+  const res = await gw.inject({ method: 'POST', url: '/agents', as: 'operator', body: { url: agentUrl, ...extra } });
+  if (res.status !== 201) throw new Error(`registration failed: ${res.status} ${res.text}`);
+  const { id } = res.json as { id: string };
+  return { id, base: `${gw.url}/agents/${id}`, rpc: `${gw.url}/agents/${id}/a2a` };
 }
 
 /** Makes an agent key (role agent) for a registered agent, through the admin API: the agent's own credential. */

@@ -16,6 +16,11 @@ export interface SwitchboardProcess {
   exited: Promise<string>;
   /** SIGKILL: no shutdown hooks, no graceful worker stop, as a crash. Resolves once it is gone. */
   kill(): Promise<string>;
+  /**
+   * Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group, the process and every child of
+   * it that stayed in its group (with `processGroup`; otherwise to the process alone).
+   */
+  interrupt(): void;
 }
 
 /** Processes started here and still running: killed if the test process exits without doing so itself. */
@@ -30,10 +35,20 @@ export { freePort };
 
 /**
  * Starts `node --import tsx src/main.ts` (with `compiled`: `node dist/src/main.js`, built beforehand) with `env` and
- * waits until it is ready: /healthz answers, or for a process without an HTTP server (SWITCHBOARD_ROLE=worker),
- * until it prints `readyLine`.
+ * waits until it is ready: /healthz answers (a worker process's too: SWITCHBOARD_ROLE=worker serves the probes), or
+ * it prints `readyLine`.
  */
-export async function startSwitchboard(env: Record<string, string>, opts: { readyTimeoutMs?: number; readyLine?: RegExp; compiled?: boolean; keepOutput?: number } = {}): Promise<SwitchboardProcess> {
+export async function startSwitchboard(
+  env: Record<string, string>,
+  opts: {
+    readyTimeoutMs?: number;
+    readyLine?: RegExp;
+    compiled?: boolean;
+    keepOutput?: number;
+    /** In a process group of its own, as a terminal runs a foreground job (so interrupt() is a terminal's Ctrl-C). */
+    processGroup?: boolean;
+  } = {},
+): Promise<SwitchboardProcess> {
   const port = env.PORT;
   if (!port || port === '0') throw new Error('startSwitchboard needs a fixed PORT');
   const url = `http://${env.HOST ?? '127.0.0.1'}:${port}`;
@@ -43,6 +58,7 @@ export async function startSwitchboard(env: Record<string, string>, opts: { read
     // The gRPC binding on a free port unless the test picks one (the default, 8081, may be taken).
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SWITCHBOARD_GRPC_PORT: String(await freePort()), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: opts.processGroup ?? false,
   });
   running.add(child);
   let out = '';
@@ -84,6 +100,11 @@ export async function startSwitchboard(env: Record<string, string>, opts: { read
     kill() {
       if (!gone) child.kill('SIGKILL');
       return exited;
+    },
+    interrupt() {
+      if (gone) return;
+      if (opts.processGroup && child.pid !== undefined) process.kill(-child.pid, 'SIGINT');
+      else child.kill('SIGINT');
     },
   };
 }

@@ -1,0 +1,25 @@
+/**
+ * JSON bodies (every route that keeps Fastify's parser: NEXUS, Genesis, registrations, admin) pass the peer-input
+ * guard first (src/http/json-guard.ts): not UTF-8, or nested too deep for what reads them (zod, jsonb), is a 400
+ * naming the limit. Then Fastify's own parser, with the app's proto and constructor poisoning settings.
+ */
+import fp from 'fastify-plugin';
+import { checkJson } from '../http/json-guard';
+
+export const jsonBodies = fp(
+  async (app) => {
+    const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = app.initialConfig;
+    const parse = app.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+      let text: string;
+      try {
+        text = checkJson(body as Buffer);
+      } catch (err) {
+        return done(Object.assign(new Error(`Invalid JSON body: ${(err as Error).message}`), { statusCode: 400, code: 'SB_JSON_LIMIT' }), undefined);
+      }
+      parse(req, text, done);
+    });
+  },
+  { name: 'switchboard-json-bodies', fastify: '5.x' },
+);

@@ -1,0 +1,43 @@
+/**
+ * The agent registry and the enforced NANDA policies as `app.registry` and `app.policies`: both read through
+ * caches that every change clears (src/events/config-cache.ts), and both stop listening when the app closes.
+ */
+import fp from 'fastify-plugin';
+import type { AgentCredentials } from '../agents/agent-credentials';
+import type { RefreshPolicy } from '../agents/refresh';
+import { RefreshScheduler } from '../agents/refresh-schedules';
+import { AgentRegistry } from '../agents/registry';
+import type { EventHub } from '../events/hub';
+import type { Outbound } from '../http/outbound';
+import { EnforcedPolicies } from '../nanda/policies';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    registry: AgentRegistry;
+    policies: EnforcedPolicies;
+  }
+}
+
+export interface RegistryPluginOptions {
+  outbound: Outbound;
+  hub: EventHub;
+  credentials?: AgentCredentials;
+  /** Agent refresh schedules: the scheduler to use (main.ts's, which it also reconciles), or one built from intervalMs. Unset: none. */
+  agentRefresh?: { intervalMs?: number; policy?: Partial<RefreshPolicy>; scheduler?: RefreshScheduler };
+}
+
+export const registryPlugin = fp<RegistryPluginOptions>(
+  async (app, o) => {
+    const { client, taskQueue } = app.temporal;
+    const scheduler = o.agentRefresh && (o.agentRefresh.scheduler ?? new RefreshScheduler({ client, taskQueue, intervalMs: o.agentRefresh.intervalMs }));
+    const registry = new AgentRegistry(app.pg, o.outbound, { scheduler, policy: o.agentRefresh?.policy, credentials: o.credentials, hub: o.hub });
+    const policies = new EnforcedPolicies(app.pg, o.hub);
+    app.decorate('registry', registry);
+    app.decorate('policies', policies);
+    app.addHook('onClose', async () => {
+      registry.close();
+      policies.close();
+    });
+  },
+  { name: 'switchboard-registry', fastify: '5.x', dependencies: ['switchboard-pg', 'switchboard-temporal'] },
+);
