@@ -16,6 +16,7 @@
 #   TEMPORAL_CLUSTER_PORT  frontend gRPC port (default 7333, clear of a dev server on 7233). The server's other
 #                          ports follow it: history +1, matching +2, worker +3, frontend HTTP +10, metrics +20,
 #                          membership +100..+103. Point Switchboard at TEMPORAL_ADDRESS=127.0.0.1:<this port>.
+#                          At most 32664: Temporal stores membership ports as smallint (at most 32767).
 #   TEMPORAL_CLUSTER_DB    database name (default temporal_cluster); visibility goes to <name>_visibility
 #   TEMPORAL_CLUSTER_DIR   config, log and pid file (default <repo>/.data/temporal-cluster-<port>)
 #   TEMPORAL_CLUSTER_SHARDS  history shards (default 4; fixed when the databases are first set up)
@@ -51,6 +52,16 @@ LOG_FILE="$DIR/server.log"
 
 log() { echo "temporal-cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
+
+# The server keeps each service's membership port in a smallint column (cluster_membership.rpc_port): above 32767
+# it starts, then dies ("value 47435 is out of range for type smallint"). Membership is PORT+100..+103.
+MAX_PORT=$((32767 - 103))
+check_port() {
+  [[ "$PORT" =~ ^[0-9]+$ ]] && ((PORT >= 1)) || die "TEMPORAL_CLUSTER_PORT=$PORT is not a port number; choose a port from 1 to $MAX_PORT (default 7333)"
+  if ((PORT > MAX_PORT)); then
+    die "TEMPORAL_CLUSTER_PORT=$PORT is too high: the membership ports would be $((PORT + 100))..$((PORT + 103)), and Temporal stores them as smallint, at most 32767; choose a port from 1 to $MAX_PORT (default 7333)"
+  fi
+}
 
 go_bin() {
   local go
@@ -279,6 +290,9 @@ cmd_destroy() {
   rm -rf "$DIR"
 }
 
+case "${1:-}" in
+  config | start) check_port ;;
+esac
 case "${1:-}" in
   build) cmd_build ;;
   setup) cmd_setup ;;

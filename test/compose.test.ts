@@ -2,7 +2,7 @@
 // ordering, the env Switchboard reads, and that the setup script creates every search attribute the
 // workflows write. Validated against the compose schema separately with compose-go (`docker compose config`).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -181,6 +181,37 @@ test('every mounted file exists', () => {
   for (const [key, value] of Object.entries(DYNAMIC_CONFIG)) assert.equal(dynamic[key]?.[0]?.value, value, `${key} in ${dc}`);
 });
 
+/** A TEMPORAL_CLUSTER_PORT the script accepts (at most 32664) whose ports up to +103 are free now. */
+async function clusterPort(): Promise<number> {
+  const { portIsFree } = await import('../src/net');
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * 22_000);
+    const ports = [0, 1, 2, 3, 10, 20, 100, 101, 102, 103].map((d) => port + d);
+    if ((await Promise.all(ports.map((p) => portIsFree('127.0.0.1', p)))).every(Boolean)) return port;
+  }
+}
+
+test('scripts/temporal-cluster.sh refuses a port whose membership ports would pass 32767, saying which to choose', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'temporal-cluster-'));
+  const calls = path.join(dir, 'calls');
+  // Stand-ins that would record a build, a SQL step or a server start: none may happen.
+  for (const name of ['temporal-sql-tool', 'temporal-server', 'temporal']) writeFileSync(path.join(dir, name), `#!/bin/sh\necho "${name} $*" >> "${calls}"\n`, { mode: 0o755 });
+  try {
+    for (const [port, why] of [['47333', /too high: the membership ports would be 47433\.\.47436/], ['32665', /32765\.\.32768/], ['7333x', /not a port number/]] as const) {
+      const r = spawnSync('bash', [path.join(root, 'scripts/temporal-cluster.sh'), 'start'], {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TEMPORAL_CLUSTER_PORT: port, TEMPORAL_CLUSTER_BIN: dir, TEMPORAL_CLUSTER_DIR: path.join(dir, 'state'), TEMPORAL_CLI: path.join(dir, 'temporal') },
+        encoding: 'utf8',
+      });
+      assert.equal(r.status, 1, port);
+      assert.match(r.stderr, why, port);
+      assert.match(r.stderr, /choose a port from 1 to 32664 \(default 7333\)/, port);
+    }
+    assert.equal(existsSync(calls), false, 'nothing was set up or started');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /**
  * scripts/temporal-cluster.sh is the same topology without Docker (the Temporal server on PostgreSQL, the
  * namespace and search attributes by docker/setup-temporal.sh, the same dynamic config). Run here for real with
@@ -188,7 +219,6 @@ test('every mounted file exists', () => {
  * with the real ones.
  */
 test('scripts/temporal-cluster.sh sets up both databases, starts the server on its own ports, makes the namespace, stops, destroys', async () => {
-  const { freePort } = await import('../src/net');
   const dir = mkdtempSync(path.join(tmpdir(), 'temporal-cluster-'));
   const calls = path.join(dir, 'calls');
   const bin = path.join(dir, 'bin');
@@ -199,7 +229,7 @@ test('scripts/temporal-cluster.sh sets up both databases, starts the server on i
   stub('temporal-sql-tool', 'exit 0');
   stub('temporal-server', 'exec sleep 300'); // runs until stopped, as the server does
   stub('temporal', 'case "$*" in *"namespace describe"*) exit 1 ;; *"cluster health"*) echo SERVING ;; esac; exit 0');
-  const port = await freePort();
+  const port = await clusterPort();
   const env = {
     PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
     TEMPORAL_CLUSTER_BIN: bin, TEMPORAL_CLUSTER_SCHEMA_DIR: schemas, TEMPORAL_CLUSTER_DIR: state, TEMPORAL_CLUSTER_PORT: String(port),
