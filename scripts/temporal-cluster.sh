@@ -50,6 +50,9 @@ ADDRESS="127.0.0.1:$PORT"
 PID_FILE="$DIR/server.pid"
 LOG_FILE="$DIR/server.log"
 
+# shellcheck source=progress.sh
+source "$REPO_ROOT/scripts/progress.sh"
+
 log() { echo "temporal-cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -78,14 +81,13 @@ cmd_build() {
     [[ -x "$BIN/$name" ]] && continue
     go="$(go_bin)"
     log "building $name $VERSION with $go (a cold build takes several minutes)"
-    local start=$SECONDS tmp
+    local tmp
     # go install names the binary after its package directory (server, sql); build into a scratch GOBIN and rename.
     tmp="$(mktemp -d)"
-    CGO_ENABLED=0 GOBIN="$tmp" "$go" install "go.temporal.io/server/cmd/${target%%:*}@$VERSION" >&2
+    with_progress "temporal-cluster: building $name $VERSION" env CGO_ENABLED=0 GOBIN="$tmp" "$go" install "go.temporal.io/server/cmd/${target%%:*}@$VERSION" >&2
     mkdir -p "$BIN"
     mv "$tmp/$(basename "${target%%:*}")" "$BIN/$name"
     rmdir "$tmp"
-    log "built $BIN/$name in $((SECONDS - start)) s"
   done
 }
 
