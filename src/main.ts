@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
 import { buildApp, buildWorkerApp } from './app';
-import { type Config, ConfigError, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
+import { type Config, ConfigError, codecCorsOriginsOf, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
 import { AgentHub } from './hub/hub';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
@@ -350,7 +350,7 @@ async function serveApi(
         ? new JwtVerifier({ jwksUrl: config.SWITCHBOARD_JWT_JWKS_URL, issuer: config.SWITCHBOARD_JWT_ISSUER, audience: config.SWITCHBOARD_JWT_AUDIENCE, fetch: outbound.fetch })
         : undefined,
       payloadCodec,
-      codecCorsOrigins: [`http://127.0.0.1:${config.TEMPORAL_UI_PORT}`, `http://localhost:${config.TEMPORAL_UI_PORT}`],
+      codecCorsOrigins: codecCorsOriginsOf(config),
       redisUrl: config.REDIS_URL,
       quotaDefaults: quotaDefaultsOf(config),
     },
@@ -373,7 +373,7 @@ async function serveApi(
     unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
     streams: streamSettingsOf(config),
     temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
-    grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT } : undefined,
+    grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL } : undefined,
     agentHub,
     agentPush: { tokens: agentPushTokens },
   });

@@ -2,13 +2,17 @@
 // ordering, the env Switchboard reads, and that the setup script creates every search attribute the
 // workflows write. Validated against the compose schema separately with compose-go (`docker compose config`).
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { loadConfig } from '../src/config';
+import { codecCorsOriginsOf, loadConfig } from '../src/config';
+import { gatewayEndpoints } from '../src/agents/gateway-card';
+import { migrate } from '../src/db/migrate';
+import { createPool } from '../src/db/pool';
+import { DATABASE_URL } from './helpers/harness';
 import { SEARCH_ATTRIBUTES } from '../task/messages';
 import { DYNAMIC_CONFIG } from '../src/temporal/dev-server';
 
@@ -22,7 +26,7 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
   ports?: string[];
   volumes?: string[];
-  healthcheck?: unknown;
+  healthcheck?: { test: string[] };
   restart?: string;
 }
 // Merge keys (`<<: *switchboard`): compose resolves them, and so does the parser here.
@@ -37,14 +41,80 @@ const interpolate = (v: string | number) => String(v).replace(/\$\{\w+:-([^}]*)\
 
 test('has the Temporal-on-Postgres services, without the deprecated auto-setup image', () => {
   assert.deepEqual(Object.keys(services).sort(),
-    ['postgresql', ...SWITCHBOARD, 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui']);
+    ['postgresql', ...SWITCHBOARD, 'switchboard-db-setup', 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui'].sort());
   assert.match(interpolate(services.postgresql.image!), /^postgres:16\b/);
   assert.match(services.temporal.image!, /^temporalio\/server:/);
   assert.match(services['temporal-admin-tools'].image!, /^temporalio\/admin-tools:/);
   assert.match(services['temporal-ui'].image!, /^temporalio\/ui:/);
   for (const s of Object.values(services)) assert.doesNotMatch(s.image ?? '', /auto-setup/);
-  // The workers serve no HTTP: their liveness is Temporal's (pollers on the task queue), not a health URL.
-  for (const name of ['postgresql', 'temporal', 'switchboard-api-1', 'switchboard-api-2']) assert.ok(services[name].healthcheck, name);
+  for (const name of ['postgresql', 'temporal', ...SWITCHBOARD]) assert.ok(services[name].healthcheck, name);
+});
+
+/** `${VAR:-default}` in a compose value, as compose resolves it with VAR unset. */
+const envOf = (service: string) => Object.fromEntries(Object.entries(services[service].environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
+
+test('the api processes are healthy when ready (/readyz); the workers, which serve no HTTP yet, when their process runs', () => {
+  for (const api of ['switchboard-api-1', 'switchboard-api-2']) {
+    const check = services[api].healthcheck!.test.join(' ');
+    assert.match(check, /fetch\('http:\/\/127\.0\.0\.1:8080\/readyz'\)/, api);
+    assert.equal(loadConfig(envOf(api)).PORT, 8080, `${api} serves /readyz on the port its check asks`);
+  }
+  // The workers' check, run for real: a process started as the image starts Switchboard (`node dist/src/main.js`).
+  const [kind, ...command] = services['switchboard-worker-1'].healthcheck!.test;
+  assert.equal(kind, 'CMD');
+  assert.deepEqual(services['switchboard-worker-2'].healthcheck, services['switchboard-worker-1'].healthcheck);
+  assert.match(read('docker-compose.yml'), /When workers answer \/readyz on PORT/, 'a note says where it switches to /readyz');
+  const app = mkdtempSync(path.join(tmpdir(), 'worker-health-'));
+  mkdirSync(path.join(app, 'dist/src'), { recursive: true });
+  writeFileSync(path.join(app, 'dist/src/main.js'), 'setInterval(() => {}, 1000);');
+  const worker = spawn('node', ['dist/src/main.js'], { cwd: app, stdio: 'ignore' });
+  try {
+    const r = spawnSync(command[0]!, command.slice(1), { encoding: 'utf8' });
+    assert.equal(r.status, 0, `healthy while the process runs: ${r.stderr}`);
+  } finally {
+    worker.kill('SIGKILL');
+    rmSync(app, { recursive: true, force: true });
+  }
+});
+
+test('gRPC is published on the port each api process listens on, and the cards advertise that address', () => {
+  for (const [api, http] of [['switchboard-api-1', 8080], ['switchboard-api-2', 8081]] as const) {
+    const config = loadConfig(envOf(api));
+    assert.ok(config.SWITCHBOARD_GRPC_PORT > 0, `${api} serves gRPC`);
+    assert.ok(services[api].ports!.includes(`${http}:8080`), `${api} HTTP on ${http}`);
+    // A client on the host reads the card at http://localhost:<http>: the gRPC interface it is given must be a
+    // published port that leads to the port this process listens on.
+    const endpoints = gatewayEndpoints(`http://localhost:${http}`, 'some-agent', { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL });
+    const advertised = Number(endpoints.grpc!.target.split(':')[1]);
+    assert.equal(endpoints.grpc!.target, `localhost:${advertised}`);
+    assert.ok(services[api].ports!.includes(`${advertised}:${config.SWITCHBOARD_GRPC_PORT}`), `${api} publishes ${advertised} to its gRPC port: ${services[api].ports}`);
+  }
+  // Every published host port is used once (api-2's HTTP is on 8081, the default gRPC port: not advertised).
+  const published = Object.values(services).flatMap((s) => (s.ports ?? []).map((p) => p.split(':')[0]));
+  assert.equal(new Set(published).size, published.length, published.join(', '));
+  // A proxy in front: SWITCHBOARD_PUBLIC_GRPC_URL is passed through to the api processes.
+  const proxied = loadConfig({ ...envOf('switchboard-api-1'), SWITCHBOARD_PUBLIC_GRPC_URL: 'grpc.example.com:443' });
+  assert.equal(gatewayEndpoints('https://switchboard.example.com', 'a', { port: proxied.SWITCHBOARD_GRPC_PORT, publicTarget: proxied.SWITCHBOARD_PUBLIC_GRPC_URL }).grpc!.target, 'grpc.example.com:443');
+  assert.equal(services['switchboard-api-1'].environment?.SWITCHBOARD_PUBLIC_GRPC_URL, '${SWITCHBOARD_PUBLIC_GRPC_URL:-}');
+});
+
+test("Temporal UI's codec endpoint is Switchboard's /codec at a published address, and Switchboard allows the UI's origin", () => {
+  const ui = envOf('temporal-ui');
+  const codec = new URL(ui.TEMPORAL_CODEC_ENDPOINT!);
+  assert.equal(codec.pathname, '/codec', 'the UI posts to <endpoint>/decode: POST /codec/decode');
+  assert.ok(services['switchboard-api-1'].ports!.includes(`${codec.port}:8080`), `${codec} is an api process's published port`);
+  assert.equal(ui.TEMPORAL_CODEC_PASS_ACCESS_TOKEN, 'true');
+  const uiOrigin = `http://localhost:${services['temporal-ui'].ports![0]!.split(':')[0]}`;
+  for (const sb of ['switchboard-api-1', 'switchboard-api-2']) assert.ok(codecCorsOriginsOf(loadConfig(envOf(sb))).includes(uiOrigin), sb);
+});
+
+test('the Temporal server and admin tools are the version scripts/temporal-cluster.sh builds', () => {
+  const version = /^VERSION=v(\S+)$/m.exec(read('scripts/temporal-cluster.sh'))?.[1];
+  assert.ok(version, 'the script names its version');
+  const tag = (service: string) => interpolate(services[service].image!).split(':')[1]!;
+  assert.equal(tag('temporal'), version);
+  for (const s of ['temporal-admin-tools', 'temporal-setup']) assert.ok(tag(s) === version || tag(s).startsWith(`${version}-`), `${s}: ${tag(s)}`);
+  assert.match(read('docs/operations.md'), new RegExp(`Compose pins the \`temporalio/server\` ${version.replace(/\./g, '\\.')} image`));
 });
 
 test('one-shots run in order: schema -> server -> namespace/search attributes -> switchboard', () => {
@@ -53,7 +123,9 @@ test('one-shots run in order: schema -> server -> namespace/search attributes ->
   assert.equal(cond('temporal', 'temporal-admin-tools'), 'service_completed_successfully');
   assert.equal(cond('temporal-setup', 'temporal'), 'service_healthy');
   assert.equal(cond('temporal-ui', 'temporal'), 'service_healthy');
+  assert.equal(cond('switchboard-db-setup', 'postgresql'), 'service_healthy');
   for (const sb of SWITCHBOARD) {
+    assert.equal(cond(sb, 'switchboard-db-setup'), 'service_completed_successfully', sb);
     assert.equal(cond(sb, 'temporal-admin-tools'), 'service_completed_successfully', sb);
     assert.equal(cond(sb, 'temporal-setup'), 'service_completed_successfully', sb);
     assert.equal(cond(sb, 'postgresql'), 'service_healthy', sb);
@@ -64,9 +136,9 @@ test('one-shots run in order: schema -> server -> namespace/search attributes ->
   assert.equal(cond('switchboard-api-1', 'switchboard-api-2'), undefined);
 });
 
-test('publishes the two api processes on 8080 and 8081, no worker, and the Temporal UI on 8233', () => {
-  assert.deepEqual(services['switchboard-api-1'].ports, ['8080:8080']);
-  assert.deepEqual(services['switchboard-api-2'].ports, ['8081:8080']);
+test('publishes the two api processes on 8080 and 8081 (gRPC 9090 and 9091), no worker, and the Temporal UI on 8233', () => {
+  assert.deepEqual(services['switchboard-api-1'].ports, ['8080:8080', '9090:9090']);
+  assert.deepEqual(services['switchboard-api-2'].ports, ['8081:8080', '9091:9091']);
   for (const w of ['switchboard-worker-1', 'switchboard-worker-2']) assert.equal(services[w].ports, undefined, w);
   assert.deepEqual(services['temporal-ui'].ports, ['8233:8080']);
 });
@@ -86,12 +158,84 @@ test('each Switchboard service gets a valid config with its role, all on the sam
     const db = new URL(config.DATABASE_URL!);
     assert.equal(db.hostname, 'postgresql');
     assert.equal(db.pathname, '/switchboard');
+    // Not the superuser the postgres image makes (and Temporal uses): the role the setup one-shot makes.
+    const setup = envOf('switchboard-db-setup');
+    assert.notEqual(db.username, services.postgresql.environment?.POSTGRES_USER);
+    assert.equal(db.username, setup.SWITCHBOARD_DB_USER);
+    assert.equal(decodeURIComponent(db.password), setup.SWITCHBOARD_DB_PASSWORD);
+    assert.equal(db.pathname, `/${setup.SWITCHBOARD_DB}`);
   }
   // One image and one data volume (the admin key and the secrets key made by the first start).
   assert.equal(new Set(SWITCHBOARD.map((s) => services[s].image)).size, 1);
   for (const sb of SWITCHBOARD) assert.deepEqual(services[sb].volumes, ['switchboard-data:/app/.data'], sb);
-  // That database is created by the schema one-shot, not by the postgres image.
-  assert.match(read('docker/setup-postgres.sh'), /--db switchboard create/);
+  // That database is created by its own one-shot (docker/setup-switchboard-db.sh), not by Temporal's.
+  assert.doesNotMatch(read('docker/setup-postgres.sh'), /--db switchboard create/);
+  assert.deepEqual(services['switchboard-db-setup'].volumes, ['./docker/setup-switchboard-db.sh:/scripts/setup-switchboard-db.sh:ro']);
+});
+
+/**
+ * docker/setup-switchboard-db.sh run for real (psql) against the local PostgreSQL, as the superuser: a role that is
+ * not a superuser and its database, where Switchboard's migrations then run as that role; run again (idempotent),
+ * and on a database an older compose file made as the superuser, which it hands over to the role.
+ */
+test('the database setup makes a least-privilege role that owns the database; Switchboard migrates and works as it', async () => {
+  const name = `sb_role_${Math.random().toString(16).slice(2, 8)}`;
+  const url = new URL(DATABASE_URL);
+  const env = { ...process.env, PGHOST: url.hostname, PGPORT: url.port || '5432', PGUSER: decodeURIComponent(url.username) || 'postgres', PGPASSWORD: decodeURIComponent(url.password), SWITCHBOARD_DB: name, SWITCHBOARD_DB_USER: name, SWITCHBOARD_DB_PASSWORD: "it's secret" };
+  const setup = () => execFileSync('sh', [path.join(root, 'docker/setup-switchboard-db.sh')], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const admin = createPool({ connectionString: DATABASE_URL, max: 1 });
+  const asRole = (db = name) => {
+    const u = new URL(DATABASE_URL);
+    u.username = name;
+    u.password = "it's secret";
+    u.pathname = `/${db}`;
+    return createPool({ connectionString: u.toString(), max: 2 });
+  };
+  const upgraded = `${name}_old`;
+  try {
+    assert.match(setup(), new RegExp(`database ${name} ready, owned by role ${name} \\(not a superuser\\)`));
+    setup(); // again: nothing to do, no error
+    const { rows } = await admin.query('SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1', [name]);
+    assert.deepEqual(rows[0], { rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false });
+    const pool = asRole();
+    try {
+      assert.ok((await migrate(pool)).length > 10, 'every migration applied as the role');
+      await pool.query("INSERT INTO tenants (id, name) VALUES ('t1', 'T1')");
+      await assert.rejects(pool.query(`CREATE DATABASE ${name}_more`), /permission denied/);
+      await assert.rejects(pool.query(`CREATE ROLE ${name}_more`), /permission denied/);
+    } finally {
+      await pool.end();
+    }
+
+    // A database made (and migrated) by the superuser, as the compose file before this one did: handed over.
+    await admin.query(`CREATE DATABASE ${upgraded}`);
+    const old = createPool({ connectionString: Object.assign(new URL(DATABASE_URL), { pathname: `/${upgraded}` }).toString(), max: 1 });
+    try {
+      await migrate(old);
+    } finally {
+      await old.end();
+    }
+    execFileSync('sh', [path.join(root, 'docker/setup-switchboard-db.sh')], { env: { ...env, SWITCHBOARD_DB: upgraded }, stdio: 'ignore' });
+    const moved = asRole(upgraded);
+    try {
+      const { rows: foreign } = await moved.query(
+        `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'S', 'v') AND pg_get_userbyid(c.relowner) <> current_user
+         UNION ALL SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> current_user`,
+      );
+      assert.deepEqual(foreign, [], 'every table, sequence and function is the role\'s now');
+      assert.deepEqual(await migrate(moved), [], 'nothing left to migrate');
+      await moved.query("INSERT INTO tenants (id, name) VALUES ('t1', 'T1')");
+      await moved.query('ALTER TABLE tenants ADD COLUMN later_migration text'); // what a future migration does
+    } finally {
+      await moved.end();
+    }
+  } finally {
+    for (const db of [name, upgraded]) await admin.query(`DROP DATABASE IF EXISTS ${db}`);
+    await admin.query(`DROP ROLE IF EXISTS ${name}`);
+    await admin.end();
+  }
 });
 
 test('the image runs Node 20 on glibc, starts node itself on the compiled build under an init, as a non-root user', () => {
