@@ -16,6 +16,5 @@ for db in temporal temporal_visibility; do
   $SQL --db "$db" update-schema -d "$SCHEMA_DIR/$dir/versioned"
 done
 
-# Switchboard's own tables live in a separate database on the same server; the app migrates it itself.
-$SQL --db switchboard create
+# Switchboard's own database and role: docker/setup-switchboard-db.sh (the switchboard-db-setup one-shot).
 echo 'PostgreSQL setup complete'

@@ -9,18 +9,19 @@
 //   4. dist/.built is written last (dated when the build began), so an interrupted build is redone; all of it is
 //      built in .dist-next/ and then swapped for dist/.
 // `--if-stale` (npm's pre-script for start and bench, after ensure-deps.js) builds only when dist/ is missing or a
-// source is newer than dist/.built.
+// source is newer than dist/.built. While it builds, stderr shows the step and the elapsed time (scripts/progress.js).
 'use strict';
-const { execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const { cpSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } = require('node:fs');
 const path = require('node:path');
 const { locked } = require('./ensure-deps');
+const { progress } = require('./progress');
 
 const root = path.resolve(__dirname, '..');
 const dist = path.join(root, 'dist');
 const stamp = path.join(dist, '.built');
 /** What the build reads: a change to any of these makes dist/ stale. bench/ imports test/helpers and test/agents. */
-const SOURCES = ['task', 'src', 'workflows', 'activities', 'bench', 'test/helpers', 'test/agents', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'scripts/build.js'];
+const SOURCES = ['task', 'src', 'workflows', 'activities', 'bench', 'test/helpers', 'test/agents', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'scripts/build.js', 'scripts/progress.js'];
 /** Files read at run time from beside the code (src/db/migrate.ts, src/routes/console.ts). */
 const ASSETS = ['src/db/migrations', 'src/console'];
 
@@ -51,14 +52,41 @@ function staleness() {
   return undefined;
 }
 
+/** tsc, without blocking this process (the progress timer runs meanwhile); its diagnostics are printed if it fails. */
+function tsc(outDir) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve() : reject(Object.assign(new Error(`tsc failed (exit ${code}):\n${out}`), { output: out }))));
+  });
+}
+
 async function build() {
   const started = new Date();
+  const shown = progress('build');
+  try {
+    await buildInto(started, shown);
+    shown.done();
+  } catch (err) {
+    shown.failed();
+    throw err;
+  }
+}
+
+async function buildInto(started, shown) {
   // Built beside dist/ and swapped in at the end: a process running from dist/ (a worker that restarts reads its
   // bundle again) never finds it half-written or missing, and a failed build leaves the last one in place.
   const next = path.join(root, '.dist-next');
   const old = path.join(root, '.dist-old');
   rmSync(next, { recursive: true, force: true });
-  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', next], { cwd: root, stdio: 'inherit' });
+  shown.step('compiling TypeScript (tsc)');
+  await tsc(next);
   for (const rel of ASSETS) cpSync(path.join(root, rel), path.join(next, rel), { recursive: true });
 
   // Required here, not at the top: `--if-stale` with an up-to-date dist/ loads nothing.
@@ -69,8 +97,10 @@ async function build() {
   // The plugin sets main.ts gives the worker: none, or src/tracing-sdk.ts's when tracing is configured. A plugin
   // contributes its workflow interceptor modules to the bundle whatever its options, so placeholders do here.
   const pluginSets = [[], [new OpenTelemetryPlugin({ resource: new Resource({}), spanProcessor: new NoopSpanProcessor() })]];
+  let bundle = 0;
   for (const plugins of pluginSets) {
     for (const sealedFailures of [false, true]) {
+      shown.step(`bundling the workflow code (webpack), ${++bundle} of ${pluginSets.length * 2}`);
       // From the TypeScript sources, as the tests and the replay test bundle them (src/worker.ts workflowBundleOptions):
       // the same code, and the inline source map points Temporal UI's workflow stack traces at workflows/*.ts.
       const { code } = await bundleWorkflowCode({
@@ -111,7 +141,7 @@ if (!ifStale || staleness()) {
       ),
     )
     .catch((err) => {
-      console.error(err);
+      console.error(err.output ?? err);
       process.exitCode = 1;
     });
 }

@@ -16,6 +16,7 @@
 #   TEMPORAL_CLUSTER_PORT  frontend gRPC port (default 7333, clear of a dev server on 7233). The server's other
 #                          ports follow it: history +1, matching +2, worker +3, frontend HTTP +10, metrics +20,
 #                          membership +100..+103. Point Switchboard at TEMPORAL_ADDRESS=127.0.0.1:<this port>.
+#                          At most 32664: Temporal stores membership ports as smallint (at most 32767).
 #   TEMPORAL_CLUSTER_DB    database name (default temporal_cluster); visibility goes to <name>_visibility
 #   TEMPORAL_CLUSTER_DIR   config, log and pid file (default <repo>/.data/temporal-cluster-<port>)
 #   TEMPORAL_CLUSTER_SHARDS  history shards (default 4; fixed when the databases are first set up)
@@ -49,8 +50,21 @@ ADDRESS="127.0.0.1:$PORT"
 PID_FILE="$DIR/server.pid"
 LOG_FILE="$DIR/server.log"
 
+# shellcheck source=progress.sh
+source "$REPO_ROOT/scripts/progress.sh"
+
 log() { echo "temporal-cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
+
+# The server keeps each service's membership port in a smallint column (cluster_membership.rpc_port): above 32767
+# it starts, then dies ("value 47435 is out of range for type smallint"). Membership is PORT+100..+103.
+MAX_PORT=$((32767 - 103))
+check_port() {
+  [[ "$PORT" =~ ^[0-9]+$ ]] && ((PORT >= 1)) || die "TEMPORAL_CLUSTER_PORT=$PORT is not a port number; choose a port from 1 to $MAX_PORT (default 7333)"
+  if ((PORT > MAX_PORT)); then
+    die "TEMPORAL_CLUSTER_PORT=$PORT is too high: the membership ports would be $((PORT + 100))..$((PORT + 103)), and Temporal stores them as smallint, at most 32767; choose a port from 1 to $MAX_PORT (default 7333)"
+  fi
+}
 
 go_bin() {
   local go
@@ -67,14 +81,13 @@ cmd_build() {
     [[ -x "$BIN/$name" ]] && continue
     go="$(go_bin)"
     log "building $name $VERSION with $go (a cold build takes several minutes)"
-    local start=$SECONDS tmp
+    local tmp
     # go install names the binary after its package directory (server, sql); build into a scratch GOBIN and rename.
     tmp="$(mktemp -d)"
-    CGO_ENABLED=0 GOBIN="$tmp" "$go" install "go.temporal.io/server/cmd/${target%%:*}@$VERSION" >&2
+    with_progress "temporal-cluster: building $name $VERSION" env CGO_ENABLED=0 GOBIN="$tmp" "$go" install "go.temporal.io/server/cmd/${target%%:*}@$VERSION" >&2
     mkdir -p "$BIN"
     mv "$tmp/$(basename "${target%%:*}")" "$BIN/$name"
     rmdir "$tmp"
-    log "built $BIN/$name in $((SECONDS - start)) s"
   done
 }
 
@@ -279,6 +292,9 @@ cmd_destroy() {
   rm -rf "$DIR"
 }
 
+case "${1:-}" in
+  config | start) check_port ;;
+esac
 case "${1:-}" in
   build) cmd_build ;;
   setup) cmd_setup ;;

@@ -37,6 +37,7 @@ import { temporalPlugin } from './plugins/temporal';
 import { registryPlugin } from './plugins/registry';
 import { managementRoutes, probeRoutes } from './routes/management';
 import { type StreamSettings, a2aBindings } from './routes/a2a-bindings';
+import type { GrpcAdvert } from './agents/gateway-card';
 
 export { DEFAULT_TENANT };
 export type { StreamSettings };
@@ -79,10 +80,11 @@ export interface AppDeps {
   /** Who may call: the key store (SWITCHBOARD_ADMIN_KEY goes into it), and a JWT verifier when JWTs are accepted. */
   auth: AppAuth;
   /**
-   * The gRPC binding (SWITCHBOARD_GRPC_PORT): the port the cards advertise. buildApp never listens: the caller
-   * starts `app.grpc.listen(host, port)` beside `app.listen`; `app.close()` stops it. Unset: no gRPC.
+   * The gRPC binding (SWITCHBOARD_GRPC_PORT): the port the cards advertise, or the public `host:port` clients use
+   * (SWITCHBOARD_PUBLIC_GRPC_URL). buildApp never listens: the caller starts `app.grpc.listen(host, port)` beside
+   * `app.listen`; `app.close()` stops it. Unset: no gRPC.
    */
-  grpc?: { port: number };
+  grpc?: GrpcAdvert;
   /** Genesis Nexus envelopes: the clock skew accepted (SWITCHBOARD_GENESIS_MAX_SKEW_MS), the first retry delay of event deliveries (ms). */
   genesis?: { maxSkewMs?: number; eventRetryInitialMs?: number };
   /**
@@ -135,7 +137,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(managementRoutes, {
     keys: deps.auth.keys,
     publicUrl: deps.publicUrl,
-    grpcPort: deps.grpc?.port,
+    grpc: deps.grpc,
     workerRunning: deps.workerRunning,
     runtimeMetricsUrl: deps.runtimeMetricsUrl,
     openStreams: () => deps.hub.readers(),

@@ -14,6 +14,14 @@ const EnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   /** The A2A gRPC binding's port (on HOST; the cards advertise it on SWITCHBOARD_PUBLIC_URL's host). 0: no gRPC. */
   SWITCHBOARD_GRPC_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(8081),
+  /**
+   * The gRPC target clients use (`host:port`), written into the cards, when it is not the base URL's host at
+   * SWITCHBOARD_GRPC_PORT: a published port (docker-compose), a proxy or a load balancer in front.
+   */
+  SWITCHBOARD_PUBLIC_GRPC_URL: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}$/, 'must be host:port (the gRPC target clients use)')
+    .optional(),
   /** Unset: an embedded PostgreSQL server (a child process), its data under SWITCHBOARD_DATA_DIR. */
   DATABASE_URL: optionalUrl(/^postgres(ql)?$/),
   /** The embedded PostgreSQL's port on 127.0.0.1 (without DATABASE_URL); default: a free one at each start. */
@@ -137,6 +145,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
 /** Every setting's default, as loadConfig gives it with nothing set: the one place defaults are written is the schema above. */
 export const DEFAULTS: Config = loadConfig({});
+
+/**
+ * The origins whose browsers may call POST /codec/decode (Temporal UI's): the embedded UI's on both loopback
+ * names, and TEMPORAL_UI_URL's when Temporal UI is elsewhere (docker-compose's, a deployed one).
+ */
+export function codecCorsOriginsOf(c: Config): string[] {
+  const origins = [`http://127.0.0.1:${c.TEMPORAL_UI_PORT}`, `http://localhost:${c.TEMPORAL_UI_PORT}`];
+  if (c.TEMPORAL_UI_URL) origins.push(new URL(c.TEMPORAL_UI_URL).origin);
+  return [...new Set(origins)];
+}
 
 /** The stream settings (SSE and caps) of a config. */
 export function streamSettingsOf(c: Config) {

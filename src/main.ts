@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
 import { buildApp, buildWorkerApp } from './app';
-import { type Config, ConfigError, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
+import { type Config, ConfigError, codecCorsOriginsOf, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
 import { AgentHub } from './hub/hub';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
@@ -29,6 +29,7 @@ import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from '.
 import { type SupervisedWorker, createHubWorker, createWorker, superviseWorker } from './worker';
 import { ensureOrphanSweep } from './temporal/orphan-sweep';
 import { KeyStore } from './auth/keys';
+import { ensureAdminKey } from './auth/admin-key-file';
 import { JwtVerifier } from './auth/jwt';
 import { AgentCredentials, SecretBox } from './agents/agent-credentials';
 import { AgentPushTokens } from './push/agent-push';
@@ -339,6 +340,7 @@ async function serveApi(
   const keys = new KeyStore(d.pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
   const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
   const adminKey = config.SWITCHBOARD_ADMIN_KEY ? undefined : await ensureAdminKey(keys, dataDir);
+  if (adminKey?.problem) log.warn({ file: adminKey.file, outcome: adminKey.outcome }, `admin key: ${adminKey.problem}`);
   // The console links each task to its workflow there: a UI of your own, else the embedded one.
   const temporalUiUrl = config.TEMPORAL_UI_URL ?? d.where.uiUrl;
   const app = await buildApp({
@@ -348,7 +350,7 @@ async function serveApi(
         ? new JwtVerifier({ jwksUrl: config.SWITCHBOARD_JWT_JWKS_URL, issuer: config.SWITCHBOARD_JWT_ISSUER, audience: config.SWITCHBOARD_JWT_AUDIENCE, fetch: outbound.fetch })
         : undefined,
       payloadCodec,
-      codecCorsOrigins: [`http://127.0.0.1:${config.TEMPORAL_UI_PORT}`, `http://localhost:${config.TEMPORAL_UI_PORT}`],
+      codecCorsOrigins: codecCorsOriginsOf(config),
       redisUrl: config.REDIS_URL,
       quotaDefaults: quotaDefaultsOf(config),
     },
@@ -371,7 +373,7 @@ async function serveApi(
     unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
     streams: streamSettingsOf(config),
     temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
-    grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT } : undefined,
+    grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL } : undefined,
     agentHub,
     agentPush: { tokens: agentPushTokens },
   });
@@ -383,9 +385,10 @@ async function serveApi(
     `Switchboard${config.SWITCHBOARD_ROLE === 'api' ? ' (api only: workers run elsewhere)' : ''} is running at ${url}`,
     `  console:            ${url}/console (with an operator or admin key)`,
     `  A2A bindings:       JSON-RPC ${url}/agents/<id>/a2a, HTTP+JSON ${url}/agents/<id>/rest, ${grpcPort ? `gRPC ${config.HOST}:${grpcPort} (tenant <id>)` : 'gRPC off (SWITCHBOARD_GRPC_PORT=0)'}`,
-    ...(adminKey?.created ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
-    ...(adminKey && !adminKey.created ? [`  admin key:          ${adminKey.file}`] : []),
-    `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
+    ...(adminKey?.key ? [`  admin key (shown once; also in ${adminKey.file}, mode 0600): ${adminKey.key}`] : []),
+    ...(adminKey?.outcome === 'kept' || adminKey?.outcome === 'adopted' ? [`  admin key:          ${adminKey.file}${adminKey.outcome === 'adopted' ? ' (adopted by this database)' : ''}`] : []),
+    ...(adminKey?.problem ? [`  admin key:          ${adminKey.outcome === 'refused' ? 'NOT ACCEPTED: ' : ''}${adminKey.problem}`] : []),
+    `  register an agent:  curl -X POST ${url}/agents -H "authorization: Bearer ${adminKey && adminKey.outcome !== 'refused' ? `$(cat ${adminKey.file})` : '$SWITCHBOARD_ADMIN_KEY'}" -H 'content-type: application/json' -d '{"url":"http://agent.example"}'`,
     `  Temporal:           ${temporalAddress} (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
     ...(uiUrl ? [`  Temporal UI:        ${uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows`] : []),
     config.DATABASE_URL ? '  PostgreSQL:         DATABASE_URL' : postgresLine(databaseUrl, dataDir),
@@ -408,23 +411,6 @@ async function keyFile(file: string, make: () => string): Promise<string> {
   await writeFile(file, `${made}\n`, { mode: 0o600 });
   await chmod(file, 0o600);
   return made;
-}
-
-/**
- * The embedded start's admin key: when the database has no admin key, one is made (only its hash is stored),
- * written to `<data dir>/admin-key` (0600) for the local user, and printed once. Later starts point at the file.
- */
-async function ensureAdminKey(keys: KeyStore, dataDir: string): Promise<{ key?: string; file: string; created: boolean } | undefined> {
-  const file = join(dataDir, 'admin-key');
-  if (await keys.hasAdminKey()) {
-    const kept = await readFile(file, 'utf8').catch(() => undefined);
-    return kept ? { file, created: false } : undefined;
-  }
-  const { key } = await keys.create({ tenant: null, role: 'admin', name: 'embedded start' });
-  await mkdir(dataDir, { recursive: true });
-  await writeFile(file, `${key}\n`, { mode: 0o600 });
-  await chmod(file, 0o600); // writeFile's mode applies only to a new file
-  return { key, file, created: true };
 }
 
 // A failed start ends the process (the handlers above keep a started one up).

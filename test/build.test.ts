@@ -3,7 +3,7 @@
 // finds its migrations and console page beside the compiled code, loads the prebuilt workflow bundle for its
 // plugins (when it is fresh) instead of bundling at start, and completes a task for an @a2a-js/sdk client.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, statSync, utimesSync } from 'node:fs';
 import http from 'node:http';
@@ -23,10 +23,14 @@ const DIST = path.join(ROOT, 'dist');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 let gw: Gateway;
 const agents = new AgentPool();
+/** What `npm run build` printed on stderr. */
+let buildOutput = '';
 
 before(async () => {
   // Only the build's own output on stderr: a failure names the file tsc or webpack stopped at.
-  execFileSync(npm, ['run', '--silent', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  const shown = spawnSync(npm, ['run', '--silent', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+  buildOutput = shown.stderr;
+  assert.equal(shown.status, 0, buildOutput);
   // The Temporal dev server, the schema and the keys; the compiled process runs tasks on a queue of its own.
   gw = await startGateway();
 });
@@ -39,6 +43,10 @@ test('npm run build writes the compiled server, its assets and a workflow bundle
   for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'workflow-bundle.sealed-failures.js', 'workflow-bundle.OpenTelemetryPlugin.sealed-failures.js', 'bench/run.js']) {
     assert.ok(existsSync(path.join(DIST, file)), `dist/${file}`);
   }
+  // Progress while it builds (not a terminal here: each step named on its line, a dot every 3 s), then the time.
+  assert.match(buildOutput, /^build: compiling TypeScript \(tsc\) \.*$/m);
+  assert.match(buildOutput, /^build: bundling the workflow code \(webpack\), 4 of 4 \.*$/m);
+  assert.match(buildOutput, /^build: done in (\d+m)?\d+s$/m);
   const built = statSync(path.join(DIST, '.built')).mtimeMs;
   const out = execFileSync(process.execPath, ['scripts/build.js', '--if-stale'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   assert.equal(out, '');

@@ -1,13 +1,15 @@
 // The `switchboard` CLI run as a real process (node bin/switchboard.js) against a running gateway: agents, a
-// blocking send, a stream printed as it arrives, a paused task resumed, a failed task, the ledger, and the exit
-// codes (0 done, 1 failed, 2 usage, 3 unreachable).
+// blocking send, a stream printed as it arrives, a paused task resumed, a failed task, the ledger, every refusal
+// with the server's reason, `tasks ls` past one page, and the exit codes (0 done, 1 failed, 2 usage, 3 unreachable).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
-import { type Gateway, startGateway } from './helpers/harness';
+import { randomUUID } from 'node:crypto';
+import { type Gateway, rpc, startGateway } from './helpers/harness';
+import { refusalOf } from '../src/cli/api';
 
 const BIN = path.join(__dirname, '..', 'bin', 'switchboard.js');
 let gw: Gateway;
@@ -27,12 +29,12 @@ interface Run {
   stderr: string;
 }
 
-function cli(args: string[], role: 'admin' | 'operator' | 'client' = 'client', env: Record<string, string> = {}): Promise<Run> {
+function cli(args: string[], role: 'admin' | 'operator' | 'client' | 'none' = 'client', env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       [BIN, ...args],
-      { env: { PATH: process.env.PATH, SWITCHBOARD_URL: gw.url, SWITCHBOARD_KEY: gw.keys[role], ...env }, timeout: 60_000 },
+      { env: { PATH: process.env.PATH, SWITCHBOARD_URL: gw.url, ...(role === 'none' ? {} : { SWITCHBOARD_KEY: gw.keys[role] }), ...env }, timeout: 60_000 },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -65,6 +67,13 @@ describe('switchboard CLI', () => {
     assert.match(r.stderr, /: completed/);
   });
 
+  test('stream takes the rest of the line as the text', async () => {
+    const id = await addAgent((await agents.add(startEchoAgent())).url);
+    const r = await cli(['stream', id, 'write', 'me', 'a', 'poem']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'echo: write me a poem');
+  });
+
   test('stream prints the agent\'s chunks as they arrive, the whole text once', async () => {
     const id = await addAgent((await agents.add(startChunkyAgent({ chunks: 40 }))).url);
     const r = await cli(['stream', id, 'go']);
@@ -79,9 +88,10 @@ describe('switchboard CLI', () => {
     assert.match(first.stderr, /input-required/);
     const taskId = /switchboard resume (\S+)/.exec(first.stderr)?.[1];
     assert.ok(taskId, first.stderr);
-    const second = await cli(['resume', taskId, 'Ada']);
+    // The answer is the rest of the line, as send's text is.
+    const second = await cli(['resume', taskId, 'Ada', 'Lovelace']);
     assert.equal(second.code, 0, second.stderr);
-    assert.equal(second.stdout.trim(), 'Hello, Ada!');
+    assert.equal(second.stdout.trim(), 'Hello, Ada Lovelace!');
     const got = await cli(['--json', 'tasks', 'get', taskId]);
     assert.equal(JSON.parse(got.stdout).status.state, 'TASK_STATE_COMPLETED');
     const listed = await cli(['tasks', 'ls']);
@@ -107,8 +117,124 @@ describe('switchboard CLI', () => {
     assert.match(JSON.parse(made.stdout).key, /^sb_/);
   });
 
+  test("every refusal prints the server's status and reason, whatever the endpoint's error form", async () => {
+    const echoId = await addAgent((await agents.add(startEchoAgent())).url);
+    const wrongKey = { SWITCHBOARD_KEY: `sb_${'A'.repeat(43)}` };
+    // JSON-RPC endpoints (send, stream, resume, tasks), Switchboard's own REST routes (agents, accounts, ledger).
+    const calls: [string[], RegExp][] = [
+      [['send', echoId, 'hello'], /^SendStreamingMessage: HTTP 401: The API key is not valid \(unknown, revoked or expired\) \(-32055\)$/m],
+      [['stream', echoId, 'hello'], /^SendStreamingMessage: HTTP 401: The API key is not valid .*\(-32055\)$/m],
+      [['resume', 'some-task', 'Ada'], /^SendStreamingMessage: HTTP 401: The API key is not valid .*\(-32055\)$/m],
+      [['send', '--route', 'hello'], /^SendStreamingMessage: HTTP 401: The API key is not valid/m],
+      [['tasks', 'ls'], /^GET \/tasks\?pageSize=50: HTTP 401: The API key is not valid \(unknown, revoked or expired\)$/m],
+      [['tasks', 'get', 'x'], /^GetTask: HTTP 401: The API key is not valid .*\(-32055\)$/m],
+      [['tasks', 'cancel', 'x'], /^CancelTask: HTTP 401: The API key is not valid .*\(-32055\)$/m],
+      [['agents', 'ls'], /^GET \/agents: HTTP 401: The API key is not valid/m],
+      [['accounts', 'show', 'requester:default'], /^GET \/accounts\/requester%3Adefault: HTTP 401: The API key is not valid/m],
+      [['ledger', 'reconcile'], /^GET \/ledger\/reconcile: HTTP 401: The API key is not valid/m],
+    ];
+    for (const [args, reason] of calls) {
+      const r = await cli(args, 'client', wrongKey);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, reason, args.join(' '));
+      assert.doesNotMatch(r.stderr, /undefined/, args.join(' '));
+    }
+    // No key at all: the server says how to send one.
+    for (const args of [['send', echoId, 'hello'], ['tasks', 'ls'], ['agents', 'ls']]) {
+      const r = await cli(args, 'none');
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /HTTP 401: Authentication required: send Authorization: Bearer/, args.join(' '));
+    }
+    // A role that may not: 403 with the roles it needs.
+    const denied = await cli(['send', echoId, 'hello'], 'operator');
+    assert.equal(denied.code, 1);
+    assert.match(denied.stderr, /^SendStreamingMessage: HTTP 403: SendStreamingMessage needs the role admin or client or agent; this key's role is operator \(-32056\)$/m);
+    // A JSON-RPC error in a 200 answer: the method's own error.
+    const missing = await cli(['tasks', 'get', 'no-such-task']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /^GetTask: .*no-such-task.* \(-32001\)$/m);
+    // An agent that is not registered: the endpoint answers 404 in its JSON-RPC form.
+    const unknown = await cli(['send', 'no-such-agent', 'hello']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /^SendStreamingMessage: HTTP 404: .*no-such-agent.* \(-32058\)$/m);
+  });
+
+  test('refusalOf reads the HTTP+JSON binding\'s AIP-193 errors too', async () => {
+    const res = await fetch(`${gw.url}/rest/tasks`, { headers: { authorization: `Bearer sb_${'A'.repeat(43)}` } });
+    assert.equal(res.status, 401);
+    const body = await res.json();
+    assert.equal((body as { error: { status: string } }).error.status, 'UNAUTHENTICATED', JSON.stringify(body));
+    assert.equal(refusalOf(body), 'The API key is not valid (unknown, revoked or expired) (UNAUTHENTICATED)');
+    assert.equal(refusalOf({ error: 'plain' }), 'plain');
+    assert.equal(refusalOf({ jsonrpc: '2.0', id: null, error: { code: -32055, message: 'no' } }), 'no (-32055)');
+    assert.equal(refusalOf('<html>Bad Gateway</html>', 'Bad Gateway'), '<html>Bad Gateway</html>');
+    assert.equal(refusalOf('', 'Bad Gateway'), 'Bad Gateway');
+  });
+
+  test('tasks ls pages: --limit, a hint with the next token, --page-token, --all; the agent column; filters by agent and state', async () => {
+    const a = await addAgent((await agents.add(startEchoAgent())).url);
+    const b = await addAgent((await agents.add(startEchoAgent())).url);
+    const send = async (agentId: string) => {
+      const r = await rpc(`${gw.url}/agents/${agentId}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] } } });
+      assert.equal(r.json?.result?.task?.status?.state, 'TASK_STATE_COMPLETED', r.text);
+      return r.json.result.task.id as string;
+    };
+    const ofA: string[] = [];
+    for (let i = 0; i < 7; i++) ofA.push(await send(a));
+    const ofB = [await send(b), await send(b)];
+
+    for (const role of ['operator', 'client'] as const) {
+      // Filtered by agent, three at a time: the hint names the token, the token goes on where the page stopped.
+      const first = await cli(['tasks', 'ls', '--agent', a, '--limit', '3'], role);
+      assert.equal(first.code, 0, first.stderr);
+      const lines = first.stdout.trim().split('\n');
+      assert.equal(lines.length, 3, first.stdout);
+      for (const line of lines) assert.match(line, new RegExp(`^\\S+  completed  ${a}  \\d{4}-`), `${role}: ${line}`);
+      const hint = /^more tasks: switchboard tasks ls --agent (\S+) --limit 3 --page-token (\S+)  \(or --all\)$/m.exec(first.stderr);
+      assert.ok(hint, `${role}: ${first.stderr}`);
+      assert.equal(hint[1], a);
+      const seen = lines.map((l) => l.split(/\s+/)[0]);
+      let token: string | undefined = hint[2];
+      while (token) {
+        const next = await cli(['tasks', 'ls', '--agent', a, '--limit', '3', '--page-token', token], role);
+        assert.equal(next.code, 0, next.stderr);
+        seen.push(...next.stdout.trim().split('\n').map((l) => l.split(/\s+/)[0]));
+        token = /--page-token (\S+)/.exec(next.stderr)?.[1];
+      }
+      assert.deepEqual([...seen].sort(), [...ofA].sort(), `${role}: every task of agent a once, across pages`);
+      assert.deepEqual(seen, [...ofA].reverse(), `${role}: newest first`);
+
+      // --all past the server's page of 100 would need more tasks; past --limit's pages it needs these: pageSize 3.
+      const all = await cli(['--json', 'tasks', 'ls', '--all', '--agent', b], role);
+      assert.equal(all.code, 0, all.stderr);
+      assert.deepEqual(JSON.parse(all.stdout).tasks.map((t: { id: string }) => t.id), [...ofB].reverse());
+      assert.equal(JSON.parse(all.stdout).nextPageToken, '');
+      assert.doesNotMatch(all.stderr, /more tasks/);
+      const none = await cli(['tasks', 'ls', '--state', 'input-required', '--agent', a], role);
+      assert.equal(none.code, 0, none.stderr);
+      assert.equal(none.stdout.trim(), '(no tasks)');
+    }
+    // Operators see each task's agent without --agent (GET /tasks); both agents' tasks are there.
+    const mixed = await cli(['tasks', 'ls', '--limit', '100'], 'operator');
+    assert.match(mixed.stdout, new RegExp(`^${ofB[1]}  completed  ${b}  `, 'm'));
+    assert.match(mixed.stdout, new RegExp(`^${ofA[0]}  completed  ${a}  `, 'm'));
+
+    // A state that does not exist is a usage error listing the CLI's names, not the wire's.
+    const bogus = await cli(['tasks', 'ls', '--state', 'bogus']);
+    assert.equal(bogus.code, 2);
+    assert.match(bogus.stderr, /not a task state; one of: submitted, working, input-required, auth-required, completed, failed, canceled, rejected/);
+    assert.doesNotMatch(bogus.stderr, /TASK_STATE_/);
+  });
+
   test('exit codes: 2 for usage, 3 when Switchboard cannot be reached', async () => {
     assert.equal((await cli(['send', 'only-an-id'])).code, 2);
+    assert.equal((await cli(['stream', 'only-an-id'])).code, 2);
+    assert.equal((await cli(['resume', 'only-a-task'])).code, 2);
+    assert.equal((await cli(['tasks', 'ls', '--limit', '0'])).code, 2);
+    assert.equal((await cli(['tasks', 'ls', '--limit', 'ten'])).code, 2);
+    assert.equal((await cli(['agents', 'add', 'http://x.example', '--price', 'cheap'], 'operator')).code, 2);
+    assert.equal((await cli(['accounts', 'deposit', 'requester:default', '-5'], 'admin')).code, 2);
+    assert.equal((await cli(['tasks', 'get'])).code, 2);
     assert.equal((await cli(['no-such-command'])).code, 2);
     assert.equal((await cli(['--help'])).code, 0);
     const down = await cli(['agents', 'ls'], 'client', { SWITCHBOARD_URL: 'http://127.0.0.1:9' });

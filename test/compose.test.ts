@@ -2,13 +2,17 @@
 // ordering, the env Switchboard reads, and that the setup script creates every search attribute the
 // workflows write. Validated against the compose schema separately with compose-go (`docker compose config`).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { loadConfig } from '../src/config';
+import { codecCorsOriginsOf, loadConfig } from '../src/config';
+import { gatewayEndpoints } from '../src/agents/gateway-card';
+import { migrate } from '../src/db/migrate';
+import { createPool } from '../src/db/pool';
+import { DATABASE_URL } from './helpers/harness';
 import { SEARCH_ATTRIBUTES } from '../task/messages';
 import { DYNAMIC_CONFIG } from '../src/temporal/dev-server';
 
@@ -22,7 +26,7 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
   ports?: string[];
   volumes?: string[];
-  healthcheck?: unknown;
+  healthcheck?: { test: string[] };
   restart?: string;
 }
 // Merge keys (`<<: *switchboard`): compose resolves them, and so does the parser here.
@@ -37,14 +41,64 @@ const interpolate = (v: string | number) => String(v).replace(/\$\{\w+:-([^}]*)\
 
 test('has the Temporal-on-Postgres services, without the deprecated auto-setup image', () => {
   assert.deepEqual(Object.keys(services).sort(),
-    ['postgresql', ...SWITCHBOARD, 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui']);
+    ['postgresql', ...SWITCHBOARD, 'switchboard-db-setup', 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui'].sort());
   assert.match(interpolate(services.postgresql.image!), /^postgres:16\b/);
   assert.match(services.temporal.image!, /^temporalio\/server:/);
   assert.match(services['temporal-admin-tools'].image!, /^temporalio\/admin-tools:/);
   assert.match(services['temporal-ui'].image!, /^temporalio\/ui:/);
   for (const s of Object.values(services)) assert.doesNotMatch(s.image ?? '', /auto-setup/);
-  // The workers serve no HTTP: their liveness is Temporal's (pollers on the task queue), not a health URL.
-  for (const name of ['postgresql', 'temporal', 'switchboard-api-1', 'switchboard-api-2']) assert.ok(services[name].healthcheck, name);
+  for (const name of ['postgresql', 'temporal', ...SWITCHBOARD]) assert.ok(services[name].healthcheck, name);
+});
+
+/** `${VAR:-default}` in a compose value, as compose resolves it with VAR unset. */
+const envOf = (service: string) => Object.fromEntries(Object.entries(services[service].environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
+
+test('every Switchboard process is healthy when ready: /readyz on the port it listens on, workers included', () => {
+  for (const sb of SWITCHBOARD) {
+    const check = services[sb].healthcheck!.test.join(' ');
+    assert.match(check, /fetch\('http:\/\/127\.0\.0\.1:8080\/readyz'\)/, sb);
+    assert.equal(loadConfig(envOf(sb)).PORT, 8080, `${sb} serves /readyz on the port its check asks`);
+  }
+});
+
+test('gRPC is published on the port each api process listens on, and the cards advertise that address', () => {
+  for (const [api, http] of [['switchboard-api-1', 8080], ['switchboard-api-2', 8081]] as const) {
+    const config = loadConfig(envOf(api));
+    assert.ok(config.SWITCHBOARD_GRPC_PORT > 0, `${api} serves gRPC`);
+    assert.ok(services[api].ports!.includes(`${http}:8080`), `${api} HTTP on ${http}`);
+    // A client on the host reads the card at http://localhost:<http>: the gRPC interface it is given must be a
+    // published port that leads to the port this process listens on.
+    const endpoints = gatewayEndpoints(`http://localhost:${http}`, 'some-agent', { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL });
+    const advertised = Number(endpoints.grpc!.target.split(':')[1]);
+    assert.equal(endpoints.grpc!.target, `localhost:${advertised}`);
+    assert.ok(services[api].ports!.includes(`${advertised}:${config.SWITCHBOARD_GRPC_PORT}`), `${api} publishes ${advertised} to its gRPC port: ${services[api].ports}`);
+  }
+  // Every published host port is used once (api-2's HTTP is on 8081, the default gRPC port: not advertised).
+  const published = Object.values(services).flatMap((s) => (s.ports ?? []).map((p) => p.split(':')[0]));
+  assert.equal(new Set(published).size, published.length, published.join(', '));
+  // A proxy in front: SWITCHBOARD_PUBLIC_GRPC_URL is passed through to the api processes.
+  const proxied = loadConfig({ ...envOf('switchboard-api-1'), SWITCHBOARD_PUBLIC_GRPC_URL: 'grpc.example.com:443' });
+  assert.equal(gatewayEndpoints('https://switchboard.example.com', 'a', { port: proxied.SWITCHBOARD_GRPC_PORT, publicTarget: proxied.SWITCHBOARD_PUBLIC_GRPC_URL }).grpc!.target, 'grpc.example.com:443');
+  assert.equal(services['switchboard-api-1'].environment?.SWITCHBOARD_PUBLIC_GRPC_URL, '${SWITCHBOARD_PUBLIC_GRPC_URL:-}');
+});
+
+test("Temporal UI's codec endpoint is Switchboard's /codec at a published address, and Switchboard allows the UI's origin", () => {
+  const ui = envOf('temporal-ui');
+  const codec = new URL(ui.TEMPORAL_CODEC_ENDPOINT!);
+  assert.equal(codec.pathname, '/codec', 'the UI posts to <endpoint>/decode: POST /codec/decode');
+  assert.ok(services['switchboard-api-1'].ports!.includes(`${codec.port}:8080`), `${codec} is an api process's published port`);
+  assert.equal(ui.TEMPORAL_CODEC_PASS_ACCESS_TOKEN, 'true');
+  const uiOrigin = `http://localhost:${services['temporal-ui'].ports![0]!.split(':')[0]}`;
+  for (const sb of ['switchboard-api-1', 'switchboard-api-2']) assert.ok(codecCorsOriginsOf(loadConfig(envOf(sb))).includes(uiOrigin), sb);
+});
+
+test('the Temporal server and admin tools are the version scripts/temporal-cluster.sh builds', () => {
+  const version = /^VERSION=v(\S+)$/m.exec(read('scripts/temporal-cluster.sh'))?.[1];
+  assert.ok(version, 'the script names its version');
+  const tag = (service: string) => interpolate(services[service].image!).split(':')[1]!;
+  assert.equal(tag('temporal'), version);
+  for (const s of ['temporal-admin-tools', 'temporal-setup']) assert.ok(tag(s) === version || tag(s).startsWith(`${version}-`), `${s}: ${tag(s)}`);
+  assert.match(read('docs/operations.md'), new RegExp(`Compose pins the \`temporalio/server\` ${version.replace(/\./g, '\\.')} image`));
 });
 
 test('one-shots run in order: schema -> server -> namespace/search attributes -> switchboard', () => {
@@ -53,20 +107,33 @@ test('one-shots run in order: schema -> server -> namespace/search attributes ->
   assert.equal(cond('temporal', 'temporal-admin-tools'), 'service_completed_successfully');
   assert.equal(cond('temporal-setup', 'temporal'), 'service_healthy');
   assert.equal(cond('temporal-ui', 'temporal'), 'service_healthy');
+  assert.equal(cond('switchboard-db-setup', 'postgresql'), 'service_healthy');
   for (const sb of SWITCHBOARD) {
+    assert.equal(cond(sb, 'switchboard-db-setup'), 'service_completed_successfully', sb);
     assert.equal(cond(sb, 'temporal-admin-tools'), 'service_completed_successfully', sb);
     assert.equal(cond(sb, 'temporal-setup'), 'service_completed_successfully', sb);
     assert.equal(cond(sb, 'postgresql'), 'service_healthy', sb);
   }
-  // The first api process migrates and makes the data volume's keys; the others start once it is up, so two
-  // processes never each make a different secrets-key in the shared volume.
-  for (const sb of SWITCHBOARD.slice(1)) assert.equal(cond(sb, 'switchboard-api-1'), 'service_healthy', sb);
+  // The first worker migrates and makes the data volume's secrets-key; the others start once it is healthy, so two
+  // processes never each make a different one. It must come first: an api process is ready (healthy) only once a
+  // worker polls the task queue, so a worker waiting for an api process would wait for ever.
+  const switchboardDeps = (svc: string) => SWITCHBOARD.filter((sb) => cond(svc, sb));
+  assert.deepEqual(switchboardDeps('switchboard-worker-1'), []);
+  for (const sb of SWITCHBOARD.slice(0, 2).concat('switchboard-worker-2')) assert.equal(cond(sb, 'switchboard-worker-1'), 'service_healthy', sb);
+  // The first api process makes the admin key; the second starts once it is healthy, so they never make two.
+  assert.equal(cond('switchboard-api-2', 'switchboard-api-1'), 'service_healthy');
   assert.equal(cond('switchboard-api-1', 'switchboard-api-2'), undefined);
+  // No service waits, even through another, for one that waits for it.
+  const waitsFor = (svc: string, seen = new Set<string>()): Set<string> => {
+    for (const dep of Object.keys(services[svc].depends_on ?? {})) if (!seen.has(dep)) waitsFor(dep, seen.add(dep));
+    return seen;
+  };
+  for (const svc of Object.keys(services)) assert.ok(!waitsFor(svc).has(svc), `${svc} waits for itself`);
 });
 
-test('publishes the two api processes on 8080 and 8081, no worker, and the Temporal UI on 8233', () => {
-  assert.deepEqual(services['switchboard-api-1'].ports, ['8080:8080']);
-  assert.deepEqual(services['switchboard-api-2'].ports, ['8081:8080']);
+test('publishes the two api processes on 8080 and 8081 (gRPC 9090 and 9091), no worker, and the Temporal UI on 8233', () => {
+  assert.deepEqual(services['switchboard-api-1'].ports, ['8080:8080', '9090:9090']);
+  assert.deepEqual(services['switchboard-api-2'].ports, ['8081:8080', '9091:9091']);
   for (const w of ['switchboard-worker-1', 'switchboard-worker-2']) assert.equal(services[w].ports, undefined, w);
   assert.deepEqual(services['temporal-ui'].ports, ['8233:8080']);
 });
@@ -86,12 +153,84 @@ test('each Switchboard service gets a valid config with its role, all on the sam
     const db = new URL(config.DATABASE_URL!);
     assert.equal(db.hostname, 'postgresql');
     assert.equal(db.pathname, '/switchboard');
+    // Not the superuser the postgres image makes (and Temporal uses): the role the setup one-shot makes.
+    const setup = envOf('switchboard-db-setup');
+    assert.notEqual(db.username, services.postgresql.environment?.POSTGRES_USER);
+    assert.equal(db.username, setup.SWITCHBOARD_DB_USER);
+    assert.equal(decodeURIComponent(db.password), setup.SWITCHBOARD_DB_PASSWORD);
+    assert.equal(db.pathname, `/${setup.SWITCHBOARD_DB}`);
   }
   // One image and one data volume (the admin key and the secrets key made by the first start).
   assert.equal(new Set(SWITCHBOARD.map((s) => services[s].image)).size, 1);
   for (const sb of SWITCHBOARD) assert.deepEqual(services[sb].volumes, ['switchboard-data:/app/.data'], sb);
-  // That database is created by the schema one-shot, not by the postgres image.
-  assert.match(read('docker/setup-postgres.sh'), /--db switchboard create/);
+  // That database is created by its own one-shot (docker/setup-switchboard-db.sh), not by Temporal's.
+  assert.doesNotMatch(read('docker/setup-postgres.sh'), /--db switchboard create/);
+  assert.deepEqual(services['switchboard-db-setup'].volumes, ['./docker/setup-switchboard-db.sh:/scripts/setup-switchboard-db.sh:ro']);
+});
+
+/**
+ * docker/setup-switchboard-db.sh run for real (psql) against the local PostgreSQL, as the superuser: a role that is
+ * not a superuser and its database, where Switchboard's migrations then run as that role; run again (idempotent),
+ * and on a database an older compose file made as the superuser, which it hands over to the role.
+ */
+test('the database setup makes a least-privilege role that owns the database; Switchboard migrates and works as it', async () => {
+  const name = `sb_role_${Math.random().toString(16).slice(2, 8)}`;
+  const url = new URL(DATABASE_URL);
+  const env = { ...process.env, PGHOST: url.hostname, PGPORT: url.port || '5432', PGUSER: decodeURIComponent(url.username) || 'postgres', PGPASSWORD: decodeURIComponent(url.password), SWITCHBOARD_DB: name, SWITCHBOARD_DB_USER: name, SWITCHBOARD_DB_PASSWORD: "it's secret" };
+  const setup = () => execFileSync('sh', [path.join(root, 'docker/setup-switchboard-db.sh')], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const admin = createPool({ connectionString: DATABASE_URL, max: 1 });
+  const asRole = (db = name) => {
+    const u = new URL(DATABASE_URL);
+    u.username = name;
+    u.password = "it's secret";
+    u.pathname = `/${db}`;
+    return createPool({ connectionString: u.toString(), max: 2 });
+  };
+  const upgraded = `${name}_old`;
+  try {
+    assert.match(setup(), new RegExp(`database ${name} ready, owned by role ${name} \\(not a superuser\\)`));
+    setup(); // again: nothing to do, no error
+    const { rows } = await admin.query('SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1', [name]);
+    assert.deepEqual(rows[0], { rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false });
+    const pool = asRole();
+    try {
+      assert.ok((await migrate(pool)).length > 10, 'every migration applied as the role');
+      await pool.query("INSERT INTO tenants (id, name) VALUES ('t1', 'T1')");
+      await assert.rejects(pool.query(`CREATE DATABASE ${name}_more`), /permission denied/);
+      await assert.rejects(pool.query(`CREATE ROLE ${name}_more`), /permission denied/);
+    } finally {
+      await pool.end();
+    }
+
+    // A database made (and migrated) by the superuser, as the compose file before this one did: handed over.
+    await admin.query(`CREATE DATABASE ${upgraded}`);
+    const old = createPool({ connectionString: Object.assign(new URL(DATABASE_URL), { pathname: `/${upgraded}` }).toString(), max: 1 });
+    try {
+      await migrate(old);
+    } finally {
+      await old.end();
+    }
+    execFileSync('sh', [path.join(root, 'docker/setup-switchboard-db.sh')], { env: { ...env, SWITCHBOARD_DB: upgraded }, stdio: 'ignore' });
+    const moved = asRole(upgraded);
+    try {
+      const { rows: foreign } = await moved.query(
+        `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'S', 'v') AND pg_get_userbyid(c.relowner) <> current_user
+         UNION ALL SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> current_user`,
+      );
+      assert.deepEqual(foreign, [], 'every table, sequence and function is the role\'s now');
+      assert.deepEqual(await migrate(moved), [], 'nothing left to migrate');
+      await moved.query("INSERT INTO tenants (id, name) VALUES ('t1', 'T1')");
+      await moved.query('ALTER TABLE tenants ADD COLUMN later_migration text'); // what a future migration does
+    } finally {
+      await moved.end();
+    }
+  } finally {
+    for (const db of [name, upgraded]) await admin.query(`DROP DATABASE IF EXISTS ${db}`);
+    await admin.query(`DROP ROLE IF EXISTS ${name}`);
+    await admin.end();
+  }
 });
 
 test('the image runs Node 20 on glibc, starts node itself on the compiled build under an init, as a non-root user', () => {
@@ -181,6 +320,37 @@ test('every mounted file exists', () => {
   for (const [key, value] of Object.entries(DYNAMIC_CONFIG)) assert.equal(dynamic[key]?.[0]?.value, value, `${key} in ${dc}`);
 });
 
+/** A TEMPORAL_CLUSTER_PORT the script accepts (at most 32664) whose ports up to +103 are free now. */
+async function clusterPort(): Promise<number> {
+  const { portIsFree } = await import('../src/net');
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * 22_000);
+    const ports = [0, 1, 2, 3, 10, 20, 100, 101, 102, 103].map((d) => port + d);
+    if ((await Promise.all(ports.map((p) => portIsFree('127.0.0.1', p)))).every(Boolean)) return port;
+  }
+}
+
+test('scripts/temporal-cluster.sh refuses a port whose membership ports would pass 32767, saying which to choose', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'temporal-cluster-'));
+  const calls = path.join(dir, 'calls');
+  // Stand-ins that would record a build, a SQL step or a server start: none may happen.
+  for (const name of ['temporal-sql-tool', 'temporal-server', 'temporal']) writeFileSync(path.join(dir, name), `#!/bin/sh\necho "${name} $*" >> "${calls}"\n`, { mode: 0o755 });
+  try {
+    for (const [port, why] of [['47333', /too high: the membership ports would be 47433\.\.47436/], ['32665', /32765\.\.32768/], ['7333x', /not a port number/]] as const) {
+      const r = spawnSync('bash', [path.join(root, 'scripts/temporal-cluster.sh'), 'start'], {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TEMPORAL_CLUSTER_PORT: port, TEMPORAL_CLUSTER_BIN: dir, TEMPORAL_CLUSTER_DIR: path.join(dir, 'state'), TEMPORAL_CLI: path.join(dir, 'temporal') },
+        encoding: 'utf8',
+      });
+      assert.equal(r.status, 1, port);
+      assert.match(r.stderr, why, port);
+      assert.match(r.stderr, /choose a port from 1 to 32664 \(default 7333\)/, port);
+    }
+    assert.equal(existsSync(calls), false, 'nothing was set up or started');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /**
  * scripts/temporal-cluster.sh is the same topology without Docker (the Temporal server on PostgreSQL, the
  * namespace and search attributes by docker/setup-temporal.sh, the same dynamic config). Run here for real with
@@ -188,7 +358,6 @@ test('every mounted file exists', () => {
  * with the real ones.
  */
 test('scripts/temporal-cluster.sh sets up both databases, starts the server on its own ports, makes the namespace, stops, destroys', async () => {
-  const { freePort } = await import('../src/net');
   const dir = mkdtempSync(path.join(tmpdir(), 'temporal-cluster-'));
   const calls = path.join(dir, 'calls');
   const bin = path.join(dir, 'bin');
@@ -199,7 +368,7 @@ test('scripts/temporal-cluster.sh sets up both databases, starts the server on i
   stub('temporal-sql-tool', 'exit 0');
   stub('temporal-server', 'exec sleep 300'); // runs until stopped, as the server does
   stub('temporal', 'case "$*" in *"namespace describe"*) exit 1 ;; *"cluster health"*) echo SERVING ;; esac; exit 0');
-  const port = await freePort();
+  const port = await clusterPort();
   const env = {
     PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
     TEMPORAL_CLUSTER_BIN: bin, TEMPORAL_CLUSTER_SCHEMA_DIR: schemas, TEMPORAL_CLUSTER_DIR: state, TEMPORAL_CLUSTER_PORT: String(port),

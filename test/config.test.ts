@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { ConfigError, loadConfig } from '../src/config';
+import { ConfigError, codecCorsOriginsOf, loadConfig } from '../src/config';
 
 test('defaults: embedded services, private URLs refused', () => {
   const c = loadConfig({});
@@ -31,6 +31,24 @@ test('every bad variable is named', () => {
       return true;
     },
   );
+});
+
+test('SWITCHBOARD_PUBLIC_GRPC_URL is the host:port clients use', () => {
+  assert.equal(loadConfig({}).SWITCHBOARD_PUBLIC_GRPC_URL, undefined);
+  assert.equal(loadConfig({ SWITCHBOARD_PUBLIC_GRPC_URL: 'grpc.example.com:443' }).SWITCHBOARD_PUBLIC_GRPC_URL, 'grpc.example.com:443');
+  assert.equal(loadConfig({ SWITCHBOARD_PUBLIC_GRPC_URL: '[::1]:9090' }).SWITCHBOARD_PUBLIC_GRPC_URL, '[::1]:9090');
+  for (const bad of ['grpc.example.com', 'http://grpc.example.com:443', 'host:port']) {
+    assert.throws(() => loadConfig({ SWITCHBOARD_PUBLIC_GRPC_URL: bad }), /SWITCHBOARD_PUBLIC_GRPC_URL: must be host:port/, bad);
+  }
+});
+
+test("Temporal UI's origins may call the codec: the embedded UI's, and TEMPORAL_UI_URL's", () => {
+  assert.deepEqual(codecCorsOriginsOf(loadConfig({})), ['http://127.0.0.1:8233', 'http://localhost:8233']);
+  assert.deepEqual(codecCorsOriginsOf(loadConfig({ TEMPORAL_UI_URL: 'https://temporal.example.com/ui/' })), [
+    'http://127.0.0.1:8233',
+    'http://localhost:8233',
+    'https://temporal.example.com',
+  ]);
 });
 
 test('npm start with a bad value exits with the message before starting anything', () => {

@@ -2,7 +2,9 @@
  * The operator console (GET /console) in a real browser: Debian's Chromium, headless, driven by puppeteer-core,
  * against a gateway on real Temporal and PostgreSQL with @a2a-js/sdk agents and clients. The assertions are what a
  * person would see: the agent with its status and price, a task that appears as completed with its agent and
- * cost, a streaming task whose text grows on screen while it works, the accounts and the reconcile verdict.
+ * cost, a streaming task whose text grows on screen while it works, the accounts and the reconcile verdict; the
+ * task list filtered by state and agent and paged, a task found by its id, a task's page with both sides of the
+ * conversation, its artifacts and why it failed, and an admin switching tenants.
  * A screenshot is saved to test-output/console.png. Also GET /tasks and GET /accounts, the JSON the page reads.
  */
 import { after, before, describe, test } from 'node:test';
@@ -13,8 +15,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import { AgentPool, chunkedText, startChunkyAgent, startEchoAgent } from './agents';
-import { type Gateway, clientFactory, register, startGateway } from './helpers/harness';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
+import { startFaultyAgent } from './agents/faulty';
+import { type Gateway, clientFactory, register, rpc, startGateway } from './helpers/harness';
 import { CONSOLE_CSP } from '../src/routes/console';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -30,6 +33,9 @@ let echoId: string;
 let chunkyId: string;
 let browser: Browser;
 let userDataDir: string;
+/** The first tasks the page shows (an echo and a streamed one), for the checks of GET /tasks at the end. */
+let echoTaskId: string;
+let streamedTaskId: string;
 
 /** The chunky agent sends chunk i only once the test has let `i + 1` chunks go: the test paces the stream. */
 let allowed = 0;
@@ -158,6 +164,7 @@ describe('GET /console in Chromium', () => {
     const client = await clientFactory(gw.keys.client).createFromUrl(`${gw.url}/agents/${echoId}/.well-known/agent-card.json`, '');
     const task = Task.toJSON((await client.sendMessage(userMessage('hello console'))) as Task) as any;
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    echoTaskId = task.id;
     const row = `#tasks tr[data-task-id="${task.id}"]`;
     await shows(page, row, { includes: ['completed'] }, 'the completed task');
     const [id, state, agent, cost] = await cellTexts(page, row);
@@ -174,6 +181,7 @@ describe('GET /console in Chromium', () => {
     const payload = first.done ? undefined : first.value.payload;
     assert.ok(payload?.$case === 'task', `the stream starts with the task: ${JSON.stringify(payload)}`);
     const taskId = payload.value.id;
+    streamedTaskId = taskId;
     const drained = (async () => {
       for await (const e of stream) void e;
     })();
@@ -220,33 +228,153 @@ describe('GET /console in Chromium', () => {
     assert.equal(await page.evaluate(() => (globalThis as unknown as { pwned?: number }).pwned), undefined);
   });
 
+  test('the task list filters by state and by agent, and pages 20 at a time', async () => {
+    // 21 more tasks of the echo agent: with the two before, two pages of 20 and a third of 3.
+    for (let i = 0; i < 21; i++) await sendTo(echoId, `page filler ${i}`, gw.keys.client);
+    await page.select('#filter-agent', echoId);
+    await shows(page, '#page', { equals: 'page 1' }, 'the first page');
+    await page.waitForFunction(() => (globalThis as unknown as Browserish).document.querySelector('#next:not([disabled])') !== null, SEEN);
+    const first = await taskIdsShown(page);
+    assert.equal(first.length, 20);
+    await page.click('#next');
+    await shows(page, '#page', { equals: 'page 2' }, 'the second page');
+    await page.waitForFunction((ids: string[]) => ![...(globalThis as any).document.querySelectorAll('#tasks tr[data-task-id]')].some((tr: any) => ids.includes(tr.dataset.taskId)), SEEN, first);
+    const second = await taskIdsShown(page);
+    assert.ok(second.length >= 2 && second.length <= 20, `page 2: ${second.length}`);
+    await page.click('#prev');
+    await shows(page, '#page', { equals: 'page 1' }, 'back on the first page');
+    // Every row of an agent's filter is that agent's; the state filter shows only that state.
+    const agents = await page.$$eval('#tasks tbody tr[data-task-id] td:nth-child(3)', (tds) => [...new Set(tds.map((td) => td.textContent))]);
+    assert.deepEqual(agents, ['Echo']);
+    await page.select('#filter-agent', '');
+    await page.select('#filter-state', 'working');
+    await shows(page, '#tasks tbody', { equals: 'No tasks match these filters.' }, 'no working task');
+    await page.select('#filter-state', '');
+  });
+
+  test("a task found by its id: its page shows both sides of the conversation, the artifacts and, when it failed, why", async () => {
+    const asker = await agents.add(startAskingAgent());
+    const askerId = (await register(gw, asker.url)).id;
+    const asked = await sendTo(askerId, 'hi there', gw.keys.client);
+    assert.equal(asked.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const answered = await sendTo(askerId, 'Ada Lovelace', gw.keys.client, asked.id);
+    assert.equal(answered.status.state, 'TASK_STATE_COMPLETED');
+
+    await page.type('#find-id', asked.id);
+    await page.click('#find');
+    await shows(page, '#task-id', { equals: asked.id }, 'the task page');
+    const conversation = await shows(page, '#conversation', { includes: ['hi there', 'What is your name?', 'Ada Lovelace'] }, 'both sides of the conversation');
+    const turns = await page.$$eval('#conversation li', (lis) => lis.map((li) => [li.querySelector('.who')?.textContent, li.querySelector('.text')?.textContent]));
+    const said = turns.filter(([, text]) => ['hi there', 'What is your name?', 'Ada Lovelace'].includes(text ?? ''));
+    assert.deepEqual(said, [['client', 'hi there'], ['agent', 'What is your name?'], ['client', 'Ada Lovelace']], conversation);
+    await shows(page, '#artifacts', { includes: ['Hello, Ada Lovelace!'] }, 'the artifact');
+    await shows(page, '#task-summary', { includes: ['completed', 'Asker'] }, "the task's state and agent");
+    assert.equal(await page.$eval('#task-reason', (e) => (e as unknown as { hidden: boolean }).hidden), true, 'no reason for a completed task');
+
+    const faulty = await agents.add(startFaultyAgent({ mode: 'invalid-json', times: 10 }));
+    const faultyId = (await register(gw, faulty.url, { name: 'Broken' })).id;
+    const failed = await sendTo(faultyId, 'will fail', gw.keys.client);
+    assert.equal(failed.status.state, 'TASK_STATE_FAILED');
+    // In the list, the reason is written under the state, not only a tooltip.
+    await shows(page, `#tasks tr[data-task-id="${failed.id}"]`, { includes: ['failed', 'The agent could not complete the task'] }, 'the reason in the list');
+    await page.$eval('#find-id', (e) => ((e as unknown as { value: string }).value = ''));
+    await page.type('#find-id', failed.id);
+    await page.click('#find');
+    await shows(page, '#task-reason', { includes: ['Why it failed', 'The agent could not complete the task'] }, 'why it failed');
+    assert.equal(await page.$eval('#task-reason', (e) => (e as unknown as { hidden: boolean }).hidden), false);
+    await shows(page, '#conversation', { includes: ['will fail'] }, "the client's message");
+    await page.screenshot({ path: join(OUTPUT, 'console-task.png'), fullPage: true });
+
+    await page.$eval('#find-id', (e) => ((e as unknown as { value: string }).value = ''));
+    await page.type('#find-id', 'no-such-task');
+    await page.click('#find');
+    await shows(page, '#task-missing', { equals: 'No task no-such-task in this tenant.' }, 'a task that is not there');
+  });
+
   test('Forget key clears the key and the data', async () => {
     await page.click('#forget');
     assert.equal(await page.evaluate(() => (globalThis as unknown as Browserish).sessionStorage.getItem('switchboard.key')), null);
     assert.equal(await page.$eval('#console', (e) => (e as unknown as { hidden: boolean }).hidden), true);
     assert.deepEqual(pageErrors, [], 'the page threw no error');
   });
+
+  test("an admin switches tenants: each tenant's tasks, agents and accounts; an operator has no switch", async () => {
+    const admin = { authorization: `Bearer ${gw.keys.admin}`, 'content-type': 'application/json' };
+    assert.equal((await fetch(`${gw.url}/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ id: 'second', name: 'Second team' }) })).status, 201);
+    const inSecond = { ...admin, 'x-switchboard-tenant': 'second' };
+    const echo = await agents.add(startEchoAgent());
+    const made = await fetch(`${gw.url}/agents`, { method: 'POST', headers: inSecond, body: JSON.stringify({ url: echo.url, name: 'Second echo' }) });
+    assert.equal(made.status, 201);
+    const secondAgent = ((await made.json()) as { id: string }).id;
+    const theirs = await sendTo(secondAgent, 'in the second tenant', gw.keys.admin, undefined, { 'x-switchboard-tenant': 'second' });
+    assert.equal(theirs.status.state, 'TASK_STATE_COMPLETED');
+
+    await page.type('#key', gw.keys.admin);
+    await page.click('#login button[type=submit]');
+    await shows(page, '#tenant', { includes: ['default', 'second (Second team)'] }, 'the tenants an admin may pick');
+    await shows(page, '#agents tbody', { includes: [echoId] }, "tenant default's agents first");
+    await page.select('#tenant', 'second');
+    await shows(page, '#agents tbody', { includes: ['Second echo'] }, "the second tenant's agents");
+    await shows(page, `#tasks tr[data-task-id="${theirs.id}"]`, { includes: ['completed', 'Second echo'] }, "the second tenant's task");
+    assert.equal(await page.$$eval('#tasks tbody tr[data-task-id]', (trs) => trs.length), 1, 'only that tenant\'s tasks');
+    assert.ok(!(await page.$eval('#agents tbody', (e) => e.textContent ?? '')).includes(echoId), "no agent of tenant default");
+    await page.click(`#tasks tr[data-task-id="${theirs.id}"] button`);
+    await shows(page, '#conversation', { includes: ['in the second tenant'] }, "the task's page, read in that tenant");
+    await page.select('#tenant', 'default');
+    await shows(page, '#agents tbody', { includes: [echoId] }, 'back in tenant default');
+
+    // An operator's key has one tenant: no switch.
+    await page.click('#forget');
+    await page.type('#key', gw.keys.operator);
+    await page.click('#login button[type=submit]');
+    await shows(page, '#agents tbody', { includes: [echoId] }, 'the operator in its tenant');
+    assert.equal(await page.$eval('#tenant-pick', (e) => (e as unknown as { hidden: boolean }).hidden), true);
+    assert.deepEqual(pageErrors, [], 'the page threw no error');
+  });
 });
 
+/** A blocking SendMessage through the agent's JSON-RPC endpoint (a follow-up with `taskId`); the task, as 1.0 JSON. */
+async function sendTo(agentId: string, text: string, key: string, taskId?: string, headers: Record<string, string> = {}): Promise<any> {
+  const r = await rpc(
+    `${gw.url}/agents/${agentId}/a2a`,
+    { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(taskId ? { taskId } : {}) } } },
+    { authorization: `Bearer ${key}`, 'A2A-Version': '1.0', ...headers },
+  );
+  assert.ok(r.json?.result?.task, r.text);
+  return r.json.result.task;
+}
+
+const taskIdsShown = (page: Page) => page.$$eval('#tasks tbody tr[data-task-id]', (trs) => trs.map((tr) => (tr as unknown as { dataset: { taskId: string } }).dataset.taskId));
+
 describe('GET /tasks and GET /accounts: what the console reads', () => {
-  test('tasks newest first with agent, state, cost, workflow and Temporal UI link; filters and pages', async () => {
-    const all = await api('/tasks');
+  test('tasks newest first with agent, state, cost, workflow and Temporal UI link; filters, one by id, and pages', async () => {
+    const all = await api('/tasks?pageSize=100');
     assert.equal(all.status, 200);
-    const [streamed, echoed] = all.json.tasks;
-    assert.equal(streamed.agentId, chunkyId);
+    const ids = all.json.tasks.map((t: { id: string }) => t.id);
+    assert.ok(ids.indexOf(streamedTaskId) < ids.indexOf(echoTaskId), 'newest first');
+    const [streamed] = (await api(`/tasks?agentId=${chunkyId}`)).json.tasks;
+    assert.equal(streamed.id, streamedTaskId);
     assert.equal(streamed.state, 'completed');
     assert.equal(streamed.costMinor, 0);
-    assert.equal(echoed.agentId, echoId);
-    assert.equal(echoed.costMinor, 3);
-    assert.equal(echoed.workflowId, `a2a:default:${echoed.id}`);
-    assert.equal(echoed.temporalUiUrl, `${TEMPORAL_UI.url}/namespaces/default/workflows/${encodeURIComponent(echoed.workflowId)}`);
-    assert.deepEqual((await api(`/tasks?agentId=${echoId}`)).json.tasks.map((t: { id: string }) => t.id), [echoed.id]);
+    const echoes = (await api(`/tasks?agentId=${echoId}&pageSize=100`)).json.tasks as { id: string; agentId: string }[];
+    assert.ok(echoes.length > 20 && echoes.every((t) => t.agentId === echoId));
+    const echoed = (await api(`/tasks?taskId=${echoTaskId}`)).json.tasks;
+    assert.equal(echoed.length, 1, 'one task by its id');
+    assert.equal(echoed[0].agentId, echoId);
+    assert.equal(echoed[0].costMinor, 3);
+    assert.equal(echoed[0].workflowId, `a2a:default:${echoTaskId}`);
+    assert.equal(echoed[0].temporalUiUrl, `${TEMPORAL_UI.url}/namespaces/default/workflows/${encodeURIComponent(echoed[0].workflowId)}`);
+    assert.deepEqual((await api('/tasks?taskId=no-such-task')).json.tasks, []);
     assert.equal((await api('/tasks?state=working')).json.tasks.length, 0);
-    const page1 = await api('/tasks?pageSize=1');
-    assert.deepEqual(page1.json.tasks.map((t: { id: string }) => t.id), [streamed.id]);
-    const page2 = await api(`/tasks?pageSize=1&pageToken=${page1.json.nextPageToken}`);
-    assert.deepEqual(page2.json.tasks.map((t: { id: string }) => t.id), [echoed.id]);
-    assert.equal(page2.json.nextPageToken, '');
+    // Pages of 7 give the same tasks, in the same order, as one page of 100.
+    const paged: string[] = [];
+    let token = '';
+    do {
+      const page = await api(`/tasks?agentId=${echoId}&pageSize=7${token ? `&pageToken=${token}` : ''}`);
+      paged.push(...page.json.tasks.map((t: { id: string }) => t.id));
+      token = page.json.nextPageToken;
+    } while (token);
+    assert.deepEqual(paged, echoes.map((t) => t.id));
   });
 
   test('bad parameters are a 400 naming them', async () => {

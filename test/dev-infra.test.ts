@@ -1,9 +1,9 @@
 // The zero-setup `npm start` path: an embedded PostgreSQL server and a Temporal dev server, both child processes,
-// both persistent across restarts.
+// both persistent across restarts. (How the Temporal CLI is found or built: test/ensure-temporal.test.ts.)
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -258,27 +258,6 @@ describe('temporal dev server', { timeout: 180_000 }, () => {
       );
     } finally {
       blocker.close();
-    }
-  });
-});
-
-describe('scripts/ensure-temporal.sh', () => {
-  test('uses a temporal CLI on PATH before building one', async () => {
-    // A copy of the script in a scratch repo (no .tools), with a stand-in `temporal` on PATH and no Go.
-    const repo = await mkdtemp(path.join(os.tmpdir(), 'ensure-temporal-'));
-    try {
-      await mkdir(path.join(repo, 'scripts'));
-      await copyFile(path.join(__dirname, '..', 'scripts', 'ensure-temporal.sh'), path.join(repo, 'scripts', 'ensure-temporal.sh'));
-      await mkdir(path.join(repo, 'bin'));
-      await writeFile(path.join(repo, 'bin', 'temporal'), '#!/bin/sh\necho "temporal version 1.5.1"\n', { mode: 0o755 });
-      const out = execFileSync('bash', [path.join(repo, 'scripts', 'ensure-temporal.sh')], {
-        env: { PATH: `${path.join(repo, 'bin')}:/usr/bin:/bin`, HOME: repo },
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      assert.equal(out.trim().split('\n').at(-1), path.join(repo, 'bin', 'temporal'));
-    } finally {
-      await rm(repo, { recursive: true, force: true });
     }
   });
 });

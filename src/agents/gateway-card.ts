@@ -21,15 +21,25 @@ export interface GatewayEndpoints {
 }
 
 /**
- * The endpoints of an agent (`agentId`) or of the front door (undefined) under the gateway's base URL; gRPC when
- * the gateway serves it (`grpcPort`), on the base URL's host.
+ * Where the gateway serves gRPC: the port it listens on (SWITCHBOARD_GRPC_PORT) and, when clients reach it
+ * elsewhere (a published or proxied port: SWITCHBOARD_PUBLIC_GRPC_URL), the `host:port` they use.
  */
-export function gatewayEndpoints(base: string, agentId: string | undefined, grpcPort?: number): GatewayEndpoints {
+export interface GrpcAdvert {
+  port: number;
+  publicTarget?: string;
+}
+
+/**
+ * The endpoints of an agent (`agentId`) or of the front door (undefined) under the gateway's base URL; gRPC when
+ * the gateway serves it: at its public target, else on the base URL's host at the port it listens on.
+ */
+export function gatewayEndpoints(base: string, agentId: string | undefined, grpc?: GrpcAdvert): GatewayEndpoints {
   const root = agentId === undefined ? base : `${base}/agents/${agentId}`;
+  const target = grpc?.port ? (grpc.publicTarget ?? `${new URL(base).hostname}:${grpc.port}`) : undefined;
   return {
     jsonRpc: `${root}/a2a`,
     rest: `${root}/rest`,
-    ...(grpcPort ? { grpc: { target: `${new URL(base).hostname}:${grpcPort}`, ...(agentId !== undefined ? { tenant: agentId } : {}) } } : {}),
+    ...(target ? { grpc: { target, ...(agentId !== undefined ? { tenant: agentId } : {}) } } : {}),
   };
 }
 

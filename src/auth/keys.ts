@@ -217,6 +217,38 @@ export class KeyStore {
     return true;
   }
 
+  /**
+   * What this database says of a key, whoever holds it: usable (and its role), revoked or expired (since when),
+   * or unknown. For start-up checks (src/auth/admin-key-file.ts), not for authenticating requests.
+   */
+  async inspect(key: string): Promise<{ state: 'usable'; role: Role } | { state: 'revoked' | 'expired'; role: Role; since: string } | { state: 'unknown' }> {
+    if (!looksLikeKey(key)) return { state: 'unknown' };
+    const { rows } = await this.pool.query<{ role: Role; revoked_at: Date | null; expires_at: Date | null; expired: boolean }>(
+      'SELECT role, revoked_at, expires_at, expires_at <= now() AS expired FROM api_keys WHERE key_hash = $1',
+      [hashKey(key)],
+    );
+    const r = rows[0];
+    if (!r) return { state: 'unknown' };
+    if (r.revoked_at) return { state: 'revoked', role: r.role, since: r.revoked_at.toISOString() };
+    if (r.expired && r.expires_at) return { state: 'expired', role: r.role, since: r.expires_at.toISOString() };
+    return { state: 'usable', role: r.role };
+  }
+
+  /**
+   * Stores a key made elsewhere (only its SHA-256, as for every key), e.g. the admin key a data folder kept when
+   * the checkout moves to another database. @returns false when that key is already stored (adopted by another
+   * process at the same time, or before).
+   */
+  async adopt(opts: { key: string; tenant: null; role: 'admin'; name: string }): Promise<boolean> {
+    if (!looksLikeKey(opts.key)) throw new Error('Only a key of the sb_ shape can be adopted');
+    const id = `key_${randomBytes(9).toString('base64url')}`;
+    const { rowCount } = await this.pool.query(
+      'INSERT INTO api_keys (id, tenant, role, name, key_hash) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key_hash) DO NOTHING',
+      [id, opts.tenant, opts.role, opts.name, hashKey(opts.key)],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
   /** Whether any usable admin key is stored (the embedded start makes one when there is none). */
   async hasAdminKey(): Promise<boolean> {
     const { rowCount } = await this.pool.query(

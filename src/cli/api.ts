@@ -1,11 +1,13 @@
 /**
  * The CLI's way to a Switchboard: REST calls, JSON-RPC calls and SSE streams with the caller's key. Any failure to
- * reach the server is an Unreachable (the CLI exits 3); HTTP and JSON-RPC errors are ApiErrors (exit 1 or 2).
+ * reach the server is an Unreachable (the CLI exits 3); a refusal is an ApiError (exit 1) whose message is the
+ * server's own reason, read by refusalOf from whichever of Switchboard's three error forms the endpoint answers in.
  */
 import { randomUUID } from 'node:crypto';
 
 export class Unreachable extends Error {}
 
+/** A call the server refused: `status` is the HTTP status (200 for a JSON-RPC error in a 200 answer or a stream). */
 export class ApiError extends Error {
   constructor(
     message: string,
@@ -14,6 +16,36 @@ export class ApiError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * The server's reason for a refusal, from the body in any of the forms Switchboard answers in (README "Errors"):
+ * - a JSON-RPC error on the A2A JSON-RPC endpoints: `{"jsonrpc": "2.0", "error": {"code": -32055, "message": …}}`;
+ * - AIP-193 google.rpc.Status on the HTTP+JSON endpoints: `{"error": {"code": 401, "status": "UNAUTHENTICATED", "message": …}}`;
+ * - Switchboard's own REST routes: `{"error": "<message>"}`.
+ * Anything else (a proxy's HTML page, an empty body) is shown as the start of its text, or the HTTP status text.
+ */
+export function refusalOf(body: unknown, statusText = ''): string {
+  const error = (body as { error?: unknown } | undefined)?.error;
+  if (typeof error === 'string' && error) return error;
+  if (error && typeof error === 'object') {
+    const e = error as { code?: unknown; status?: unknown; message?: unknown };
+    const message = typeof e.message === 'string' && e.message ? e.message : undefined;
+    // JSON-RPC codes are negative; AIP-193's `code` repeats the HTTP status, its `status` names the gRPC code.
+    const tag = typeof e.status === 'string' ? e.status : typeof e.code === 'number' && e.code < 0 ? String(e.code) : undefined;
+    if (message || tag) return `${message ?? (statusText || 'refused')}${tag ? ` (${tag})` : ''}`;
+  }
+  if (typeof body === 'string' && body.trim()) return body.trim().slice(0, 200);
+  return statusText || 'no reason given';
+}
+
+/** An ApiError for a non-2xx answer: `<what>: HTTP <status>: <the server's reason>[; retry after N s]`. */
+async function refused(what: string, res: Response, text?: string): Promise<ApiError> {
+  const raw = text ?? (await res.text().catch(() => ''));
+  const body = safeJson(raw);
+  const retry = res.headers.get('retry-after');
+  const reason = refusalOf(body, res.statusText);
+  return new ApiError(`${what}: HTTP ${res.status}: ${reason}${retry ? `; retry after ${retry} s` : ''}`, res.status, body);
 }
 
 export interface StreamEvent {
@@ -50,9 +82,8 @@ export class Api {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
-    const json = text ? safeJson(text) : undefined;
-    if (!res.ok) throw new ApiError(`${method} ${path}: HTTP ${res.status}${(json as { error?: string })?.error ? `: ${(json as { error: string }).error}` : ''}`, res.status, json);
-    return json;
+    if (!res.ok) throw await refused(`${method} ${path}`, res, text);
+    return text ? safeJson(text) : undefined;
   }
 
   /** A JSON-RPC call (A2A 1.0) at `path`; a JSON-RPC error is an ApiError. */
@@ -62,10 +93,12 @@ export class Api {
       headers: this.headers({ 'content-type': 'application/json', 'A2A-Version': '1.0' }),
       body: JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method, params }),
     });
-    const json = safeJson(await res.text()) as { result?: unknown; error?: { code: number; message: string } } | undefined;
-    if (json?.error) throw new ApiError(`${method}: ${json.error.message} (${json.error.code})`, res.status, json.error);
-    if (!res.ok) throw new ApiError(`${method}: HTTP ${res.status}`, res.status, json);
-    return json?.result;
+    const text = await res.text();
+    if (!res.ok) throw await refused(method, res, text);
+    const json = safeJson(text) as { result?: unknown; error?: unknown };
+    // §9.5: a JSON-RPC error may come in a 200 answer (the A2A errors of the method itself, e.g. -32001).
+    if (json.error !== undefined || json.result === undefined) throw new ApiError(`${method}: ${refusalOf(json, 'no result in the answer')}`, res.status, json);
+    return json.result;
   }
 
   /**
@@ -84,8 +117,9 @@ export class Api {
       body: JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method, params }),
     });
     if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
-      const json = safeJson(await res.text()) as { error?: { code: number; message: string } } | undefined;
-      throw new ApiError(`${method}: ${json?.error ? `${json.error.message} (${json.error.code})` : `HTTP ${res.status}`}`, res.status, json?.error);
+      if (!res.ok) throw await refused(method, res);
+      const json = safeJson(await res.text());
+      throw new ApiError(`${method}: ${refusalOf(json, 'the answer is not an event stream')}`, res.status, json);
     }
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = '';
@@ -118,10 +152,11 @@ function parseEvent(block: string): StreamEvent | undefined {
   return data.length ? { id, data: JSON.parse(data.join('\n')) } : undefined;
 }
 
+/** The body as JSON, else as its text (refusalOf shows the start of it). */
 function safeJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    return { error: text.slice(0, 200) };
+    return text;
   }
 }

@@ -5,14 +5,17 @@
  * 3 Switchboard unreachable.
  */
 import { randomUUID } from 'node:crypto';
-import { Command, CommanderError, Option } from 'commander';
-import { Api, ApiError, type StreamEvent, Unreachable } from './api';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { TASK_STATES } from '../../task/wire';
+import { Api, ApiError, type StreamEvent, Unreachable, refusalOf } from './api';
 
 const EXIT = { done: 0, failed: 1, usage: 2, unreachable: 3 } as const;
 const FAILED_STATES = new Set(['TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED']);
 const FRONT_DOOR = '/a2a';
 
 const label = (state: string | undefined) => (state ?? 'unknown').replace(/^TASK_STATE_/, '').toLowerCase().replace(/_/g, '-');
+/** The task states as the CLI prints and takes them (input-required, working, …), not the wire's TASK_STATE_*. */
+const STATE_NAMES = TASK_STATES.map(label);
 const textOf = (parts: { text?: string }[] | undefined) => (parts ?? []).map((p) => p.text ?? '').join('');
 
 interface Globals {
@@ -48,7 +51,7 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
     if (e.data.error) {
       const at = e.data.error.data?.lastEventId;
       if (typeof at === 'number' && taskId) return 'resume';
-      throw new ApiError(`${e.data.error.message} (${e.data.error.code})`, 200, e.data.error);
+      throw new ApiError(`SendStreamingMessage: ${refusalOf(e.data)}`, 200, e.data.error);
     }
     if (e.id !== undefined) lastId = e.id;
     const r = e.data.result ?? {};
@@ -104,7 +107,7 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
     const line = `${label(state)}${statusMessage ? `: ${statusMessage}` : ''}`;
     console.error(`task ${taskId} ${line}`);
     if (state === 'TASK_STATE_INPUT_REQUIRED' || state === 'TASK_STATE_AUTH_REQUIRED') {
-      console.error(`answer with: switchboard resume ${taskId} '<text>'`);
+      console.error(`answer with: switchboard resume ${taskId} <text>`);
     }
   }
   process.exitCode = FAILED_STATES.has(state ?? '') ? EXIT.failed : EXIT.done;
@@ -152,14 +155,17 @@ export function program(): Command {
     .addOption(new Option('--url <url>', 'Switchboard base URL').env('SWITCHBOARD_URL').default('http://127.0.0.1:8080'))
     .addOption(new Option('--key <key>', 'API key (admin, operator, client or agent)').env('SWITCHBOARD_KEY'))
     .option('--json', 'print machine-readable JSON')
-    .showHelpAfterError();
+    .showHelpAfterError()
+    // Before any subcommand is added, which inherits it: commander's own usage errors would otherwise exit 1 from
+    // inside the subcommand, where main() cannot make them exit 2.
+    .exitOverride();
 
   const agents = root.command('agents').description('registered agents');
   agents
     .command('add <url>')
     .description('register an agent by its URL (its card is fetched)')
     .option('--name <name>')
-    .option('--price <minor>', 'price per task in minor units', (v) => Number.parseInt(v, 10))
+    .option('--price <minor>', 'price per task in minor units', nonNegativeInteger)
     .action(async (url: string, o: { name?: string; price?: number }, cmd: Command) => {
       const agent = await api(cmd).rest('POST', '/agents', { url, ...(o.name ? { name: o.name } : {}), ...(o.price !== undefined ? { priceMinor: o.price } : {}) });
       print(cmd, agent, () => `${agent.id}  ${agent.name}  ${agent.gateway?.rpc ?? ''}`);
@@ -199,26 +205,30 @@ export function program(): Command {
       await converse(cmd, path, { message: message((o.route ? words : rest).join(' ')) }, false);
     });
   root
-    .command('stream <agentId> <text>')
+    .command('stream')
+    .argument('<agentId>', 'the agent')
+    .argument('<text...>', 'the message: the rest of the line')
     .description("send a message as a new task and print the agent's output as it arrives")
-    .action(async (agentId: string, text: string, _o: unknown, cmd: Command) =>
-      converse(cmd, `/agents/${encodeURIComponent(agentId)}/a2a`, { message: message(text) }, true),
+    .action(async (agentId: string, words: string[], _o: unknown, cmd: Command) =>
+      converse(cmd, `/agents/${encodeURIComponent(agentId)}/a2a`, { message: message(words.join(' ')) }, true),
     );
   root
-    .command('resume <taskId> <text>')
+    .command('resume')
+    .argument('<taskId>', 'the task that waits for input')
+    .argument('<text...>', 'the answer: the rest of the line')
     .description('answer a task that waits for input; the same task goes on')
-    .action(async (taskId: string, text: string, _o: unknown, cmd: Command) => converse(cmd, FRONT_DOOR, { message: message(text, taskId) }, true));
+    .action(async (taskId: string, words: string[], _o: unknown, cmd: Command) => converse(cmd, FRONT_DOOR, { message: message(words.join(' '), taskId) }, true));
 
   const tasks = root.command('tasks').description('tasks of your tenant');
   tasks
     .command('ls')
-    .description('list tasks, newest first')
-    .option('--state <state>', 'only tasks in this state, e.g. input-required')
-    .action(async (o: { state?: string }, cmd: Command) => {
-      const params = o.state ? { status: `TASK_STATE_${o.state.toUpperCase().replace(/-/g, '_')}` } : {};
-      const page = await api(cmd).rpc(FRONT_DOOR, 'ListTasks', params);
-      print(cmd, page, () => (page.tasks as any[]).map((t) => `${t.id}  ${label(t.status?.state)}  ${t.status?.timestamp ?? ''}`).join('\n') || '(no tasks)');
-    });
+    .description('list tasks, newest first, with their agent (--limit rows, default 50; --all for every one)')
+    .option('--state <state>', `only tasks in this state: ${STATE_NAMES.join(', ')}`, stateName)
+    .option('--agent <agentId>', "only this agent's tasks")
+    .option('--limit <n>', 'at most this many tasks (default 50)', positiveInteger)
+    .option('--all', 'every task, page after page')
+    .option('--page-token <token>', 'go on from where a listing stopped (the token it printed)')
+    .action(async (o: ListOptions, cmd: Command) => listTasks(cmd, o));
   tasks
     .command('get <taskId>')
     .description('a task as it is now')
@@ -282,6 +292,96 @@ export function program(): Command {
   return root;
 }
 
+/** Option parsers: a bad value is a usage error (exit 2) naming what is wanted, before anything is sent. */
+function stateName(v: string): string {
+  if (!STATE_NAMES.includes(v)) throw new InvalidArgumentError(`not a task state; one of: ${STATE_NAMES.join(', ')}`);
+  return v;
+}
+function positiveInteger(v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('a whole number, 1 or more');
+  return n;
+}
+function nonNegativeInteger(v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('a whole number, 0 or more');
+  return n;
+}
+
+interface ListOptions {
+  state?: string;
+  agent?: string;
+  limit?: number;
+  all?: boolean;
+  pageToken?: string;
+}
+
+/** One page of tasks from whichever list the key may read; `rows` as the human listing prints them. */
+interface TaskPage {
+  raw: unknown[];
+  rows: { id: string; state: string; agent: string; updated: string }[];
+  nextPageToken?: string;
+}
+
+/**
+ * `tasks ls`: GET /tasks (operators and admins: each task's agent and cost), else, for the roles that may not
+ * read it (clients, agents), the A2A method ListTasks (at the agent's endpoint with --agent). Pages until --limit
+ * rows (--all: until the end); when more are left, says how to go on.
+ */
+async function listTasks(cmd: Command, o: ListOptions): Promise<void> {
+  const client = api(cmd);
+  const limit = o.all ? Number.POSITIVE_INFINITY : (o.limit ?? 50);
+  const raw: unknown[] = [];
+  const rows: TaskPage['rows'] = [];
+  let token = o.pageToken;
+  let operatorList = true;
+  for (;;) {
+    const pageSize = Math.min(100, limit - rows.length);
+    let page: TaskPage;
+    try {
+      page = operatorList ? await operatorTaskPage(client, o, pageSize, token) : await a2aTaskPage(client, o, pageSize, token);
+    } catch (err) {
+      // 403: this key's role may not read GET /tasks; ListTasks lists the same tenant's tasks for any role.
+      if (!(err instanceof ApiError && err.status === 403 && operatorList)) throw err;
+      operatorList = false;
+      continue;
+    }
+    raw.push(...page.raw);
+    rows.push(...page.rows);
+    token = page.nextPageToken || undefined;
+    if (!token || rows.length >= limit) break;
+  }
+
+  print(cmd, { tasks: raw, nextPageToken: token ?? '' }, () => (rows.length ? rows.map((r) => `${r.id}  ${r.state}  ${r.agent}  ${r.updated}`).join('\n') : '(no tasks)'));
+  if (token && !asJson(cmd)) {
+    const filters = `${o.state ? ` --state ${o.state}` : ''}${o.agent ? ` --agent ${o.agent}` : ''}${o.limit ? ` --limit ${o.limit}` : ''}`;
+    console.error(`more tasks: switchboard tasks ls${filters} --page-token ${token}  (or --all)`);
+  }
+}
+
+async function operatorTaskPage(client: Api, o: ListOptions, pageSize: number, pageToken: string | undefined): Promise<TaskPage> {
+  const q = new URLSearchParams({ pageSize: String(pageSize) });
+  if (o.state) q.set('state', o.state);
+  if (o.agent) q.set('agentId', o.agent);
+  if (pageToken) q.set('pageToken', pageToken);
+  const page = await client.rest('GET', `/tasks?${q}`);
+  const tasks = page.tasks as { id: string; state: string; agentId: string; updatedAt: string }[];
+  return { raw: tasks, rows: tasks.map((t) => ({ id: t.id, state: t.state, agent: t.agentId, updated: t.updatedAt })), nextPageToken: page.nextPageToken };
+}
+
+async function a2aTaskPage(client: Api, o: ListOptions, pageSize: number, pageToken: string | undefined): Promise<TaskPage> {
+  const params = {
+    pageSize,
+    ...(o.state ? { status: `TASK_STATE_${o.state.toUpperCase().replace(/-/g, '_')}` } : {}),
+    ...(pageToken ? { pageToken } : {}),
+  };
+  const page = await client.rpc(o.agent ? `/agents/${encodeURIComponent(o.agent)}/a2a` : FRONT_DOOR, 'ListTasks', params);
+  const tasks = page.tasks as { id: string; status?: { state?: string; timestamp?: string } }[];
+  // ListTasks' tasks do not name their agent: only --agent (the endpoint listed) does.
+  const rows = tasks.map((t) => ({ id: t.id, state: label(t.status?.state), agent: o.agent ?? '-', updated: t.status?.timestamp ?? '' }));
+  return { raw: tasks, rows, nextPageToken: page.nextPageToken };
+}
+
 async function listAgents(cmd: Command, query: string): Promise<void> {
   const page = await api(cmd).rest('GET', `/agents${query}`);
   print(cmd, page, () => (page.agents as any[]).map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
@@ -294,7 +394,7 @@ function taskSummary(task: any): string {
 }
 
 export async function main(argv = process.argv): Promise<void> {
-  const root = program().exitOverride();
+  const root = program();
   try {
     await root.parseAsync(argv);
   } catch (err) {

@@ -184,7 +184,7 @@ export interface TaskSummaryPage {
 export async function listTaskSummaries(
   pool: Pool,
   tenant: string,
-  q: { state?: TaskState; agentId?: string; pageSize: number; pageToken?: string },
+  q: { state?: TaskState; agentId?: string; taskId?: string; pageSize: number; pageToken?: string },
 ): Promise<TaskSummaryPage> {
   const args: unknown[] = [tenant];
   const where = ['t.tenant = $1'];
@@ -193,6 +193,7 @@ export async function listTaskSummaries(
   };
   if (q.state) add('t.state = ?', q.state);
   if (q.agentId) add('t.agent_id = ?', q.agentId);
+  if (q.taskId) add('t.task_id = ?', q.taskId);
   if (q.pageToken) {
     const c = decodePageToken(q.pageToken, CursorShape);
     if (!c) throw new PageTokenError('pageToken is not one this endpoint handed out');

@@ -25,6 +25,7 @@ import { jsonRpcRoutes } from './json-rpc';
 import { nexusTaskRoutes } from './nexus-tasks';
 import { restRoutes } from './rest';
 import type { SseOptions } from './sse';
+import type { GrpcAdvert } from '../agents/gateway-card';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -46,8 +47,8 @@ export interface A2ABindingOptions {
   streams: StreamSettings;
   credentials?: AgentCredentials;
   genesis: { maxSkewMs: number; eventRetryInitialMs?: number };
-  /** The gRPC binding: the port the cards advertise; the caller listens (`app.grpc.listen`). */
-  grpc?: { port: number };
+  /** The gRPC binding: the port it listens on and the target the cards advertise; the caller listens (`app.grpc.listen`). */
+  grpc?: GrpcAdvert;
   agentHub?: AgentHub;
   agentPush?: { tokens: AgentPushTokens };
 }
@@ -75,7 +76,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
     const endpoints = new A2AEndpoints(rpcDeps);
     const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
     const actions = new Actions({ pool, registry, policies, certifications, health });
-    await app.register(frontDoorRoutes, { registry, pool, publicUrl, grpcPort: o.grpc?.port });
+    await app.register(frontDoorRoutes, { registry, pool, publicUrl, grpc: o.grpc });
     await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl, sse, actions });
     await app.register(restRoutes, { endpoints, health, publicUrl, sse });
     const genesisStore = new GenesisStore(pool, o.credentials?.box);

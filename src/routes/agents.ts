@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { RegisterAgentBody } from '../agents/registration';
 import { AgentCredentialSpec } from '../agents/agent-credentials';
-import { gatewayCard, gatewayEndpoints } from '../agents/gateway-card';
+import { type GrpcAdvert, gatewayCard, gatewayEndpoints } from '../agents/gateway-card';
 import { requestedCardDialect, sendCard } from './card-reply';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
@@ -16,7 +16,7 @@ export interface AgentRoutesDeps {
   registry: AgentRegistry;
   publicUrl?: string;
   /** The gRPC port the cards advertise (unset: gRPC is off). */
-  grpcPort?: number;
+  grpc?: GrpcAdvert;
   /** The key cache: a deleted agent's keys (revoked with it, migration 023) are forgotten here at once. */
   keys?: Pick<KeyStore, 'forgetAgent'>;
 }
@@ -40,7 +40,7 @@ const ListAgentsQuery = z.strictObject({
   pageToken: z.string().min(1).max(2000).optional(),
 });
 
-export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, grpcPort, keys }: AgentRoutesDeps): Promise<void> {
+export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, grpc, keys }: AgentRoutesDeps): Promise<void> {
   describeOnly(app);
   const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
   /** Agent views with the kind of outbound credential each has (`{type}` or null), never the secret. */
@@ -64,7 +64,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     liveness: { consecutiveFailures: a.consecutiveFailures, lastProbe: a.lastProbe },
     signature: a.signature,
     cardCache: a.cardCache,
-    gateway: { card: `${base}/agents/${a.id}/.well-known/agent-card.json`, ...gatewayEndpoints(base, a.id, grpcPort) },
+    gateway: { card: `${base}/agents/${a.id}/.well-known/agent-card.json`, ...gatewayEndpoints(base, a.id, grpc) },
     card: a.card,
   });
   const notFound = (id: string) => ({ error: `No agent ${id}` });
@@ -179,7 +179,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
         const agent = await registry.getPublic(req.params.id);
         if (!agent) return reply.code(404).send(notFound(req.params.id));
         const base = baseUrlOf(req, publicUrl);
-        const card = gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpcPort), requestedCardDialect(req));
+        const card = gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpc), requestedCardDialect(req));
         return sendCard(req, reply, card, { cacheControl: 'public, max-age=60', lastModified: new Date(agent.cardChangedAt) });
       });
     }

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { switchboardCard } from '../a2a/front-door';
-import { gatewayEndpoints } from '../agents/gateway-card';
+import { type GrpcAdvert, gatewayEndpoints } from '../agents/gateway-card';
 import { requestedCardDialect, sendCard } from './card-reply';
 import type { AgentRegistry } from '../agents/registry';
 import { routeOf } from '../db/task-routes';
@@ -17,14 +17,14 @@ import { answer, describeOnly, errorBody } from './openapi';
 
 export const FRONT_DOOR_PATHS = ['/a2a', '/api/v1/a2a'];
 
-export async function frontDoorRoutes(app: FastifyInstance, deps: { registry: AgentRegistry; pool: Pool; publicUrl?: string; grpcPort?: number }): Promise<void> {
+export async function frontDoorRoutes(app: FastifyInstance, deps: { registry: AgentRegistry; pool: Pool; publicUrl?: string; grpc?: GrpcAdvert }): Promise<void> {
   describeOnly(app);
   // Public, like every card; the skills it lists are those of the caller's tenant, so only a caller with a key
   // sees any (and a shared cache must not serve one tenant's card to another: `Vary`, private).
   for (const file of ['agent-card.json', 'agent.json']) {
     const schema = { tags: ['a2a'], summary: `Switchboard's own agent card (${file}): the routing front door, with the skills of the caller's tenant`, response: { 200: answer('An A2A agent card') } };
     app.get(`/.well-known/${file}`, { config: access.public, schema }, async (req, reply) => {
-      const endpoints = gatewayEndpoints(baseUrlOf(req, deps.publicUrl), undefined, deps.grpcPort);
+      const endpoints = gatewayEndpoints(baseUrlOf(req, deps.publicUrl), undefined, deps.grpc);
       const { card, lastModified } = await switchboardCard(deps.registry, req.caller?.tenant, endpoints, requestedCardDialect(req));
       return sendCard(req, reply, card, { cacheControl: req.caller ? 'private, max-age=60' : 'public, max-age=60', vary: ['authorization', 'x-api-key'], lastModified });
     });

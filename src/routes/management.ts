@@ -21,11 +21,12 @@ import { metricsRoutes } from './metrics';
 import { reputationRoutes } from './reputation';
 import { type TemporalUi, taskRoutes } from './tasks';
 import { tenantRoutes } from './tenants';
+import type { GrpcAdvert } from '../agents/gateway-card';
 
 export interface ManagementOptions {
   keys: KeyStore;
   publicUrl?: string;
-  grpcPort?: number;
+  grpc?: GrpcAdvert;
   /** Whether this process's worker is polling; unset: /readyz asks Temporal whether any worker polls the queue. */
   workerRunning?: () => boolean;
   /** The Temporal SDK runtime's Prometheus endpoint in this process, appended to GET /metrics. */
@@ -48,7 +49,7 @@ export const managementRoutes = fp<ManagementOptions>(
     await app.register(tenantRoutes, { keys: o.keys, quotas: app.quotas });
     await app.register(auditRoutes, { pool });
     await app.register(codecRoutes, { codec: o.payloadCodec, corsOrigins: o.codecCorsOrigins ?? [] });
-    await app.register(agentRoutes, { registry: app.registry, publicUrl: o.publicUrl, grpcPort: o.grpcPort, keys: o.keys });
+    await app.register(agentRoutes, { registry: app.registry, publicUrl: o.publicUrl, grpc: o.grpc, keys: o.keys });
     await app.register(reputationRoutes, { pool });
     await app.register(taskRoutes, { pool, temporalUi: o.temporalUi });
     await app.register(consoleRoutes);

@@ -29,6 +29,8 @@ const TasksQuery = z.strictObject({
     .transform((s) => STATE_BY_LABEL.get(s)!)
     .optional(),
   agentId: z.string().min(1).max(200).optional(),
+  /** One task by its id (the console's search): its row, or none. */
+  taskId: z.string().min(1).max(1024).optional(),
   pageSize: z.coerce.number().int().min(1).max(100).default(20),
   pageToken: z.string().min(1).max(2000).optional(),
 });

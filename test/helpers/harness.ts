@@ -234,6 +234,8 @@ export interface GatewayOptions {
   logTo?: { level: string; stream: import('pino').DestinationStream };
   /** Serve the gRPC binding too (SWITCHBOARD_GRPC_PORT), on a free port: Gateway.grpc is its host:port. */
   grpc?: boolean;
+  /** With `grpc`: the `host:port` the cards advertise instead (SWITCHBOARD_PUBLIC_GRPC_URL), e.g. a proxy's. */
+  grpcPublicTarget?: string;
   /** Serve the WebSocket hub (GET /hub) with its hub worker, as main.ts does; settings override the defaults. */
   hub?: Partial<HubSettings>;
   /** How often a task followed by the agent's pushes is polled all the same (default 30 s, as in production). */
@@ -309,7 +311,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const keyStore = new KeyStore(db.pool, { envAdminKey: TEST_ADMIN_KEY });
   const grpcPort = opts.grpc ? await freePort() : undefined;
   const app = await buildApp({
-    grpc: grpcPort ? { port: grpcPort } : undefined,
+    grpc: grpcPort ? { port: grpcPort, publicTarget: opts.grpcPublicTarget } : undefined,
     auth: { keys: keyStore, jwt: opts.jwt, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl, payloadCodec, codecCorsOrigins: ['http://ui.test'] },
     credentials,
     hub,
