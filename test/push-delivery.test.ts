@@ -138,8 +138,13 @@ describe('push notifications', () => {
         const del = await rpc(url, { jsonrpc: '2.0', id: 4, method: 'tasks/pushNotificationConfig/delete', params: { id: taskId, pushNotificationConfigId: configId } });
         assert.equal(del.json.error, undefined);
       }
+      // A finished task's config is stored and listed (§3.1.7 names no error; the TCK creates one), and receives nothing.
+      const before = receiver.received.length;
       const terminal = await rpc(url, { jsonrpc: '2.0', id: 5, method: 'CreateTaskPushNotificationConfig', params: { taskId, url: receiver.url } }, v1);
-      assert.equal(terminal.json.error.code, -32004, 'a finished task sends nothing more');
+      assert.equal(terminal.json.error, undefined, JSON.stringify(terminal.json));
+      const listed = await rpc(url, { jsonrpc: '2.0', id: 7, method: 'ListTaskPushNotificationConfigs', params: { taskId } }, v1);
+      assert.ok(JSON.stringify(listed.json.result).includes(terminal.json.result.id), JSON.stringify(listed.json));
+      assert.equal(receiver.received.length, before, 'a finished task sends nothing more');
       const missing = await rpc(url, { jsonrpc: '2.0', id: 6, method: 'CreateTaskPushNotificationConfig', params: { taskId: randomUUID(), url: receiver.url } }, v1);
       assert.equal(missing.json.error.code, -32001);
     } finally {
