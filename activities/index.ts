@@ -22,6 +22,7 @@ import { hubCancel, hubForward, hubQueueOf, type HubQueueArgs } from './hub';
 import type { AgentHub } from '../src/hub/hub';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
 import { endOrphanedTasks } from './orphans';
+import { purgeExpiredTasks } from './retention';
 import { Context } from '@temporalio/activity';
 import { forwardAttempts, forwardDuration, forwardRetries } from '../src/metrics';
 
@@ -43,9 +44,11 @@ export interface ActivityDeps {
   credentials?: AgentCredentials;
   /** Following agents' tasks by their push notifications (the webhook's public URL and tokens); unset: polling. */
   agentPush?: AgentPushDeps;
+  /** SWITCHBOARD_TASK_RETENTION (ms): how long a terminal task is kept unless its tenant sets its own. Default 30 days. */
+  retentionMs?: number;
 }
 
-export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush }: ActivityDeps) {
+export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000 }: ActivityDeps) {
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
   const agentLink = (tenant: string, agentId: string | undefined): AgentLink => ({
     fetch,
@@ -71,6 +74,7 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer }, args),
     finishGenesisDelivery: (f: GenesisDeliveryFinal) => finishGenesisDelivery(pool, f),
     endOrphanedTasks: () => endOrphanedTasks({ pool, hub, unfundedAccounts }),
+    purgeExpiredTasks: () => purgeExpiredTasks({ pool, retentionMs }),
     recordCertification: (o: CertificationOutcome) => recordCertification(pool, o),
   };
 }
@@ -91,6 +95,9 @@ export type HubActivities = ReturnType<typeof createHubActivities>;
 
 /** The orphan sweep's activity, as its workflow proxies it. */
 export type OrphanActivities = Pick<ReturnType<typeof createActivities>, 'endOrphanedTasks'>;
+
+/** The retention sweep's activity, as its workflow proxies it. */
+export type RetentionActivities = Pick<ReturnType<typeof createActivities>, 'purgeExpiredTasks'>;
 
 /** One forwarding attempt, counted and timed for /metrics (by agent; outcome ok or the failure's type). */
 async function measuredForward<T>(args: ForwardArgs, attempt: () => Promise<T>): Promise<T> {

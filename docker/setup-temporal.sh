@@ -5,6 +5,9 @@
 set -eu
 ADDRESS="${TEMPORAL_ADDRESS:-temporal:7233}"
 NAMESPACE="${TEMPORAL_NAMESPACE:-default}"
+# Closed workflows are kept as long as Switchboard keeps finished tasks (SWITCHBOARD_TASK_RETENTION, 30d by default;
+# Temporal's floor is 1 day). Switchboard's retention sweep deletes a purged task's workflow itself in any case.
+RETENTION="${TEMPORAL_NAMESPACE_RETENTION:-720h}"
 SEARCH_ATTRIBUTES="A2ATaskState A2AAgentId A2AContextId A2ATenant"
 
 attempt=0
@@ -15,8 +18,9 @@ until temporal operator cluster health --address "$ADDRESS"; do
 done
 
 if ! temporal operator namespace describe --namespace "$NAMESPACE" --address "$ADDRESS" >/dev/null 2>&1; then
-  # Retention only affects closed workflows; Switchboard answers tasks/get for old tasks from its own database.
-  temporal operator namespace create --namespace "$NAMESPACE" --retention 168h --address "$ADDRESS"
+  temporal operator namespace create --namespace "$NAMESPACE" --retention "$RETENTION" --address "$ADDRESS"
+else
+  temporal operator namespace update --namespace "$NAMESPACE" --retention "$RETENTION" --address "$ADDRESS"
 fi
 
 for name in $SEARCH_ATTRIBUTES; do

@@ -3,6 +3,7 @@
  * Nothing else reads process.env. A bad value stops start-up with a message naming the variable.
  */
 import { z } from 'zod';
+import { DURATION_HINT, parseDuration } from './retention/duration';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' })
@@ -70,6 +71,20 @@ const EnvSchema = z.object({
     .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
   /** How often tasks whose workflow closed without a terminal state (e.g. terminated in Temporal UI) are ended (ms). */
   SWITCHBOARD_ORPHAN_SWEEP_MS: z.coerce.number().int().min(1000).default(60_000),
+  /**
+   * How long a task is kept after it reached a terminal state (a duration: `30d`, `12h`, `4s`); then the retention
+   * sweep purges it (src/temporal/retention-sweep.ts). A tenant may set its own (PATCH /tenants/:id).
+   */
+  SWITCHBOARD_TASK_RETENTION: z
+    .string()
+    .default('30d')
+    .transform((s, ctx) => {
+      const ms = parseDuration(s);
+      if (ms === undefined || ms < 1000) ctx.addIssue({ code: 'custom', message: `${DURATION_HINT}, at least 1s` });
+      return ms ?? 0;
+    }),
+  /** How often the retention sweep runs (ms). Default 1 h. */
+  SWITCHBOARD_RETENTION_SWEEP_MS: z.coerce.number().int().min(1000).default(3_600_000),
   /**
    * Full per-promise stack traces in the workflow sandbox (Temporal UI's Stack Trace tab names the line each task
    * waits at), at a cost in workflow-thread CPU per task; the worker then bundles its workflows at start, without

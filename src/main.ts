@@ -28,6 +28,7 @@ import { createOutbound, type Outbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
 import { type SupervisedWorker, createHubWorker, createWorker, superviseWorker } from './worker';
 import { ensureOrphanSweep } from './temporal/orphan-sweep';
+import { ensureRetentionSweep } from './temporal/retention-sweep';
 import { KeyStore } from './auth/keys';
 import { ensureAdminKey } from './auth/admin-key-file';
 import { JwtVerifier } from './auth/jwt';
@@ -176,6 +177,7 @@ async function startEmbeddedServices(config: Config, stops: Stops, log: Logger):
     uiPort: config.TEMPORAL_UI_PORT,
     namespace: config.TEMPORAL_NAMESPACE,
     searchAttributes: SEARCH_ATTRIBUTES,
+    retentionMs: config.SWITCHBOARD_TASK_RETENTION,
     log: (msg, level = 'info') => log[level](msg),
   });
   stops.push(server.stop);
@@ -266,6 +268,7 @@ async function startWorker(
     payloadCodec,
     plugins,
     fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
+    retentionMs: config.SWITCHBOARD_TASK_RETENTION,
   };
   const first = await createWorker(options);
   let handedOver = false;
@@ -277,6 +280,7 @@ async function startWorker(
   stops.push(() => worker.stop());
   // Housekeeping in Temporal, done by the processes that run workers (idempotent, so several may).
   await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
+  await ensureRetentionSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_RETENTION_SWEEP_MS, log);
   // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
   // background, so a large registry does not delay listening.
   void d.scheduler

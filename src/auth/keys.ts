@@ -13,6 +13,7 @@ import type { Caller, Role } from './caller';
 import type { ConfigNotice } from '../events/hub';
 import { DependencyUnavailable, outageOf, poolBusy, poolExhausted } from '../health';
 import { SingleFlight } from '../single-flight';
+import { formatDuration } from '../retention/duration';
 
 export const KEY_PREFIX = 'sb_';
 /** The id SWITCHBOARD_ADMIN_KEY is known by in logs and the audit trail. */
@@ -34,6 +35,8 @@ export interface TenantView {
   id: string;
   name: string;
   quotas: Record<string, number>;
+  /** The tenant's own task retention (`30d`, `12h`), or null: SWITCHBOARD_TASK_RETENTION. */
+  retention: string | null;
   createdAt: string;
 }
 
@@ -281,6 +284,12 @@ export class KeyStore {
     return rows[0] ? tenantView(rows[0]) : undefined;
   }
 
+  /** Sets the tenant's task retention (ms), or null: back to SWITCHBOARD_TASK_RETENTION. */
+  async updateTenantRetention(id: string, retentionMs: number | null): Promise<TenantView | undefined> {
+    const { rows } = await this.pool.query('UPDATE tenants SET retention_ms = $2 WHERE id = $1 RETURNING *', [id, retentionMs]);
+    return rows[0] ? tenantView(rows[0]) : undefined;
+  }
+
   async getTenant(id: string): Promise<TenantView | undefined> {
     const { rows } = await this.pool.query('SELECT * FROM tenants WHERE id = $1', [id]);
     return rows[0] ? tenantView(rows[0]) : undefined;
@@ -307,5 +316,5 @@ function keyView(r: Record<string, any>): KeyView {
 }
 
 function tenantView(r: Record<string, any>): TenantView {
-  return { id: r.id, name: r.name, quotas: r.quotas, createdAt: r.created_at.toISOString() };
+  return { id: r.id, name: r.name, quotas: r.quotas, retention: r.retention_ms === null || r.retention_ms === undefined ? null : formatDuration(Number(r.retention_ms)), createdAt: r.created_at.toISOString() };
 }

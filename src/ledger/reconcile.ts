@@ -51,11 +51,13 @@ const CHECKS: Check[] = [
   },
   {
     name: 'settledTaskIsTerminal',
-    description: 'every settlement belongs to a task that the projection shows terminal',
+    description: 'every settlement belongs to a task that the projection shows terminal, or that retention purged terminal',
     count: `SELECT count(*) FROM settlements WHERE tenant = $1`,
     violations: `
-      SELECT s.task_id AS "taskId", t.state FROM settlements s LEFT JOIN tasks t ON t.tenant = s.tenant AND t.task_id = s.task_id
-       WHERE s.tenant = $1 AND (t.state IS NULL OR NOT t.state = ANY($2))`,
+      SELECT s.task_id AS "taskId", coalesce(t.state, p.state) AS state FROM settlements s
+        LEFT JOIN tasks t ON t.tenant = s.tenant AND t.task_id = s.task_id
+        LEFT JOIN purged_tasks p ON t.task_id IS NULL AND p.tenant = s.tenant AND p.task_id = s.task_id
+       WHERE s.tenant = $1 AND (coalesce(t.state, p.state) IS NULL OR NOT coalesce(t.state, p.state) = ANY($2))`,
   },
   {
     name: 'noHoldOnTerminalTask',

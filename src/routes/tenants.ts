@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { ROLES, access } from '../auth/caller';
 import { KeyConflictError, type KeyStore, UnknownTenantError } from '../auth/keys';
 import { QuotaPatchSchema, type TenantQuotas } from '../auth/quotas';
+import { DURATION_HINT, parseDuration } from '../retention/duration';
 import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
 export interface TenantRoutesDeps {
@@ -33,7 +34,19 @@ const CreateKeyBody = z
   .refine((b) => (b.role === 'agent') === (b.agentId !== undefined), { message: 'agentId is required for role agent, and only for it', path: ['agentId'] })
   .refine((b) => b.expiresAt === undefined || Date.parse(b.expiresAt) > Date.now(), { message: 'expiresAt must be in the future', path: ['expiresAt'] });
 
-const PatchTenantBody = z.strictObject({ quotas: QuotaPatchSchema });
+/** A tenant's task retention: a duration of at least 1s, as ms; null puts it back to SWITCHBOARD_TASK_RETENTION. */
+const Retention = z
+  .string()
+  .transform((s, ctx) => {
+    const ms = parseDuration(s);
+    if (ms === undefined || ms < 1000) ctx.addIssue({ code: 'custom', message: `${DURATION_HINT}, at least 1s` });
+    return ms ?? 0;
+  })
+  .nullable();
+
+const PatchTenantBody = z
+  .strictObject({ quotas: QuotaPatchSchema.optional(), retention: Retention.optional() })
+  .refine((b) => b.quotas !== undefined || b.retention !== undefined, { message: 'give quotas, retention or both' });
 
 export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: TenantRoutesDeps): Promise<void> {
   describeOnly(app);
@@ -68,16 +81,19 @@ export async function tenantRoutes(app: FastifyInstance, { keys, quotas }: Tenan
   });
 
   // Quotas: any subset; null puts one back to the process default. Applies within a couple of seconds everywhere.
+  // Retention (`7d`, `12h`; null: SWITCHBOARD_TASK_RETENTION) applies from the retention sweep's next run.
   const patchSchema = {
     tags,
-    summary: 'Change quotas: any subset; null puts one back to the process default',
+    summary: 'Change quotas (any subset) and the task retention; null puts one back to the process default',
     body: requestSchema(PatchTenantBody),
     response: { 200: tenantView, 400: errorBody('Invalid change, naming the field'), 404: noTenant },
   };
   app.patch<{ Params: { id: string } }>('/tenants/:id', { config: { ...access.admin, audit: 'tenant.quotas' }, schema: patchSchema }, async (req, reply) => {
     const body = PatchTenantBody.safeParse(req.body);
     if (!body.success) return reply.code(400).send({ error: `Invalid change: ${z.prettifyError(body.error)}` });
-    const tenant = await keys.updateTenantQuotas(req.params.id, body.data.quotas as Record<string, number | null>);
+    const { quotas: quotaPatch, retention } = body.data;
+    let tenant = quotaPatch === undefined ? await keys.getTenant(req.params.id) : await keys.updateTenantQuotas(req.params.id, quotaPatch as Record<string, number | null>);
+    if (tenant && retention !== undefined) tenant = await keys.updateTenantRetention(req.params.id, retention);
     if (!tenant) return reply.code(404).send({ error: `No tenant ${req.params.id}` });
     quotas.forget(tenant.id);
     return { ...tenant, effectiveQuotas: await quotas.of(tenant.id) };

@@ -14,6 +14,7 @@ import { commandLine, procStat, running, signalable, startWatchdog, waitGone } f
 import { Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
+import { msToTs } from '@temporalio/common/lib/time';
 
 export interface DevServer {
   address: string;
@@ -37,6 +38,17 @@ export interface DevServerOptions {
   headless?: boolean;
   /** More `temporal server start-dev` arguments, e.g. lower history limits for a test. */
   extraArgs?: string[];
+  /** The namespace's retention of closed workflows (ms): SWITCHBOARD_TASK_RETENTION (at least a day, Temporal's floor). */
+  retentionMs?: number;
+}
+
+/** Temporal refuses a namespace retention under one day. */
+export const MIN_NAMESPACE_RETENTION_MS = 86_400_000;
+
+/** Sets the namespace's retention of closed workflows to match the tasks' (never under Temporal's one-day floor). */
+export async function setNamespaceRetention(connection: Pick<Connection | NativeConnection, 'workflowService'>, namespace: string, retentionMs: number): Promise<void> {
+  const ttl = msToTs(Math.max(retentionMs, MIN_NAMESPACE_RETENTION_MS));
+  await connection.workflowService.updateNamespace({ namespace, config: { workflowExecutionRetentionTtl: ttl } });
 }
 
 /**
@@ -180,6 +192,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     const connection = await waitForFrontend(address, namespace, () => exitStatus, () => stderrTail);
     try {
       await ensureSearchAttributes(connection, namespace, opts.searchAttributes);
+      if (opts.retentionMs !== undefined) await setNamespaceRetention(connection, namespace, opts.retentionMs);
     } finally {
       await connection.close();
     }

@@ -245,6 +245,8 @@ export interface GatewayOptions {
    * clients, SSE streams and agents that call back (pushes) need one.
    */
   listen?: boolean;
+  /** SWITCHBOARD_TASK_RETENTION (ms) for the worker's retention sweep (default 30 days). */
+  retentionMs?: number;
   /** How long a send waits before it asks whether any worker polls the task queue (default 3 s). */
   noWorkerCheckMs?: number;
 }
@@ -282,7 +284,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
     const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() };
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush });
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs });
     const make = () =>
       createWorker({
         payloadCodec,
