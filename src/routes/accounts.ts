@@ -11,6 +11,9 @@ import { reconcile } from '../ledger/reconcile';
 import { type Caller, access, callerOf } from '../auth/caller';
 import { answer, describeOnly, errorBody, requestSchema } from './openapi';
 
+/** `full=true`: check the whole ledger, not only what changed since the last clean run. */
+const ReconcileQuery = z.strictObject({ full: z.enum(['true', 'false']).optional() });
+
 export interface AccountRoutesDeps {
   pool: Pool;
   unfundedAccounts: UnfundedPolicy;
@@ -122,10 +125,17 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
   });
 
   // The ledger's invariants, with every violation listed; 200 either way (`ok` says which).
-  const reconcileSchema = { tags: ['ledger'], summary: 'Check the ledger\'s invariants in one snapshot; 200 either way (`ok` says which)', response: { 200: answer('{ok, invariants}') } };
-  app.get('/ledger/reconcile', { config: access.operator, schema: reconcileSchema }, async (req) => {
+  const reconcileSchema = {
+    tags: ['ledger'],
+    summary: 'Check the ledger\'s invariants in one snapshot: what changed since the last clean run, or everything with full=true; 200 either way (`ok` says which)',
+    querystring: requestSchema(ReconcileQuery),
+    response: { 200: answer('{ok, window, invariants}'), 400: errorBody('Invalid query, naming the field') },
+  };
+  app.get('/ledger/reconcile', { config: access.operator, schema: reconcileSchema }, async (req, reply) => {
     const { tenant } = callerOf(req);
-    const report = await reconcile(pool, tenant);
+    const query = ReconcileQuery.safeParse(req.query);
+    if (!query.success) return reply.code(400).send({ error: `Invalid query: ${z.prettifyError(query.error)}` });
+    const report = await reconcile(pool, tenant, { full: query.data.full === 'true' });
     if (!closedOpenTasks) return report;
     // A task whose workflow is gone but whose state is not terminal holds its hold and refuses follow-ups until the
     // orphan sweep ends it: a violation until then.

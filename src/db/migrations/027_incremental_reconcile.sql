@@ -1,0 +1,24 @@
+-- Incremental reconcile (issue 31): GET /ledger/reconcile checks what changed since its last clean run (tasks that
+-- ended, settlements made, movements written since) instead of the whole tenant; `?full=true` still checks all.
+
+-- Per tenant: where the last clean run's window ended (the next one starts a little before it), and how far the
+-- ledger's entries have been summed into reconcile_sums.
+CREATE TABLE reconcile_runs (
+  tenant          text        PRIMARY KEY,
+  checked_at      timestamptz,
+  entries_through timestamptz NOT NULL DEFAULT '-infinity'
+);
+
+-- Per account: the sums of its ledger entries written before reconcile_runs.entries_through. An account's balance is
+-- checked against these plus the entries after (few), not against all its entries.
+CREATE TABLE reconcile_sums (
+  tenant       text   NOT NULL,
+  account      text   NOT NULL,
+  amount_minor bigint NOT NULL,
+  held_minor   bigint NOT NULL,
+  PRIMARY KEY (tenant, account)
+);
+
+-- The windowed checks' ways in: settlements and ledger entries by time within a tenant.
+CREATE INDEX settlements_by_time ON settlements (tenant, created_at);
+CREATE INDEX ledger_by_time ON ledger_entries (tenant, created_at);
