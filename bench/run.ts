@@ -10,7 +10,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
- * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub` or `paused`: run only that part; paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -53,7 +53,7 @@ const TARGET_FLOOR_TPS_RATIO = 0.5;
 const TARGET_START_TPS_RATIO = 3;
 const START_TPS = Number(process.env.BENCH_START_TPS ?? NaN);
 const ONLY = process.env.BENCH_ONLY ?? '';
-const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'paused'];
+const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'paused', 'growth'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_TIMELINE = ONLY === '' || ONLY === 'tasks' || ONLY === 'timeline';
@@ -109,6 +109,12 @@ async function measure(scenario: string, client: Client, concurrency: number, n:
 }
 
 async function main() {
+  if (ONLY === 'growth') {
+    // PostgreSQL alone, on two schemas of its own (bench/growth.ts): no gateway, no Temporal.
+    const { benchGrowth, printGrowth } = await import('./growth');
+    printGrowth(await benchGrowth());
+    return;
+  }
   // Imported here so the env above is in place first.
   const { startGateway, register, clientFactory } = await import('../test/helpers/harness');
   const { startEchoAgent } = await import('../test/agents');

@@ -71,7 +71,7 @@ function syntheticCard(i: number, r: () => number) {
   };
 }
 
-async function insertAgents(pool: Pool, n: number): Promise<void> {
+export async function insertAgents(pool: Pool, n: number): Promise<void> {
   const r = rng(42);
   const statuses = () => (r() < 0.85 ? 'healthy' : r() < 0.67 ? 'degraded' : 'down');
   const CHUNK = 1000;
