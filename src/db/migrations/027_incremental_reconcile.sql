@@ -22,3 +22,7 @@ CREATE TABLE reconcile_sums (
 -- The windowed checks' ways in: settlements and ledger entries by time within a tenant.
 CREATE INDEX settlements_by_time ON settlements (tenant, created_at);
 CREATE INDEX ledger_by_time ON ledger_entries (tenant, created_at);
+
+-- ListTasks by state (growth bench, docs/growth.md): with only (tenant, status_timestamp) to go by, a state that is
+-- rare in a large tenant made the first page read every task of the tenant to find 50 (or none).
+CREATE INDEX tasks_by_state ON tasks (tenant, state, status_timestamp DESC, task_id DESC);
