@@ -16,7 +16,7 @@ let gw: Gateway;
 const agents = new AgentPool();
 /** While true, the first attempt of each settlement fails *after* committing: a crash at the worst moment. */
 let crashAfterSettling = false;
-/** Settlement attempts per task id (the first exchange's, finishTask's). */
+/** Settlement attempts per task id (finishTask's). */
 const settleAttempts = new Map<string, number>();
 /** Agent calls whose message text is this behave as on a worker that dies the moment it learns of a cancel. */
 const DIES_ON_CANCEL = 'die when canceled';
@@ -38,15 +38,7 @@ before(async () => {
         await new Promise((r) => setTimeout(r, 4_000));
         throw new Error('this worker is gone');
       },
-      // A task its agent completed at once is settled by its first exchange (activities/forward-message.ts finishHere):
-      // a crash after that commit is the first exchange not hearing back, which leaves the write to finishTask.
-      async forwardFirstExchange(args) {
-        const r = await real.forwardFirstExchange(args);
-        if (!('finish' in r) || !r.finish?.written) return r;
-        settleAttempts.set(args.gatewayTaskId, (settleAttempts.get(args.gatewayTaskId) ?? 0) + 1);
-        return crashAfterSettling ? { ...r, finish: { ...r.finish, written: false } } : r;
-      },
-      // Any other task settles in finishTask (its final record and settlement in one transaction).
+      // Every task settles in the workflow's finishTask (its final record and settlement in one transaction).
       async finishTask(rec, req) {
         settleAttempts.set(req.taskId, (settleAttempts.get(req.taskId) ?? 0) + 1);
         const outcome = await real.finishTask(rec, req);
