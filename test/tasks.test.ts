@@ -313,6 +313,25 @@ describe('cancel', () => {
     assert.equal(Number(settlement.amount_minor), 0);
   });
 
+  test("Temporal UI's Request Cancellation is an A2A cancel: the agent told, the task canceled and settled, the workflow Canceled", async () => {
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
+    const { client } = await clientFor(slow.url);
+    const task = await send(client, 'forever', { configuration: { returnImmediately: true } });
+    await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent to be called');
+    // What Temporal UI's button does: a workflow cancel request, through a real Temporal client.
+    const handle = gw.env.client.workflow.getHandle(workflowIdOf('default', task.id));
+    await eventually(async () => (await gw.db.pool.query('SELECT 1 FROM tasks WHERE task_id = $1', [task.id])).rows.length > 0 || undefined, 10_000, 'the task recorded');
+    await handle.cancel();
+    await assert.rejects(handle.result(), (err: Error) => err.name === 'WorkflowFailedError' && (err.cause as Error)?.name === 'CancelledFailure');
+    assert.equal((await handle.describe()).status.name, 'CANCELLED', 'Temporal UI shows it Canceled');
+    assert.equal(slow.cancels.length, 1, 'the cancel reached the agent');
+    const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+    assert.equal(got.status.state, 'TASK_STATE_CANCELED');
+    const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+    assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
+    assert.equal(Number(settlement.amount_minor), 0);
+  });
+
   test('a blocking sender waiting on a canceled task gets the canceled task', async () => {
     const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
     const { client } = await clientFor(slow.url);

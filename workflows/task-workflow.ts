@@ -120,15 +120,28 @@ class TaskMachine {
     return this.task.status.state;
   }
 
-  /** Turns until a terminal state (or a cancel), then the task's end. */
+  /**
+   * Turns until a terminal state (or a cancel), then the task's end. A cancel requested through Temporal (Temporal
+   * UI's Request Cancellation: the workflow's root scope, which `main` is a child of) is an A2A cancel: the agent
+   * told, the task ended `canceled`, recorded and settled; at level 4 the workflow then ends Canceled.
+   */
   async run(): Promise<WireTask> {
+    const root = CancellationScope.current();
     try {
       await this.main.run(() => this.converse());
     } catch (err) {
       if (!isCancellation(err)) throw err;
       await CancellationScope.nonCancellable(() => this.cancel()); // cleanup must finish even though this scope was canceled
     }
-    await this.finish();
+    if (!atLevel(this.input.patchLevel, 4)) {
+      await this.finish();
+      return this.task;
+    }
+    // The task's end runs to its end whatever is canceled meanwhile: it is recorded, settled and delivered once.
+    await CancellationScope.nonCancellable(() => this.finish());
+    if (root.consideredCancelled && this.state === 'TASK_STATE_CANCELED') {
+      throw new CancelledFailure('A2A task canceled through Temporal (its workflow cancel request); recorded and settled');
+    }
     return this.task;
   }
 
@@ -170,11 +183,12 @@ class TaskMachine {
     if (this.state !== 'TASK_STATE_SUBMITTED') this.setStatus('TASK_STATE_WORKING');
     // The first message is answered only once its hold is decided, so a client without the funds gets an
     // error instead of a task (the task itself ends rejected, and is settled like any other).
-    // (Each condition costs the activation one more pass into the workflow sandbox: only wait when needed.)
-    if (this.funding.pending) await condition(() => !this.funding.pending || isTerminal(this.state));
+    // (Each condition costs the activation one more pass into the workflow sandbox: only wait when needed.) The
+    // waits are not canceled by the workflow's cancel: the sender is answered with the task it ends as.
+    if (this.funding.pending) await CancellationScope.nonCancellable(() => condition(() => !this.funding.pending || isTerminal(this.state)));
     const refusal = this.funding.refusal();
     if (refusal) throw refusal;
-    if (!returnImmediately) await condition(() => this.turnsDone >= turn || isTerminal(this.state));
+    if (!returnImmediately) await CancellationScope.nonCancellable(() => condition(() => this.turnsDone >= turn || isTerminal(this.state)));
     // The agent refused a new task with a JSON-RPC error: its client gets that error (code and message), as it
     // would calling the agent itself; the task has ended failed, saying the same.
     if (turn === 1 && this.firstTurnError) {
@@ -189,7 +203,7 @@ class TaskMachine {
     if (!isTerminal(this.state)) {
       this.main.cancel();
       void this.job.cancelChildren();
-      await condition(() => isTerminal(this.state));
+      await CancellationScope.nonCancellable(() => condition(() => isTerminal(this.state)));
     }
     return viewTask(this.task);
   }
