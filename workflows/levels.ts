@@ -12,7 +12,7 @@
  *    for the links of child tasks it had not heard of yet.
  * 4. Exactly one owner: the workflow records and settles every task. It waits for child tasks' links themselves
  *    (their signals), not a timer; a cancel requested through Temporal (Temporal UI's Request Cancellation) is an A2A
- *    cancel, and a canceled task's workflow ends Canceled.
+ *    cancel, and the workflow it canceled ends Canceled (the task's end runs in a non-cancellable scope).
  *
  * Levels 0–2 (workflows started before the level-3 release) are retired: their patches and ways were removed, and a
  * worker refuses their workflow tasks with RETIRED_LEVEL (docs/operations.md: drain them before upgrading).
