@@ -386,7 +386,7 @@ test('scripts/temporal-cluster.sh sets up both databases, starts the server on i
     assert.ok(log().every((c) => !c.startsWith('temporal-sql-tool') || c.includes('--plugin postgres12 --ep 127.0.0.1 --port 5432 --user postgres')));
     assert.deepEqual(log().filter((c) => c.startsWith('temporal-server')), [`temporal-server --root ${state} --config config --env cluster --allow-no-auth start`]);
     // Namespace and search attributes through docker/setup-temporal.sh, at the cluster's address.
-    assert.ok(log().some((c) => c.startsWith(`temporal operator namespace create --namespace default --retention 168h --address 127.0.0.1:${port}`)), log().join('\n'));
+    assert.ok(log().some((c) => c.startsWith(`temporal operator namespace create --namespace default --retention 720h --address 127.0.0.1:${port}`)), log().join('\n'));
     const created = log().filter((c) => c.includes('search-attribute create')).map((c) => c.match(/--name (\S+)/)?.[1]);
     assert.deepEqual(created.sort(), Object.keys(SEARCH_ATTRIBUTES).sort());
 
