@@ -57,10 +57,10 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     health: agentId ? (signal) => health.note(tenant, agentId, signal) : undefined,
   });
   // An attempt that got no answer within its time is a timeout for the agent's health too (the client aborts it, so
-  // the request itself shows only an abort).
+  // the request itself shows only an abort). A task that outran retry.taskTimeoutMs is not: the agent answered.
   const noted = <T>(args: ForwardArgs, forward: () => Promise<T>): Promise<T> =>
     forward().catch(async (err: unknown) => {
-      if (args.agentId && err instanceof ApplicationFailure && err.type === 'AgentTimeout' && !err.nonRetryable) {
+      if (args.agentId && err instanceof ApplicationFailure && err.type === 'AgentTimeout' && !err.message.includes('retry.taskTimeoutMs')) {
         await health.note(args.tenant, args.agentId, { kind: 'timeout', detail: err.message });
       }
       throw err;
