@@ -5,7 +5,8 @@
  * summary are payloads, sealed under the payload key of the process that
  * wrote them: after SWITCHBOARD_PAYLOAD_KEY lost that key (rotated out, replaced), reading the Schedule fails, and
  * start-up must not (issue 32). Such a Schedule holds nothing but what this code writes anyway: it is deleted and
- * made again from `options`, with a warning naming the key id. */
+ * made again from `options`, with a warning naming the key id.
+ */
 import { type Client, ScheduleAlreadyRunning, type ScheduleDescription, ScheduleNotFoundError, type ScheduleOptions, type ScheduleUpdateOptions } from '@temporalio/client';
 import { payloadKeyErrorIn } from './encryption-codec';
 
