@@ -78,6 +78,8 @@ export interface TaskHealthOptions {
 export class TaskHealth {
   /** Per `tenant\0agentId`: whether this process last saw the agent answer, and when it last checked the row. */
   private readonly known = new Map<string, { answered: boolean; at: number }>();
+  /** Per agent, the last write queued: this process's writes for one agent run in the order they were noted. */
+  private readonly queued = new Map<string, Promise<void>>();
 
   constructor(
     private readonly pool: Pick<Pool, 'query'>,
@@ -97,18 +99,28 @@ export class TaskHealth {
       if (seen?.answered) {
         if (now - seen.at < (this.opts.recheckMs ?? RECHECK_MS)) return;
         this.known.set(key, { answered: true, at: now });
-        void this.mend(tenant, agentId);
+        void this.inOrder(key, () => this.mend(tenant, agentId));
         return;
       }
       this.known.set(key, { answered: true, at: now });
       // Never seen here: most agents are healthy, so the check runs beside the task. Seen failing: the agent is
       // back, and the task's client should find it so.
-      if (!seen) void this.mend(tenant, agentId);
-      else await this.mend(tenant, agentId);
+      const mended = this.inOrder(key, () => this.mend(tenant, agentId));
+      if (seen) await mended;
       return;
     }
     this.known.set(key, { answered: false, at: now });
-    await this.fail(tenant, agentId, signal).catch((err: unknown) => this.opts.warn?.('agent health not recorded', err));
+    await this.inOrder(key, () => this.fail(tenant, agentId, signal).catch((err: unknown) => this.opts.warn?.('agent health not recorded', err)));
+  }
+
+  /** Runs `write` after the writes queued before it for the same agent (a late check must not undo a later failure). */
+  private inOrder(key: string, write: () => Promise<void>): Promise<void> {
+    const done = (this.queued.get(key) ?? Promise.resolve()).then(write);
+    this.queued.set(key, done);
+    void done.then(() => {
+      if (this.queued.get(key) === done) this.queued.delete(key);
+    });
+    return done;
   }
 
   /** Healthy again, when a failure streak (of tasks or probes) made it degraded or down. */
