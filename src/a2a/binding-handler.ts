@@ -1,11 +1,11 @@
 /**
- * The A2A request handler behind the HTTP+JSON (REST) and gRPC bindings. The SDK's `restHandler` and
- * `grpcService` parse each request into the SDK's types and call this handler; it hands the call, as the
- * JSON-RPC 1.0 method it is, to the same RPC core that answers JSON-RPC (src/a2a/rpc-handler.ts: role,
- * validation, outage and stream-cap checks, the endpoint's resolver, the per-agent or front-door handler), and
- * turns the answer back into the SDK's types, or its error into the binding's own (HTTP status +
- * google.rpc.Status body, gRPC status code with google.rpc.ErrorInfo details). So one handler and one set of
- * checks stand behind all three bindings, and their behaviour cannot drift.
+ * The A2A request handler behind the gRPC binding. The SDK's `grpcService` decodes each request into the SDK's
+ * types and calls this handler; it hands the call to the same RPC core that answers JSON-RPC and HTTP+JSON
+ * (src/a2a/rpc-handler.ts: role, validation, outage and stream-cap checks, the endpoint's resolver, the per-agent
+ * or front-door handler) as the 1.0 method it is and its params as an object (no envelope, no text), and turns the
+ * answer back into the SDK's types, or its error into the binding's own (gRPC status code with
+ * google.rpc.ErrorInfo details, by the one error table). So one set of checks stands behind all three bindings,
+ * and their behaviour cannot drift.
  *
  * Who calls and which endpoint is meant travel in the SDK's call context, as its `user` (a BindingCall the
  * transport built after authenticating the caller).
