@@ -24,8 +24,6 @@ if [[ $# -gt 0 ]]; then
   files=("$@")
 else
   files=(test/*.test.ts)
-  # A full run lints first (seconds): above all, workflow code must stay deterministic (eslint.config.mjs).
-  npx eslint .
 fi
 # One file at a time: every file runs its own Temporal server and the box has 2 cores.
 exec npx tsx --test --test-concurrency=1 "${files[@]}"

@@ -292,7 +292,7 @@ export class KeyStore {
   }
 }
 
-function keyView(r: Record<string, any>): KeyView {
+function keyView(r: KeyListRow): KeyView {
   return {
     id: r.id,
     tenant: r.tenant,
@@ -306,6 +306,27 @@ function keyView(r: Record<string, any>): KeyView {
   };
 }
 
-function tenantView(r: Record<string, any>): TenantView {
+/** A row of `api_keys` as listed (SELECT *). */
+interface KeyListRow {
+  id: string;
+  tenant: string | null;
+  role: Role;
+  agent_id: string | null;
+  name: string;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  created_at: Date;
+  last_used_at: Date | null;
+}
+
+/** A row of `tenants` (SELECT *). */
+interface TenantRow {
+  id: string;
+  name: string;
+  quotas: TenantView['quotas'];
+  created_at: Date;
+}
+
+function tenantView(r: TenantRow): TenantView {
   return { id: r.id, name: r.name, quotas: r.quotas, createdAt: r.created_at.toISOString() };
 }

@@ -48,11 +48,31 @@ async function refused(what: string, res: Response, text?: string): Promise<ApiE
   return new ApiError(`${what}: HTTP ${res.status}: ${reason}${retry ? `; retry after ${retry} s` : ''}`, res.status, body);
 }
 
+/** What the CLI reads of Switchboard's answers (docs/api.md has the whole shapes); the rest is printed as is. */
+export interface PartView {
+  text?: string;
+}
+export interface StatusView {
+  state?: string;
+  timestamp?: string;
+  message?: { parts?: PartView[] };
+}
+export interface TaskView {
+  id: string;
+  status?: StatusView;
+  artifacts?: { artifactId: string; parts: PartView[] }[];
+}
+export interface StreamResult {
+  task?: TaskView;
+  statusUpdate?: { taskId: string; status?: StatusView };
+  artifactUpdate?: { artifact: { artifactId: string; parts: PartView[] }; append?: boolean };
+}
+
 export interface StreamEvent {
   /** The event's position in the task's log (what Last-Event-ID resumes from). */
   id?: number;
   /** The JSON-RPC response the event carries. */
-  data: { result?: any; error?: { code: number; message: string; data?: any } };
+  data: { result?: StreamResult; error?: { code: number; message: string; data?: { lastEventId?: unknown } } };
 }
 
 export class Api {
@@ -74,8 +94,8 @@ export class Api {
     }
   }
 
-  /** A REST call; a non-2xx answer is an ApiError carrying the server's message. */
-  async rest(method: string, path: string, body?: unknown): Promise<any> {
+  /** A REST call answering `T`; a non-2xx answer is an ApiError carrying the server's message. */
+  async rest<T>(method: string, path: string, body?: unknown): Promise<T> {
     const res = await this.fetch(path, {
       method,
       headers: this.headers(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -83,11 +103,11 @@ export class Api {
     });
     const text = await res.text();
     if (!res.ok) throw await refused(`${method} ${path}`, res, text);
-    return text ? safeJson(text) : undefined;
+    return (text ? safeJson(text) : undefined) as T;
   }
 
-  /** A JSON-RPC call (A2A 1.0) at `path`; a JSON-RPC error is an ApiError. */
-  async rpc(path: string, method: string, params: unknown): Promise<any> {
+  /** A JSON-RPC call (A2A 1.0) at `path` whose result is `T`; a JSON-RPC error is an ApiError. */
+  async rpc<T>(path: string, method: string, params: unknown): Promise<T> {
     const res = await this.fetch(path, {
       method: 'POST',
       headers: this.headers({ 'content-type': 'application/json', 'A2A-Version': '1.0' }),
@@ -98,7 +118,7 @@ export class Api {
     const json = safeJson(text) as { result?: unknown; error?: unknown };
     // §9.5: a JSON-RPC error may come in a 200 answer (the A2A errors of the method itself, e.g. -32001).
     if (json.error !== undefined || json.result === undefined) throw new ApiError(`${method}: ${refusalOf(json, 'no result in the answer')}`, res.status, json);
-    return json.result;
+    return json.result as T;
   }
 
   /**

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { TASK_STATES } from '../../task/wire';
-import { Api, ApiError, type StreamEvent, Unreachable, refusalOf } from './api';
+import { Api, ApiError, type StreamEvent, type TaskView, Unreachable, refusalOf } from './api';
 
 const EXIT = { done: 0, failed: 1, usage: 2, unreachable: 3 } as const;
 const FAILED_STATES = new Set(['TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED']);
@@ -17,6 +17,20 @@ const label = (state: string | undefined) => (state ?? 'unknown').replace(/^TASK
 /** The task states as the CLI prints and takes them (input-required, working, …), not the wire's TASK_STATE_*. */
 const STATE_NAMES = TASK_STATES.map(label);
 const textOf = (parts: { text?: string }[] | undefined) => (parts ?? []).map((p) => p.text ?? '').join('');
+
+/** What the CLI prints of an agent and an account (the whole answer with --json). */
+interface AgentView {
+  id: string;
+  name: string;
+  status?: string;
+  priceMinor?: number;
+  gateway?: { rpc?: string };
+}
+interface AccountView {
+  balanceMinor: number;
+  heldMinor: number;
+  availableMinor: number;
+}
 
 interface Globals {
   url: string;
@@ -99,7 +113,7 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
   status.stop();
 
   if (json) {
-    console.log(JSON.stringify(await client.rpc(FRONT_DOOR, 'GetTask', { id: taskId }), null, 2));
+    console.log(JSON.stringify(await client.rpc<TaskView>(FRONT_DOOR, 'GetTask', { id: taskId }), null, 2));
   } else {
     if (!live) {
       for (const text of artifacts.values()) if (text) console.log(text);
@@ -167,7 +181,7 @@ export function program(): Command {
     .option('--name <name>')
     .option('--price <minor>', 'price per task in minor units', nonNegativeInteger)
     .action(async (url: string, o: { name?: string; price?: number }, cmd: Command) => {
-      const agent = await api(cmd).rest('POST', '/agents', { url, ...(o.name ? { name: o.name } : {}), ...(o.price !== undefined ? { priceMinor: o.price } : {}) });
+      const agent = await api(cmd).rest<AgentView>('POST', '/agents', { url, ...(o.name ? { name: o.name } : {}), ...(o.price !== undefined ? { priceMinor: o.price } : {}) });
       print(cmd, agent, () => `${agent.id}  ${agent.name}  ${agent.gateway?.rpc ?? ''}`);
     });
   agents
@@ -182,7 +196,7 @@ export function program(): Command {
     .command('show <id>')
     .description("an agent's registration, card and health")
     .action(async (id: string, _o: unknown, cmd: Command) => {
-      const agent = await api(cmd).rest('GET', `/agents/${encodeURIComponent(id)}`);
+      const agent = await api(cmd).rest<AgentView>('GET', `/agents/${encodeURIComponent(id)}`);
       print(cmd, agent, () => JSON.stringify(agent, null, 2));
     });
   agents
@@ -233,15 +247,15 @@ export function program(): Command {
     .command('get <taskId>')
     .description('a task as it is now')
     .action(async (taskId: string, _o: unknown, cmd: Command) => {
-      const task = await api(cmd).rpc(FRONT_DOOR, 'GetTask', { id: taskId });
+      const task = await api(cmd).rpc<TaskView>(FRONT_DOOR, 'GetTask', { id: taskId });
       print(cmd, task, () => taskSummary(task));
-      if (FAILED_STATES.has(task.status?.state)) process.exitCode = EXIT.failed;
+      if (FAILED_STATES.has(task.status?.state ?? '')) process.exitCode = EXIT.failed;
     });
   tasks
     .command('cancel <taskId>')
     .description('cancel a task (the agent is told)')
     .action(async (taskId: string, _o: unknown, cmd: Command) => {
-      const task = await api(cmd).rpc(FRONT_DOOR, 'CancelTask', { id: taskId });
+      const task = await api(cmd).rpc<TaskView>(FRONT_DOOR, 'CancelTask', { id: taskId });
       print(cmd, task, () => taskSummary(task));
     });
 
@@ -250,7 +264,7 @@ export function program(): Command {
     .command('show <account>')
     .description('an account, e.g. requester:default or agent:<id>')
     .action(async (account: string, _o: unknown, cmd: Command) => {
-      const a = await api(cmd).rest('GET', `/accounts/${encodeURIComponent(account)}`);
+      const a = await api(cmd).rest<AccountView>('GET', `/accounts/${encodeURIComponent(account)}`);
       print(cmd, a, () => `${account}: balance ${a.balanceMinor}, held ${a.heldMinor}, available ${a.availableMinor}`);
     });
   accounts
@@ -260,7 +274,7 @@ export function program(): Command {
     .action(async (account: string, amount: string, o: { idempotencyKey: string }, cmd: Command) => {
       const amountMinor = Number(amount);
       if (!Number.isSafeInteger(amountMinor) || amountMinor <= 0) throw new CommanderError(EXIT.usage, 'usage', 'amountMinor must be a positive integer');
-      const r = await api(cmd).rest('POST', `/accounts/${encodeURIComponent(account)}/deposits`, { amountMinor, idempotencyKey: o.idempotencyKey });
+      const r = await api(cmd).rest<{ created: boolean; account: AccountView }>('POST', `/accounts/${encodeURIComponent(account)}/deposits`, { amountMinor, idempotencyKey: o.idempotencyKey });
       print(cmd, r, () => `${r.created ? 'deposited' : 'already deposited'}: ${account} balance ${r.account.balanceMinor}`);
     });
 
@@ -270,7 +284,7 @@ export function program(): Command {
     .command('reconcile')
     .description('check the ledger invariants (exit 1 when one fails)')
     .action(async (_o: unknown, cmd: Command) => {
-      const r = await api(cmd).rest('GET', '/ledger/reconcile');
+      const r = await api(cmd).rest<{ ok: boolean }>('GET', '/ledger/reconcile');
       print(cmd, r, () => (r.ok ? 'ledger ok' : `ledger NOT ok:\n${JSON.stringify(r, null, 2)}`));
       if (!r.ok) process.exitCode = EXIT.failed;
     });
@@ -285,7 +299,7 @@ export function program(): Command {
     .option('--name <name>', 'what the key is for', 'cli')
     .option('--agent <agentId>', 'for role agent: the agent it speaks for')
     .action(async (o: { role: string; tenant: string; name: string; agent?: string }, cmd: Command) => {
-      const r = await api(cmd).rest('POST', `/tenants/${encodeURIComponent(o.tenant)}/keys`, { role: o.role, name: o.name, ...(o.agent ? { agentId: o.agent } : {}) });
+      const r = await api(cmd).rest<{ id: string; key: string }>('POST', `/tenants/${encodeURIComponent(o.tenant)}/keys`, { role: o.role, name: o.name, ...(o.agent ? { agentId: o.agent } : {}) });
       print(cmd, r, () => `${r.id}  ${r.key}`);
     });
 
@@ -364,8 +378,8 @@ async function operatorTaskPage(client: Api, o: ListOptions, pageSize: number, p
   if (o.state) q.set('state', o.state);
   if (o.agent) q.set('agentId', o.agent);
   if (pageToken) q.set('pageToken', pageToken);
-  const page = await client.rest('GET', `/tasks?${q}`);
-  const tasks = page.tasks as { id: string; state: string; agentId: string; updatedAt: string }[];
+  const page = await client.rest<{ tasks: { id: string; state: string; agentId: string; updatedAt: string }[]; nextPageToken?: string }>('GET', `/tasks?${q}`);
+  const tasks = page.tasks;
   return { raw: tasks, rows: tasks.map((t) => ({ id: t.id, state: t.state, agent: t.agentId, updated: t.updatedAt })), nextPageToken: page.nextPageToken };
 }
 
@@ -375,20 +389,20 @@ async function a2aTaskPage(client: Api, o: ListOptions, pageSize: number, pageTo
     ...(o.state ? { status: `TASK_STATE_${o.state.toUpperCase().replace(/-/g, '_')}` } : {}),
     ...(pageToken ? { pageToken } : {}),
   };
-  const page = await client.rpc(o.agent ? `/agents/${encodeURIComponent(o.agent)}/a2a` : FRONT_DOOR, 'ListTasks', params);
-  const tasks = page.tasks as { id: string; status?: { state?: string; timestamp?: string } }[];
+  const page = await client.rpc<{ tasks: TaskView[]; nextPageToken?: string }>(o.agent ? `/agents/${encodeURIComponent(o.agent)}/a2a` : FRONT_DOOR, 'ListTasks', params);
+  const tasks = page.tasks;
   // ListTasks' tasks do not name their agent: only --agent (the endpoint listed) does.
   const rows = tasks.map((t) => ({ id: t.id, state: label(t.status?.state), agent: o.agent ?? '-', updated: t.status?.timestamp ?? '' }));
   return { raw: tasks, rows, nextPageToken: page.nextPageToken };
 }
 
 async function listAgents(cmd: Command, query: string): Promise<void> {
-  const page = await api(cmd).rest('GET', `/agents${query}`);
-  print(cmd, page, () => (page.agents as any[]).map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
+  const page = await api(cmd).rest<{ agents: AgentView[] }>('GET', `/agents${query}`);
+  print(cmd, page, () => page.agents.map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
 }
 
-function taskSummary(task: any): string {
-  const artifacts = (task.artifacts ?? []).map((a: { parts: { text?: string }[] }) => textOf(a.parts)).filter(Boolean);
+function taskSummary(task: TaskView): string {
+  const artifacts = (task.artifacts ?? []).map((a) => textOf(a.parts)).filter(Boolean);
   const message = textOf(task.status?.message?.parts);
   return [`task ${task.id} ${label(task.status?.state)}${message ? `: ${message}` : ''}`, ...artifacts].join('\n');
 }

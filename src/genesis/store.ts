@@ -207,11 +207,41 @@ export class GenesisStore {
 }
 
 
-interface Row {
-  [k: string]: any;
+/** Rows as pg returns them (snake_case columns; NULL as null). */
+interface MessageDbRow {
+  tenant: string;
+  id: string;
+  type: string;
+  from_agent: string;
+  to_agent: string;
+  encrypted: boolean;
+  envelope: Record<string, unknown>;
+  expires_at: Date | null;
+  remember_until: Date;
+  task_id: string | null;
+  answer: StoredAnswer | null;
+  answer_text: string | null;
+  content_digest: string | null;
+  response: Record<string, unknown> | null;
+  created_at: Date;
+}
+interface SubscriptionDbRow {
+  id: string;
+  tenant: string;
+  agent_id: string;
+  event_type: string;
+  url: string;
+  created_at: Date;
+}
+interface DeliveryDbRow {
+  subscription_id: string;
+  status: DeliveryRow['status'];
+  attempts: number;
+  last_error: string | null;
+  delivered_at: Date | null;
 }
 
-function toMessage(r: Row): MessageRow {
+function toMessage(r: MessageDbRow): MessageRow {
   return {
     tenant: r.tenant,
     id: r.id,
@@ -237,9 +267,9 @@ export function sentAnswerOf(row: MessageRow): SentAnswer | undefined {
   return { status: row.answer.status, text: row.answerText ?? JSON.stringify(row.answer.body) };
 }
 
-const toSubscription = (r: Row): Subscription => ({ id: r.id, tenant: r.tenant, agentId: r.agent_id, eventType: r.event_type, url: r.url, createdAt: r.created_at.toISOString() });
+const toSubscription = (r: SubscriptionDbRow): Subscription => ({ id: r.id, tenant: r.tenant, agentId: r.agent_id, eventType: r.event_type, url: r.url, createdAt: r.created_at.toISOString() });
 
-const toDelivery = (r: Row): DeliveryRow => ({
+const toDelivery = (r: DeliveryDbRow): DeliveryRow => ({
   subscriptionId: r.subscription_id,
   status: r.status,
   attempts: r.attempts,

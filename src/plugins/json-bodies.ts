@@ -18,7 +18,8 @@ export const jsonBodies = fp(
       } catch (err) {
         return done(Object.assign(new Error(`Invalid JSON body: ${(err as Error).message}`), { statusCode: 400, code: 'SB_JSON_LIMIT' }), undefined);
       }
-      parse(req, text, done);
+      // Fastify's default JSON parser answers through `done` (its type also allows a promise; this one never returns one).
+      void parse(req, text, done);
     });
   },
   { name: 'switchboard-json-bodies', fastify: '5.x' },

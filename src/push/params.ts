@@ -135,32 +135,47 @@ export function parsePushRequest(method: string, params: unknown): { dialect: Di
   return { dialect, request: toPushRequest(method, parsed.data) };
 }
 
+/** The params of `method` after its schema (PUSH_METHOD_PARAMS) passed them. */
+type Params<S extends z.ZodType> = z.infer<S>;
+
 /** The PushRequest of a call whose params have passed the method's schema (PUSH_METHOD_PARAMS). */
-// `p` has passed the method's schema, so its shape is known per case.
-export function toPushRequest(method: string, p: any): PushRequest {
+export function toPushRequest(method: string, params: unknown): PushRequest {
   switch (method) {
-    case 'CreateTaskPushNotificationConfig':
+    case 'CreateTaskPushNotificationConfig': {
+      const p = params as Params<typeof CreatePushConfigParams>;
       return {
         op: 'create',
         config: { taskId: p.taskId, id: orUndefined(p.id), url: p.url, token: orUndefined(p.token), authentication: p.authentication },
       };
+    }
     case 'tasks/pushNotificationConfig/set': {
+      const p = params as Params<typeof LegacySetPushConfigParams>;
       const c = p.pushNotificationConfig;
       const auth = c.authentication?.schemes.length ? { scheme: c.authentication.schemes[0], credentials: c.authentication.credentials } : undefined;
       return { op: 'create', config: { taskId: p.taskId, id: orUndefined(c.id), url: c.url, token: orUndefined(c.token), authentication: auth } };
     }
-    case 'GetTaskPushNotificationConfig':
+    case 'GetTaskPushNotificationConfig': {
+      const p = params as Params<typeof GetPushConfigParams>;
       return { op: 'get', taskId: p.taskId, configId: p.id };
-    case 'tasks/pushNotificationConfig/get':
+    }
+    case 'tasks/pushNotificationConfig/get': {
+      const p = params as Params<typeof LegacyGetPushConfigParams>;
       return { op: 'get', taskId: p.id, configId: p.pushNotificationConfigId };
-    case 'ListTaskPushNotificationConfigs':
+    }
+    case 'ListTaskPushNotificationConfigs': {
+      const p = params as Params<typeof ListPushConfigsParams>;
       return { op: 'list', taskId: p.taskId, pageSize: p.pageSize || undefined, pageToken: orUndefined(p.pageToken) };
+    }
     case 'tasks/pushNotificationConfig/list':
-      return { op: 'list', taskId: p.id };
-    case 'DeleteTaskPushNotificationConfig':
+      return { op: 'list', taskId: (params as Params<typeof LegacyListPushConfigsParams>).id };
+    case 'DeleteTaskPushNotificationConfig': {
+      const p = params as Params<typeof DeletePushConfigParams>;
       return { op: 'delete', taskId: p.taskId, configId: p.id };
-    case 'tasks/pushNotificationConfig/delete':
+    }
+    case 'tasks/pushNotificationConfig/delete': {
+      const p = params as Params<typeof LegacyDeletePushConfigParams>;
       return { op: 'delete', taskId: p.id, configId: p.pushNotificationConfigId };
+    }
     default:
       throw new Error(`${method} is not a push-config method`);
   }

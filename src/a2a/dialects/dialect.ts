@@ -48,7 +48,7 @@ export interface MethodDef {
   /** The engine method the call runs as (its roles, whether it streams, whether it writes). */
   runs: string;
   /** The engine call for validated params; unset: the method runs as is. @throws an A2A error, answered in the dialect. */
-  translate?(params: any, ctx: DialectContext): InternalCall | Promise<InternalCall>;
+  translate?(params: unknown, ctx: DialectContext): InternalCall | Promise<InternalCall>;
   /** The engine's result as this dialect answers it; unset: as is. */
   render?(result: unknown, ctx: DialectContext): unknown;
 }

@@ -10,7 +10,7 @@ import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import type { DialectContext, DialectDef } from './dialect';
-import { TaskRefParams, withId } from './v03';
+import { type TaskRef, TaskRefParams, withId } from './v03';
 import { ClientTaskId, plainError, renderTask, sendByClientId, state01, taskMetadata } from './v01';
 
 const metadata = z.record(z.string(), z.unknown());
@@ -101,8 +101,8 @@ export const NEXUS: DialectDef = {
   name: 'nexus',
   methods: {
     'message/send': { params: NexusSendParams, runs: 'SendMessage', translate: (p: NexusSend, ctx) => nexusSend(p, ctx), render: renderTask(nexusTask) },
-    'tasks/get': { params: TaskRefParams, runs: 'GetTask', translate: (p) => ({ method: 'GetTask', params: withId(p) }), render: renderTask(nexusTask) },
-    'tasks/cancel': { params: TaskRefParams, runs: 'CancelTask', translate: (p) => ({ method: 'CancelTask', params: { id: withId(p).id } }), render: renderTask(nexusTask) },
+    'tasks/get': { params: TaskRefParams, runs: 'GetTask', translate: (p: TaskRef) => ({ method: 'GetTask', params: withId(p) }), render: renderTask(nexusTask) },
+    'tasks/cancel': { params: TaskRefParams, runs: 'CancelTask', translate: (p: TaskRef) => ({ method: 'CancelTask', params: { id: withId(p).id } }), render: renderTask(nexusTask) },
   },
   claims: (method, params) => method === 'message/send' && nexusShaped(params),
   byTask: true,

@@ -19,7 +19,7 @@ import { legacyError } from '../rpc-errors';
 import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../../../task/wire';
 import { fromV01Part, toV01Part } from '../../../task/v01-parts';
 import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
-import { TaskRefParams, withId } from './v03';
+import { type TaskRef, TaskRefParams, withId } from './v03';
 
 const metadata = z.record(z.string(), z.unknown());
 const historyLength = z.number().int().min(0).max(10_000);
@@ -230,8 +230,8 @@ export const V01: DialectDef = {
   methods: {
     'tasks/send': { params: TaskSendParams, runs: 'SendMessage', translate: send01(false), render: renderTask(task01) },
     'tasks/sendSubscribe': { params: TaskSendParams, runs: 'SendStreamingMessage', translate: send01(true) },
-    'tasks/get': { params: TaskRefParams, runs: 'GetTask', translate: (p) => ({ method: 'GetTask', params: withId(p) }), render: renderTask(task01) },
-    'tasks/cancel': { params: TaskRefParams, runs: 'CancelTask', translate: (p) => ({ method: 'CancelTask', params: { id: withId(p).id } }), render: renderTask(task01) },
+    'tasks/get': { params: TaskRefParams, runs: 'GetTask', translate: (p: TaskRef) => ({ method: 'GetTask', params: withId(p) }), render: renderTask(task01) },
+    'tasks/cancel': { params: TaskRefParams, runs: 'CancelTask', translate: (p: TaskRef) => ({ method: 'CancelTask', params: { id: withId(p).id } }), render: renderTask(task01) },
     'tasks/resubscribe': subscribe,
     'task/resubscribe': subscribe,
     'tasks/list': {
@@ -262,7 +262,7 @@ export const V01: DialectDef = {
     'tasks/pushNotification/get': {
       params: TaskRefParams,
       runs: 'tasks/pushNotificationConfig/get',
-      translate: (p) => ({ method: 'tasks/pushNotificationConfig/get', params: { id: withId(p).id } }),
+      translate: (p: TaskRef) => ({ method: 'tasks/pushNotificationConfig/get', params: { id: withId(p).id } }),
       render: pushResult,
     },
   },

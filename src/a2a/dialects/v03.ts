@@ -24,7 +24,7 @@ export const TaskRefParams = z
   })
   .refine((p) => p.id !== undefined || p.taskId !== undefined, { message: 'name the task: id (or taskId)', path: ['id'] })
   .refine((p) => p.id === undefined || p.taskId === undefined || p.id === p.taskId, { message: 'id and taskId name different tasks', path: ['taskId'] });
-type TaskRef = z.infer<typeof TaskRefParams>;
+export type TaskRef = z.infer<typeof TaskRefParams>;
 
 /** The spec's `{id}` form of a call that may name its task `taskId`. */
 export function withId(p: TaskRef): Omit<TaskRef, 'taskId'> & { id: string } {
