@@ -289,10 +289,7 @@ export class RpcCore {
   /** A unary engine answer in the caller's dialect: its error as the dialect renders an engine's, or its result rendered. */
   private async unary(answer: EngineAnswer, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, outage: (err: unknown) => RpcAnswer | undefined): Promise<RpcAnswer> {
     if ('events' in answer) return c.say.fail(a2aError('Internal', `${c.internal.method} answered with a stream`));
-    if ('error' in answer) {
-      const error = c.dialect.renderEngineError ? c.dialect.renderEngineError(answer.error) : answer.error;
-      return answer.error.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error };
-    }
+    if ('error' in answer) return engineFailure(c.dialect, answer.error);
     let out = answer.result;
     try {
       if (target.decorate && out !== undefined) out = target.decorate(out);
@@ -330,7 +327,7 @@ export class RpcCore {
     const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine);
     if (!('events' in answer)) {
       release();
-      return 'error' in answer ? say.failure({ error: c.dialect.renderEngineError ? c.dialect.renderEngineError(answer.error) : answer.error }) : say.fail(a2aError('Internal', `${internal.method} did not answer with a stream`));
+      return 'error' in answer ? engineFailure(c.dialect, answer.error) : say.fail(a2aError('Internal', `${internal.method} did not answer with a stream`));
     }
     const events = answer.events;
     const next = events.next();
@@ -390,6 +387,12 @@ function validate(spec: MethodDef, method: string, params: unknown): { params: u
   if (checked.success) return { params: checked.data };
   const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
   return { error: a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations) };
+}
+
+/** An engine's error as the dialect renders it; an outage is refused as one (retry in 5 s). */
+function engineFailure(dialect: DialectDef, engineError: RpcError): RpcFailure {
+  const error = dialect.renderEngineError ? dialect.renderEngineError(engineError) : engineError;
+  return engineError.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error };
 }
 
 /** A stream of one `error` event. */
