@@ -53,7 +53,8 @@ export async function deliverGenesisEvent(deps: GenesisDeliveryDeps, args: Genes
   }
   const attempt = activityAttempt();
   const deliveryId = args.guarantee === 'exactly-once' ? `${messageId}:${subscriptionId}` : `${messageId}:${subscriptionId}:${attempt}`;
-  const body = JSON.stringify(message.envelope);
+  // The envelope's bytes as the publisher sent them (rows from before migration 028: re-serialised).
+  const body = message.envelopeText ?? JSON.stringify(message.envelope);
   const headers = {
     'content-type': 'application/json',
     ...(await signDelivery(await signingKey(deps.pool), {

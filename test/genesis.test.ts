@@ -472,7 +472,7 @@ describe('priority', () => {
 interface Subscriber {
   url: string;
   /** Every POST received: the event's id, the delivery id, whether it was acknowledged (2xx), and whether its signature verified. */
-  posts: { eventId: string; deliveryId: string; acked: boolean; verified: boolean }[];
+  posts: { eventId: string; deliveryId: string; acked: boolean; verified: boolean; body: string }[];
   down: boolean;
   close(): Promise<void>;
 }
@@ -488,7 +488,7 @@ async function startSubscriber(): Promise<Subscriber> {
       // Signed like a push delivery: the gateway's JWT over this exact body, checked against its JWKS.
       const jwks = (await (await fetch(`${gw.url}/.well-known/jwks.json`)).json()) as Jwks;
       const verified = await verifyDelivery(req.headers, { body, jwks }).then(() => true, () => false);
-      sub.posts.push({ eventId: JSON.parse(body).id, deliveryId: String(req.headers['x-switchboard-delivery-id']), acked, verified });
+      sub.posts.push({ eventId: JSON.parse(body).id, deliveryId: String(req.headers['x-switchboard-delivery-id']), acked, verified, body });
       res.writeHead(acked ? 200 : 503).end();
     });
   });
@@ -582,6 +582,20 @@ describe('publish-subscribe', () => {
     const after = subs[2].posts.length;
     await eventually(() => deliveriesRunning === 0, 10_000, 'the running delivery attempts to end');
     assert.equal(subs[2].posts.length, after);
+  });
+
+  test("subscribers get the envelope's bytes as sent, so the seed's verifySignature holds; numeric enum members are read by name", async () => {
+    // `from` as {name, id} (the seed's AgentIdentity, keys in the sender's order), type and priority as numbers
+    // (TypeScript numeric enums: EVENT is 2; priority 2 is high), and spacing of the sender's own.
+    const m = await signed({ ...(await event('at-least-once')), from: { name: 'Publisher', id: sender }, type: 2, priority: 2 });
+    const text = JSON.stringify(m, null, 1);
+    const res = await fetch(`${gw.url}/genesis/messages`, { method: 'POST', headers: { authorization: `Bearer ${gw.keys.client}`, 'content-type': 'application/json' }, body: text });
+    assert.equal(res.status, 202, await res.text());
+    await fanOut(m).result();
+    const received = subs.map((s) => s.posts.find((p) => p.eventId === m.id)!.body);
+    assert.deepEqual(received, [text, text, text], 'byte for byte');
+    assert.equal(await verifySignature(JSON.parse(received[0]), secret), true, "the seed's own check passes at the subscriber");
+    assert.match((await (await fanOut(m).describe()).staticSummary()) ?? '', /priority high/);
   });
 
   test('a replayed EVENT fans out once', async () => {

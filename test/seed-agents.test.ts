@@ -36,6 +36,7 @@ interface RpcCall {
 interface StandIn {
   url: string;
   calls: RpcCall[];
+  probes: RpcCall[];
   close(): Promise<void>;
 }
 type Reply = (res: ServerResponse) => void;
@@ -44,6 +45,7 @@ type Handler = (call: RpcCall & { id: unknown }) => Reply | undefined;
 /** A server answering GET `cards` (path → JSON) and JSON-RPC POSTs at `rpcPaths` through `handle`; 404 elsewhere. */
 async function standIn(cards: (base: string) => Record<string, unknown>, rpcPaths: string[], handle: Handler): Promise<StandIn> {
   const calls: RpcCall[] = [];
+  const probes: RpcCall[] = [];
   const open = new Set<ServerResponse>();
   let base = '';
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -56,8 +58,16 @@ async function standIn(cards: (base: string) => Record<string, unknown>, rpcPath
       if (req.method !== 'POST' || !rpcPaths.includes(path)) return json(res, 404, { error: 'not found' });
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       const call = { path, method: body.method, params: body.params };
-      calls.push(call);
-      const reply = handle({ ...call, id: body.id });
+      // Switchboard's dialect probe (empty params, at registration) is kept apart from the calls tasks make.
+      if (body.id === 'switchboard-dialect-probe') probes.push(call);
+      else calls.push(call);
+      let reply: Reply | undefined;
+      try {
+        reply = handle({ ...call, id: body.id });
+      } catch {
+        // What a JSON-RPC server answers a call whose params its method cannot read (Switchboard's dialect probe).
+        return json(res, 200, { jsonrpc: '2.0', id: body.id, error: { code: -32602, message: 'Invalid params' } });
+      }
       if (!reply) return json(res, 200, { jsonrpc: '2.0', id: body.id, error: { code: -32601, message: `Method not found: ${body.method}` } });
       open.add(res);
       res.on('close', () => open.delete(res));
@@ -69,6 +79,7 @@ async function standIn(cards: (base: string) => Record<string, unknown>, rpcPath
   const s: StandIn = {
     url: base,
     calls,
+    probes,
     close: async () => {
       for (const res of open) res.destroy();
       await new Promise<void>((r) => server.close(() => r()));
@@ -86,6 +97,13 @@ const result = (id: unknown, value: unknown): Reply => (res) => json(res, 200, {
 const sse = (id: unknown, events: unknown[], open = false): Reply => (res) => {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   for (const e of events) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: e })}\n\n`);
+  if (!open) res.end();
+};
+
+/** Seed 004's stream: each event the bare A2A event, no JSON-RPC envelope. */
+const bareSse = (events: unknown[], open = false): Reply => (res) => {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const e of events) res.write(`data: ${JSON.stringify(e)}\n\n`);
   if (!open) res.end();
 };
 
@@ -198,6 +216,7 @@ async function startNexusAgent(opts: { card: boolean; rpcPath: '/' | '/rpc' }) {
  */
 async function startCodingAgent() {
   const waiting = new Set<string>();
+  const known = new Set<string>();
   const paused: ServerResponse[] = [];
   const agent = await standIn(
     (base) => ({
@@ -215,10 +234,17 @@ async function startCodingAgent() {
     }),
     ['/a2a/jsonrpc'],
     ({ id, method, params }) => {
-      if (method !== 'message/stream') return method === 'tasks/cancel' ? result(id, { kind: 'task', id: params.id, contextId: 'c', status: { state: 'canceled' } }) : undefined;
+      // tasks/cancel and tasks/get read `params.taskId` (the seed's spelling); a cancel of a known task ends it.
+      if (method === 'tasks/cancel' || method === 'tasks/get') {
+        if (!known.has(params.taskId)) return (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32001, message: 'TaskNotFound' } });
+        if (method === 'tasks/cancel') waiting.delete(params.taskId);
+        return result(id, { kind: 'task', id: params.taskId, contextId: 'c', status: { state: method === 'tasks/cancel' ? 'canceled' : 'input-required' } });
+      }
+      if (method !== 'message/stream') return undefined;
       const m = params.message;
       const resumed = m.taskId && waiting.has(m.taskId);
       const taskId = resumed ? m.taskId : randomUUID();
+      known.add(taskId);
       const ids = { taskId, contextId: m.contextId ?? randomUUID() };
       const status = (state: string, final: boolean, text?: string) => ({
         kind: 'status-update', ...ids, final,
@@ -227,16 +253,16 @@ async function startCodingAgent() {
       const artifact = (text: string) => ({ kind: 'artifact-update', ...ids, artifact: { artifactId: `res-${taskId}`, name: 'result', parts: [{ kind: 'text', text }] } });
       if (resumed) {
         waiting.delete(taskId);
-        return sse(id, [status('working', false), artifact(`approved with "${textOf(m.parts)}": build removed`), status('completed', true)]);
+        return bareSse([status('working', false), artifact(`approved with "${textOf(m.parts)}": build removed`), status('completed', true)]);
       }
       if (textOf(m.parts).includes('rm')) {
         waiting.add(taskId);
         return (res) => {
           paused.push(res);
-          sse(id, [status('working', false), status('input-required', false, 'Approve running `rm -rf build`? (y/n)')], true)(res);
+          bareSse([status('working', false), status('input-required', false, 'Approve running `rm -rf build`? (y/n)')], true)(res);
         };
       }
-      return sse(id, [status('working', false), artifact(`done: ${textOf(m.parts)}`), status('completed', true)]);
+      return bareSse([status('working', false), artifact(`done: ${textOf(m.parts)}`), status('completed', true)]);
     },
   );
   return { ...agent, paused };
@@ -339,7 +365,9 @@ describe('NEXUS agents', () => {
   ]) {
     test(`${shape.name}: message/send with {type, data} parts, the answer translated`, async () => {
       const agent = await startNexusAgent(shape);
-      const { id } = await register(gw, agent.url, { protocol: 'nexus', ...(shape.card ? {} : { name: 'Nexus summarizer', skills: [{ id: 'summarize', name: 'Summarize' }] }) });
+      // With the seed's own Echo Agent card, the URL alone: the card is 0.x without a version, and the endpoint
+      // has message/send but no tasks/send, so it is NEXUS. Without a card, the registration says so.
+      const { id } = await register(gw, agent.url, shape.card ? {} : { protocol: 'nexus', name: 'Nexus summarizer', skills: [{ id: 'summarize', name: 'Summarize' }] });
       const view = await agentView(id);
       assert.equal(view.endpoint.protocolVersion, 'nexus');
       assert.equal(view.endpoint.url.replace(/\/$/, ''), `${agent.url}${shape.rpcPath === '/rpc' ? '/rpc' : ''}`);
@@ -393,6 +421,58 @@ describe('coding-agent-style streams (0.3)', () => {
     const streams = agent.calls.filter((c) => c.method === 'message/stream');
     assert.equal(streams.length, 2, 'the turn was sent once, never re-sent');
     assert.ok(streams[1]!.params.message.taskId, 'the answer names the agent task');
+  });
+
+  test("a cancel reaches the agent as the seed reads it ({taskId}) and the paused task ends canceled", async () => {
+    const agent = await startCodingAgent();
+    const { id } = await register(gw, agent.url);
+    const client = await clientOf(id);
+    const asked = await send(client, 'rm the build directory');
+    assert.equal(asked.status.state, 'TASK_STATE_INPUT_REQUIRED');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: asked.id, metadata: undefined })) as any;
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    const cancel = agent.calls.find((c) => c.method === 'tasks/cancel');
+    assert.ok(cancel?.params.taskId, JSON.stringify(agent.calls.map((c) => [c.method, c.params])));
+  });
+});
+
+/**
+ * A NANDA node (seed 001): no card, one POST /a2a endpoint, message/send with the action as JSON in the text part,
+ * answered as `{"role":"agent","parts":[{"text":…}]}` (no `kind`); -32600 for a message/send without a message.
+ */
+async function startNandaNode() {
+  return standIn(
+    () => ({}),
+    ['/a2a'],
+    ({ id, method, params }) => {
+      if (method !== 'message/send') return undefined;
+      if (!params?.message) return (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32600, message: 'Invalid request: missing message' } });
+      const { action, cert_id } = JSON.parse(params.message.parts[0].text);
+      return result(id, { role: 'agent', parts: [{ text: JSON.stringify({ status: action === 'certificate.check' ? 'valid' : 'unknown', cert_id }) }] });
+    },
+  );
+}
+
+describe('NANDA nodes', () => {
+  test('a node without a card registers with its URL alone (found by asking its endpoint) and its kind-less answers reach the client', async () => {
+    const node = await startNandaNode();
+    const { id } = await register(gw, node.url);
+    const view = await agentView(id);
+    assert.deepEqual([view.endpoint.protocolVersion, view.endpoint.url], ['0.3', `${node.url}/a2a`]);
+    const text = JSON.stringify({ action: 'certificate.check', cert_id: 'cert-abc-123' });
+    const reply = await (await clientOf(id)).sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } }));
+    const answer = JSON.stringify(reply);
+    assert.match(answer, /\\"status\\":\\"valid\\"/, answer);
+    assert.deepEqual(node.probes.map((c) => c.method), ['tasks/send', 'message/send'], 'asked at /a2a (the URL itself is no endpoint): no tasks/send, a message/send');
+    const sent = node.calls.find((c) => c.method === 'message/send');
+    assert.equal(sent!.params.message.parts[0].text, text, 'the action reaches the node as the text it was sent');
+  });
+
+  test('a URL where neither a card nor a JSON-RPC endpoint answers is refused, saying both', async () => {
+    const nothing = await standIn(() => ({}), [], () => undefined);
+    const res = await gw.fetch(`${gw.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: nothing.url }) }, 'operator');
+    assert.equal(res.status, 422);
+    assert.match(((await res.json()) as { error: string }).error, /no agent card could be fetched .*no JSON-RPC endpoint answered/);
   });
 });
 

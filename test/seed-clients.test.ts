@@ -352,8 +352,12 @@ describe('coding agent (seed 004): 0.3 with {taskId} and resume by contextId', (
     // tasks/get and tasks/cancel with {taskId}: 0.3 answers (the task was started in 0.3).
     const got = (await rpc(asker.rpc, { jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { taskId: first.id } })).json.result;
     assert.deepEqual([got.kind, got.id, got.status.state], ['task', first.id, 'completed']);
+    // The seed's server: "Calling tasks/cancel on a task that is already in a terminal state is a no-op."
     const cancel = (await rpc(asker.rpc, { jsonrpc: '2.0', id: 3, method: 'tasks/cancel', params: { taskId: first.id } })).json;
-    assert.equal(cancel.error.code, -32002, 'a completed task cannot be canceled');
+    assert.deepEqual([cancel.result?.kind, cancel.result?.id, cancel.result?.status.state], ['task', first.id, 'completed'], JSON.stringify(cancel));
+    // Spelled as the spec has it ({id}), the spec's answer: TaskNotCancelable.
+    const specCancel = (await rpc(asker.rpc, { jsonrpc: '2.0', id: 3, method: 'tasks/cancel', params: { id: first.id } })).json;
+    assert.equal(specCancel.error.code, -32002, 'a completed task cannot be canceled');
     const unknown = (await rpc(asker.rpc, { jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { taskId: 'task-uuid-unknown' } })).json;
     assert.equal(unknown.error.code, -32001);
   });

@@ -35,6 +35,7 @@ import { traceHeaders } from '../tracing';
 import { A2aV01Transport } from './transports/a2a-v01';
 import { LegacyTransportFactory, type LegacyTransportOptions } from './transports/json-rpc';
 import { NexusTransport } from './transports/nexus';
+import { tolerant03Fetch } from './transports/v03-tolerance';
 
 export interface HttpTrace {
   /** The HTTP status of the most recent response, so failures can be classified as retryable or not. */
@@ -133,7 +134,9 @@ export async function agentClient(endpoint: AgentEndpoint, link: AgentLink, trac
       trace.retryAfterMs = retryAfterMs(res.headers.get('retry-after'));
       return res;
     };
-    const options = { fetchImpl: tracingFetch, legacyCompat: { enabled: true } };
+    // 0.2/0.3 JSON-RPC agents as they are in the wild: bare SSE events, kind-less messages, `{taskId}` readers.
+    const fetchImpl = binding === 'JSONRPC' && endpoint.protocolVersion === '0.3' ? tolerant03Fetch(tracingFetch) : tracingFetch;
+    const options = { fetchImpl, legacyCompat: { enabled: true } };
     const legacy = binding === 'JSONRPC' ? LEGACY_DIALECTS[endpoint.protocolVersion] : undefined;
     if (legacy) transport = legacy({ fetchImpl: tracingFetch, newTaskId: opts.newTaskId });
     else transport = binding === 'HTTP+JSON' ? new RestTransportFactory(options) : new JsonRpcTransportFactory(options);

@@ -9,7 +9,8 @@ import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
 import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
-import { type AgentCardJson, BindingError, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration } from './cards';
+import { type AgentCardJson, BindingError, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
+import { sniffDialect } from './dialect-probe';
 import {
   type AgentStatus,
   cacheColumns,
@@ -165,20 +166,20 @@ export class AgentRegistry {
       if (err instanceof CredentialError) throw new RegistrationError(err.message);
       throw err;
     }
-    // 0.1 and NEXUS agents may publish no card: the registration then says what a card would.
-    const cardOptional = body.protocol === '0.1' || body.protocol === 'nexus';
-    const fetched = await this.fetchFirstCard(body.url, headers, cardOptional);
+    const { fetched, protocol, url } = await this.cardOrDialect(body, headers);
     let parsed: ParsedCard;
     try {
-      parsed = fetched ? parseAgentCard(fetched.raw, fetched.cardUrl) : parsedFromRegistration(body);
+      parsed = fetched ? parseAgentCard(fetched.raw, fetched.cardUrl) : parsedFromRegistration({ ...body, url });
     } catch (err) {
       if (err instanceof CardError) throw new RegistrationError(`${fetched?.cardUrl}: ${err.message}`);
       throw err;
     }
     const where = fetched?.cardUrl ?? body.url;
+    // Kept with the agent, so a refresh reads the card in the same dialect.
+    const dialect = protocol ?? (await this.undeclaredDialect(fetched, parsed, headers));
     let endpoint;
     try {
-      endpoint = inDialect(chooseEndpoint(parsed, body.binding), body.protocol);
+      endpoint = inDialect(chooseEndpoint(parsed, body.binding), dialect);
     } catch (err) {
       if (err instanceof BindingError) throw new RegistrationError(`${where}: ${err.message}`, 400);
       throw err;
@@ -201,7 +202,7 @@ export class AgentRegistry {
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'healthy', $13, $14, $15, $16, $17, $18) RETURNING ${COLUMNS}`,
       [
         tenant, id, name, body.url, fetched?.cardUrl ?? null, parsed.card, endpoint.url, endpoint.protocolVersion, endpoint.streaming, endpoint.binding ?? 'JSONRPC',
-        body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil, body.protocol ?? null,
+        body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil, dialect ?? null,
       ],
     );
     if (body.credentials && credentials) {
@@ -378,6 +379,40 @@ export class AgentRegistry {
       [tenant, ids],
     );
     return new Map(rows.map((r) => [r.agent_id, r.kind]));
+  }
+
+  /**
+   * The agent's card; or, for an agent that publishes none, the dialect the registration names (0.1, NEXUS) or,
+   * naming none, the one its endpoint answers in (seed 001's NANDA nodes: a card-less `POST /a2a`), with the URL
+   * it answered at. @throws RegistrationError when there is neither a card nor an endpoint that answers.
+   */
+  private async cardOrDialect(body: RegisterAgent, headers: Record<string, string>): Promise<{ fetched?: CardFound; protocol?: RegisteredProtocol; url: string }> {
+    // 0.1 and NEXUS agents may publish no card: the registration then says what a card would.
+    const cardOptional = body.protocol === '0.1' || body.protocol === 'nexus';
+    try {
+      return { fetched: await this.fetchFirstCard(body.url, headers, cardOptional), protocol: body.protocol, url: body.url };
+    } catch (err) {
+      if (!(err instanceof RegistrationError) || body.protocol) throw err;
+      const sniffed = await sniffDialect(this.linkWith(headers), body.url, this.policy.requestTimeoutMs);
+      if (!sniffed) throw new RegistrationError(`${err.message}; and no JSON-RPC endpoint answered tasks/send or message/send at ${body.url}, /a2a or /rpc`);
+      return { protocol: sniffed.dialect, url: sniffed.url };
+    }
+  }
+
+  /**
+   * The dialect of a card that does not declare its version: A2A 0.1 (seed 003) and NEXUS (seed 000) publish
+   * alike, so the endpoint is asked which methods it has; undefined (the card's reading stands) when it does
+   * not say, or when the card declares a version.
+   */
+  private async undeclaredDialect(fetched: CardFound | undefined, parsed: ParsedCard, headers: Record<string, string>): Promise<RegisteredProtocol | undefined> {
+    if (!fetched || (fetched.raw as { protocolVersion?: unknown }).protocolVersion !== undefined) return undefined;
+    if (parsed.endpoint.protocolVersion !== '0.1') return undefined;
+    const sniffed = await sniffDialect(this.linkWith(headers), parsed.endpoint.url, this.policy.requestTimeoutMs, { nexusFirst: true });
+    return sniffed?.dialect === 'nexus' ? 'nexus' : undefined;
+  }
+
+  private linkWith(headers: Record<string, string>): AgentLink {
+    return { fetch: this.outbound.fetch, credentials: Object.keys(headers).length ? async () => headers : undefined };
   }
 
   /**

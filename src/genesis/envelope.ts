@@ -36,15 +36,26 @@ const base64 = (bytes?: number) =>
     .regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64')
     .refine((s) => bytes === undefined || Buffer.from(s, 'base64').length === bytes, `must be ${bytes} bytes (base64)`);
 const A2AError = z.looseObject({ code: z.union([z.string(), z.number()]), message: z.string() });
+/**
+ * A numeric enum member as its name. The seed declares `type: MessageType` and `priority: Priority` as TypeScript
+ * enums, which are numbers on the wire unless declared with string values: MessageType in the seed's order
+ * (COMMAND 0, QUERY 1, EVENT 2, RESPONSE 3); Priority, whose members the seed does not list, in rising urgency
+ * (LOW 0, NORMAL 1, HIGH 2, CRITICAL 3).
+ */
+const NUMERIC_PRIORITIES = ['low', 'normal', 'high', 'critical'] as const;
 const Priority = z
-  .string()
+  .union([z.string(), z.number().int().min(0).max(3).transform((n) => NUMERIC_PRIORITIES[n])])
   .transform((s) => s.toLowerCase())
-  .pipe(z.enum(Object.keys(PRIORITY_KEYS) as [PriorityName, ...PriorityName[]], { error: 'must be critical, high, normal or low' }));
+  .pipe(z.enum(Object.keys(PRIORITY_KEYS) as [PriorityName, ...PriorityName[]], { error: 'must be critical, high, normal or low (or 3, 2, 1, 0)' }));
+const MessageType = z.union([
+  z.enum(MESSAGE_TYPES),
+  z.number().int().min(0).max(3).transform((n) => MESSAGE_TYPES[n]),
+]);
 
 /** What every envelope has, in the clear: enough to find the sender, check the signature and decrypt. */
 export const EnvelopeHeader = z.object({
   id: z.string().min(1).max(200),
-  type: z.enum(MESSAGE_TYPES),
+  type: MessageType,
   version: z.string().regex(/^1\.\d+\.\d+$/, 'must be 1.x.y (the seed is 1.0.0)'),
   timestamp: z.number().int().positive(),
   from: AgentIdentity,

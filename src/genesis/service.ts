@@ -75,6 +75,8 @@ interface Checked {
   receivedAt: number;
 }
 
+const withoutEncryption = ({ encryption: _sealed, ...clear }: Record<string, unknown>) => clear;
+
 export class GenesisService {
   constructor(private readonly d: GenesisDeps) {}
 
@@ -82,7 +84,7 @@ export class GenesisService {
    * @returns the HTTP status and the JSON text to answer with: a replay gets the first answer's bytes again.
    * @throws EnvelopeError for a refusal (nothing applied).
    */
-  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>): Promise<SentAnswer> {
+  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>, text?: string): Promise<SentAnswer> {
     const header = EnvelopeHeader.safeParse(body);
     if (!header.success) throw new EnvelopeError(400, `Invalid envelope: ${z.prettifyError(header.error)}`);
     const h = header.data;
@@ -133,7 +135,8 @@ export class GenesisService {
       const { encryption: _sealed, ...clear } = raw;
       fields = { ...clear, ...decryptFields(key, h.encryption) };
     }
-    const parsed = Envelope.safeParse(fields);
+    // Numeric enum members (see envelope.ts) by name, as the header read them.
+    const parsed = Envelope.safeParse({ ...fields, type: h.type, priority: h.priority });
     if (!parsed.success) throw new EnvelopeError(400, `Invalid ${h.type} envelope: ${z.prettifyError(parsed.error)}`);
     const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key, receivedAt: now };
 
@@ -146,6 +149,9 @@ export class GenesisService {
       toAgent: toId,
       encrypted: !!key,
       envelope: stored,
+      // What subscribers get: the bytes as sent (their signature checks read fields in the sender's key order),
+      // or for an encrypted envelope its fields as decrypted, in the sender's order.
+      envelopeText: key ? JSON.stringify(withoutEncryption(fields)) : (text ?? JSON.stringify(raw)),
       contentDigest: digest,
       expiresAt: expiresAt === undefined ? undefined : new Date(expiresAt),
       // Past this, a replay is refused anyway: by the ttl, or by the skew.

@@ -26,6 +26,8 @@ export interface MessageRow {
   toAgent: string;
   encrypted: boolean;
   envelope: Record<string, unknown>;
+  /** The envelope as subscribers get it: the bytes as sent, or the decrypted fields (absent before migration 028). */
+  envelopeText?: string;
   /** contentDigestOf the envelope as sent (absent on rows from before migration 024). */
   contentDigest?: string;
   expiresAt?: Date;
@@ -95,9 +97,9 @@ export class GenesisStore {
   /** Claims an envelope id for its first handling. @returns false when the id is already there (a replay, or a concurrent first). */
   async claim(row: Omit<MessageRow, 'createdAt' | 'answer' | 'answerText' | 'response' | 'taskId'>): Promise<boolean> {
     const { rowCount } = await this.pool.query(
-      `INSERT INTO genesis_messages (tenant, id, type, from_agent, to_agent, encrypted, envelope, expires_at, remember_until, content_digest)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (tenant, id) DO NOTHING`,
-      [row.tenant, row.id, row.type, row.fromAgent, row.toAgent, row.encrypted, row.envelope, row.expiresAt ?? null, row.rememberUntil, row.contentDigest ?? null],
+      `INSERT INTO genesis_messages (tenant, id, type, from_agent, to_agent, encrypted, envelope, expires_at, remember_until, content_digest, envelope_text)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (tenant, id) DO NOTHING`,
+      [row.tenant, row.id, row.type, row.fromAgent, row.toAgent, row.encrypted, row.envelope, row.expiresAt ?? null, row.rememberUntil, row.contentDigest ?? null, row.envelopeText ?? null],
     );
     return (rowCount ?? 0) > 0;
   }
@@ -222,6 +224,7 @@ interface MessageDbRow {
   answer: StoredAnswer | null;
   answer_text: string | null;
   content_digest: string | null;
+  envelope_text: string | null;
   response: Record<string, unknown> | null;
   created_at: Date;
 }
@@ -256,6 +259,7 @@ function toMessage(r: MessageDbRow): MessageRow {
     answer: r.answer ?? undefined,
     answerText: r.answer_text ?? undefined,
     contentDigest: r.content_digest ?? undefined,
+    envelopeText: r.envelope_text ?? undefined,
     response: r.response ?? undefined,
     createdAt: r.created_at,
   };

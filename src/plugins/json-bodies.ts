@@ -1,10 +1,18 @@
 /**
  * JSON bodies (every route that keeps Fastify's parser: NEXUS, Genesis, registrations, admin) pass the peer-input
  * guard first (src/http/json-guard.ts): not UTF-8, or nested too deep for what reads them (zod, jsonb), is a 400
- * naming the limit. Then Fastify's own parser, with the app's proto and constructor poisoning settings.
+ * naming the limit. Then Fastify's own parser, with the app's proto and constructor poisoning settings; the text
+ * stays on the request as `jsonText`.
  */
 import fp from 'fastify-plugin';
 import { checkJson } from '../http/json-guard';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The JSON body's text as received (set by this parser): for what must be passed on byte for byte. */
+    jsonText?: string;
+  }
+}
 
 export const jsonBodies = fp(
   async (app) => {
@@ -18,6 +26,7 @@ export const jsonBodies = fp(
       } catch (err) {
         return done(Object.assign(new Error(`Invalid JSON body: ${(err as Error).message}`), { statusCode: 400, code: 'SB_JSON_LIMIT' }), undefined);
       }
+      req.jsonText = text;
       // Fastify's default JSON parser answers through `done` (its type also allows a promise; this one never returns one).
       void parse(req, text, done);
     });

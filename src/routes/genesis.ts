@@ -55,7 +55,7 @@ export async function genesisRoutes(app: FastifyInstance, { service, store, allo
   app.post('/genesis/messages', { config: senders, schema: postSchema }, async (req, reply) => {
     try {
       // The answer's bytes as first sent: a replay is answered byte for byte.
-      const { status, text } = await service.handle(callerOf(req), req.body, req.headers);
+      const { status, text } = await service.handle(callerOf(req), req.body, req.headers, req.jsonText);
       return reply.code(status).type('application/json; charset=utf-8').send(text);
     } catch (err) {
       if (err instanceof EnvelopeError) return reply.code(err.status).send({ error: err.message });

@@ -1,6 +1,7 @@
 /**
  * A2A 0.2/0.3: namespace/verb methods, `kind` discriminators. @a2a-js/sdk's compat layer runs these calls; this
- * file adds what the coding-agent seed (004) sends: `tasks/get`/`tasks/cancel` with `{taskId}`, and a message
+ * file adds what the coding-agent seed (004) sends: `tasks/get`/`tasks/cancel` with `{taskId}` (a cancel of a
+ * finished task then a no-op, as its server has it), and a message
  * without a taskId that resumes the one task of its context waiting for input.
  */
 import { z } from 'zod';
@@ -10,6 +11,7 @@ import { legacyError } from '../rpc-errors';
 import * as S from '../schemas';
 import type { DialectContext, DialectDef, InternalCall } from './dialect';
 import { NO_EXTENDED_CARD, asIs } from './v1';
+import { isTerminal } from '../../../task/rules';
 
 /**
  * A call naming one task: `{id}` as the spec has it, or `{taskId}` as the coding-agent seed spells it (one of them,
@@ -53,17 +55,26 @@ export async function resumeByContext(method: string, p: LegacySend, ctx: Dialec
   return { method, params: p };
 }
 
+/**
+ * tasks/cancel. Spelled `{taskId}` (seed 004's coding agent, whose server treats a cancel of a finished task as a
+ * no-op), a finished task is answered as it is; spelled `{id}` (the spec), it is TaskNotCancelable (-32002).
+ */
+async function cancel03(p: TaskRef, ctx: DialectContext): Promise<InternalCall> {
+  const { id } = withId(p);
+  if (p.id === undefined) {
+    const task = await ctx.task(id);
+    if (task && isTerminal(task.status.state)) return { method: 'tasks/get', params: { id } };
+  }
+  return { method: 'tasks/cancel', params: { id, ...(p.metadata && { metadata: p.metadata }) } };
+}
+
 export const V03: DialectDef = {
   name: '0.3',
   methods: {
     'message/send': { params: S.LegacySendParams, runs: 'message/send', translate: (p: LegacySend, ctx) => resumeByContext('message/send', p, ctx) },
     'message/stream': { params: S.LegacySendParams, runs: 'message/stream', translate: (p: LegacySend, ctx) => resumeByContext('message/stream', p, ctx) },
     'tasks/get': { params: TaskRefParams, runs: 'tasks/get', translate: (p: TaskRef) => ({ method: 'tasks/get', params: withId(p) }) },
-    'tasks/cancel': {
-      params: TaskRefParams,
-      runs: 'tasks/cancel',
-      translate: (p: TaskRef) => ({ method: 'tasks/cancel', params: { id: withId(p).id, ...(p.metadata && { metadata: p.metadata }) } }),
-    },
+    'tasks/cancel': { params: TaskRefParams, runs: 'tasks/cancel', translate: cancel03 },
     ...asIs({ 'tasks/resubscribe': S.LegacyTaskIdParams, ...PUSH_METHOD_PARAMS['0.3'] }),
     'agent/getAuthenticatedExtendedCard': NO_EXTENDED_CARD,
   },
