@@ -1,6 +1,6 @@
 /** The activities that write PostgreSQL: the task projection, holds, and the settlement ledger. */
 import type { Pool, PoolClient } from 'pg';
-import { appendCall, appendParams, type LoggedEvent, type NewEvent, type StoredRow, storedEvents } from '../src/events/event-log';
+import { appendCall, appendParams, type LoggedEvent, type StoredRow, storedEvents } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
 import { prepared } from '../src/db/pool';
@@ -51,69 +51,12 @@ export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPoli
 }
 
 /**
- * The first turn of a fresh task, answered at once and completed, finished in one statement (the first exchange's,
- * activities/forward-message.ts): the events the turn relayed, then, unless the agent started child tasks through
- * Switchboard meanwhile (task_children), the task's final record and its settlement, as finishTask writes them. The
- * count and the writes share the statement's snapshot; with children only the relayed events are logged, and the
- * workflow finishes the task (their costs belong in its settlement). One append call takes the whole batch, so the
- * relayed events precede the final state in the log. `working`, the turn's `working` change when the first exchange
- * held it back, is logged first (its projection row is superseded by the final one). A task whose `working` change
- * was held back has no children: a child's front door waits for its parent's row, which that change writes.
- * @returns the children linked (none: the task was finished here).
- */
-export async function finishFirstTurn(
-  pool: Pool,
-  hub: EventHub,
-  policy: UnfundedPolicy,
-  rec: TaskRecord,
-  req: SettlementRequest,
-  relayed: NewEvent[],
-  working?: TaskRecord,
-): Promise<{ childrenLinked: number }> {
-  const { upsert, projection } = projectionOf(rec, '(SELECT n FROM kids) = 0');
-  const logged = [...(working?.event ? [working.event] : []), ...relayed];
-  const finished = [...logged, ...(rec.event ? [rec.event] : [])];
-  // appendParams: [tenant, taskId, batch, freshKeys, channel]; the batch is chosen by the count.
-  const [, , whole, , channel] = appendParams(rec.tenant, rec.task.id, finished);
-  const [, , relayedOnly] = appendParams(rec.tenant, rec.task.id, logged);
-  const p = projection.length;
-  const { rows } = await pool.query<Partial<SettledRow> & { n: number; seqs: string[] | null; keys: string[] | null }>(
-    prepared(
-      `WITH kids AS (SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2),
-     projection AS (${upsert})
-     SELECT k.n, a.seqs, a.keys, s.settlement_id, s.created, s.charged_minor
-       FROM kids k
-       CROSS JOIN LATERAL (
-         SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys
-           FROM switchboard_append_events($1, $2, (CASE WHEN k.n = 0 THEN $${p + 1} ELSE $${p + 2} END)::jsonb, false, $${p + 3})) AS a
-       LEFT JOIN LATERAL (SELECT * FROM ${settleCall(p + 4)} WHERE k.n = 0) AS s ON true`,
-      [...projection, whole, relayedOnly, channel, ...settleParams(policy, req)],
-    ),
-  );
-  const row = rows[0]!;
-  const stored = (row.seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: row.keys![i]! }));
-  if (working?.event) countStarted(working, stored.some((s) => s.stored_key === working.event!.key));
-  if (row.n > 0) {
-    hub.publish(rec.tenant, rec.task.id, storedEvents(logged, stored));
-    return { childrenLinked: row.n };
-  }
-  const outcome = outcomeOf(row as SettledRow);
-  recorded(hub, rec, storedEvents(finished, stored));
-  settled(req, outcome);
-  await healthAfter(pool, req);
-  return { childrenLinked: 0 };
-}
-
-/**
  * The task's projection row as an upsert: versions only grow, so a retried or late write never overwrites a newer
- * state. With `onlyIf`, a condition in the statement (finishFirstTurn's), the row is written only when it holds.
+ * state.
  */
-function projectionOf(rec: TaskRecord, onlyIf?: string): { upsert: string; projection: unknown[] } {
+function projectionOf(rec: TaskRecord): { upsert: string; projection: unknown[] } {
   const { task } = rec;
-  // A SELECT's parameters are typed by their casts (a VALUES list takes the columns' types).
-  const values = onlyIf
-    ? `SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::integer, $8::jsonb, $9::timestamptz, $10::text, $11::integer WHERE ${onlyIf}`
-    : 'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)';
+  const values = 'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)';
   return {
     upsert: `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
      ${values}

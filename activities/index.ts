@@ -11,7 +11,7 @@ import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../task/contracts';
 import type { CertificationOutcome } from '../task/contracts';
-import { finishFirstTurn, finishTask, holdFunds, recordTask, settleTask } from './bookkeeping';
+import { finishTask, holdFunds, recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { recordCertification } from './certification';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
@@ -57,7 +57,7 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
     forwardFirstExchange: (args: ForwardArgs) =>
       measuredForward(args, () =>
-        forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush, finishFirstTurn: (rec, req, relayed, working) => finishFirstTurn(pool, hub, unfundedAccounts, rec, req, relayed, working) }, args),
+        forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args),
       ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>

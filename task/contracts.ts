@@ -85,8 +85,8 @@ export interface TaskInput {
   /** A Genesis COMMAND's ttl (epoch ms): a first message still queued past it is dropped, never delivered. */
   expiresAt?: number;
   /**
-   * The patches this workflow takes without asking `patched()` (workflows/patches.ts): the front door's PATCH_LEVEL
-   * when it started the task. Unset for a workflow started before: it asks for each, as before.
+   * The way this workflow takes where the code changed (workflows/levels.ts): the front door's PATCH_LEVEL when it
+   * started the task. Unset (level 0) for a workflow started before levels: retired, refused.
    */
   patchLevel?: number;
   /** State carried across continue-as-new. */
@@ -195,22 +195,12 @@ export const FIRST_EXCHANGE_MS = 1_000;
  */
 export type FirstExchange = (ForwardResult & FirstAnswer) | { handoff: AgentTaskRef | null; why: string; adopt?: string };
 
-/**
- * What a fresh task's first exchange needs to finish the task itself when the agent completes it at once (its final
- * record and settlement, task-state.ts finishedFirstTurn): the settlement's parts that only the workflow knows.
- */
-export interface TurnFinish {
-  requester: string;
-  priceMinor: number;
-  /** What the task reserved (Funding.heldMinor): the cost's cap. */
-  heldMinor: number;
-}
-
 /** What the first exchange adds to an agent's terminal answer: the workflow settles the task in the same workflow task. */
 export interface FirstAnswer {
   /**
-   * The task's final status time, set by the first exchange that finished the task (args.finish), and whether its
-   * record and settlement were written (`written`); if not, the workflow writes the same, with this time.
+   * Only in histories recorded at patch level 3: that level's first exchange could finish a fresh task itself
+   * (its final status time, and whether it wrote the final record and the settlement). Today's never does: the
+   * workflow replays such a result as it was (workflows/levels.ts), and settles every other task itself.
    */
   finish?: { at: string; written: boolean };
   /**
@@ -334,5 +324,5 @@ export type GenesisEventWorkflow = (input: GenesisEventInput) => Promise<Record<
 /** The task workflow, as clients start it (workflows/task-workflow.ts). */
 export type TaskWorkflow = (input: TaskInput) => Promise<WireTask>;
 
-/** The level the front door starts new task workflows at (workflows/patches.ts says what each level changes). */
-export const PATCH_LEVEL = 3;
+/** The level the front door starts new task workflows at (workflows/levels.ts says what each level changes). */
+export const PATCH_LEVEL = 4;

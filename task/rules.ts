@@ -5,7 +5,7 @@
  */
 import type { StreamEvent, TaskState, WireMessage, WireTask } from './wire';
 import type { FailureTypes } from './messages';
-import type { ForwardResult, MessageAnswer, SettlementRequest, TaskInput, TaskRecord, TrustOutcome, TurnFinish } from './contracts';
+import type { ForwardResult, MessageAnswer, SettlementRequest, TaskInput, TaskRecord, TrustOutcome } from './contracts';
 
 const TERMINAL: ReadonlySet<TaskState> = new Set([
   'TASK_STATE_COMPLETED',
@@ -114,20 +114,6 @@ export function settlementOf(
     startedAt: rec.createdAt,
     endedAt: p.endedAt,
   };
-}
-
-/**
- * A fresh task that its first turn's agent completed at once, finished as the workflow finishes it (the steps
- * above): the record after `start` (the turn's `working` change) and the settlement. Run by the first exchange
- * (activities/forward-message.ts), which writes both where the workflow would have, in its own local activity.
- */
-export function finishedFirstTurn(start: TaskRecord, answer: ForwardResult, at: string, f: TurnFinish): { record: TaskRecord; settlement: SettlementRequest } {
-  const task: WireTask = { ...start.task };
-  takeAnswer(task, answer);
-  task.status = statusOf(answer.state, at, answer.statusMessage);
-  const base = { tenant: start.tenant, agentId: start.agentId, createdAt: start.createdAt, parentTaskId: start.parentTaskId, depth: start.depth };
-  const amountMinor = ownCostOf(task.status.state, answer.costMinor, f.priceMinor, f.heldMinor);
-  return { record: recordOf(base, task, start.version + 1), settlement: settlementOf(start, task, { requester: f.requester, amountMinor, endedAt: at }) };
 }
 
 /** `TASK_STATE_INPUT_REQUIRED` → `input-required`: the spelling operators see in Temporal UI and the 0.3 dialect uses. */

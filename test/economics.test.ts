@@ -42,19 +42,7 @@ before(async () => {
         crashMaybe('holdFunds', req.taskId);
         return r;
       },
-      // A task its agent completed at once is settled by its first exchange (activities/forward-message.ts finishHere):
-      // a crash after that commit is the first exchange not hearing back, which leaves the write to finishTask.
-      async forwardFirstExchange(args) {
-        const r = await real.forwardFirstExchange(args);
-        if (!('finish' in r) || !r.finish?.written) return r;
-        try {
-          crashMaybe('finishTask', args.gatewayTaskId);
-          return r;
-        } catch {
-          return { ...r, finish: { ...r.finish, written: false } };
-        }
-      },
-      // Any other task settles in finishTask (its final record and settlement in one transaction).
+      // Every task settles in the workflow's finishTask (its final record and settlement in one transaction).
       async finishTask(rec, req) {
         const r = await real.finishTask(rec, req);
         crashMaybe('finishTask', req.taskId);

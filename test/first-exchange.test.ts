@@ -4,11 +4,10 @@
  * no activity. A turn still running after FIRST_EXCHANGE_MS is handed to the forwarding activity, which adopts the
  * running turn: the message is sent once, a stream is never cut, and a cancel still reaches the agent.
  */
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Task, TaskState } from '@a2a-js/sdk';
-import { type Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import type { Client } from '@a2a-js/sdk/client';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
@@ -17,8 +16,6 @@ import { CountingSlowExecutor, SlowExecutor, ignoresNonBlocking } from './agents
 import { artifactEvent, startV1Agent, taskEvent, type AgentOptions } from './agents/v1';
 import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, textOf } from './helpers/harness';
 import { workflowIdOf } from '../task/messages';
-import { recordTask } from '../activities/bookkeeping';
-import { heldRows } from '../src/events/held-rows';
 import { FIRST_EXCHANGE_MS } from '../task/contracts';
 
 let gw: Gateway;
@@ -83,7 +80,7 @@ async function historyOf(taskId: string, ended = false) {
 
 // These answer within the first exchange's second: one at a time, so the hand-over tests' agents do not slow them past it.
 describe('the first exchange of a blocking turn', () => {
-  test('an agent that answers at once: recorded, settled and answered by the first workflow task, in one local activity', async () => {
+  test('an agent that answers at once: recorded, settled and answered by the first workflow task, in two local activities', async () => {
     const echo = await agents.add(startEchoAgent({ streaming: false }));
     const task = await sendText(await clientFor(echo.url), 'hello');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
@@ -95,14 +92,14 @@ describe('the first exchange of a blocking turn', () => {
     assert.equal(rows.length, 1);
     assert.equal(rows[0].state, 'TASK_STATE_COMPLETED');
     assert.equal(rows[0].final_state, 'TASK_STATE_COMPLETED');
-    // The first exchange wrote the final record; the workflow's task is the same (its status time included).
+    // The workflow wrote the final record; the projection's task is the client's (its status time included).
     assert.deepEqual(rows[0].task.status, task.status);
     assert.deepEqual(rows[0].task.artifacts, task.artifacts);
     const h = await historyOf(task.id, true);
     assert.equal(h.answeredIn, 1, "the client's answer left with the first workflow task");
     assert.equal(h.workflowTasks, 2, 'the workflow ended in a second (after a timer, so that signals sent meanwhile are taken)');
     assert.deepEqual(h.activities, [], 'the agent was called by a local activity');
-    assert.equal(h.localActivities, 1, 'the first exchange also wrote the final record and the settlement');
+    assert.equal(h.localActivities, 2, "the first exchange called the agent; the workflow's own local activity wrote the final record and the settlement");
     // Started at the front door's patch level, the workflow takes its patched paths without asking (workflows/patches.ts).
     assert.deepEqual(h.otherMarkers, [], 'no patch markers');
     // No TemporalChangeVersion upserts, and `working` is not shown in the workflow task that ends the turn.
@@ -110,7 +107,7 @@ describe('the first exchange of a blocking turn', () => {
     assert.equal(methods(echo, 'SendMessage').length, 1);
   });
 
-  test("a streaming agent that answers at once: the working change, its events, the final state and the settlement are one transaction", async () => {
+  test("a streaming agent that answers at once: its events precede the final state, which is one transaction with the settlement", async () => {
     const echo = await agents.add(startEchoAgent({ streaming: true }));
     const task = await sendText(await clientFor(echo.url), 'all at once');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
@@ -125,12 +122,10 @@ describe('the first exchange of a blocking turn', () => {
       'SELECT t.xmin::text AS task_tx, s.xmin::text AS settled_tx FROM tasks t JOIN settlements s ON s.tenant = t.tenant AND s.task_id = t.task_id WHERE t.tenant = $1 AND t.task_id = $2',
       ['default', task.id],
     );
-    assert.deepEqual(relayed.map((e) => e.tx), relayed.map(() => last), "the agent's events were written with the final state");
-    assert.deepEqual(rows, [{ task_tx: last, settled_tx: last }], 'and with the final record and the settlement');
-    assert.equal(events[1]!.tx, last, 'and the working change, held back while the agent was called');
+    assert.deepEqual(rows, [{ task_tx: last, settled_tx: last }], 'the final record and the settlement: one transaction, the last event');
   });
 
-  test('a first exchange that cannot write the finished task: the workflow writes it, the agent is not called again', async () => {
+  test('PostgreSQL refuses the finished task once: the workflow writes it again, the agent is not called again', async () => {
     const echo = await agents.add(startEchoAgent({ streaming: false }));
     const client = await clientFor(echo.url);
     // PostgreSQL refuses the finished task's record once (a sequence: nextval is not rolled back with the failed write).
@@ -153,9 +148,9 @@ describe('the first exchange of a blocking turn', () => {
         ['default', task.id],
       );
       assert.equal(rows.length, 1, 'recorded and settled once');
-      assert.deepEqual(rows[0].task.status, task.status, "the workflow wrote the first exchange's record: its status time");
+      assert.deepEqual(rows[0].task.status, task.status, "the workflow's record is the client's: its status time");
       const h = await historyOf(task.id, true);
-      assert.equal(h.localActivities, 2, "the workflow's own local activity wrote it");
+      assert.equal(h.localActivities, 2, "the workflow's own local activity wrote it, retried");
       assert.equal(h.answeredIn, 1);
       assert.equal(methods(echo, 'SendMessage').length, 1, 'the agent was called once');
       const { rows: tried } = await gw.db.pool.query(`SELECT last_value FROM ${marker.replace(/-/g, '_')}`);
@@ -168,7 +163,7 @@ describe('the first exchange of a blocking turn', () => {
   });
 
   test("PostgreSQL refuses the task's working change once, after the agent answered: the turn re-attaches, the task completes", async () => {
-    // It answers after the first exchange's hold (FINISH_HOLD_MS): the working change is written while it works.
+    // The working change is written while it works.
     const echo = await agents.add(startV1Agent(new SlowExecutor(200), 'Slow', 'Answers in 200 ms', { streaming: true }));
     const client = await clientFor(echo.url);
     const marker = `working_fault_${Date.now()}`;
@@ -284,40 +279,6 @@ describe('the first exchange of a blocking turn', () => {
       const keys = await logKeys(task.id);
       assert.deepEqual([keys[0], keys[1], keys.at(-1)], ['v0', 'v1', 'v2'], keys.join(' '));
     });
-  });
-
-  test("a child's front door has its parent's held-back row written at once when the parent runs in this process", async () => {
-    const leaf = await agents.add(startEchoAgent({ streaming: false }));
-    const leafId = (await register(gw, leaf.url)).id;
-    const parentAgent = await register(gw, (await agents.add(startEchoAgent({ streaming: false }))).url);
-    const key = await agentKey(gw, parentAgent.id);
-    // A parent claimed and not recorded, whose first row this process holds back, as its first exchange would.
-    const parentId = randomUUID();
-    await gw.db.pool.query('INSERT INTO message_tasks (tenant, message_id, task_id, agent_id) VALUES ($1, $2, $3, $4)', ['default', randomUUID(), parentId, parentAgent.id]);
-    const at = new Date().toISOString();
-    const working = { tenant: 'default', agentId: parentAgent.id, task: { id: parentId, contextId: randomUUID(), status: { state: 'TASK_STATE_WORKING' as const, timestamp: at } }, version: 1, createdAt: at };
-    let written: Promise<void> | undefined;
-    const unhold = heldRows.hold('default', parentId, () => (written = recordTask(gw.db.pool, gw.hub, working)));
-    try {
-      // Without the release the front door would wait out its 5 s for the row and refuse the parent as unknown.
-      const withParent: typeof fetch = (input, init) => {
-        const headers = new Headers(init?.headers);
-        headers.set('authorization', `Bearer ${key}`);
-        headers.set('x-switchboard-parent-task', parentId);
-        return fetch(input, { ...init, headers });
-      };
-      const client = await new ClientFactory(
-        ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl: withParent })] }),
-      ).createFromUrl(`${gw.url}/agents/${leafId}/.well-known/agent-card.json`, '');
-      const child = await sendText(client, 'from a parent being recorded');
-      assert.equal(child.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(child.status));
-      assert.ok(written, "the child's front door asked for the parent's row");
-      await written;
-      const { rows } = await gw.db.pool.query('SELECT parent_task_id, depth FROM tasks WHERE tenant = $1 AND task_id = $2', ['default', child.id]);
-      assert.deepEqual(rows, [{ parent_task_id: parentId, depth: 1 }]);
-    } finally {
-      unhold();
-    }
   });
 
   test('a first exchange that fails and backs off shows the task working before the backoff; the activity completes it', async () => {

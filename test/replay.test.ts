@@ -16,6 +16,11 @@
  *   level must replay them too.
  * - task-*-at-patch-level-2: the same at level 2, where the task's state is upserted only when it changes and a turn
  *   its first exchange ends shows no `working`.
+ * - task-*-at-patch-level-3: recorded with scripts/record-histories.ts from the code before level 4 (a first exchange
+ *   that finished its task itself, timers to order the workflow's end): a streaming and a non-streaming agent's task
+ *   answered at once, one returned at once, two turns (input-required, then completed), and a canceled one.
+ * Levels 0–2 are retired (workflows/levels.ts): a worker refuses their histories with a message that says how to drain
+ * them; from level 3 on they replay.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,13 +35,28 @@ const DIR = path.join(__dirname, 'fixtures/histories');
 test('task workflow histories recorded by earlier code replay without nondeterminism', async () => {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
-  assert.ok(files.length >= 23, 'the fixtures are there');
+  assert.ok(files.length >= 28, 'the fixtures are there');
   const bundle = await workflowBundle();
-  for (const file of files) {
+  const replayed = files.filter((f) => /at-patch-level-([3-9])/.test(f));
+  assert.ok(replayed.length >= 5, 'level-3 fixtures are there');
+  for (const file of replayed) {
     // Proto JSON as fetchHistory's result serialises (enum names, int64 and bytes as strings). fromObject, not the
     // SDK's historyFromJSON: that one trips over the two copies of protobufjs in node_modules ('type must be a Type').
     const history = temporal.api.history.v1.History.fromObject(JSON.parse(readFileSync(path.join(DIR, file), 'utf8')));
     // Throws DeterminismViolationError (or a failed workflow task) when today's code issues other commands.
     await Worker.runReplayHistory({ workflowBundle: bundle }, history, file);
+  }
+});
+
+test('histories of retired patch levels are refused with a message that says how to drain them', async () => {
+  const files = readdirSync(DIR).filter((f) => f.endsWith('.json') && !/at-patch-level-([3-9])/.test(f));
+  assert.ok(files.length >= 18, 'the fixtures are there');
+  const bundle = await workflowBundle();
+  for (const file of files) {
+    const history = temporal.api.history.v1.History.fromObject(JSON.parse(readFileSync(path.join(DIR, file), 'utf8')));
+    await assert.rejects(Worker.runReplayHistory({ workflowBundle: bundle }, history, file), (err: Error) => {
+      assert.match(String(err.cause ?? err.message), /started at patch level [0-2]; this Switchboard runs task workflows from level 3 on/, file);
+      return true;
+    });
   }
 });

@@ -16,7 +16,7 @@ let gw: Gateway;
 const agents = new AgentPool();
 /** While true, the first attempt of each settlement fails *after* committing: a crash at the worst moment. */
 let crashAfterSettling = false;
-/** Settlement attempts per task id (the first exchange's, finishTask's). */
+/** Settlement attempts per task id (finishTask's). */
 const settleAttempts = new Map<string, number>();
 /** Agent calls whose message text is this behave as on a worker that dies the moment it learns of a cancel. */
 const DIES_ON_CANCEL = 'die when canceled';
@@ -38,15 +38,7 @@ before(async () => {
         await new Promise((r) => setTimeout(r, 4_000));
         throw new Error('this worker is gone');
       },
-      // A task its agent completed at once is settled by its first exchange (activities/forward-message.ts finishHere):
-      // a crash after that commit is the first exchange not hearing back, which leaves the write to finishTask.
-      async forwardFirstExchange(args) {
-        const r = await real.forwardFirstExchange(args);
-        if (!('finish' in r) || !r.finish?.written) return r;
-        settleAttempts.set(args.gatewayTaskId, (settleAttempts.get(args.gatewayTaskId) ?? 0) + 1);
-        return crashAfterSettling ? { ...r, finish: { ...r.finish, written: false } } : r;
-      },
-      // Any other task settles in finishTask (its final record and settlement in one transaction).
+      // Every task settles in the workflow's finishTask (its final record and settlement in one transaction).
       async finishTask(rec, req) {
         settleAttempts.set(req.taskId, (settleAttempts.get(req.taskId) ?? 0) + 1);
         const outcome = await real.finishTask(rec, req);
@@ -314,6 +306,25 @@ describe('cancel', () => {
     assert.equal(slow.cancels.length, 1, 'the cancel reached the agent');
     const again = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
     assert.equal(again.status.state, 'TASK_STATE_CANCELED');
+    const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+    assert.equal(got.status.state, 'TASK_STATE_CANCELED');
+    const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
+    assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
+    assert.equal(Number(settlement.amount_minor), 0);
+  });
+
+  test("Temporal UI's Request Cancellation is an A2A cancel: the agent told, the task canceled and settled, the workflow Canceled", async () => {
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
+    const { client } = await clientFor(slow.url);
+    const task = await send(client, 'forever', { configuration: { returnImmediately: true } });
+    await eventually(() => slow.calls.length > 0 || undefined, 10_000, 'the agent to be called');
+    // What Temporal UI's button does: a workflow cancel request, through a real Temporal client.
+    const handle = gw.env.client.workflow.getHandle(workflowIdOf('default', task.id));
+    await eventually(async () => (await gw.db.pool.query('SELECT 1 FROM tasks WHERE task_id = $1', [task.id])).rows.length > 0 || undefined, 10_000, 'the task recorded');
+    await handle.cancel();
+    await assert.rejects(handle.result(), (err: Error) => err.name === 'WorkflowFailedError' && (err.cause as Error)?.name === 'CancelledFailure');
+    assert.equal((await handle.describe()).status.name, 'CANCELLED', 'Temporal UI shows it Canceled');
+    assert.equal(slow.cancels.length, 1, 'the cancel reached the agent');
     const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
     assert.equal(got.status.state, 'TASK_STATE_CANCELED');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');

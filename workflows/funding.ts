@@ -3,7 +3,6 @@
  * first message is answered only once that is decided. Deterministic: @temporalio/workflow APIs only.
  */
 import { ApplicationFailure, CancellationScope, proxyLocalActivities } from '@temporalio/workflow';
-import { patchedAt } from './patches';
 import type { createActivities } from '../activities';
 import { FailureTypes } from '../task/messages';
 import { holdOf } from '../task/rules';
@@ -55,10 +54,6 @@ export class Funding {
    * the settlement that should release it. @returns undefined when funded, else why not (the task is rejected).
    */
   async reserve(): Promise<string | undefined> {
-    if (!patchedAt(this.input.patchLevel, 'hold-before-forward')) {
-      this.decision = 'funded';
-      return undefined;
-    }
     const { input } = this;
     const r = await CancellationScope.nonCancellable(() =>
       bookkeeping.holdFunds({ tenant: input.tenant, taskId: input.taskId, agentId: input.agent.agentId, requester: input.requester, amountMinor: this.holdMinor }),

@@ -7,7 +7,6 @@ import { CancellationScope, condition, getExternalWorkflowHandle, proxyActivitie
 import type { createActivities } from '../activities';
 import type { TaskState, WireTask } from '../task/wire';
 import { childTaskSignal, workflowIdOf } from '../task/messages';
-import { patchedAt } from './patches';
 import { stateLabel } from '../task/rules';
 import type { ChildTask, TaskInput } from '../task/contracts';
 
@@ -70,7 +69,7 @@ export class Job {
   cancelChildren(): Promise<number> {
     this.canceled ??= CancellationScope.nonCancellable(async () => {
       const open = this.children.filter((c) => !c.state);
-      if (open.length === 0 || !patchedAt(this.input.patchLevel, 'multi-agent-jobs')) return 0;
+      if (open.length === 0) return 0;
       await Promise.all(open.map((c) => control.cancelChildTask({ tenant: this.input.tenant, taskId: c.taskId }).catch(() => undefined)));
       return open.length;
     });
@@ -85,7 +84,7 @@ export class Job {
   /** A child reports its end, with its whole cost, to its parent (which may have ended already). */
   async reportToParent(state: TaskState, ownCostMinor: number): Promise<void> {
     const { input, task } = this;
-    if (!input.parentTaskId || !patchedAt(this.input.patchLevel, 'multi-agent-jobs')) return;
+    if (!input.parentTaskId) return;
     const report: ChildTask = { taskId: task.id, agentId: input.agent.agentId, state, totalCostMinor: ownCostMinor + this.childrenCostMinor() };
     await getExternalWorkflowHandle(workflowIdOf(input.tenant, input.parentTaskId))
       .signal(childTaskSignal, report)

@@ -47,7 +47,9 @@ export class PushDelivery {
   watch(configId: string): void {
     if (this.loops.has(configId)) return;
     this.status.set(configId, { cursor: 0 });
-    this.scope ??= new CancellationScope({ cancellable: true, parent: this.parent });
+    // Shielded from the workflow's own cancel (a cancel requested through Temporal): the canceled task's webhooks still
+    // hear how it ended; stop() cancels the loops' scope itself.
+    this.scope ??= new CancellationScope({ cancellable: true, parent: new CancellationScope({ cancellable: false, parent: this.parent }) });
     this.loops.set(configId, this.scope.run(() => this.deliver(configId)));
   }
 

@@ -1,12 +1,13 @@
 /**
- * One workflow per A2A task. It owns the task's state machine:
+ * One workflow per A2A task. It owns the task's state machine, and is the only place that settles the task:
  *   submitted → working → (input-required | auth-required ↔ working) → completed | failed | canceled | rejected
- * Client messages arrive as `sendMessage` updates (updateId = messageId), the agent is called by the
- * `forwardMessage` activity, every state change is written to the PostgreSQL projection, and a terminal
- * task is settled exactly once. Deterministic: only @temporalio/workflow APIs, no I/O.
+ * Client messages arrive as `sendMessage` updates (updateId = messageId) and each becomes a turn (`turn`): the agent
+ * is called by the forwarding activities (a blocking turn's first exchange as a local activity, the rest as the
+ * `forwardMessage` activity), which report the turn's outcome and write nothing but the turn's `working` change and
+ * the events the agent streams. A cancel (`cancel`) ends the task canceled. Once terminal, `finish` records the final
+ * state and settles the task exactly once. Deterministic: only @temporalio/workflow APIs, no I/O.
  */
 import {
-  ActivityCancellationType,
   ApplicationFailure,
   CancelledFailure,
   CancellationScope,
@@ -14,397 +15,411 @@ import {
   condition,
   continueAsNew,
   isCancellation,
-  proxyActivities,
-  proxyLocalActivities,
-  setCurrentDetails,
   setHandler,
   sleep,
   TimeoutFailure,
-  upsertSearchAttributes,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { createActivities } from '../activities';
 import type { TaskState, WireMessage, WireTask } from '../task/wire';
 import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase } from './failures';
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
-import { FailureTypes, SA_STATE, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate, workflowIdOf } from '../task/messages';
-import { atLevel, patchedAt } from './patches';
+import { atLevel, refuseRetiredLevel } from './levels';
+import { FailureTypes, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../task/messages';
 import { PushDelivery } from './push-delivery';
+import { agentControl, agentControlAfterFailure, bookkeeping, firstExchanges, forwardingFor, NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
+import { TaskShown, textOf } from './task-shown';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from '../task/rules';
-import { type AgentRpcError, type AgentTaskRef, DEFAULT_TASK_TIMEOUT_MS, FIRST_EXCHANGE_MS, type FirstAnswer, type ForwardResult, followsByPush, type TaskInput, type TaskRecord, type TrustOutcome, type TurnFinish } from '../task/contracts';
+import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, followsByPush, type SendMessageArgs, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
 
-type Activities = ReturnType<typeof createActivities>;
-
-/** Bookkeeping writes are short and must eventually succeed: local activities, retried until PostgreSQL answers. */
-const bookkeeping = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
-});
-
-/** Canceling at the agent is retried until the agent answers, for at most an hour. */
-const agentControl = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  scheduleToCloseTimeout: '1 hour',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-});
-
-/** After a lost turn the agent is asked to cancel for a minute at most: the task's settlement waits for it. */
-const agentControlAfterFailure = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  scheduleToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' },
-});
-
-/**
- * A blocking turn's first exchange with the agent, inside the workflow task that starts the turn (see
- * forwardFirstExchange): one attempt, which ends within FIRST_EXCHANGE_MS (plus a PostgreSQL write in flight) with
- * the agent's answer or a hand-over; the timeout is a backstop. A failure is the turn's first attempt (forward()).
- */
-const firstExchanges = proxyLocalActivities<Activities>({
-  startToCloseTimeout: 3 * FIRST_EXCHANGE_MS + 15_000,
-  retry: { maximumAttempts: 1 },
-  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-});
+export { NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 
 /** The agent's task states that a client's cancel, requested before they arrived, overrides. */
 const FAILED_AT_AGENT: TaskState[] = ['TASK_STATE_FAILED', 'TASK_STATE_REJECTED'];
-
-/** Failures of the forwarding activity that retrying cannot fix (see activities/forward-message.ts). */
-export const NON_RETRYABLE_FORWARD_ERRORS = ['AgentRejected', 'InvalidAgentResponse', 'AgentUnreachable'];
 /** The pause before a turn lost to the database runs again (doubling, up to the max). */
 const DATABASE_RETRY_FIRST_MS = 1_000;
 const DATABASE_RETRY_MAX_MS = 60_000;
+/** How long a task whose agent linked child tasks waits for their links (their signals) before it settles anyway. */
+const CHILD_LINKS_WAIT = '1 minute';
+
+type Outcome = (ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string };
+type FirstExchangeArgs = Parameters<typeof firstExchanges.forwardFirstExchange>[0];
 
 export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
-  const { carry, agent } = input;
-  // ---- the task and what the workflow knows beside it ----
-  const task: WireTask = carry?.task ?? submittedTask(input.taskId, input.contextId, input.submittedAt ?? new Date().toISOString());
-  const createdAt = carry?.createdAt ?? new Date().toISOString();
-  let agentTaskId = carry?.agentTaskId;
-  let agentContextId = carry?.agentContextId;
-  let costMinor = carry?.costMinor;
-  // Set when a terminal state has a more specific cause than its A2A state (see TrustOutcome).
-  let trustOutcome: TrustOutcome | undefined;
-  let version = carry?.version ?? 0;
-  // Bumped once a change is committed to the event log: push deliveries wait on it for something new.
-  let logged = version;
-  /** Messages not yet sent to the agent, and whether their sender waits for the turn's end. */
-  const inbox: { message: WireMessage; blocking: boolean }[] = [];
-  // Turn counters let a blocking sender wait for the end of *its* turn.
-  let turnsAccepted = 0;
-  let turnsDone = 0;
-  /** The agent's task of the current turn has ended (nothing to cancel there). */
-  let agentTaskEnded = false;
-  /** The agent's JSON-RPC error that ended the first turn, for its sender. */
-  let firstTurnError: AgentRpcError | undefined;
-  /**
-   * The last turn ended in the workflow task that started it (its first exchange answered). Signals sent meanwhile
-   * (a child task the agent started through Switchboard, linked) reach the workflow only in its next workflow task,
-   * so the workflow never ends in this one: completing with a signal pending, the server would refuse the workflow
-   * task, and the first exchange (the agent call) would run again. The task is settled in it all the same, so its
-   * answer leaves after its last write, unless the agent linked children this workflow has not heard of yet
-   * (`childrenLinked`, read by the first exchange): their costs belong in the settlement.
-   */
-  let answeredInWorkflowTask = false;
-  /**
-   * Level 2 (workflows/patches.ts): the A2ATaskState value last upserted (the front door starts the task `submitted`;
-   * a continued run shows its first change), and whether a first exchange running holds `working` back.
-   */
-  let shownState: TaskState | undefined = carry ? undefined : 'TASK_STATE_SUBMITTED';
-  let stateHeldBack = false;
-  let childrenLinked = 0;
-  /** The first exchange wrote the task's final record and its settlement (activities/forward-message.ts finishHere). */
-  let finishedByFirstExchange = false;
-  const state = (): TaskState => task.status.state;
+  refuseRetiredLevel(input);
+  return new TaskMachine(input).run();
+}
 
-  const funding = new Funding(input);
-  const job = new Job(input, task);
-  const push = new PushDelivery({
-    tenant: input.tenant,
-    taskId: task.id,
-    retryInitialMs: input.pushRetryInitialMs,
-    state,
-    logged: () => logged,
-    changed: showDetails,
-  });
-  // The retry policy bounds each exchange with the agent inside the activity, not the agent's work: an attempt
-  // follows the agent's task for up to taskTimeoutMs (the activity ends itself then, canceling it at the agent;
-  // Temporal's timeout is the backstop), and a dead worker is noticed by the heartbeat timeout.
-  const forwardingOptions = {
-    startToCloseTimeout: (agent.retry.taskTimeoutMs ?? DEFAULT_TASK_TIMEOUT_MS) + 2 * agent.retry.attemptTimeoutMs + 10_000,
-    heartbeatTimeout: Math.min(10_000, agent.retry.attemptTimeoutMs),
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: {
-      maximumAttempts: agent.retry.maxAttempts,
-      initialInterval: agent.retry.initialIntervalMs,
-      backoffCoefficient: agent.retry.backoffCoefficient,
-      nonRetryableErrorTypes: NON_RETRYABLE_FORWARD_ERRORS,
-    },
-  };
-  const forwarding = proxyActivities<Activities>(forwardingOptions);
-  /** The attempts after a first exchange that failed (it was attempt 1): the policy's, one fewer, backoff from its second interval. */
-  const laterAttempts = proxyActivities<Activities>({
-    ...forwardingOptions,
-    retry: {
-      ...forwardingOptions.retry,
-      maximumAttempts: agent.retry.maxAttempts - 1,
-      initialInterval: agent.retry.initialIntervalMs * agent.retry.backoffCoefficient,
-      maximumInterval: 100 * agent.retry.initialIntervalMs, // Temporal's default for the policy itself
-    },
-  });
+/** The task's state machine: its state, and the handlers for what clients, the gateway and the activities send it. */
+class TaskMachine {
+  private readonly task: WireTask;
+  private readonly createdAt: string;
+  private agentTaskId?: string;
+  private agentContextId?: string;
+  private costMinor?: number;
+  /** Set when a terminal state has a more specific cause than its A2A state (see TrustOutcome). */
+  private trustOutcome?: TrustOutcome;
+  private version: number;
+  /** Bumped once a change is committed to the event log: push deliveries wait on it for something new. */
+  private logged: number;
+  /** Messages not yet sent to the agent, and whether their sender waits for the turn's end. */
+  private readonly inbox: { message: WireMessage; blocking: boolean }[] = [];
+  /** Turn counters let a blocking sender wait for the end of *its* turn. */
+  private turnsAccepted = 0;
+  private turnsDone = 0;
+  /** The agent's task of the current turn has ended (nothing to cancel there). */
+  private agentTaskEnded = false;
+  /** The agent's JSON-RPC error that ended the first turn, for its sender. */
+  private firstTurnError?: AgentRpcError;
+  /**
+   * The last turn ended in the workflow task that started it (its first exchange answered). A local activity's
+   * result is durable only once its workflow task completes, and the server refuses to complete a workflow (or
+   * continue it as new) in a workflow task while a signal or update arrived meanwhile: that workflow task would run
+   * again, and the first exchange (the agent call) with it. So the workflow never ends in it (`endsInOwnWorkflowTask`).
+   */
+  private answeredInWorkflowTask = false;
+  /** Child tasks the agent started through Switchboard, as the first exchange counted them in PostgreSQL. */
+  private childrenLinked = 0;
+  /** Level 3 only: that level's first exchange wrote the final record and the settlement (workflows/levels.ts). */
+  private settledByFirstExchange = false;
+  /** The scope turns run in: a cancel cancels it. */
+  private readonly main = new CancellationScope();
+  private readonly funding: Funding;
+  private readonly job: Job;
+  private readonly push: PushDelivery;
+  private readonly shown: TaskShown;
+  private readonly forwarding: ReturnType<typeof forwardingFor>;
+
+  constructor(private readonly input: TaskInput) {
+    const { carry } = input;
+    this.task = carry?.task ?? submittedTask(input.taskId, input.contextId, input.submittedAt ?? new Date().toISOString());
+    this.createdAt = carry?.createdAt ?? new Date().toISOString();
+    this.agentTaskId = carry?.agentTaskId;
+    this.agentContextId = carry?.agentContextId;
+    this.costMinor = carry?.costMinor;
+    this.version = carry?.version ?? 0;
+    this.logged = this.version;
+    this.funding = new Funding(input);
+    this.job = new Job(input, this.task);
+    this.shown = new TaskShown(input.tenant, this.task, Boolean(carry));
+    this.push = new PushDelivery({
+      tenant: input.tenant,
+      taskId: this.task.id,
+      retryInitialMs: input.pushRetryInitialMs,
+      state: () => this.state,
+      logged: () => this.logged,
+      changed: () => this.showDetails(),
+    });
+    this.forwarding = forwardingFor(input.agent);
+    this.listen();
+  }
+
+  private get state(): TaskState {
+    return this.task.status.state;
+  }
+
+  /**
+   * Turns until a terminal state (or a cancel), then the task's end. A cancel requested through Temporal (Temporal
+   * UI's Request Cancellation: the workflow's root scope, which `main` is a child of) is an A2A cancel: the agent
+   * told, the task ended `canceled`, recorded and settled; at level 4 the workflow then ends Canceled.
+   */
+  async run(): Promise<WireTask> {
+    const root = CancellationScope.current();
+    try {
+      await this.main.run(() => this.converse());
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+      await CancellationScope.nonCancellable(() => this.cancel()); // cleanup must finish even though this scope was canceled
+    }
+    if (!atLevel(this.input.patchLevel, 4)) {
+      await this.finish();
+      return this.task;
+    }
+    // The task's end runs to its end whatever is canceled meanwhile: it is recorded, settled and delivered once.
+    await CancellationScope.nonCancellable(() => this.finish());
+    if (root.consideredCancelled && this.state === 'TASK_STATE_CANCELED') {
+      throw new CancelledFailure('A2A task canceled through Temporal (its workflow cancel request); recorded and settled');
+    }
+    return this.task;
+  }
 
   // ---- handlers: what clients, the gateway and the activities send the task ----
-  setHandler(childTaskSignal, (c) => {
-    job.childChanged(c);
-    showDetails();
-  });
-  job.show();
-  setHandler(pushConfigSignal, (id) => push.watch(id));
-  for (const id of carry?.pushConfigIds ?? []) push.watch(id);
-  setHandler(getTaskQuery, (historyLength?: number) => viewTask(task, historyLength));
-  setHandler(agentTaskSignal, (ref) => {
-    agentTaskId = ref.agentTaskId;
-    agentContextId = ref.agentContextId ?? agentContextId;
-  });
-  setHandler(agentTaskQuery, () => (agentTaskId ? { agentTaskId, agentContextId } : undefined));
 
-  setHandler(
-    sendMessageUpdate,
-    async ({ message, returnImmediately, historyLength, pushConfigIds }) => {
-      const turn = ++turnsAccepted;
-      for (const id of pushConfigIds ?? []) push.watch(id);
-      const own = { ...message, taskId: task.id, contextId: task.contextId };
-      task.history = [...(task.history ?? []), own];
-      inbox.push({ message: own, blocking: !returnImmediately });
-      if (state() !== 'TASK_STATE_SUBMITTED') setStatus('TASK_STATE_WORKING');
-      // The first message is answered only once its hold is decided, so a client without the funds gets an
-      // error instead of a task (the task itself ends rejected, and is settled like any other).
-      // (Each condition costs the activation one more pass into the workflow sandbox: only wait when needed.)
-      if (funding.pending) await condition(() => !funding.pending || isTerminal(state()));
-      const refusal = funding.refusal();
-      if (refusal) throw refusal;
-      if (!returnImmediately) await condition(() => turnsDone >= turn || isTerminal(state()));
-      // The agent refused a new task with a JSON-RPC error: its client gets that error (code and message), as it
-      // would calling the agent itself; the task has ended failed, saying the same.
-      if (turn === 1 && firstTurnError && patchedAt(input.patchLevel, 'agent-error-to-client')) {
-        throw ApplicationFailure.create({ type: FailureTypes.AgentError, message: firstTurnError.message, details: [firstTurnError], nonRetryable: true });
-      }
-      return viewTask(task, historyLength);
-    },
-    {
+  private listen(): void {
+    const { job, push } = this;
+    setHandler(childTaskSignal, (c) => {
+      job.childChanged(c);
+      this.showDetails();
+    });
+    job.show();
+    setHandler(pushConfigSignal, (id) => push.watch(id));
+    for (const id of this.input.carry?.pushConfigIds ?? []) push.watch(id);
+    setHandler(getTaskQuery, (historyLength?: number) => viewTask(this.task, historyLength));
+    setHandler(agentTaskSignal, (ref) => this.knowAgentTask(ref));
+    setHandler(agentTaskQuery, () => (this.agentTaskId ? { agentTaskId: this.agentTaskId, agentContextId: this.agentContextId } : undefined));
+    setHandler(sendMessageUpdate, (m) => this.onMessage(m), {
       validator: ({ message }) => {
-        const refusal = refuseMessage(task, state() === 'TASK_STATE_SUBMITTED' && turnsAccepted === 0, message.contextId);
+        const refusal = refuseMessage(this.task, this.state === 'TASK_STATE_SUBMITTED' && this.turnsAccepted === 0, message.contextId);
         if (refusal) throw ApplicationFailure.create({ ...refusal, nonRetryable: true });
       },
-    },
-  );
-
-  const main = new CancellationScope();
-
-  setHandler(
-    cancelUpdate,
-    async () => {
-      if (!isTerminal(state())) {
-        main.cancel();
-        void job.cancelChildren();
-        await condition(() => isTerminal(state()));
-      }
-      return viewTask(task);
-    },
-    {
+    });
+    setHandler(cancelUpdate, () => this.onCancel(), {
       validator: () => {
-        const refusal = refuseCancel(task);
+        const refusal = refuseCancel(this.task);
         if (refusal) throw ApplicationFailure.create({ ...refusal, nonRetryable: true });
       },
-    },
-  );
-
-  // ---- the state machine: turns until a terminal state, then settlement ----
-  try {
-    await main.run(converse);
-  } catch (err) {
-    if (!isCancellation(err)) throw err;
-    await CancellationScope.nonCancellable(cancel); // cleanup must finish even though this scope was canceled
-  }
-
-  if (answeredInWorkflowTask && childrenLinked > job.children.length) {
-    await sleep(1); // the children's links arrive with the next workflow task (see answeredInWorkflowTask)
-    answeredInWorkflowTask = false;
-  }
-  const ownCostMinor = ownCostOf(state(), costMinor, agent.priceMinor, funding.heldMinor);
-  // The steps below that most tasks skip are not called then: the SDK captures a stack trace for every promise a
-  // workflow makes (for Temporal UI's Stack Trace), and an async call that returns at once still makes some. Each
-  // skipped one would resolve at once, so the workflow's commands are the same either way.
-  if (job.children.length > 0) await job.childrenSettled();
-  job.show(ownCostMinor);
-  // The first exchange may have written the final record and the settlement already: the same record (the task's
-  // next version) and settlement, from the same steps (task-state.ts finishedFirstTurn).
-  if (finishedByFirstExchange) logged = Math.max(logged, ++version);
-  else await CancellationScope.nonCancellable(() => recordAndSettle(ownCostMinor));
-  if (answeredInWorkflowTask) await sleep(1); // the workflow ends in a workflow task of its own (see answeredInWorkflowTask)
-  if (input.parentTaskId) await job.reportToParent(state(), ownCostMinor);
-  // The task is over; its webhooks still get every event (retried for up to a day).
-  if (push.watching) await push.finished();
-  if (!allHandlersFinished()) await condition(allHandlersFinished);
-  // Operators read Temporal's execution status first: a task that failed, or that was rejected, ends its workflow
-  // as Failed (settled and recorded like any other; the failure carries the task). Completed and canceled tasks
-  // complete it. A2ATaskState names the exact state either way.
-  const ending = state();
-  if (ending === 'TASK_STATE_FAILED' || ending === 'TASK_STATE_REJECTED') {
-    const m = task.status.message;
-    throw ApplicationFailure.create({
-      type: ending === 'TASK_STATE_FAILED' ? 'A2ATaskFailed' : 'A2ATaskRejected',
-      message: `A2A task ${stateLabel(ending)}${m ? `: ${textOf(m)}` : ''}`,
-      nonRetryable: true,
-      details: [task],
     });
   }
-  return task;
 
-  /** The final state and the settlement, in one local activity (one transaction); runs recorded before that replay their two. */
-  async function recordAndSettle(ownCostMinor: number): Promise<void> {
-    const settlement = settlementOf(recordBase(), task, {
-      requester: input.requester,
-      amountMinor: ownCostMinor,
-      outcome: trustOutcome,
-      endedAt: task.status.timestamp ?? new Date().toISOString(),
-    });
-    if (patchedAt(input.patchLevel, 'finish-in-one-local-activity')) {
-      await bookkeeping.finishTask(nextRecord(), settlement);
-      logged = Math.max(logged, version);
-    } else {
-      await record();
-      await bookkeeping.settleTask(settlement);
+  /** A client's message: queued for the next turn; a blocking sender is answered when its turn ends. */
+  private async onMessage({ message, returnImmediately, historyLength, pushConfigIds }: SendMessageArgs): Promise<WireTask> {
+    const turn = ++this.turnsAccepted;
+    for (const id of pushConfigIds ?? []) this.push.watch(id);
+    const own = { ...message, taskId: this.task.id, contextId: this.task.contextId };
+    this.task.history = [...(this.task.history ?? []), own];
+    this.inbox.push({ message: own, blocking: !returnImmediately });
+    if (this.state !== 'TASK_STATE_SUBMITTED') this.setStatus('TASK_STATE_WORKING');
+    // The first message is answered only once its hold is decided, so a client without the funds gets an
+    // error instead of a task (the task itself ends rejected, and is settled like any other).
+    // (Each condition costs the activation one more pass into the workflow sandbox: only wait when needed.) The
+    // waits are not canceled by the workflow's cancel: the sender is answered with the task it ends as.
+    if (this.funding.pending) await CancellationScope.nonCancellable(() => condition(() => !this.funding.pending || isTerminal(this.state)));
+    const refusal = this.funding.refusal();
+    if (refusal) throw refusal;
+    if (!returnImmediately) await CancellationScope.nonCancellable(() => condition(() => this.turnsDone >= turn || isTerminal(this.state)));
+    // The agent refused a new task with a JSON-RPC error: its client gets that error (code and message), as it
+    // would calling the agent itself; the task has ended failed, saying the same.
+    if (turn === 1 && this.firstTurnError) {
+      const e = this.firstTurnError;
+      throw ApplicationFailure.create({ type: FailureTypes.AgentError, message: e.message, details: [e], nonRetryable: true });
     }
+    return viewTask(this.task, historyLength);
   }
 
-  /** One turn after another: wait for a message, fund the task once, call the agent, record what it said. */
-  async function converse(): Promise<void> {
+  /** A client's cancel (A2A CancelTask): the turns' scope canceled, answered once the task has ended. */
+  private async onCancel(): Promise<WireTask> {
+    if (!isTerminal(this.state)) {
+      this.main.cancel();
+      void this.job.cancelChildren();
+      await CancellationScope.nonCancellable(() => condition(() => isTerminal(this.state)));
+    }
+    return viewTask(this.task);
+  }
+
+  private knowAgentTask(ref: AgentTaskRef): void {
+    this.agentTaskId = ref.agentTaskId;
+    this.agentContextId = ref.agentContextId ?? this.agentContextId;
+  }
+
+  // ---- the state machine: turns, cancel, finish ----
+
+  /** One turn after another: wait for a message, call the agent, record what it said; until the task is terminal. */
+  private async converse(): Promise<void> {
     for (;;) {
-      if (inbox.length === 0) {
-        const arrived = await condition(() => inbox.length > 0, input.inputTimeoutMs);
+      if (this.inbox.length === 0) {
+        const arrived = await condition(() => this.inbox.length > 0, this.input.inputTimeoutMs);
         if (!arrived) {
-          trustOutcome = 'expired';
-          setStatus(
-            'TASK_STATE_FAILED',
-            gatewayMessage(`No message arrived within ${humanDuration(input.inputTimeoutMs)} while the task was ${stateLabel(state())}; the task expired`),
-          );
+          this.trustOutcome = 'expired';
+          const why = `No message arrived within ${humanDuration(this.input.inputTimeoutMs)} while the task was ${stateLabel(this.state)}; the task expired`;
+          this.setStatus('TASK_STATE_FAILED', this.gatewayMessage(why));
           return;
         }
       }
-      const { message, blocking } = inbox.shift()!;
-      // Dequeued past its ttl (Date.now() is when this workflow task runs): not delivered, and not held against
-      // the agent, which never saw it.
-      if (!carry && turnsDone === 0 && input.expiresAt !== undefined && Date.now() >= input.expiresAt) {
-        trustOutcome = 'expired';
-        setStatus('TASK_STATE_REJECTED', gatewayMessage(`The envelope's ttl passed ${Date.now() - input.expiresAt} ms before the task left the queue; it was not delivered to the agent`));
-        turnsDone++;
-        return;
-      }
-      if (funding.pending) {
-        const declined = await funding.reserve();
-        if (declined !== undefined) {
-          trustOutcome = 'unfunded';
-          setStatus('TASK_STATE_REJECTED', gatewayMessage(declined));
-          turnsDone++;
-          return;
-        }
-      }
-      // (Level 2: a first exchange that answers ends the turn in this workflow task: only the answer's state is shown.)
-      stateHeldBack = atLevel(input.patchLevel, 2) && runsFirstExchange(blocking);
-      setStatus('TASK_STATE_WORKING');
-      // Logged first, so it precedes everything the agent streams (a fresh task's first exchange writes it while it
-      // calls the agent, whose events wait for it): a snapshot for a follow-up turn; for the first, a status update
-      // (the gateway logged the submitted task as event 1).
-      const start = nextRecord(version > 0);
-      // A fresh task's first turn has the forwarding activity write it first: one local activity (one activation)
-      // fewer. A snapshot (the whole task, artifacts and all) is not put in the activity's input, which history keeps.
-      const startByForwarding = start.version === 1 && !isHubAgent(agent) && patchedAt(input.patchLevel, 'turn-start-recorded-by-forwarding');
-      if (startByForwarding) logged = Math.max(logged, start.version); // push loops follow the log's live tail from here
-      else await write(start);
-      const outcome = await forward(message, startByForwarding ? start : undefined, blocking);
-      // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
-      // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
-      // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
-      if (!('failure' in outcome) && main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state) && patchedAt(input.patchLevel, 'cancel-wins-over-a-failed-turn')) {
-        agentTaskEnded = true;
-        throw new CancelledFailure(`canceled while the agent's task ended ${stateLabel(outcome.state)}`);
-      }
-      if ('failure' in outcome) {
-        setStatus('TASK_STATE_FAILED', gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));
-      } else {
-        apply(outcome);
-      }
-      turnsDone++;
+      const { message, blocking } = this.inbox.shift()!;
+      const leftRunning = await this.turn(message, blocking);
+      this.turnsDone++;
       // The turn's last attempt was lost (its worker died: a timeout; or a retryable failure ran out of attempts)
       // with the agent's task running: canceled there, as the activity does with a task it gives up on, so runs do
       // not pile up at the agent. The client has its answer already (this activation completes its update).
-      if ('failure' in outcome && outcome.leftRunning && patchedAt(input.patchLevel, 'cancel-at-agent-after-a-lost-turn')) await cancelLeftRunning(outcome.leftRunning);
-      if (isTerminal(state())) return;
-      await record();
-      if (workflowInfo().continueAsNewSuggested) {
-        await condition(allHandlersFinished);
-        if (answeredInWorkflowTask) await sleep(1); // as before completing: see answeredInWorkflowTask
-        await push.stop(); // the next run starts them again; each resumes at its cursor
-        await continueAsNew<typeof taskWorkflow>({
-          ...input,
-          carry: {
-            task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: push.configIds(), funded: true,
-            heldMinor: funding.heldMinor, children: job.children,
-          },
-        });
-      }
+      if (leftRunning) await this.cancelLeftRunning(leftRunning);
+      if (isTerminal(this.state)) return;
+      await this.record();
+      if (workflowInfo().continueAsNewSuggested) await this.continueAsNew();
     }
   }
 
+  /**
+   * One turn: the task funded (first turn), its `working` change, the agent called, its answer applied. Ends with the
+   * task's new state set, not recorded. @returns the agent's task a failed turn left running there.
+   */
+  private async turn(message: WireMessage, blocking: boolean): Promise<string | undefined> {
+    const { input } = this;
+    // Dequeued past its ttl (Date.now() is when this workflow task runs): not delivered, and not held against
+    // the agent, which never saw it.
+    if (!input.carry && this.turnsDone === 0 && input.expiresAt !== undefined && Date.now() >= input.expiresAt) {
+      this.trustOutcome = 'expired';
+      const why = `The envelope's ttl passed ${Date.now() - input.expiresAt} ms before the task left the queue; it was not delivered to the agent`;
+      this.setStatus('TASK_STATE_REJECTED', this.gatewayMessage(why));
+      return;
+    }
+    if (this.funding.pending) {
+      const declined = await this.funding.reserve();
+      if (declined !== undefined) {
+        this.trustOutcome = 'unfunded';
+        this.setStatus('TASK_STATE_REJECTED', this.gatewayMessage(declined));
+        return;
+      }
+    }
+    // A first exchange that answers ends the turn in this workflow task: only the answer's state is shown.
+    this.shown.holdBack(this.runsFirstExchange(blocking));
+    this.setStatus('TASK_STATE_WORKING');
+    // Logged first, so it precedes everything the agent streams: a snapshot for a follow-up turn; for the first, a
+    // status update (the gateway logged the submitted task as event 1). A fresh task's first turn has the forwarding
+    // activity write it, while it calls the agent: one local activity fewer. (A snapshot, the whole task, is not put
+    // in the activity's input, which history keeps.)
+    const start = this.nextRecord(this.version > 0);
+    const startByForwarding = start.version === 1 && !isHubAgent(input.agent);
+    if (startByForwarding) this.logged = Math.max(this.logged, start.version); // push loops follow the log's live tail from here
+    else await this.write(start);
+    const outcome = await this.forward(message, startByForwarding ? start : undefined, blocking);
+    // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
+    // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
+    // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
+    if (!('failure' in outcome) && this.main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state)) {
+      this.agentTaskEnded = true;
+      throw new CancelledFailure(`canceled while the agent's task ended ${stateLabel(outcome.state)}`);
+    }
+    if ('failure' in outcome) {
+      this.setStatus('TASK_STATE_FAILED', this.gatewayMessage(`The agent could not complete the task: ${outcome.failure}`));
+      return outcome.leftRunning;
+    }
+    this.apply(outcome);
+    return undefined;
+  }
+
   /** A canceled task: its open children canceled, the agent told, the task ended `canceled` saying what happened. */
-  async function cancel(): Promise<void> {
+  private async cancel(): Promise<void> {
+    const { agent, tenant } = this.input;
     let note = 'Canceled by the client';
-    const canceledChildren = await job.cancelChildren();
+    const canceledChildren = await this.job.cancelChildren();
     if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
     if (isHubAgent(agent)) {
-      const untold = await cancelThroughHub(agent, input.tenant, task.id);
+      const untold = await cancelThroughHub(agent, tenant, this.task.id);
       if (untold) note += `; ${untold}`;
-    } else if (agentTaskId && !agentTaskEnded) {
+    } else if (this.agentTaskId && !this.agentTaskEnded) {
       try {
-        await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant: input.tenant, agentId: agent.agentId });
+        await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: this.agentTaskId, tenant, agentId: agent.agentId });
       } catch (cancelErr) {
         note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
       }
     }
-    setStatus('TASK_STATE_CANCELED', gatewayMessage(note));
+    this.setStatus('TASK_STATE_CANCELED', this.gatewayMessage(note));
   }
 
+  /**
+   * The terminal task's end, the one place it is settled: its children's links and ends awaited, the final record
+   * and the settlement written (one local activity), the parent told, webhooks delivered, and the workflow ended as
+   * the task did (Failed for a failed or rejected task).
+   */
+  private async finish(): Promise<void> {
+    const { input, job } = this;
+    if (this.answeredInWorkflowTask && this.childrenLinked > job.children.length) await this.childLinks();
+    const ownCostMinor = ownCostOf(this.state, this.costMinor, input.agent.priceMinor, this.funding.heldMinor);
+    // The steps below that most tasks skip are not called then: the SDK captures a stack trace for every promise a
+    // workflow makes (for Temporal UI's Stack Trace), and an async call that returns at once still makes some. Each
+    // skipped one would resolve at once, so the workflow's commands are the same either way.
+    if (job.children.length > 0) await job.childrenSettled();
+    job.show(ownCostMinor);
+    if (this.settledByFirstExchange) this.logged = Math.max(this.logged, ++this.version); // level 3's first exchange wrote it
+    else await CancellationScope.nonCancellable(() => this.settle(ownCostMinor));
+    if (this.answeredInWorkflowTask) await this.endsInOwnWorkflowTask();
+    if (input.parentTaskId) await job.reportToParent(this.state, ownCostMinor);
+    // The task is over; its webhooks still get every event (retried for up to a day).
+    if (this.push.watching) await this.push.finished();
+    if (!allHandlersFinished()) await condition(allHandlersFinished);
+    // Operators read Temporal's execution status first: a task that failed, or that was rejected, ends its workflow
+    // as Failed (settled and recorded like any other; the failure carries the task). Completed and canceled tasks
+    // complete it. A2ATaskState names the exact state either way.
+    const ending = this.state;
+    if (ending === 'TASK_STATE_FAILED' || ending === 'TASK_STATE_REJECTED') {
+      const m = this.task.status.message;
+      throw ApplicationFailure.create({
+        type: ending === 'TASK_STATE_FAILED' ? 'A2ATaskFailed' : 'A2ATaskRejected',
+        message: `A2A task ${stateLabel(ending)}${m ? `: ${textOf(m)}` : ''}`,
+        nonRetryable: true,
+        details: [this.task],
+      });
+    }
+  }
+
+  /** The final state and the settlement, in one local activity (one transaction). */
+  private async settle(ownCostMinor: number): Promise<void> {
+    const settlement = settlementOf(this.recordBase(), this.task, {
+      requester: this.input.requester,
+      amountMinor: ownCostMinor,
+      outcome: this.trustOutcome,
+      endedAt: this.task.status.timestamp ?? new Date().toISOString(),
+    });
+    await bookkeeping.finishTask(this.nextRecord(), settlement);
+    this.logged = Math.max(this.logged, this.version);
+  }
+
+  /**
+   * The agent started child tasks the workflow has not heard of yet: their links (signals) come in a later workflow
+   * task, and their costs belong in the settlement. Level 4 waits for the links themselves; level 3 waited a timer.
+   */
+  private async childLinks(): Promise<void> {
+    const linked = () => this.job.children.length >= this.childrenLinked;
+    if (atLevel(this.input.patchLevel, 4)) await condition(linked, CHILD_LINKS_WAIT);
+    else await sleep(1);
+    this.answeredInWorkflowTask = false;
+  }
+
+  /**
+   * Ends the workflow task that ran the first exchange before the workflow completes or continues as new (see
+   * answeredInWorkflowTask): a durable timer is the one command that ends a workflow task and nothing else.
+   */
+  private async endsInOwnWorkflowTask(): Promise<void> {
+    await sleep(1);
+    this.answeredInWorkflowTask = false;
+  }
+
+  private async continueAsNew(): Promise<never> {
+    await condition(allHandlersFinished);
+    if (this.answeredInWorkflowTask) await this.endsInOwnWorkflowTask();
+    await this.push.stop(); // the next run starts them again; each resumes at its cursor
+    const { task, agentTaskId, agentContextId, version, costMinor, createdAt, funding, job } = this;
+    return continueAsNew<typeof taskWorkflow>({
+      ...this.input,
+      carry: {
+        task, agentTaskId, agentContextId, version, costMinor, createdAt, pushConfigIds: this.push.configIds(), funded: true,
+        heldMinor: funding.heldMinor, children: job.children,
+      },
+    });
+  }
+
+  // ---- calling the agent ----
+
   /** Cancels the agent's task of a failed turn, for a minute at most (the settlement waits); the task has failed either way. */
-  async function cancelLeftRunning(id: string): Promise<void> {
+  private async cancelLeftRunning(id: string): Promise<void> {
+    const { agent, tenant } = this.input;
     try {
-      await agentControlAfterFailure.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: id, tenant: input.tenant, agentId: agent.agentId });
+      await agentControlAfterFailure.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: id, tenant, agentId: agent.agentId });
     } catch (cancelErr) {
       if (isCancellation(cancelErr)) throw cancelErr;
     }
   }
 
-  async function forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<(ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string }> {
-    answeredInWorkflowTask = false;
-    // Level 3: a turn lost because PostgreSQL refused its writes (every attempt) is not the agent's failure: it runs
-    // again after a pause, re-attaching to the agent's task when it is known, for as long as the database is down.
+  /**
+   * The turn's outcome from the agent. A turn lost because PostgreSQL refused its writes (every attempt) is not the
+   * agent's failure: it runs again after a pause, re-attaching to the agent's task when it is known.
+   */
+  private async forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<Outcome> {
+    this.answeredInWorkflowTask = false;
     let lostToDatabase = 0;
     for (;;) {
-      const outcome = await forwardOnce(message, start, blocking, lostToDatabase > 0);
+      const outcome = await this.forwardOnce(message, start, blocking, lostToDatabase > 0);
       if (!('lostToDatabase' in outcome)) return outcome;
       await sleep(Math.min(DATABASE_RETRY_FIRST_MS * 2 ** lostToDatabase++, DATABASE_RETRY_MAX_MS));
     }
   }
 
-  async function forwardOnce(
-    message: WireMessage,
-    start: TaskRecord | undefined,
-    blocking: boolean,
-    again: boolean,
-  ): Promise<(ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string } | { lostToDatabase: true }> {
+  private async forwardOnce(message: WireMessage, start: TaskRecord | undefined, blocking: boolean, again: boolean): Promise<Outcome | { lostToDatabase: true }> {
+    const { agent, tenant } = this.input;
+    const { agentTaskId, agentContextId } = this;
+    const { forwarding, laterAttempts } = this.forwarding;
     try {
       const args = {
         ...(start ? { record: start } : {}),
@@ -412,10 +427,10 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
         message,
         agentTaskId,
         agentContextId,
-        tenant: input.tenant,
+        tenant,
         agentId: agent.agentId,
-        gatewayTaskId: task.id,
-        gatewayContextId: task.contextId,
+        gatewayTaskId: this.task.id,
+        gatewayContextId: this.task.contextId,
         retry: agent.retry,
       };
       // A hub agent's turn goes to the process holding its socket (workflows/hub.ts); every other agent is called over HTTP/gRPC.
@@ -423,26 +438,26 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
       if (again) return await forwarding.forwardMessage({ ...args, ...(agentTaskId ? { attach: { agentTaskId, ...(agentContextId ? { agentContextId } : {}) } } : {}) });
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
-      const first = runsFirstExchange(blocking) ? await firstExchange({ ...args, ...finishable(start) }) : undefined;
+      const first = this.runsFirstExchange(blocking) ? await this.firstExchange(args) : undefined;
       // An answer's state is shown as it is applied, `working` never; a turn that goes on shows `working` now.
       const answered = first !== undefined && 'answer' in first;
-      releaseHeldState(!answered);
+      this.shown.release(!answered);
       if (answered) return first.answer;
       const failedFirst = first !== undefined && 'failed' in first;
       const activity = failedFirst ? laterAttempts : forwarding;
       // (`record` again: the first exchange may have handed over before its write committed; a written one is a no-op.)
       return await activity.forwardMessage({ ...args, ...(first && 'handOver' in first ? first.handOver : {}), ...(failedFirst ? { attemptsBefore: 1 } : {}) });
     } catch (err) {
-      releaseHeldState(false); // the state the turn ends in is shown (canceled, failed), never `working`
+      this.shown.release(false); // the state the turn ends in is shown (canceled, failed), never `working`
       if (isCancellation(err)) throw err;
-      if (atLevel(input.patchLevel, 3) && !main.consideredCancelled && lostToDatabase(err)) return { lostToDatabase: true };
+      if (!this.main.consideredCancelled && lostToDatabase(err)) return { lostToDatabase: true };
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
       // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
       // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).
-      if (main.consideredCancelled && patchedAt(input.patchLevel, 'cancel-wins-over-a-failed-call')) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
-      if (isTimeout(err)) trustOutcome = 'timeout';
-      if (turnsDone === 0) firstTurnError = agentErrorOf(err);
-      return { failure: describeFailure(err), leftRunning: isHubAgent(agent) ? undefined : leftRunningAtAgent(err, agentTaskId) };
+      if (this.main.consideredCancelled) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
+      if (isTimeout(err)) this.trustOutcome = 'timeout';
+      if (this.turnsDone === 0) this.firstTurnError = agentErrorOf(err);
+      return { failure: describeFailure(err), leftRunning: isHubAgent(agent) ? undefined : leftRunningAtAgent(err, this.agentTaskId) };
     }
   }
 
@@ -452,125 +467,88 @@ export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
    * `failed`, after the policy's first interval. A failure that retrying cannot help ends the turn, as the
    * activity's would; so does a retryable one when the policy allows one attempt.
    */
-  async function firstExchange(
-    args: Parameters<Activities['forwardFirstExchange']>[0],
-  ): Promise<{ answer: ForwardResult & FirstAnswer } | { handOver: { attach?: AgentTaskRef; adopt?: string } } | { failed: true }> {
+  private async firstExchange(args: FirstExchangeArgs): Promise<{ answer: ForwardResult & FirstAnswer } | { handOver: { attach?: AgentTaskRef; adopt?: string } } | { failed: true }> {
+    let first: FirstExchange;
     try {
-      const first = await firstExchanges.forwardFirstExchange(args);
-      if (!('handoff' in first)) {
-        answeredInWorkflowTask = true;
-        childrenLinked = first.childrenLinked ?? 0;
-        return { answer: first };
-      }
-      if (first.handoff) {
-        agentTaskId = first.handoff.agentTaskId;
-        agentContextId = first.handoff.agentContextId ?? agentContextId;
-      }
-      return { handOver: { ...(first.handoff ? { attach: first.handoff } : {}), ...(first.adopt ? { adopt: first.adopt } : {}) } };
+      first = await firstExchanges.forwardFirstExchange(args);
     } catch (err) {
       if (isCancellation(err)) throw err;
-      const cause = causeOf(err);
-      const retryable =
-        cause instanceof TimeoutFailure ||
-        (cause instanceof ApplicationFailure && !cause.nonRetryable && !NON_RETRYABLE_FORWARD_ERRORS.includes(cause.type ?? ''));
-      if (!retryable || agent.retry.maxAttempts <= 1) throw err;
-      releaseHeldState(true); // before the backoff ends this workflow task
-      // The agent's Retry-After (a local activity's failure carries it in its details: forwardFirstExchange).
-      const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
-      await sleep(typeof retryAfter === 'number' ? retryAfter : agent.retry.initialIntervalMs);
+      await this.retryFirstExchange(err);
       return { failed: true };
     }
+    if (!('handoff' in first)) {
+      this.answeredInWorkflowTask = true;
+      this.childrenLinked = first.childrenLinked ?? 0;
+      return { answer: first };
+    }
+    if (first.handoff) this.knowAgentTask(first.handoff);
+    return { handOver: { ...(first.handoff ? { attach: first.handoff } : {}), ...(first.adopt ? { adopt: first.adopt } : {}) } };
   }
 
-  /**
-   * What a fresh task's first exchange needs to finish the task when the agent completes it at once (its final record
-   * and settlement: see FirstAnswer.finish). Not a child task, nor one with children: the job's costs go into the
-   * final record. No patch: the exchange's recorded result decides, and an earlier run's result has no `finish`.
-   */
-  function finishable(start: TaskRecord | undefined): { finish?: TurnFinish } {
-    if (!start || input.parentTaskId || job.children.length > 0) return {};
-    return { finish: { requester: input.requester, priceMinor: agent.priceMinor, heldMinor: funding.heldMinor } };
-  }
-
-  function apply(r: ForwardResult & FirstAnswer): void {
-    agentTaskId = r.agentTaskId ?? agentTaskId;
-    agentContextId = r.agentContextId ?? agentContextId;
-    if (r.costMinor !== undefined) costMinor = r.costMinor;
-    takeAnswer(task, r);
-    setStatus(r.state, r.statusMessage, r.finish?.at);
-    finishedByFirstExchange = r.finish?.written === true;
-  }
-
-  function setStatus(next: TaskState, message?: WireMessage, at = new Date().toISOString()): void {
-    if (isTerminal(state())) return; // exactly one terminal state, whatever races
-    task.status = statusOf(next, at, message);
-    if (atLevel(input.patchLevel, 2)) showState();
-    else upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(next) }]);
-    showDetails();
-  }
-
-  /** Level 2: the state search attribute, upserted when it differs from the one shown, unless held back. */
-  function showState(): void {
-    if (stateHeldBack || shownState === state()) return;
-    shownState = state();
-    upsertSearchAttributes([{ key: SA_STATE, value: stateLabel(shownState) }]);
-  }
-
-  /** Ends a first exchange's hold on `working`: shown now when `show` (the turn goes on), else superseded. */
-  function releaseHeldState(show: boolean): void {
-    if (!stateHeldBack) return;
-    stateHeldBack = false;
-    if (show) showState();
+  /** A failed first exchange: rethrown unless retrying may help; else the policy's first interval (or the agent's Retry-After) waited. */
+  private async retryFirstExchange(err: unknown): Promise<void> {
+    const cause = causeOf(err);
+    const retryable =
+      cause instanceof TimeoutFailure || (cause instanceof ApplicationFailure && !cause.nonRetryable && !NON_RETRYABLE_FORWARD_ERRORS.includes(cause.type ?? ''));
+    if (!retryable || this.input.agent.retry.maxAttempts <= 1) throw err;
+    this.shown.release(true); // before the backoff ends this workflow task
+    // The agent's Retry-After (a local activity's failure carries it in its details: forwardFirstExchange).
+    const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
+    await sleep(typeof retryAfter === 'number' ? retryAfter : this.input.agent.retry.initialIntervalMs);
   }
 
   /** Whether a turn's first exchange runs as a local activity (a hub agent's turn never gets this far). */
-  function runsFirstExchange(blocking: boolean): boolean {
-    return !isHubAgent(agent) && blocking && !followsByPush(agent.endpoint) && patchedAt(input.patchLevel, 'first-exchange-local');
+  private runsFirstExchange(blocking: boolean): boolean {
+    const { agent } = this.input;
+    return !isHubAgent(agent) && blocking && !followsByPush(agent.endpoint);
+  }
+
+  private apply(r: ForwardResult & FirstAnswer): void {
+    this.agentTaskId = r.agentTaskId ?? this.agentTaskId;
+    this.agentContextId = r.agentContextId ?? this.agentContextId;
+    if (r.costMinor !== undefined) this.costMinor = r.costMinor;
+    takeAnswer(this.task, r);
+    this.setStatus(r.state, r.statusMessage, r.finish?.at); // (`finish`: only in level 3's recorded results)
+    this.settledByFirstExchange = r.finish?.written === true;
+  }
+
+  // ---- the task's record ----
+
+  private setStatus(next: TaskState, message?: WireMessage, at = new Date().toISOString()): void {
+    if (isTerminal(this.state)) return; // exactly one terminal state, whatever races
+    this.task.status = statusOf(next, at, message);
+    this.shown.state();
+    this.showDetails();
+  }
+
+  private showDetails(): void {
+    this.shown.details(this.push, this.job);
   }
 
   /**
    * Writes the projection and logs the change as the task's next event: a whole-task snapshot when a turn
    * starts (a stream of that turn begins with it), a status update otherwise.
    */
-  async function record(snapshot = false): Promise<void> {
-    await write(nextRecord(snapshot));
+  private async record(snapshot = false): Promise<void> {
+    await this.write(this.nextRecord(snapshot));
   }
 
-  async function write(rec: TaskRecord): Promise<void> {
+  private async write(rec: TaskRecord): Promise<void> {
     await bookkeeping.recordTask(rec);
-    logged = Math.max(logged, rec.version);
+    this.logged = Math.max(this.logged, rec.version);
   }
 
   /** The task's next version, as the projection row and the event log get it. */
-  function nextRecord(snapshot = false): TaskRecord {
-    return recordOf(recordBase(), task, ++version, snapshot);
+  private nextRecord(snapshot = false): TaskRecord {
+    return recordOf(this.recordBase(), this.task, ++this.version, snapshot);
   }
 
-  function recordBase(): Omit<TaskRecord, 'task' | 'version' | 'event'> {
-    return { tenant: input.tenant, agentId: agent.agentId, createdAt, parentTaskId: input.parentTaskId, depth: input.depth };
+  private recordBase(): Omit<TaskRecord, 'task' | 'version' | 'event'> {
+    const { tenant, agent, parentTaskId, depth } = this.input;
+    return { tenant, agentId: agent.agentId, createdAt: this.createdAt, parentTaskId, depth };
   }
 
-  function gatewayMessage(text: string): WireMessage {
-    return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: task.id, contextId: task.contextId, parts: [{ text }] };
+  private gatewayMessage(text: string): WireMessage {
+    return { messageId: uuid4(), role: 'ROLE_AGENT', taskId: this.task.id, contextId: this.task.contextId, parts: [{ text }] };
   }
-
-  /** What Temporal UI shows for the task now: its state, how each webhook's deliveries stand, the job. */
-  function showDetails(): void {
-    const m = task.status.message;
-    const lines = [`**${stateLabel(state())}**${m ? ` — ${textOf(m)}` : ''}`];
-    for (const [id, p] of push.status) lines.push(`push \`${id}\`: delivered through event ${p.cursor}${p.note ? ` — ${p.note}` : ''}`);
-    lines.push(...job.details(workflowLink));
-    setCurrentDetails(lines.join('\n\n'));
-  }
-
-  /** A link Temporal UI renders to another task's workflow. */
-  function workflowLink(taskId: string): string {
-    const id = workflowIdOf(input.tenant, taskId);
-    return `[${id}](/namespaces/${workflowInfo().namespace}/workflows/${encodeURIComponent(id)})`;
-  }
-}
-
-function textOf(m: WireMessage): string {
-  const text = m.parts.map((p) => p.text ?? '').join(' ').trim();
-  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }

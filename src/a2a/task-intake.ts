@@ -24,7 +24,6 @@ import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
 import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
-import { heldRows } from '../events/held-rows';
 import { type EnforcedPolicies, enforcePolicies } from '../nanda/policies';
 import type { Dialect, WireMessage } from '../../task/wire';
 
@@ -207,15 +206,13 @@ export class TaskIntake {
   }
 
   /**
-   * A parent task whose first row is still being written: its first turn writes it while it calls its agent, or holds
-   * it back to write it with the task's final one (activities/forward-message.ts startTurn), so an agent that calls
-   * back at once may come first. Claimed and not yet recorded, it is waited for, up to PARENT_RECORD_WAIT_MS; a row
-   * held back in this process is written now. Any other unknown parent is refused at once.
+   * A parent task whose first row is still being written: its first turn writes it while it calls its agent
+   * (activities/forward-message.ts startTurn), so an agent that calls back at once may come first. Claimed and not
+   * yet recorded, it is waited for, up to PARENT_RECORD_WAIT_MS. Any other unknown parent is refused at once.
    */
   private async parentBeingRecorded(taskId: string): Promise<StoredTask | undefined> {
     const { pool } = this.deps;
     if (!(await claimedUnrecorded(pool, this.tenant, taskId))) return undefined;
-    heldRows.release(this.tenant, taskId);
     const deadline = Date.now() + PARENT_RECORD_WAIT_MS;
     for (let wait = 2; Date.now() < deadline; wait = Math.min(wait * 2, 100)) {
       await delay(wait);

@@ -1,0 +1,48 @@
+/**
+ * What the forwarding activities take: the turn (ForwardArgs, in workflow history) and the process's means (ForwardDeps).
+ */
+import type { Pool } from 'pg';
+import type { EventHub } from '../../src/events/hub';
+import type { AgentLink } from '../../src/agents/agent-client';
+import type { AgentEndpoint, AgentRetryPolicy, AgentTaskRef, TaskRecord } from '../../task/contracts';
+import type { WireMessage } from '../../task/wire';
+import type { AgentPushDeps } from '../push-follow';
+
+export interface ForwardArgs {
+  endpoint: AgentEndpoint;
+  message: WireMessage;
+  /** The agent's own ids for this conversation, once known (a follow-up continues the agent's task). */
+  agentTaskId?: string;
+  agentContextId?: string;
+  tenant: string;
+  /** The agent called: its outbound credential is looked up by (tenant, agentId) in the activity, never passed in. */
+  agentId?: string;
+  gatewayTaskId: string;
+  gatewayContextId: string;
+  /** The agent's retry policy (absent in workflows started before it was passed: the defaults). */
+  retry?: AgentRetryPolicy;
+  /**
+   * The task's change that starts the turn (state working), written here instead of by a local activity of its own:
+   * one workflow activation fewer per task. A first attempt writes it while it calls the agent (startTurn), a later
+   * one before. Every attempt writes it (a no-op once written: its version and event key make it idempotent).
+   */
+  record?: TaskRecord;
+  /**
+   * The turn's message was delivered by its first exchange (forwardFirstExchange) and the agent runs it as this
+   * task: the activity follows it instead of sending the message again.
+   */
+  attach?: AgentTaskRef;
+  /** The first exchange's turn, parked in the process that ran it (its event-sink key): adopted when this attempt runs there. */
+  adopt?: string;
+  /** The turn's attempts made before this activity's first (the first exchange's, when it failed): for the retry count. */
+  attemptsBefore?: number;
+}
+
+export interface ForwardDeps {
+  /** The guarded transports, with this agent's credential. */
+  link: AgentLink;
+  pool: Pool;
+  hub: EventHub;
+  /** Following agents' tasks by their push notifications; unset: agents are polled. */
+  push?: AgentPushDeps;
+}

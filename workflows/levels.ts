@@ -1,0 +1,45 @@
+/**
+ * The task workflow's levels: which way a workflow takes where today's code differs from the code that started it.
+ *
+ * The front door starts every task workflow with `patchLevel: PATCH_LEVEL` (task/contracts.ts TaskInput), so a
+ * workflow's level is in its input, which never changes within a run (nor across continue-as-new): replay stays
+ * deterministic, with no `patched()` markers. A change to the commands a task workflow issues bumps PATCH_LEVEL and
+ * is taken at the new level (`atLevel`); workflows started below it keep the old way until none is running.
+ *
+ * The levels this code runs:
+ * 3. Started by code that let a fresh task's first exchange finish the task (its final record and settlement): its
+ *    recorded result says whether it did, and the workflow does not write them again. The workflow waited a timer
+ *    for the links of child tasks it had not heard of yet.
+ * 4. Exactly one owner: the workflow records and settles every task. It waits for child tasks' links themselves
+ *    (their signals), not a timer; a cancel requested through Temporal (Temporal UI's Request Cancellation) is an A2A
+ *    cancel, and the workflow it canceled ends Canceled (the task's end runs in a non-cancellable scope).
+ *
+ * Levels 0–2 (workflows started before the level-3 release) are retired: their patches and ways were removed, and a
+ * worker refuses their workflow tasks with RETIRED_LEVEL (docs/operations.md: drain them before upgrading).
+ */
+import type { TaskInput } from '../task/contracts';
+
+/** The oldest level this code replays and runs. */
+export const OLDEST_LEVEL = 3;
+
+/** Whether a workflow started at `level` takes the way of level `n`. */
+export function atLevel(level: number | undefined, n: number): boolean {
+  return (level ?? 0) >= n;
+}
+
+/** The failure type a retired level's workflow task fails with (the workflow itself stays open: roll back to drain it). */
+export const RETIRED_LEVEL = 'RetiredPatchLevel';
+
+/**
+ * Refuses a workflow started below OLDEST_LEVEL: an Error (not an ApplicationFailure) fails the workflow task, not the
+ * workflow, so it stays open for a worker that still runs its level. The message says what to do.
+ */
+export function refuseRetiredLevel(input: TaskInput): void {
+  if (atLevel(input.patchLevel, OLDEST_LEVEL)) return;
+  const err = new Error(
+    `task ${input.taskId} was started at patch level ${input.patchLevel ?? 0}; this Switchboard runs task workflows from level ${OLDEST_LEVEL} on. ` +
+      'Run the previous release until such tasks have ended (finished or canceled), then upgrade: see docs/operations.md, "Upgrading".',
+  );
+  err.name = RETIRED_LEVEL;
+  throw err;
+}
