@@ -21,6 +21,7 @@ import type { A2AEndpoints } from '../a2a/endpoints';
 import type { WireArtifact, WireMessage, WireTask } from '../../task/wire';
 import { EventSink } from '../events/event-sink';
 import { costOf } from '../agents/agent-cost';
+import { agentMetadata } from '../../task/agent-metadata';
 import { compactArtifact, withinBudget } from '../../task/artifacts';
 import type { ForwardResult } from '../../task/contracts';
 import { A2A_ERRORS } from '../a2a/errors';
@@ -467,6 +468,8 @@ function outcomeOf(p: Record<string, unknown>, turn: OpenTurn): ForwardResult {
     return artifact;
   });
   const metadata = isObject(p.metadata) ? p.metadata : undefined;
-  return { state, ...(statusMessage ? { statusMessage } : {}), artifacts, costMinor: costOf(metadata) ?? costOf(statusMessage?.metadata) };
+  // As for HTTP agents: the cost is charged, and the agent's metadata (the cost too) reaches the task's metadata.
+  const kept = agentMetadata(metadata);
+  return { state, ...(statusMessage ? { statusMessage } : {}), artifacts, costMinor: costOf(metadata) ?? costOf(statusMessage?.metadata), ...(kept ? { metadata: kept } : {}) };
 }
 
