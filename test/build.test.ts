@@ -175,7 +175,7 @@ test('SWITCHBOARD_WORKFLOW_STACK_TRACES=true: the worker bundles workflows/ at s
     assert.equal(task.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
     // The SDK's stack-trace query, as Temporal UI's Stack Trace tab asks it (the default's two frames name no workflow line: tasks.test.ts).
     const stack = await gw.env.client.workflow.getHandle(workflowIdOf('default', task.id)).query<string>('__stack_trace');
-    assert.match(stack, /at converse \(.*task-workflow\.js:\d+:\d+\)/);
+    assert.match(stack, /at TaskMachine\.converse \(.*task-workflow\.js:\d+:\d+\)/);
   } finally {
     await sb.kill();
   }
