@@ -43,8 +43,8 @@ before(async () => {
         return r;
       },
       // Every task settles in the workflow's finishTask (its final record and settlement in one transaction).
-      async finishTask(rec, req) {
-        const r = await real.finishTask(rec, req);
+      async finishTask(rec, req, opts) {
+        const r = await real.finishTask(rec, req, opts);
         crashMaybe('finishTask', req.taskId);
         return r;
       },
