@@ -65,13 +65,13 @@ export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs)
   const turn = startTurn(ctx, deps, args, true);
   // The events the agent relays are held for a moment: a turn that ends in that time, terminal, hands them to the
   // workflow, whose finishTask logs them with the final state (one statement fewer). See ForwardArgs.atFinish.
-  if (args.atFinish) turn.sink.hold(FINISH_HOLD_MS);
+  if (args.atFinish) turn.sink.holdEvents(FINISH_HOLD_MS, FIRST_EXCHANGE_MS);
   return firstExchange(ctx, deps, args, turn);
 }
 
 /**
- * How long a first exchange holds the events its agent relays (ForwardArgs.atFinish): readers of the log see them
- * that much later at most (a turn that ends meanwhile: when the workflow has finished the task).
+ * How long a first exchange holds the events its agent relays, from the first (ForwardArgs.atFinish): readers of the
+ * log see them that much later at most (a turn that ends meanwhile: when the workflow has finished the task).
  */
 const FINISH_HOLD_MS = 100;
 /** The most relayed events a first exchange's result carries (they go into workflow history): past it, it logs them. */
