@@ -86,7 +86,9 @@ export async function finishTask(
 /**
  * finishTask with the child tasks counted in the statement (`known`: those the workflow knows): the relayed events
  * always logged, the final record and the settlement only when no child is missing. One append call takes the
- * batch the count chooses, so the relayed events precede the final state in the log.
+ * batch the count chooses, so the relayed events precede the final state in the log. The settlement's condition
+ * reads the count as a subquery, a constant for the planner, which checks it before it runs the function; a join's
+ * column (the lateral `k.n`) would be checked on the function's rows, after it ran (test/economics.test.ts checks).
  */
 async function finishCounting(pool: Pool, hub: EventHub, policy: UnfundedPolicy, rec: TaskRecord, req: SettlementRequest, relayed: NewEvent[], known: number): Promise<FinishOutcome> {
   const { upsert, projection } = projectionOf(rec, '(SELECT n FROM kids) <= $12');
@@ -103,7 +105,7 @@ async function finishCounting(pool: Pool, hub: EventHub, policy: UnfundedPolicy,
        CROSS JOIN LATERAL (
          SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys
            FROM switchboard_append_events($1, $2, (CASE WHEN k.n <= $12 THEN $13 ELSE $14 END)::jsonb, false, $15)) AS a
-       LEFT JOIN LATERAL (SELECT * FROM ${settleCall(16)} WHERE k.n <= $12) AS s ON true`,
+       LEFT JOIN (SELECT * FROM ${settleCall(16)} WHERE (SELECT n FROM kids) <= $12) AS s ON true`,
       [...projection, known, wholeBatch, relayedBatch, channel, ...settleParams(policy, req)],
     ),
   );
