@@ -2,7 +2,8 @@
  * The activities of the task workflow, bound to their dependencies. Workflows import this module's *type* only.
  */
 import type { Pool } from 'pg';
-import type { RefreshPolicy } from '../src/agents/refresh';
+import { DEFAULT_REFRESH_POLICY, type RefreshPolicy } from '../src/agents/refresh';
+import { TaskHealth } from '../src/agents/task-health';
 import type { AgentCredentials } from '../src/agents/agent-credentials';
 import type { GrpcChannels } from '../src/http/outbound-grpc';
 import type { AgentLink } from '../src/agents/agent-client';
@@ -22,7 +23,7 @@ import { hubCancel, hubForward, hubQueueOf, type HubQueueArgs } from './hub';
 import type { AgentHub } from '../src/hub/hub';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
 import { endOrphanedTasks } from './orphans';
-import { Context } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { forwardAttempts, forwardDuration, forwardRetries } from '../src/metrics';
 
 export interface ActivityDeps {
@@ -46,18 +47,30 @@ export interface ActivityDeps {
 }
 
 export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush }: ActivityDeps) {
+  // The agents' health follows what their tasks' requests meet (src/agents/task-health.ts).
+  const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
   const agentLink = (tenant: string, agentId: string | undefined): AgentLink => ({
     fetch,
     grpc,
     credentials: credentials && agentId ? () => credentials.headersFor(tenant, agentId) : undefined,
+    health: agentId ? (signal) => health.note(tenant, agentId, signal) : undefined,
   });
+  // An attempt that got no answer within its time is a timeout for the agent's health too (the client aborts it, so
+  // the request itself shows only an abort). A task that outran retry.taskTimeoutMs is not: the agent answered.
+  const noted = <T>(args: ForwardArgs, forward: () => Promise<T>): Promise<T> =>
+    forward().catch(async (err: unknown) => {
+      if (args.agentId && err instanceof ApplicationFailure && err.type === 'AgentTimeout' && !err.message.includes('retry.taskTimeoutMs')) {
+        await health.note(args.tenant, args.agentId, { kind: 'timeout', detail: err.message });
+      }
+      throw err;
+    });
   return {
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
-    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
+    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => noted(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args))),
     forwardFirstExchange: (args: ForwardArgs) =>
       measuredForward(args, () =>
-        forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args),
+        noted(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
       ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>
@@ -105,5 +118,14 @@ async function measuredForward<T>(args: ForwardArgs, attempt: () => Promise<T>):
   } catch (err) {
     stop({ outcome: (err as { type?: string }).type ?? (err as Error).name ?? 'error' });
     throw err;
+  }
+}
+
+/** A warning in the activity's log, when there is an activity (health writes may finish after it). */
+function activityWarn(msg: string, err: unknown): void {
+  try {
+    Context.current().log.warn(msg, { error: err instanceof Error ? err.message : String(err) });
+  } catch {
+    // no activity context: nowhere to say it
   }
 }

@@ -275,14 +275,15 @@ async function startWorker(
     return first;
   }, log);
   stops.push(() => worker.stop());
-  // Housekeeping in Temporal, done by the processes that run workers (idempotent, so several may).
+  // Housekeeping in Temporal, one long-lived workflow per job (src/temporal/housekeeping.ts), started by the
+  // processes that run workers (idempotent, so several may).
   await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
-  // Every registered agent has its refresh schedule (created if missing, e.g. after a new Temporal); in the
-  // background, so a large registry does not delay listening.
+  // The agent-refresh sweep runs (started if missing, e.g. after a new Temporal), and earlier versions' schedules
+  // are gone; in the background, so a large registry does not delay listening.
   void d.scheduler
     .reconcile(d.pool)
-    .then((r) => (r.created || r.deleted) && log.info(r, 'agent refresh schedules reconciled'))
-    .catch((err) => log.warn({ err }, 'agent refresh schedules not reconciled'));
+    .then((r) => r.deleted && log.info(r, 'agent refresh schedules of an earlier version deleted'))
+    .catch((err) => log.warn({ err }, 'agent refresh sweep not started'));
   return worker;
 }
 

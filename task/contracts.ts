@@ -124,10 +124,24 @@ export interface AgentRefreshArgs {
   agentId: string;
 }
 
-export interface AgentRefreshSweepArgs {
+export interface AgentRefreshSweepArgs extends Partial<HousekeepingArgs> {
   /** An agent whose last probe is older than this is due. */
   intervalMs: number;
 }
+
+/**
+ * A housekeeping workflow's pace (workflows/housekeeping.ts): one long-lived run per job, which works every `everyMs`
+ * and continues as new after `runsPerExecution` rounds. Absent in runs a Temporal Schedule started (before the
+ * long-lived workflows): those work once and end.
+ */
+export interface HousekeepingArgs {
+  everyMs: number;
+  /** Rounds before the run continues as new (its history stays short). Default HOUSEKEEPING_RUNS_PER_EXECUTION. */
+  runsPerExecution?: number;
+}
+
+/** The orphan sweep's arguments (workflows/orphans-workflow.ts). */
+export type OrphanSweepArgs = HousekeepingArgs;
 
 /** A task an agent started through Switchboard while working on this one. */
 export interface ChildTask {

@@ -1,6 +1,6 @@
 /**
  * Every message a task workflow answers, defined once and imported by the workflow and by
- * src/temporal/task-gateway.ts (the only client-side user).
+ * src/temporal/task-gateway.ts (the only client-side user), and the housekeeping workflows' two (src/temporal/housekeeping.ts).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
@@ -28,6 +28,10 @@ export const agentTaskQuery = defineQuery<AgentTaskRef | undefined>('agentTask')
 export const pushConfigSignal = defineSignal<[string]>('pushConfigAdded');
 /** Multi-agent jobs: a child task was started for this task (by the gateway), or has ended (by the child). */
 export const childTaskSignal = defineSignal<[ChildTask]>('childTask');
+/** A housekeeping workflow's new arguments (a changed interval at start-up): taken from its next round on. */
+export const housekeepingConfigureSignal = defineSignal<[object]>('configure');
+/** Runs a housekeeping workflow's round now; completes with that round's result (an operator's or a test's "now"). */
+export const housekeepingRunNowUpdate = defineUpdate<unknown, []>('runNow');
 /** The current task; `historyLength` as in A2A GetTask (§3.2.4). */
 export const getTaskQuery = defineQuery<WireTask, [number?]>('getTask');
 

@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createCipheriv, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { Client } from '@temporalio/client';
+import { Client, ScheduleNotFoundError } from '@temporalio/client';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { TaskState } from '@a2a-js/sdk';
@@ -22,7 +22,7 @@ import { BaseExecutor, mountV1Agent, startV1Agent, statusEvent, taskEvent, textO
 import { EchoExecutor } from './agents/echo';
 import { type Gateway, register, rpc, startGateway } from './helpers/harness';
 import { ENCODING, EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from '../src/temporal/encryption-codec';
-import { ensureOrphanSweep, orphanScheduleId } from '../src/temporal/orphan-sweep';
+import { ensureOrphanSweep, orphanSweepId } from '../src/temporal/orphan-sweep';
 import { RefreshScheduler } from '../src/agents/refresh-schedules';
 import { createLogger } from '../src/log';
 import { getTaskQuery, workflowIdOf } from '../task/messages';
@@ -267,41 +267,53 @@ function capturedLog() {
   return { log: createLogger('info', stream), lines };
 }
 
-describe('start-up and schedules sealed under a key no longer configured', () => {
-  test('the orphan sweep and agent-refresh schedules are recreated under the new key, with a warning naming the old key id', async () => {
+describe('start-up and housekeeping sealed under a key no longer configured', () => {
+  test('the orphan sweep and agent-refresh workflows are started again under the new key, with a warning naming the old key id', async () => {
     const connection = gw.env.nativeConnection;
     const namespace = gw.env.namespace ?? 'default';
+    // No worker polls this queue: the runs stay open, as a deployment's do between rounds.
     const taskQueue = `sched-${randomUUID().slice(0, 8)}`;
     const before = new Client({ connection, namespace, dataConverter: dataConverterOf(new EncryptionCodec(parseKeyRing(generateKeySpec('retired')))) });
     await ensureOrphanSweep(before, taskQueue, 60_000);
-    await new RefreshScheduler({ client: before, taskQueue, intervalMs: 60_000 }).reconcile(gw.db.pool);
-    // Another deployment's schedule in the namespace, its memo sealed under a key this one never had.
+    const oldScheduler = new RefreshScheduler({ client: before, taskQueue, intervalMs: 60_000 });
+    await oldScheduler.reconcile(gw.db.pool);
+    const ids = [orphanSweepId(taskQueue), oldScheduler.sweepId];
+    const oldRuns = await Promise.all(ids.map(async (id) => (await before.workflow.getHandle(id).describe()).runId));
+    // The orphan sweep's Schedule of the version before, sealed under the retired key too: deleted all the same.
+    // Another deployment's schedule in the namespace, its memo sealed under a key this one never had: listed past.
     const foreign = `other-deployment-${taskQueue}`;
     await before.schedule.create({ scheduleId: foreign, spec: { intervals: [{ every: 3_600_000 }] }, action: { type: 'startWorkflow', workflowType: 'orphanSweepWorkflow', taskQueue: foreign, args: [] }, memo: { owner: 'someone else' }, state: { paused: true } });
+    await before.schedule.create({ scheduleId: orphanSweepId(taskQueue), spec: { intervals: [{ every: 3_600_000 }] }, action: { type: 'startWorkflow', workflowType: 'orphanSweepWorkflow', taskQueue, args: [] }, memo: { owner: 'a retired key' }, state: { paused: true } });
 
     // The deployment starts again with another key (the old one is gone from SWITCHBOARD_PAYLOAD_KEY).
     const now = new Client({ connection, namespace, dataConverter: dataConverterOf(new EncryptionCodec(parseKeyRing(generateKeySpec('k2')))) });
-    await assert.rejects(now.schedule.getHandle(orphanScheduleId(taskQueue)).describe(), /key retired/, 'the old schedule does not decode');
+    await assert.rejects(now.workflow.getHandle(orphanSweepId(taskQueue)).describe(), /key retired/, 'the old run does not decode');
     const { log, lines } = capturedLog();
-    await ensureOrphanSweep(now, taskQueue, 30_000, log);
+    assert.equal(await ensureOrphanSweep(now, taskQueue, 30_000, log), 'restarted');
     const scheduler = new RefreshScheduler({ client: now, taskQueue, intervalMs: 120_000, log });
-    await scheduler.reconcile(gw.db.pool);
+    assert.equal((await scheduler.reconcile(gw.db.pool)).created, 1);
 
-    for (const scheduleId of [orphanScheduleId(taskQueue), scheduler.scheduleId]) {
-      const described = await now.schedule.getHandle(scheduleId).describe();
-      assert.ok(described.action.type === 'startWorkflow', scheduleId);
-      const warned = lines.find((l) => l.scheduleId === scheduleId);
-      assert.equal(warned?.level, 40, `a warning for ${scheduleId}: ${JSON.stringify(lines)}`);
+    for (const [i, id] of ids.entries()) {
+      const described = await now.workflow.getHandle(id).describe();
+      assert.equal(described.status.name, 'RUNNING', id);
+      assert.notEqual(described.runId, oldRuns[i], `a new run of ${id}`);
+      const old = await now.workflowService.describeWorkflowExecution({ namespace, execution: { workflowId: id, runId: oldRuns[i] } });
+      assert.equal(old.workflowExecutionInfo?.status, temporal.api.enums.v1.WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TERMINATED, `the old run of ${id} is terminated`);
+      const warned = lines.find((l) => l.workflowId === id);
+      assert.equal(warned?.level, 40, `a warning for ${id}: ${JSON.stringify(lines)}`);
       assert.equal(warned.keyId, 'retired');
-      assert.match(warned.msg, /recreat/);
+      assert.match(warned.msg, /starting it again/);
     }
-    assert.equal((await now.schedule.getHandle(orphanScheduleId(taskQueue)).describe()).spec.intervals?.[0]?.every, 30_000, 'the new interval');
-    // A start after that finds them readable: nothing to recreate, no warning.
+    await assert.rejects(now.schedule.getHandle(orphanSweepId(taskQueue)).describe(), ScheduleNotFoundError, 'the former schedule is gone');
+    // A start after that finds them readable: nothing to start again, no warning, the same runs.
     lines.length = 0;
-    await ensureOrphanSweep(now, taskQueue, 30_000, log);
-    await scheduler.reconcile(gw.db.pool);
+    const runs = await Promise.all(ids.map(async (id) => (await now.workflow.getHandle(id).describe()).runId));
+    assert.equal(await ensureOrphanSweep(now, taskQueue, 30_000, log), 'running');
+    assert.equal((await scheduler.reconcile(gw.db.pool)).created, 0);
     assert.deepEqual(lines.filter((l) => l.level >= 40), []);
-    for (const id of [orphanScheduleId(taskQueue), scheduler.scheduleId, foreign]) await now.schedule.getHandle(id).delete();
+    assert.deepEqual(await Promise.all(ids.map(async (id) => (await now.workflow.getHandle(id).describe()).runId)), runs);
+    for (const id of ids) await now.workflow.getHandle(id).terminate('test done');
+    await now.schedule.getHandle(foreign).delete();
   });
 });
 

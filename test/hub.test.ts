@@ -213,6 +213,7 @@ describe('WebSocket hub', () => {
       assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task));
       assert.equal(task.status.message.parts[0].text, 'Done.');
       assert.equal(task.artifacts[0].parts[0].text, 'Quantum computing uses qubits.');
+      assert.deepEqual(task.metadata?.cost, 7, 'the cost task.complete reported is shown with the task, as an HTTP agent\'s is');
       const [turn] = agent.turns();
       assert.equal(turn.method, 'tasks/send');
       assert.equal(turn.params.id, task.id, 'the 0.1 task id is the gateway task id');

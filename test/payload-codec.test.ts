@@ -26,7 +26,7 @@ import {
 import { workflowIdOf } from '../task/messages';
 import { certificationWorkflowId } from '../task/contracts';
 import { eventWorkflowIdOf } from '../src/genesis/service';
-import { orphanScheduleId } from '../src/temporal/orphan-sweep';
+import { orphanSweepId } from '../src/temporal/orphan-sweep';
 import { RefreshScheduler } from '../src/agents/refresh-schedules';
 
 const text = (s: string) => new TextEncoder().encode(s);
@@ -66,8 +66,10 @@ describe('EncryptionCodec', () => {
       [{ type: 'activity', namespace: ns, workflowId: workflowIdOf('acme.eu', 'task-1'), isLocal: false }, { tenant: 'acme.eu' }],
       [{ type: 'workflow', namespace: ns, workflowId: certificationWorkflowId('t-2', 'c') }, { tenant: 't-2' }],
       [{ type: 'workflow', namespace: ns, workflowId: eventWorkflowIdOf('t_3', 'm:1') }, { tenant: 't_3' }],
-      [{ type: 'workflow', namespace: ns, workflowId: `${orphanScheduleId('switchboard')}-2026-11-26T00:00:00Z` }, 'system'],
+      [{ type: 'workflow', namespace: ns, workflowId: orphanSweepId('switchboard') }, 'system'],
+      [{ type: 'workflow', namespace: ns, workflowId: `${orphanSweepId('switchboard')}-2026-11-26T00:00:00Z` }, 'system'],
       [{ type: 'workflow', namespace: ns, workflowId: new RefreshScheduler({ client: undefined as never, taskQueue: 'q' }).runIdPrefix('acme', 'ag') + '1' }, 'system'],
+      [{ type: 'workflow', namespace: ns, workflowId: new RefreshScheduler({ client: undefined as never, taskQueue: 'q' }).sweepId }, 'system'],
       [{ type: 'activity', namespace: ns, isLocal: false }, 'system'],
       [undefined, 'system'],
     ];

@@ -1,4 +1,4 @@
-// A registry that stays true: the deployment's refresh sweep (a Temporal Schedule) refreshes each card (honouring Cache-Control and
+// A registry that stays true: the deployment's refresh sweep (a long-lived Temporal workflow) refreshes each card (honouring Cache-Control and
 // ETag) and probes its endpoint; the agent's status follows (healthy / degraded / down, with the reason and
 // when it changed). Real Temporal dev server, PostgreSQL and @a2a-js/sdk agents.
 // Run: TEMPORAL_CLI=$PWD/.tools/bin/temporal npx tsx --test test/registry-refresh.test.ts
@@ -81,7 +81,19 @@ describe('refresh in Temporal', () => {
     assert.equal((await call('DELETE', `${gw.url}/agents/${a.id}`)).status, 404, 'a second DELETE is 404');
   });
 
-  it("reconcile makes the deployment's sweep schedule, deletes per-agent schedules of earlier versions, and touches no other deployment's", async () => {
+  /** Every execution (runs included) of the sweep workflow with this id, as Temporal's list shows them. */
+  async function sweepRuns(workflowId: string): Promise<{ runId: string; status: string }[]> {
+    const found: { runId: string; status: string }[] = [];
+    for await (const wf of gw.env!.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) found.push({ runId: wf.runId, status: wf.status.name });
+    return found;
+  }
+  const stopSweep = (workflowId: string) =>
+    gw.env!.client.workflow
+      .getHandle(workflowId)
+      .terminate('test done')
+      .catch(() => undefined);
+
+  it("reconcile starts the deployment's sweep workflow, deletes the schedules of earlier versions, and touches no other deployment's", async () => {
     const mine = await register(await newAgent());
     const otherQueue = `other-${randomUUID().slice(0, 6)}`;
     const paused = (scheduleId: string, agentId: string) =>
@@ -91,41 +103,42 @@ describe('refresh in Temporal', () => {
         action: { type: 'startWorkflow', workflowType: 'agentRefreshWorkflow', workflowId: scheduleId, taskQueue: 'nobody', args: [{ tenant: TENANT, agentId }] },
         state: { paused: true },
       });
-    // This deployment's agent under both earlier id formats, and another deployment's (same namespace) old one.
+    // This deployment's agent under both earlier id formats, this deployment's sweep schedule of the last version,
+    // and another deployment's (same namespace) old one.
     const perAgent = `agent-refresh:${gw.taskQueue}:${TENANT}:${mine.id}`;
     const legacy = `agent-refresh:${TENANT}:${mine.id}`;
     const othersOld = `agent-refresh:${otherQueue}:${TENANT}:agent-of-another-deployment`;
-    // The other deployment started before (its start-up reconcile made its sweep), then its old schedule came.
+    const formerSweep = gw.scheduler!.sweepId;
+    // The other deployment started before (its start-up reconcile started its sweep), then its old schedule came.
     const other = new RefreshScheduler({ client: gw.env!.client, taskQueue: otherQueue, intervalMs: 3_600_000 });
     await other.reconcile(gw.db.pool);
-    await Promise.all([paused(perAgent, mine.id), paused(legacy, mine.id), paused(othersOld, 'agent-of-another-deployment')]);
-    const sweep = gw.env!.client.schedule.getHandle(gw.scheduler!.scheduleId);
+    await Promise.all([paused(perAgent, mine.id), paused(legacy, mine.id), paused(othersOld, 'agent-of-another-deployment'), paused(formerSweep, mine.id)]);
     try {
       let seen: string[] = [];
       await eventually(async () => {
         seen = await scheduleIds();
-        return [perAgent, legacy, othersOld, other.scheduleId].every((id) => seen.includes(id)) ? true : undefined;
+        return [perAgent, legacy, othersOld, formerSweep].every((id) => seen.includes(id)) ? true : undefined;
       }, 30_000, 'the schedules in the listing').catch((err) => assert.fail(`${(err as Error).message}: ${seen.join(', ')}`));
       assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 1, deleted: 2 });
-      const described = await sweep.describe();
-      assert.equal(described.action.workflowType, 'agentRefreshSweepWorkflow');
-      assert.deepEqual(described.action.args, [{ intervalMs: 5 * 60_000 }]);
-      assert.equal(described.spec.intervals?.[0]?.every, 60_000, 'a tick is a fifth of the interval, at most a minute');
-      assert.equal(described.policies.overlap, 'SKIP');
-      await assert.rejects(gw.env!.client.schedule.getHandle(perAgent).describe(), ScheduleNotFoundError);
-      await assert.rejects(gw.env!.client.schedule.getHandle(legacy).describe(), ScheduleNotFoundError);
-      // The other deployment's schedules are still there (describe throws for a deleted one).
+      const described = await gw.env!.client.workflow.getHandle(gw.scheduler!.sweepId).describe();
+      assert.equal(described.type, 'agentRefreshSweepWorkflow');
+      assert.equal(described.status.name, 'RUNNING');
+      assert.equal(gw.scheduler!.tickMs, 60_000, 'a tick is a fifth of the interval, at most a minute');
+      for (const id of [perAgent, legacy, formerSweep]) await assert.rejects(gw.env!.client.schedule.getHandle(id).describe(), ScheduleNotFoundError, id);
+      // The other deployment's schedule and sweep are still there (describe throws for a deleted schedule).
       await gw.env!.client.schedule.getHandle(othersOld).describe();
-      await gw.env!.client.schedule.getHandle(other.scheduleId).describe();
-      // Again (another process starting): nothing to create, nothing to delete.
+      assert.equal((await gw.env!.client.workflow.getHandle(other.sweepId).describe()).status.name, 'RUNNING');
+      // Again (another process starting): nothing to start, nothing to delete, the same run.
       assert.deepEqual(await gw.scheduler!.reconcile(gw.db.pool), { created: 0, deleted: 0 });
+      assert.equal((await gw.env!.client.workflow.getHandle(gw.scheduler!.sweepId).describe()).runId, described.runId);
     } finally {
       // The other tests count probes: no sweep of theirs.
-      for (const id of [gw.scheduler!.scheduleId, other.scheduleId, othersOld]) await gw.env!.client.schedule.getHandle(id).delete().catch(() => undefined);
+      await Promise.all([stopSweep(gw.scheduler!.sweepId), stopSweep(other.sweepId)]);
+      await gw.env!.client.schedule.getHandle(othersOld).delete().catch(() => undefined);
     }
   });
 
-  it('the sweep refreshes every agent due, by itself, in one workflow run per tick rather than one per agent', async () => {
+  it('the sweep refreshes every agent due, by itself, in one long-lived workflow run rather than a run per tick or per agent', async () => {
     const registered = [await register(await newAgent()), await register(await newAgent()), await register(await newAgent())];
     // The same deployment with a 1 s interval: the sweep looks every second.
     const fast = new RefreshScheduler({ client: gw.env!.client, taskQueue: gw.taskQueue!, intervalMs: 1_000 });
@@ -138,16 +151,16 @@ describe('refresh in Temporal', () => {
         }, 20_000, `three probes of ${a.id} (registration + two sweeps)`);
         assert.ok(probes.every((p: { ok: boolean }) => p.ok));
       }
-      await gw.env!.client.schedule.getHandle(fast.scheduleId).delete();
-      const sweeps = await eventually(async () => {
-        const r = await runsOf('agentRefreshSweepWorkflow', fast.scheduleId);
-        return r.length >= 2 ? r : undefined;
-      }, 15_000, 'the sweep runs in visibility');
-      assert.ok(sweeps.length >= 2);
-      // Each agent had one run of its own (its registration); every later probe came from a sweep.
+      const runs = await eventually(async () => {
+        const r = await sweepRuns(fast.sweepId);
+        return r.length ? r : undefined;
+      }, 15_000, 'the sweep in visibility');
+      // (The test before terminated its own run of this id.)
+      assert.deepEqual(runs.filter((r) => r.status !== 'TERMINATED').map((r) => r.status), ['RUNNING'], 'one execution, still running');
+      // Each agent had one run of its own (its registration); every later probe came from the sweep.
       for (const a of registered) assert.equal((await runsOf('agentRefreshWorkflow', fast.runIdPrefix(TENANT, a.id))).length, 1);
     } finally {
-      await gw.env!.client.schedule.getHandle(fast.scheduleId).delete().catch(() => undefined);
+      await stopSweep(fast.sweepId);
     }
   });
 });

@@ -1,11 +1,12 @@
 /**
- * Agent refresh (src/agents/refresh-schedules.ts): the deployment's sweep, started by its Temporal Schedule, and
+ * Agent refresh (src/agents/refresh-schedules.ts): the deployment's sweep, one long-lived workflow (housekeeping.ts), and
  * the refresh of one agent, started for a new agent or an operator's "check again". The activities re-read cards,
  * probe endpoints and record the agents' health; the workflows add the durability and the record in Temporal UI.
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { RegistryActivities } from '../activities/registry';
 import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../task/contracts';
+import { housekeep } from './housekeeping';
 
 const { refreshAgent } = proxyActivities<RegistryActivities>({
   // A refresh makes at most a card, a key-set and an endpoint request, each bounded by the refresh policy's
@@ -30,8 +31,17 @@ export async function agentRefreshWorkflow(args: AgentRefreshArgs) {
   return refreshAgent(args);
 }
 
-/** Refreshes the agents that are due, a batch at a time, until a batch comes back short. */
+/**
+ * Every `everyMs`, refreshes the agents that are due. Without `everyMs`: a run the sweep's former Temporal Schedule
+ * started, in flight at an upgrade (one round).
+ */
 export async function agentRefreshSweepWorkflow(args: AgentRefreshSweepArgs): Promise<{ refreshed: number; batches: number }> {
+  if (args.everyMs === undefined) return refreshDue(args);
+  return housekeep({ ...args, everyMs: args.everyMs }, refreshDue);
+}
+
+/** Refreshes the agents that are due, a batch at a time, until a batch comes back short. */
+async function refreshDue(args: AgentRefreshSweepArgs): Promise<{ refreshed: number; batches: number }> {
   let refreshed = 0;
   let batches = 0;
   while (batches < MAX_BATCHES) {

@@ -12,6 +12,7 @@ import { compactArtifact, withinBudget } from '../../task/artifacts';
 import type { ForwardResult } from '../../task/contracts';
 import type { WireArtifact, WireArtifactUpdate, WireMessage, WireStatusUpdate, WireTask } from '../../task/wire';
 import type { ForwardArgs } from './args';
+import { agentMetadata } from '../../task/agent-metadata';
 
 /** Folds a stream of 1.0 StreamResponse events into the agent's latest task. */
 export class StreamAccumulator {
@@ -151,19 +152,4 @@ export function taskResult(task: WireTask, args: ForwardArgs): ForwardResult {
     costMinor: costOf(task.metadata) ?? costOf(m?.metadata),
     metadata: agentMetadata(task.metadata),
   };
-}
-
-/** The most of the agent's task metadata a turn carries into the workflow (it is the client's to read, not a store). */
-export const AGENT_METADATA_BUDGET_BYTES = 64 * 1024;
-
-/**
- * The agent's task metadata as the gateway task keeps it: without `switchboard` (the gateway's own key), and
- * replaced by a note when it is over AGENT_METADATA_BUDGET_BYTES.
- */
-function agentMetadata(metadata: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
-  if (!metadata) return undefined;
-  const { switchboard: _own, ...rest } = metadata;
-  if (Object.keys(rest).length === 0) return undefined;
-  const size = Buffer.byteLength(JSON.stringify(rest));
-  return size <= AGENT_METADATA_BUDGET_BYTES ? rest : { agentMetadataDropped: `${size} bytes, over the ${AGENT_METADATA_BUDGET_BYTES}-byte budget` };
 }

@@ -1,11 +1,11 @@
 /**
- * The A2A request handler behind the HTTP+JSON (REST) and gRPC bindings. The SDK's `restHandler` and
- * `grpcService` parse each request into the SDK's types and call this handler; it hands the call, as the
- * JSON-RPC 1.0 method it is, to the same RPC core that answers JSON-RPC (src/a2a/rpc-handler.ts: role,
- * validation, outage and stream-cap checks, the endpoint's resolver, the per-agent or front-door handler), and
- * turns the answer back into the SDK's types, or its error into the binding's own (HTTP status +
- * google.rpc.Status body, gRPC status code with google.rpc.ErrorInfo details). So one handler and one set of
- * checks stand behind all three bindings, and their behaviour cannot drift.
+ * The A2A request handler behind the gRPC binding. The SDK's `grpcService` decodes each request into the SDK's
+ * types and calls this handler; it hands the call to the same RPC core that answers JSON-RPC and HTTP+JSON
+ * (src/a2a/rpc-handler.ts: role, validation, outage and stream-cap checks, the endpoint's resolver, the per-agent
+ * or front-door handler) as the 1.0 method it is and its params as an object (no envelope, no text), and turns the
+ * answer back into the SDK's types, or its error into the binding's own (gRPC status code with
+ * google.rpc.ErrorInfo details, by the one error table). So one set of checks stands behind all three bindings,
+ * and their behaviour cannot drift.
  *
  * Who calls and which endpoint is meant travel in the SDK's call context, as its `user` (a BindingCall the
  * transport built after authenticating the caller).
@@ -34,7 +34,7 @@ import type { Caller } from '../auth/caller';
 import type { A2AEndpoints } from './endpoints';
 import { A2A_ERRORS } from './errors';
 import { A2A_DOMAIN, ERROR_FORMS, type ErrorName, SWITCHBOARD_DOMAIN, errorNameOf } from './error-forms';
-import type { RpcAnswer } from './rpc-handler';
+import type { Refused, RpcAnswer, RpcError, RpcOutcome, SseFrame } from './rpc-handler';
 
 export type Binding = 'HTTP+JSON' | 'GRPC';
 
@@ -95,8 +95,6 @@ const SERVED = AgentCard.fromJSON({
   ],
 });
 
-type JsonRpcError = { code: number; message: string; data?: unknown };
-
 export class BindingHandler implements A2ARequestHandler {
   constructor(
     private readonly endpoints: A2AEndpoints,
@@ -156,9 +154,8 @@ export class BindingHandler implements A2ARequestHandler {
   }
 
   /** A refusal's Retry-After, handed to the binding (the SDK's error renderer sets no headers of its own). */
-  private passRetryAfter(answer: { headers?: Record<string, string> }, context: ServerCallContext): void {
-    const after = answer.headers?.['retry-after'];
-    if (after) this.callOf(context).o.onRetryAfter?.(after);
+  private passRetryAfter(answer: { retryAfterS?: number }, context: ServerCallContext): void {
+    if (answer.retryAfterS !== undefined) this.callOf(context).o.onRetryAfter?.(String(answer.retryAfterS));
   }
 
   /** One unary call through the RPC core; its JSON-RPC result, or the binding's error. */
@@ -185,12 +182,12 @@ export class BindingHandler implements A2ARequestHandler {
 
   private async unary(method: string, request: { tenant?: string }, params: unknown, context: ServerCallContext): Promise<unknown> {
     const answer = await this.answer(method, request, params, context);
-    if ('stream' in answer) throw this.error({ code: A2A_ERRORS.Internal.code, message: `${method} answered with a stream` }, 500);
-    this.passRetryAfter(answer, context);
-    const body = answer.body as { result?: unknown; error?: JsonRpcError; requiredRoles?: string[] };
-    if (body.error && typeof body.error === 'object') throw this.error(body.error, answer.status);
-    if (answer.status === 403) throw this.denied((body as { error?: unknown }).error);
-    return body.result ?? {};
+    if ('stream' in answer) throw this.error({ code: A2A_ERRORS.Internal.code, message: `${method} answered with a stream` });
+    if ('error' in answer) {
+      this.passRetryAfter(answer, context);
+      throw this.error(answer.error, answer.refused);
+    }
+    return answer.result ?? {};
   }
 
   /**
@@ -210,10 +207,9 @@ export class BindingHandler implements A2ARequestHandler {
     const call = this.callOf(context);
     const answer = await this.answer(method, request, params, context);
     if (!('stream' in answer)) {
+      if (!('error' in answer)) throw this.error({ code: A2A_ERRORS.Internal.code, message: `${method} did not answer with a stream` });
       this.passRetryAfter(answer, context);
-      const body = answer.body as { error?: JsonRpcError | string };
-      if (body.error && typeof body.error === 'object') throw this.error(body.error, answer.status);
-      throw answer.status === 403 ? this.denied(body.error) : this.error({ code: A2A_ERROR_INTERNAL, message: `${method} did not answer with a stream` }, 500);
+      throw this.error(answer.error, answer.refused);
     }
     const { stream } = answer;
     let lastId = call.o.lastEventId !== undefined && /^\d+$/.test(call.o.lastEventId.trim()) ? Number(call.o.lastEventId.trim()) : 0;
@@ -222,23 +218,23 @@ export class BindingHandler implements A2ARequestHandler {
       for (;;) {
         if (call.o.sink?.backlogged() && !(await drained(call.o.sink, call.o.drainTimeoutMs, call.o.signal))) {
           if (call.o.signal.aborted) return;
-          throw this.error({ code: A2A_ERRORS.Internal.code, message: `The client read too slowly; the stream is closed. ${cap(resumeHint())}.` }, 429);
+          throw this.error({ code: A2A_ERRORS.Internal.code, message: `The client read too slowly; the stream is closed. ${cap(resumeHint())}.` }, 'busy');
         }
-        let next: IteratorResult<{ id?: number; data: { result?: unknown; error?: unknown } }>;
+        let next: IteratorResult<SseFrame>;
         try {
           next = await stream.next();
         } catch (err) {
-          throw this.error(answer.errorFrame(err).data.error as JsonRpcError, 200);
+          throw this.error(outcomeError(answer.errorFrame(err).data));
         }
         if (next.done) break;
         const { id, data } = next.value;
-        if (data.error) throw this.error(data.error as JsonRpcError, 200);
+        if ('error' in data) throw this.error(data.error);
         if (id !== undefined) lastId = id;
         call.o.onEvent?.(id);
         yield StreamResponse.fromJSON(data.result);
       }
       if (call.o.closing.aborted && !call.o.signal.aborted) {
-        throw this.error({ code: A2A_ERRORS.Unavailable.code, message: `Switchboard is shutting down; ${resumeHint()}.` }, 503);
+        throw this.error({ code: A2A_ERRORS.Unavailable.code, message: `Switchboard is shutting down; ${resumeHint()}.` }, 'unavailable');
       }
     } finally {
       await stream.return?.(undefined).catch(() => undefined);
@@ -252,14 +248,15 @@ export class BindingHandler implements A2ARequestHandler {
     // names an agent wins, and a tenant naming another is refused rather than silently ignored.
     const tenant = request.tenant || undefined;
     if (o.agentId !== undefined && tenant !== undefined && tenant !== o.agentId) {
-      throw this.error({ code: A2A_ERRORS.InvalidParams.code, message: `tenant ${tenant} names another agent than the URL (${o.agentId})` }, 400);
+      throw this.error({ code: A2A_ERRORS.InvalidParams.code, message: `tenant ${tenant} names another agent than the URL (${o.agentId})` });
     }
     const agentId = o.agentId ?? tenant;
     const { tenant: _dropped, ...rest } = (params ?? {}) as Record<string, unknown>;
     const streaming = method === 'SendStreamingMessage' || method === 'SubscribeToTask';
     return this.endpoints.core.answer(
       {
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: rest }),
+        method,
+        params: rest,
         caller: o.caller,
         headers: o.headers,
         lastEventId: streaming ? o.lastEventId : undefined,
@@ -273,18 +270,17 @@ export class BindingHandler implements A2ARequestHandler {
 
   private callOf(context: ServerCallContext | undefined): BindingCall {
     const user = context?.user;
-    if (!(user instanceof BindingCall)) throw this.error({ code: A2A_ERRORS.Internal.code, message: 'the call reached the handler without an authenticated caller' }, 500);
+    if (!(user instanceof BindingCall)) throw this.error({ code: A2A_ERRORS.Internal.code, message: 'the call reached the handler without an authenticated caller' });
     return user;
   }
 
-  /** A JSON-RPC error as this binding's error (the SDK renders it: HTTP status + google.rpc.Status, or a gRPC status). */
   /**
    * A JSON-RPC error as this binding's error, by the one table (src/a2a/error-forms.ts): the SDK renders it with
    * the HTTP status and AIP-193 body, or the gRPC status, that A2A §5.4 gives it (A2A's own errors keep the SDK's
    * classes, with the spec's statuses); an error the table does not know is Internal, its code in the metadata.
    */
-  private error(e: JsonRpcError, httpStatus: number): Error {
-    const name = errorNameOf(e.code) ?? (httpStatus === 404 ? 'NoSuchEndpoint' : httpStatus === 429 ? 'RateLimited' : 'Internal');
+  private error(e: RpcError, refused?: Refused): Error {
+    const name = errorNameOf(e.code) ?? (refused === 'no-endpoint' ? 'NoSuchEndpoint' : refused === 'busy' ? 'RateLimited' : 'Internal');
     const form = ERROR_FORMS[name];
     const status = this.binding === 'GRPC' ? { transport: 'grpc', status: form.grpc } : { transport: 'rest', statusCode: form.http };
     if (form.domain === A2A_DOMAIN) return Object.assign(fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: e as { code: number; message: string } }), status);
@@ -294,12 +290,12 @@ export class BindingHandler implements A2ARequestHandler {
     return Object.assign(new SwitchboardError({ message: e.message, metadata }, form.reason, name), status);
   }
 
-  private denied(message: unknown): Error {
-    return this.error({ code: ERROR_FORMS.PermissionDenied.code, message: typeof message === 'string' ? message : 'This key may not call this method' }, 403);
-  }
 }
 
-const A2A_ERROR_INTERNAL = A2A_ERRORS.Internal.code;
+/** The error of an outcome (an error frame's). */
+function outcomeError(o: RpcOutcome): RpcError {
+  return 'error' in o ? o.error : { code: A2A_ERRORS.Internal.code, message: 'Internal error' };
+}
 
 /** Switchboard's own errors (not A2A's): the SDK renders their ErrorInfo with A2A's domain; the gRPC guard adds details. */
 export class SwitchboardError extends A2AError {

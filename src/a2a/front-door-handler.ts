@@ -4,14 +4,14 @@
  * SubscribeToTask, a stream reconnect) works on an existing task and never reads the agent. ListTasks lists
  * every task of the tenant, and the card is Switchboard's own.
  */
-import { AgentCard, type ListTasksRequest, type ListTasksResponse, type Message, type StreamResponse, Task } from '@a2a-js/sdk';
 import type { Agent } from '../agents/registry';
 import { listTasks } from '../db/task-store';
 import { a2aError } from './errors';
-import { AgentRequestHandler, type HandlerDeps, listQuery } from './request-handler';
-import type { StreamCursor } from './task-stream';
+import { AgentRequestHandler, type HandlerDeps, type SendAnswer, type TaskList, listQuery } from './request-handler';
+import type { ExchangeEvent, StreamCursor } from './task-stream';
 import type { Dialect } from '../../task/wire';
 import type { Caller } from '../auth/caller';
+import type { ListTasksQuery } from './schemas';
 
 /**
  * Stands in for an agent on calls that have none. The base class reads its agent only to start a task (which
@@ -31,27 +31,26 @@ export class FrontDoorHandler extends AgentRequestHandler {
     super(routed ?? NO_AGENT, front.caller, rpcUrl, handlerDeps, cursor, dialect);
   }
 
-  override async getAgentCard(): Promise<AgentCard> {
-    return AgentCard.fromJSON(await this.front.card());
+  override async card(): Promise<Record<string, unknown>> {
+    return this.front.card();
   }
 
-  // The rest of the arguments (the call context) go to the base class as they came.
-  override async sendMessage(...args: Parameters<AgentRequestHandler['sendMessage']>): Promise<Message | Task> {
+  // The rest of the arguments (the call's extras) go to the base class as they came.
+  override async send(...args: Parameters<AgentRequestHandler['send']>): Promise<SendAnswer> {
     if (!this.routed && !args[0].message?.taskId) throw a2aError('Internal', 'a new task reached the front door without a routed agent');
-    return super.sendMessage(...args);
+    return super.send(...args);
   }
 
-  override async *sendMessageStream(...args: Parameters<AgentRequestHandler['sendMessageStream']>): AsyncGenerator<StreamResponse, void, undefined> {
+  override async *sendStream(...args: Parameters<AgentRequestHandler['sendStream']>): AsyncGenerator<ExchangeEvent, void, undefined> {
     // Without an agent the call must be a follow-up or a reconnect of a known message (the route checked it).
     if (!this.routed && !args[0].message?.taskId && this.cursor?.lastEventId === undefined) {
       throw a2aError('Internal', 'a new task reached the front door without a routed agent');
     }
-    yield* super.sendMessageStream(...args);
+    yield* super.sendStream(...args);
   }
 
   /** Every task of the tenant, whichever agent runs it. */
-  override async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
-    const page = await listTasks(this.handlerDeps.pool, this.front.caller.tenant, undefined, listQuery(params));
-    return { ...page, tasks: page.tasks.map((t) => Task.fromJSON(t)) };
+  override async list(params: ListTasksQuery): Promise<TaskList> {
+    return listTasks(this.handlerDeps.pool, this.front.caller.tenant, undefined, listQuery(params));
   }
 }

@@ -9,10 +9,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { A2A_ERRORS } from './errors';
-import { type RpcEvent, envelope, idOf } from './rpc-errors';
+import type { RpcEnvelope } from './rpc-errors';
 import { pathOfNul } from '../http/json-guard';
-import { type JsonLimitError, checkJson, parseJson } from '../http/json-guard';
-import type { RpcAnswer, RpcRequest } from './rpc-handler';
+import { type JsonLimitError, checkJson } from '../http/json-guard';
+import type { RpcAnswer, RpcFailure, RpcRequest } from './rpc-handler';
 import type { AgentRegistry } from '../agents/registry';
 import type { Caller, Role } from '../auth/caller';
 import type { Health } from '../health';
@@ -188,22 +188,16 @@ export interface ActionRequest {
 }
 
 /**
- * The action request in a body, or undefined when the body is anything else (it then goes to the RPC core,
- * which answers every malformed request as it always has).
+ * The action request of a JSON-RPC request (as the route read it), or undefined when it is anything else (it then
+ * goes to the RPC core, which answers every malformed request as it always has).
  */
-export function actionRequestOf(body: string | Uint8Array): ActionRequest | undefined {
-  let rpc: { jsonrpc?: unknown; method?: unknown; id?: unknown; params?: { message?: { parts?: unknown } } };
-  try {
-    rpc = parseJson(body) as typeof rpc; // unreadable: the RPC core answers it (-32700, -32600)
-  } catch {
-    return undefined;
-  }
-  if (rpc?.jsonrpc !== '2.0' || typeof rpc.method !== 'string' || !Object.hasOwn(SEND_METHODS, rpc.method)) return undefined;
-  const parts = rpc.params?.message?.parts;
+export function actionRequestOf(rpc: RpcEnvelope): ActionRequest | undefined {
+  if (!Object.hasOwn(SEND_METHODS, rpc.method)) return undefined;
+  const parts = (rpc.params as { message?: { parts?: unknown } } | undefined)?.message?.parts;
   if (!Array.isArray(parts)) return undefined;
   const first = parts.find((p): p is { text: string } => typeof (p as { text?: unknown } | null)?.text === 'string');
   if (!first || !first.text.trimStart().startsWith('{')) return undefined;
-  const request = { id: idOf(rpc), dialect: SEND_METHODS[rpc.method]!, envelope: rpc as ActionRequest['envelope'] };
+  const request = { id: rpc.id, dialect: SEND_METHODS[rpc.method]!, envelope: rpc as unknown as ActionRequest['envelope'] };
   let fields: unknown;
   try {
     // V8's JSON.parse is not recursive: safe at any depth. Only an action's fields are read further (checked below);
@@ -226,14 +220,16 @@ export class Actions {
   constructor(private readonly d: ActionDeps) {}
 
   /**
-   * Answers `req` when it is an action request; undefined otherwise.
-   * @param forward sends a rewritten request through the RPC core and the routing front door (an agent's action).
+   * Answers `rpc` when it is an action request; undefined otherwise.
+   * @param forward sends a rewritten call through the RPC core and the routing front door (an agent's action).
    */
-  async answer(req: RpcRequest, forward: (body: string) => Promise<RpcAnswer>): Promise<RpcAnswer | undefined> {
-    const ar = actionRequestOf(req.body);
+  async answer(rpc: RpcEnvelope, req: RpcRequest, forward: (call: { method: string; params: unknown }) => Promise<RpcAnswer>): Promise<RpcAnswer | undefined> {
+    const ar = actionRequestOf(rpc);
     if (!ar) return undefined;
-    const ok = (body: RpcEvent, status = 200, headers?: Record<string, string>): RpcAnswer => ({ status, headers, body });
-    const fail = (code: number, message: string, data?: unknown, status = 200) => ok(envelope(ar.id, { code, message, ...(data !== undefined ? { data } : {}) }), status);
+    const fail = (code: number, message: string, data?: unknown, refused?: RpcFailure['refused']): RpcAnswer => ({
+      error: { code, message, ...(data !== undefined ? { data } : {}) },
+      ...(refused && { refused }),
+    });
     if (ar.refused) return fail(A2A_ERRORS.InvalidParams.code, `Invalid params for ${ar.action}: the action's JSON is not read: ${ar.refused}`);
     const name = ALIASES[ar.action] ?? ar.action;
     try {
@@ -245,7 +241,7 @@ export class Actions {
       }
       if (!spec.roles.includes(req.caller.role)) {
         const message = `${name} needs the role ${spec.roles.join(' or ')}; this key's role is ${req.caller.role}`;
-        return fail(A2A_ERRORS.InvalidRequest.code, message, { requiredRoles: spec.roles }, 403);
+        return fail(A2A_ERRORS.InvalidRequest.code, message, { requiredRoles: spec.roles }, 'permission');
       }
       for (const [field, f] of Object.entries(spec.fields ?? {})) {
         const v = ar.fields[field];
@@ -261,11 +257,11 @@ export class Actions {
         if (nul !== undefined) throw invalidField(name, nul, 'contains a NUL character (U+0000)');
       }
       const result = await spec.run(this.d, { caller: req.caller, tenant: req.caller.tenant, base: req.base, f: ar.fields });
-      return ok({ jsonrpc: '2.0', id: ar.id, result: bareMessage(result, ar.dialect) });
+      return { result: bareMessage(result, ar.dialect) };
     } catch (err) {
       if (err instanceof ActionError) return fail(err.code, err.message, err.data);
       const down = this.d.health.unavailable(err);
-      if (down) return ok(envelope(ar.id, { code: A2A_ERRORS.Unavailable.code, message: down.message }), 503, { 'retry-after': String(down.retryAfterS) });
+      if (down) return { error: { code: A2A_ERRORS.Unavailable.code, message: down.message }, refused: 'unavailable', retryAfterS: down.retryAfterS };
       throw err;
     }
   }
@@ -298,7 +294,7 @@ function bareMessage(result: unknown, dialect: '0.3' | '1.0'): Record<string, un
  * shape has none), with `metadata.skillId` naming the declared skill, so the front door routes it (policies,
  * health and reputation included) and the agent gets the action's JSON as it was sent.
  */
-function routedTo(ar: ActionRequest, skillId: string): string {
+function routedTo(ar: ActionRequest, skillId: string): { method: string; params: unknown } {
   const m = ar.envelope.params.message;
   const parts = ar.dialect === '0.3' ? m.parts.map((p) => ({ kind: 'text', ...p })) : m.parts;
   const message = {
@@ -309,7 +305,7 @@ function routedTo(ar: ActionRequest, skillId: string): string {
     parts,
     metadata: { ...(m.metadata as Record<string, unknown> | undefined), skillId },
   };
-  return JSON.stringify({ ...ar.envelope, params: { ...ar.envelope.params, message } });
+  return { method: ar.envelope.method, params: { ...ar.envelope.params, message } };
 }
 
 /**
@@ -317,9 +313,8 @@ function routedTo(ar: ActionRequest, skillId: string): string {
  * parts), with the task named in its metadata; any other outcome (an error, a task that is not done) as it came.
  */
 function toAgentAnswer(answer: RpcAnswer, dialect: '0.3' | '1.0'): RpcAnswer {
-  if ('stream' in answer) return answer;
-  const body = answer.body as RpcEvent;
-  const result = body.result as Record<string, unknown> | undefined;
+  if (!('result' in answer)) return answer;
+  const result = answer.result as Record<string, unknown> | undefined;
   const task = (dialect === '1.0' ? result?.task : result?.kind === 'task' ? result : undefined) as
     | { id: string; status: { state: string; message?: { parts?: unknown[] } }; artifacts?: { parts?: unknown[] }[]; metadata?: Record<string, unknown> }
     | undefined;
@@ -332,7 +327,7 @@ function toAgentAnswer(answer: RpcAnswer, dialect: '0.3' | '1.0'): RpcAnswer {
     dialect === '1.0'
       ? { message: { messageId: randomUUID(), role: 'ROLE_AGENT', parts, metadata } }
       : { kind: 'message', messageId: randomUUID(), role: 'agent', parts, metadata };
-  return { ...answer, body: { ...body, result: message } };
+  return { result: message };
 }
 
 /** @throws -32602 naming the field: the tenant has no such thing (another tenant's is not found either). */

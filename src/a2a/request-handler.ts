@@ -1,8 +1,8 @@
 /**
- * Switchboard's implementation of the A2A server interface of @a2a-js/sdk, for one registered agent: a thin
- * adapter. The SDK's transport handlers parse and render both dialects; each method here converts the SDK's
- * types to the wire form and back, and hands the work to the task intake (task-intake.ts: whose task, new-task
- * rules), the task's workflow (TaskGateway), its event log (task-stream.ts) or the projection.
+ * The A2A request handler of one registered agent: the 1.0 methods on the wire form (task/wire.ts), with the params
+ * the RPC core validated, handing the work to the task intake (task-intake.ts: whose task, new-task rules), the
+ * task's workflow (TaskGateway), its event log (task-stream.ts) or the projection. It also implements the SDK's
+ * A2A server interface, for the SDK's 0.3 transport only.
  */
 import {
   AgentCard,
@@ -17,6 +17,7 @@ import {
   Task,
 } from '@a2a-js/sdk';
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
+import type { z } from 'zod';
 import { gatewayCard } from '../agents/gateway-card';
 import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
@@ -26,6 +27,7 @@ import { directAnswerOf, holdOf, isTerminal, stateLabel } from '../../task/rules
 import type { SendMessageArgs } from '../../task/contracts';
 import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
+import type * as S from './schemas';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
 import { type ExchangeEvent, type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followExchange, followTask } from './task-stream';
@@ -34,9 +36,24 @@ import type { Dialect, WireMessage, WireTask } from '../../task/wire';
 /** What the handler needs: the intake's dependencies and the streams'. */
 export type HandlerDeps = IntakeDeps & TaskStreamDeps;
 
-const toTask = (t: WireTask) => Task.fromJSON(t);
-const toStreamResponse = (e: ExchangeEvent) => StreamResponse.fromJSON(e);
+/** What a call carries beyond its params: the translation's intent (a channel no client writes to) and the request's headers. */
+export interface CallExtras {
+  intent?: CallIntent;
+  headers?: Record<string, string | string[] | undefined>;
+}
 
+/** SendMessage / SendStreamingMessage params, validated (src/a2a/schemas.ts): already the wire form. */
+export type SendParams = z.infer<typeof S.SendMessageParams>;
+/** The answer of SendMessage: the task, or the agent's Message when it made no task (§3.1.1). */
+export type SendAnswer = { task: WireTask } | { message: WireMessage };
+/** A page of ListTasks. */
+export type TaskList = Awaited<ReturnType<typeof listTasks>>;
+
+/**
+ * The handler's work is done on the wire form (task/wire.ts), the params as the method's zod schema passed them:
+ * nothing is decoded twice. The SDK-typed methods below (A2ARequestHandler) remain for the SDK's 0.3 transport, which
+ * converts 0.3 calls to 1.0 itself; they only convert at that edge.
+ */
 export class AgentRequestHandler implements A2ARequestHandler {
   protected readonly intake: TaskIntake;
   private readonly tenant: string;
@@ -57,41 +74,38 @@ export class AgentRequestHandler implements A2ARequestHandler {
     this.intake = new TaskIntake(agent, caller, deps, dialect);
   }
 
-  async getAgentCard(): Promise<AgentCard> {
-    return AgentCard.fromJSON(gatewayCard(this.agent.card, { jsonRpc: this.rpcUrl }));
+  /** The card of this endpoint. */
+  async card(): Promise<Record<string, unknown>> {
+    return gatewayCard(this.agent.card, { jsonRpc: this.rpcUrl }) as Record<string, unknown>;
   }
 
-  async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
-    throw a2aError('UnsupportedOperation', 'Switchboard does not serve extended agent cards');
-  }
-
-  async sendMessage(params: SendMessageRequest, context?: ServerCallContext): Promise<Message | Task> {
+  /** SendMessage: a new task, or the next turn of an interrupted one. */
+  async send(params: SendParams, extras: CallExtras = {}): Promise<SendAnswer> {
     const { message, args, push } = sendArgs(params);
     if (message.taskId) {
       await this.intake.ownTask(message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
-      return toTask(await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }));
+      return { task: await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }) };
     }
-    const prepared = await this.intake.prepare(message, args, push, headersOf(context), intentOf(context));
+    const prepared = await this.intake.prepare(message, args, push, extras.headers, extras.intent);
     const task = await this.deps.gateway.start(prepared.input, prepared.args);
     // The agent answered with a Message and made no task (§3.1.1): its client gets that, as it would from the agent.
-    const reply = answersWithMessages(context) ? directAnswerOf(task, message.messageId) : undefined;
-    return reply ? Message.fromJSON(reply) : toTask(task);
+    const reply = answersWithMessages(extras.intent) ? directAnswerOf(task, message.messageId) : undefined;
+    return reply ? { message: reply } : { task };
   }
 
-  async getTask(params: GetTaskRequest): Promise<Task> {
+  async get(params: { id: string; historyLength?: number }): Promise<WireTask> {
     await this.intake.ownTask(params.id);
-    return toTask(await this.deps.gateway.get(this.tenant, params.id, params.historyLength));
+    return this.deps.gateway.get(this.tenant, params.id, params.historyLength);
   }
 
-  async cancelTask(params: CancelTaskRequest): Promise<Task> {
+  async cancel(params: { id: string }): Promise<WireTask> {
     await this.intake.ownTask(params.id);
-    return toTask(await this.deps.gateway.cancel(this.tenant, params.id));
+    return this.deps.gateway.cancel(this.tenant, params.id);
   }
 
-  async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
-    const page = await listTasks(this.deps.pool, this.tenant, this.agent.id, listQuery(params));
-    return { ...page, tasks: page.tasks.map(toTask) };
+  async list(params: ListTasksQuery): Promise<TaskList> {
+    return listTasks(this.deps.pool, this.tenant, this.agent.id, listQuery(params));
   }
 
   /**
@@ -101,7 +115,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
    * With Last-Event-ID (a reconnect of a stream whose task is known) the message is not sent again: the stream
    * replays the events after that id, then follows the live tail.
    */
-  async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+  async *sendStream(params: SendParams, extras: CallExtras = {}): AsyncGenerator<ExchangeEvent, void, undefined> {
     const stream = this.requireStream();
     const { message, args, push } = sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
@@ -120,10 +134,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.follow(message.taskId, after, 'turn');
       return;
     }
-    const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, headersOf(context), intentOf(context));
+    const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, extras.headers, extras.intent);
     const { taskId } = prepared.input;
     // 0.1 and NEXUS have no Message answer: their streams are the task's.
-    const exchange = (stop?: AbortSignal) => (answersWithMessages(context) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, 'turn', stop));
+    const exchange = (stop?: AbortSignal) => (answersWithMessages(extras.intent) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, 'turn', stop));
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
       await this.deps.gateway.start(prepared.input, prepared.args);
@@ -151,7 +165,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
    * way the stream stays open until the task is terminal (§3.1.6), past input-required: the answer, whoever
    * sends it, shows on it.
    */
-  async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
+  async *subscribe(params: { id: string }): AsyncGenerator<ExchangeEvent, void, undefined> {
     const stream = this.requireStream();
     const taskId = params.id;
     await this.intake.ownTask(taskId);
@@ -169,7 +183,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     checkStreamCap(this.deps, this.tenant, taskId);
     stream.seq = head;
     stream.closing = false;
-    yield StreamResponse.fromJSON({ task: snapshot });
+    yield { task: snapshot };
     yield* this.follow(taskId, head, 'task');
   }
 
@@ -179,17 +193,53 @@ export class AgentRequestHandler implements A2ARequestHandler {
     await this.deps.gateway.get(this.tenant, taskId);
   }
 
-  private async *follow(taskId: string, afterSeq: number, until: StreamEnd, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
-    for await (const e of followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, until, stop)) yield toStreamResponse(e);
+  private follow(taskId: string, afterSeq: number, until: StreamEnd, stop?: AbortSignal): AsyncGenerator<ExchangeEvent, void, undefined> {
+    return followTask(this.deps, this.requireStream(), this.tenant, taskId, afterSeq, until, stop);
   }
 
-  private async *followExchange(taskId: string, stop?: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
-    for await (const e of followExchange(this.deps, this.requireStream(), this.tenant, taskId, stop)) yield toStreamResponse(e);
+  private followExchange(taskId: string, stop?: AbortSignal): AsyncGenerator<ExchangeEvent, void, undefined> {
+    return followExchange(this.deps, this.requireStream(), this.tenant, taskId, stop);
   }
 
   private requireStream(): StreamCursor {
     if (!this.stream) throw a2aError('Internal', 'streaming call without a stream');
     return this.stream;
+  }
+
+  // ---- A2ARequestHandler: the SDK's types, for the SDK's 0.3 transport only (it converts 0.3 calls to 1.0). ----
+
+  async getAgentCard(): Promise<AgentCard> {
+    return AgentCard.fromJSON(await this.card());
+  }
+
+  async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
+    throw a2aError('UnsupportedOperation', 'Switchboard does not serve extended agent cards');
+  }
+
+  async sendMessage(params: SendMessageRequest, context?: ServerCallContext): Promise<Message | Task> {
+    const answer = await this.send(SendMessageRequest.toJSON(params) as SendParams, extrasOf(context));
+    return 'message' in answer ? Message.fromJSON(answer.message) : Task.fromJSON(answer.task);
+  }
+
+  async getTask(params: GetTaskRequest): Promise<Task> {
+    return Task.fromJSON(await this.get(params));
+  }
+
+  async cancelTask(params: CancelTaskRequest): Promise<Task> {
+    return Task.fromJSON(await this.cancel(params));
+  }
+
+  async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
+    const page = await this.list(ListTasksRequest.toJSON(params) as ListTasksQuery);
+    return { ...page, tasks: page.tasks.map((t) => Task.fromJSON(t)) };
+  }
+
+  async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const e of this.sendStream(SendMessageRequest.toJSON(params) as SendParams, extrasOf(context))) yield StreamResponse.fromJSON(e);
+  }
+
+  async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const e of this.subscribe(params)) yield StreamResponse.fromJSON(e);
   }
 
   // The push-config methods never reach this class: the RPC core answers them (src/a2a/push-methods.ts), because
@@ -208,22 +258,34 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 }
 
-/** A SendMessage request in the wire form: the message, how to answer, and an inline push config. */
-function sendArgs(params: SendMessageRequest): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
-  const json = SendMessageRequest.toJSON(params) as {
-    message: WireMessage;
-    configuration?: { returnImmediately?: boolean; historyLength?: number; taskPushNotificationConfig?: Record<string, unknown> };
-  };
+/** A SendMessage request's parts: the message (empty optional fields dropped, as ProtoJSON omits them), how to answer, an inline push config. */
+function sendArgs(params: SendParams): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
+  const { configuration } = params;
   return {
-    message: json.message,
-    args: { returnImmediately: json.configuration?.returnImmediately ?? false, historyLength: json.configuration?.historyLength },
-    push: json.configuration?.taskPushNotificationConfig,
+    message: wireMessage(params.message),
+    args: { returnImmediately: configuration?.returnImmediately ?? false, historyLength: configuration?.historyLength },
+    push: configuration?.taskPushNotificationConfig as Record<string, unknown> | undefined,
   };
 }
 
+/** A message without the empty strings and lists ProtoJSON leaves out (an empty taskId is no task). */
+function wireMessage(m: WireMessage): WireMessage {
+  const out = { ...m, parts: m.parts.map((p) => (p.mediaType === '' || p.filename === '' ? dropEmpty(p) : p)) };
+  return dropEmpty(out);
+}
+
+function dropEmpty<T extends object>(o: T): T {
+  const out = { ...o } as Record<string, unknown>;
+  for (const k of ['contextId', 'taskId', 'extensions', 'referenceTaskIds', 'mediaType', 'filename']) {
+    const v = out[k];
+    if (v === '' || (Array.isArray(v) && v.length === 0)) delete out[k];
+  }
+  return out as T;
+}
+
 /** A ListTasks request as the projection's query; the proto default status (UNSPECIFIED) means no filter. */
-export function listQuery(params: ListTasksRequest): ListTasksQuery {
-  const q = ListTasksRequest.toJSON(params) as Omit<ListTasksQuery, 'status'> & { status?: string };
+export function listQuery(params: ListTasksQuery): ListTasksQuery {
+  const { tenant: _tenant, ...q } = params as Omit<ListTasksQuery, 'status'> & { status?: string };
   if (q.status === 'TASK_STATE_UNSPECIFIED') delete q.status;
   return q as ListTasksQuery;
 }
@@ -232,18 +294,17 @@ export function listQuery(params: ListTasksRequest): ListTasksQuery {
  * Whether the client's dialect has a Message answer: 1.0 and 0.3 do; 0.1 and NEXUS (their translation records the
  * dialect of a new task) answer with tasks only, so their clients keep getting the gateway's task.
  */
-function answersWithMessages(context: ServerCallContext | undefined): boolean {
-  const dialect = intentOf(context)?.record?.dialect;
+function answersWithMessages(intent: CallIntent | undefined): boolean {
+  const dialect = intent?.record?.dialect;
   return dialect !== '0.1' && dialect !== 'nexus';
 }
 
-/** What the dialect's translation asks of a new task (the RPC core puts it in the call context). */
-function intentOf(context: ServerCallContext | undefined): CallIntent | undefined {
-  return context?.state.get(INTENT_STATE) as CallIntent | undefined;
-}
-
-function headersOf(context: ServerCallContext | undefined): Record<string, string | string[] | undefined> | undefined {
-  return context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined;
+/** What the RPC core put in the SDK's call context (the 0.3 transport): the translation's intent and the headers. */
+function extrasOf(context: ServerCallContext | undefined): CallExtras {
+  return {
+    intent: context?.state.get(INTENT_STATE) as CallIntent | undefined,
+    headers: context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined,
+  };
 }
 
 const notHere = () => a2aError('Internal', 'push-config methods are answered by the RPC core, not the request handler');

@@ -1,7 +1,9 @@
 /** JSON-RPC error responses as each dialect renders them (the RPC core's, and its transports'). */
 import { toJsonRpcError } from '@a2a-js/sdk/errors';
 import { A2A_ERRORS, protocolError } from './errors';
-import { JsonLimitError } from '../http/json-guard';
+import { z } from 'zod';
+import { JsonLimitError, parseJson } from '../http/json-guard';
+import { EnvelopeSchema } from './schemas';
 
 /** One JSON-RPC response, as a stream event or an answer. */
 export type RpcEvent = { jsonrpc: '2.0'; id: string | number | null; result?: unknown; error?: unknown };
@@ -44,4 +46,34 @@ export function idOf(body: unknown): string | number | null {
 export function unreadableError(err: unknown): { code: number; message: string } {
   if (err instanceof JsonLimitError && err.limit !== 'encoding') return { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid Request: ${err.message}` };
   return { code: A2A_ERRORS.ParseError.code, message: `Parse error: ${(err as Error).message}` };
+}
+
+/** A JSON-RPC request as read from a body: its id, method and params (params parsed, not yet validated). */
+export interface RpcEnvelope {
+  id: string | number | null;
+  method: string;
+  params: unknown;
+}
+
+/**
+ * Reads a JSON-RPC request from a body, once (JSON-RPC 2.0 §4): the envelope, or the error that answers a body that
+ * is none — unreadable (-32700, or -32600 past the peer-input guard's limits) or not a Request (-32600).
+ */
+export function readEnvelope(body: string | Uint8Array): RpcEnvelope | { id: string | number | null; error: { code: number; message: string } } {
+  let parsed: unknown;
+  try {
+    parsed = parseJson(body);
+  } catch (err) {
+    return { id: null, error: unreadableError(err) };
+  }
+  const rpc = parsed as { jsonrpc?: unknown; method?: unknown; id?: unknown; params?: unknown } | null;
+  // The common case is checked by hand; anything else gets the schema's message naming what is wrong.
+  const idOk = rpc?.id === undefined || rpc.id === null || (typeof rpc.id === 'string' && rpc.id.length <= 256) || (typeof rpc.id === 'number' && Number.isInteger(rpc.id));
+  const paramsOk = rpc?.params === undefined || (typeof rpc.params === 'object' && rpc.params !== null);
+  if (rpc?.jsonrpc === '2.0' && typeof rpc.method === 'string' && rpc.method.length >= 1 && rpc.method.length <= 128 && idOk && paramsOk) {
+    return { id: (rpc.id ?? null) as string | number | null, method: rpc.method, params: rpc.params };
+  }
+  const checked = EnvelopeSchema.safeParse(parsed);
+  if (checked.success) return { id: checked.data.id ?? null, method: checked.data.method, params: checked.data.params };
+  return { id: idOf(parsed), error: { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid JSON-RPC request: ${z.prettifyError(checked.error)}` } };
 }

@@ -1,24 +1,22 @@
 /**
- * The A2A JSON-RPC core: a request body and who sent it in, a JSON-RPC answer or an event stream out. No HTTP
- * framework here; src/routes/json-rpc.ts adapts Fastify to it, and other transports plug into the same core.
+ * The A2A RPC core: a method, its params as parsed (not yet validated) and who sent them in; data out — a result, an
+ * error (in the caller's dialect, with why it was refused when it was refused before running), or a stream of them.
+ * No HTTP and no envelope here: JSON-RPC (src/routes/json-rpc.ts), HTTP+JSON (src/routes/rest.ts) and gRPC
+ * (src/grpc/server.ts) read their requests, hand the method and params over, and choose how to show the answer
+ * (HTTP status, AIP-193 body, gRPC status) by the one error table (error-forms.ts).
  *
- * Everything a client can get wrong is answered before any work starts, with a JSON-RPC error (HTTP 200, §9.5):
- * unparseable JSON or bytes that are not UTF-8 (-32700), JSON nested deeper than the peer-input guard reads
- * (src/http/json-guard.ts) or a bad envelope (-32600), an unknown method (-32601), bad params (-32602), an
- * unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods: it picks
- * the request's dialect, validates its params and translates them to the engine call (a 1.0 or 0.3 method), whose
- * validated params are what runs: the push-config methods (answered here, see push-methods.ts), or the
- * @a2a-js/sdk transport handler of that engine. Answers and errors go back in the request's dialect.
+ * Everything a client can get wrong is answered before any work starts: an unknown method (-32601), bad params
+ * (-32602), an unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods:
+ * it picks the request's dialect, validates its params and translates them to the engine call (a 1.0 or 0.3
+ * method), whose validated params are what runs (engine.ts): the push-config methods (push-methods.ts), or the
+ * endpoint's request handler. Answers and errors go back in the request's dialect.
  */
-import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
-import { JsonRpcTransportHandler, UnauthenticatedUser, defaultServerCallContextBuilder } from '@a2a-js/sdk/server';
 import { z } from 'zod';
-import { INTENT_STATE, type CallIntent, type DialectContext, type InternalCall, type MethodDef, type StreamRenderer, engineMethod, engineOf, pickDialect } from './dialects';
+import { type CallIntent, type DialectContext, type DialectDef, type InternalCall, type MethodDef, type StreamRenderer, engineMethod, engineOf, pickDialect } from './dialects';
 import { A2A_ERRORS, a2aError, errorCodeOf } from './errors';
 import { answerPushMethod } from './push-methods';
 import { AgentRequestHandler, type HandlerDeps } from './request-handler';
 import { type StreamCursor, StreamLimitError } from './task-stream';
-import * as S from './schemas';
 import type { Dialect, WireTask } from '../../task/wire';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/params';
@@ -33,17 +31,17 @@ import { SUPPORTED_VERSION } from './versions';
 import { pathOfNul } from '../http/json-guard';
 import { ERROR_FORMS, jsonRpcErrorOf } from './error-forms';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
-import { type RpcEvent, envelope, idOf, unreadableError } from './rpc-errors';
+import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
 import { annotate } from '../tracing';
 import { withJsonNames } from './proto-json';
-import { parseJson } from '../http/json-guard';
 
 export { RPC_METHODS } from './dialects';
+export type { RpcError, RpcOutcome } from './engine';
 
 const PUSH_METHODS = new Set([...Object.keys(PUSH_METHOD_PARAMS['1.0']), ...Object.keys(PUSH_METHOD_PARAMS['0.3'])]);
 const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
 
-/** Methods that change something: refused at once (503) while PostgreSQL or Temporal is down, before any work. */
+/** Methods that change something: refused at once (Unavailable) while PostgreSQL or Temporal is down, before any work. */
 const WRITE_METHODS = new Set([
   'SendMessage', 'SendStreamingMessage', 'CancelTask', 'CreateTaskPushNotificationConfig', 'DeleteTaskPushNotificationConfig',
   'message/send', 'message/stream', 'tasks/cancel', 'tasks/pushNotificationConfig/set', 'tasks/pushNotificationConfig/delete',
@@ -56,12 +54,12 @@ export interface RpcCoreDeps extends HandlerDeps {
   credentialWatch?: CredentialWatch;
 }
 
-/** One JSON-RPC request as a transport received it. */
+/** One call as a transport read it: the method and its params, parsed but not validated (the core validates them once). */
 export interface RpcRequest {
-  /** The body as sent, unparsed: bytes from the wire (checked for UTF-8 here), or text an in-process caller made. */
-  body: string | Uint8Array;
+  method: string;
+  params: unknown;
   caller: Caller;
-  /** The request's headers (the SDK's call context carries them; nothing forwards them to agents). */
+  /** The request's headers (the intake reads X-Switchboard-Parent-Task; nothing forwards them to agents). */
   headers: Record<string, string | string[] | undefined>;
   /** The A2A-Version the client asked for (header or query), if any. */
   version?: string;
@@ -80,27 +78,41 @@ export interface RpcRequest {
   intent?: CallIntent;
 }
 
+/**
+ * Why a call was refused before it ran, for the transport to show as it shows such refusals (JSON-RPC: HTTP 403,
+ * 404, 429, 503; REST and gRPC by the error's name in the one table): the role may not call the method, the
+ * endpoint names no agent, a stream cap is reached, a dependency is down.
+ */
+export type Refused = 'permission' | 'no-endpoint' | 'busy' | 'unavailable';
 
-/** One Server-Sent Event: a JSON-RPC response, with the event's log position as its `id:` when it has one. */
+/** An error answer: the error in the caller's dialect, why it was refused (if before running), when to retry. */
+export interface RpcFailure {
+  error: RpcError;
+  refused?: Refused;
+  retryAfterS?: number;
+}
+
+/** One stream event: a result or an error, with the event's log position as its `id:` when it has one. */
 export interface SseFrame {
   id?: number;
   /** The SSE event name; unset is a message. 0.3 `tasks/resubscribe` sends its errors as `error` events. */
   event?: string;
-  data: RpcEvent;
+  data: RpcOutcome;
 }
 
-/** What a transport sends back: one answer (HTTP status, headers, body), or a stream of events. */
-export type RpcAnswer =
-  | { status: number; headers?: Record<string, string>; body: unknown }
-  | {
-      stream: AsyncIterator<SseFrame>;
-      /** The frame for an error that ends the stream early. */
-      errorFrame(err: unknown): SseFrame;
-      /** The frame telling a reader that was too slow where to resume: after the last frame it was sent. */
-      cutOffFrame(message: string, lastEventId: number): SseFrame;
-    };
+/** A stream answer: its frames, and the frames that end it early. */
+export interface RpcStream {
+  stream: AsyncIterator<SseFrame>;
+  /** The frame for an error that ends the stream early. */
+  errorFrame(err: unknown): SseFrame;
+  /** The frame telling a reader that was too slow where to resume: after the last frame it was sent. */
+  cutOffFrame(message: string, lastEventId: number): SseFrame;
+}
 
-/** What serves a valid call: a handler (built once the stream, if any, is set up), or a refusal as a bare envelope. */
+/** What the core answers: a result, an error, or a stream. */
+export type RpcAnswer = { result: unknown } | RpcFailure | RpcStream;
+
+/** What serves a valid call: a handler (built once the stream, if any, is set up), or a refusal. */
 export type RpcTarget =
   | {
       handler: (cursor: StreamCursor | undefined, dialect: Dialect) => AgentRequestHandler;
@@ -108,7 +120,7 @@ export type RpcTarget =
       /** The agent of a per-agent endpoint: its push-config methods reach only that agent's tasks. */
       agentId?: string;
     }
-  | { refuse: { httpStatus?: number; code: number; message: string } };
+  | { refuse: RpcFailure };
 
 /** A valid call as a resolver sees it: `lastEventId` is the parsed Last-Event-ID of a streaming call. */
 export interface RpcCall {
@@ -126,7 +138,44 @@ export interface RpcCall {
 /** Picks the target of a valid call. May throw an A2A error (a2aError), answered in the caller's dialect. */
 export type RpcResolver = (call: RpcCall) => Promise<RpcTarget>;
 
-const ok = (body: unknown, status = 200, headers?: Record<string, string>): RpcAnswer => ({ status, headers, body });
+/** A call that passed every check: its dialect, the engine call it runs as, and how to answer in its dialect. */
+interface Checked {
+  dialect: DialectDef;
+  internal: InternalCall;
+  engine: Dialect;
+  ctx: DialectContext;
+  say: Say;
+}
+
+/** How one call's errors are answered: in the caller's dialect; 0.3 `tasks/resubscribe` answers even an early error as a stream. */
+class Say {
+  constructor(
+    private readonly dialect: DialectDef,
+    private readonly method: string,
+  ) {}
+
+  rendered(err: unknown): RpcError {
+    return this.dialect.renderError(err);
+  }
+
+  /** An error answer; one that is no refusal is a stream of one `error` event where the method always streams. */
+  failure(f: RpcFailure): RpcAnswer {
+    return !f.refused && this.dialect.errorsAsStream?.has(this.method) ? errorStream(f.error, (err) => this.rendered(err)) : f;
+  }
+
+  fail(err: unknown, refused?: Refused, retryAfterS?: number): RpcAnswer {
+    return this.failure({ error: this.rendered(err), ...(refused && { refused }), ...(retryAfterS !== undefined && { retryAfterS }) });
+  }
+
+  unavailable(err: DependencyUnavailable): RpcAnswer {
+    return this.fail(a2aError('Unavailable', err.message), 'unavailable', err.retryAfterS);
+  }
+
+  /** A refusal in the dialect's error form of Switchboard's own (1.0 adds the ErrorInfo). */
+  refusal(name: 'PermissionDenied' | 'Unauthenticated', message: string, metadata?: Record<string, string>): RpcError {
+    return jsonRpcErrorOf({ name, message, metadata }, this.dialect.name === '1.0' ? '1.0' : '0.3');
+  }
+}
 
 export class RpcCore {
   private readonly streams = new KeyStreams();
@@ -138,85 +187,25 @@ export class RpcCore {
   agentEndpoint(agentId: string): RpcResolver {
     return async ({ base, caller }) => {
       const agent = await this.agents.get(this.deps.registry, caller.tenant, agentId);
-      if (!agent) return { refuse: { httpStatus: 404, code: ERROR_FORMS.NoSuchEndpoint.code, message: `No agent ${agentId} is registered on this gateway` } };
+      if (!agent) return { refuse: { error: { code: ERROR_FORMS.NoSuchEndpoint.code, message: `No agent ${agentId} is registered on this gateway` }, refused: 'no-endpoint' } };
       const rpcUrl = `${base}/agents/${agent.id}/a2a`;
       return { agentId: agent.id, handler: (cursor, dialect) => new AgentRequestHandler(agent, caller, rpcUrl, this.deps, cursor, dialect) };
     };
   }
 
   /**
-   * Answers one JSON-RPC request: envelope, dialect, role, version and params checks first (nothing starts on a
-   * bad request), then the target the resolver picks.
+   * Answers one call: dialect, role, version and params checks first (nothing starts on a bad request), then the
+   * target the resolver picks.
    */
   async answer(req: RpcRequest, resolve: RpcResolver): Promise<RpcAnswer> {
-    const { caller } = req;
+    const checked = await this.check(req);
+    if (!('say' in checked)) return checked;
+    const { internal, engine, say } = checked;
     const { deps } = this;
-    let body: unknown;
-    try {
-      body = parseJson(req.body);
-    } catch (err) {
-      return ok(envelope(null, unreadableError(err)));
-    }
-    const parsed = S.EnvelopeSchema.safeParse(body);
-    if (!parsed.success) {
-      return ok(envelope(idOf(body), { code: A2A_ERRORS.InvalidRequest.code, message: `Invalid JSON-RPC request: ${z.prettifyError(parsed.error)}` }));
-    }
-    const rpc = parsed.data;
-    const id = rpc.id ?? null;
-    const dialect = await pickDialect(rpc.method, rpc.params, (taskId) => dialectOfTask(deps.pool, caller.tenant, taskId).catch(() => undefined));
-    if (!dialect) return ok(envelope(id, { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${rpc.method}` }));
-    const spec = dialect.methods[rpc.method]!;
-    annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': rpc.method, 'a2a.dialect': dialect.name, 'switchboard.tenant': caller.tenant });
-    const roles = rpcMethodRoles('runs' in spec ? spec.runs : rpc.method);
-    if (!roles.includes(caller.role)) {
-      // Authorization is HTTP's, as for every route; the body still says which roles the method needs.
-      const refusal = { name: 'PermissionDenied' as const, message: `${rpc.method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`, metadata: { requiredRoles: roles.join(',') } };
-      return ok(envelope(id, jsonRpcErrorOf(refusal, dialect.name === '1.0' ? '1.0' : '0.3')), 403);
-    }
-    // An error as the caller's dialect renders it, as an answer or as a stream's last frame.
-    const rendered = (err: unknown) => envelope(id, dialect.renderError(err));
-    // 0.3 tasks/resubscribe always answers a stream (§7.9): an early error is its one `error` event, as SDK agents
-    // send it. Every other method answers an early error as a plain JSON-RPC response.
-    const errorsAsStream = dialect.errorsAsStream?.has(rpc.method) ?? false;
-    const answerError = (body: RpcEvent, status: number, headers?: Record<string, string>): RpcAnswer =>
-      errorsAsStream && status === 200 ? errorStream(body, rendered) : ok(body, status, headers);
-    const fail = (err: unknown, status = 200, headers?: Record<string, string>) => answerError(rendered(err), status, headers);
-    const unavailable = (err: DependencyUnavailable) => fail(a2aError('Unavailable', err.message), 503, { 'retry-after': String(err.retryAfterS) });
     const outage = (err: unknown) => {
       const down = deps.health.unavailable(err);
-      return down ? unavailable(down) : undefined;
+      return down ? say.unavailable(down) : undefined;
     };
-
-    if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
-      return fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
-    }
-    if ('unsupported' in spec) return fail(a2aError(spec.unsupported, `${rpc.method}: ${spec.why}`));
-    // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
-    const checked = validate(spec, rpc.method, withJsonNames(rpc.params));
-    if ('error' in checked) return fail(checked.error);
-    const nul = pathOfNul(checked.params);
-    if (nul !== undefined) {
-      // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
-      return fail(a2aError('InvalidParams', `Invalid params for ${rpc.method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
-    }
-    // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
-    const ctx = this.dialectContext(caller.tenant, req.agentId);
-    let internal: InternalCall;
-    try {
-      internal = spec.translate ? await spec.translate(checked.params, ctx) : { method: rpc.method, params: checked.params, intent: req.intent };
-      const engineSpec = engineMethod(internal.method);
-      if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) {
-        const engineChecked = validate(engineSpec, internal.method, internal.params);
-        if ('error' in engineChecked) return fail(engineChecked.error);
-        internal = { ...internal, params: engineChecked.params };
-      }
-    } catch (err) {
-      return outage(err) ?? fail(err);
-    }
-    const render = internal.render ?? spec.render;
-    const engine = engineOf(internal.method);
-    const params = internal.params as Record<string, unknown>;
-
     const streaming = STREAMING_METHODS.has(internal.method);
     const lastEventId = streaming ? parseLastEventId(req.lastEventId) : undefined;
     // A change needs both: refuse it now rather than half-start it or hang (a read may still answer from one).
@@ -224,106 +213,146 @@ export class RpcCore {
       try {
         deps.health.require('postgresql', 'temporal');
       } catch (err) {
-        return unavailable(err as DependencyUnavailable);
+        return say.unavailable(err as DependencyUnavailable);
       }
     }
     let target: RpcTarget;
     try {
-      target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller });
+      const params = internal.params;
+      target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller: req.caller });
     } catch (err) {
-      return outage(err) ?? fail(err);
+      return outage(err) ?? say.fail(err);
     }
-    if ('refuse' in target) return answerError(envelope(id, { code: target.refuse.code, message: target.refuse.message }), target.refuse.httpStatus ?? 200);
+    if ('refuse' in target) return say.failure(target.refuse);
     if (PUSH_METHODS.has(internal.method)) {
       try {
-        const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: caller.tenant, agentId: target.agentId };
-        const result = await answerPushMethod(internal.method, engine, params, pushDeps);
-        return ok({ jsonrpc: '2.0', id, result: render ? await render(result, ctx) : result });
+        const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: req.caller.tenant, agentId: target.agentId };
+        const result = await answerPushMethod(internal.method, engine, internal.params as Record<string, unknown>, pushDeps);
+        return { result: internal.render ? await internal.render(result, checked.ctx) : result };
       } catch (err) {
-        return outage(err) ?? fail(err);
+        return outage(err) ?? say.fail(err);
       }
     }
-
-    let cursor: StreamCursor | undefined;
-    let release: (() => void) | undefined;
-    let opened!: () => void;
-    const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
-    const lapsed = new AbortController();
     if (streaming) {
-      if (lastEventId === null) {
-        return fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
-      }
-      const busy = { 'retry-after': '5' };
-      if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
-        return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` }), 429, busy);
-      }
-      const max = (await deps.quotas.of(caller.tenant))?.streamsPerKey ?? 0;
-      const slot = this.streams.acquire(caller.keyId, max);
-      if (!slot) return fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 429, busy);
-      // A stream lives no longer than the credential that opened it: revoked, expired, its agent or tenant
-      // deleted, the follow stops and the stream's last event says why (frames below).
-      const unwatch = deps.credentialWatch?.watch(caller, (why) => lapsed.abort(why));
-      release = () => (slot(), unwatch?.());
-      req.signal.addEventListener('abort', release, { once: true });
-      cursor = { lastEventId, signal: AbortSignal.any([req.signal, lapsed.signal]), seq: 0, closing: false, opened: () => opened() };
+      if (lastEventId === null) return say.fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
+      return this.openStream(req, checked, target, lastEventId);
     }
-    const handler = mappingOutages(target.handler(cursor, engine), deps.health);
-    const transport = engine === '1.0' ? new JsonRpcTransportHandler(handler) : new LegacyJsonRpcTransportHandler(handler);
-    const context = defaultServerCallContextBuilder({
-      extensions: undefined,
-      user: new UnauthenticatedUser(),
-      headers: req.headers,
-      requestedVersion: engine,
-      tenant: caller.tenant,
-    });
-    // The handler reads the translation's intent here: a channel no client can write to.
-    if (internal.intent) context.state.set(INTENT_STATE, internal.intent);
-    const answer = await transport.handle({ jsonrpc: '2.0', method: internal.method, id, params }, context);
-    if (answer && typeof answer === 'object' && Symbol.asyncIterator in answer && cursor) {
-      const events = (answer as AsyncGenerator<RpcEvent>)[Symbol.asyncIterator]();
-      // Errors before the stream is set up (unknown task, a terminal task, a cap) are plain JSON-RPC answers. Set
-      // up, it answers at once even when its first event is yet to come (a resumed stream that waits).
-      const next = events.next();
-      let first: IteratorResult<RpcEvent> | 'open';
-      try {
-        first = await Promise.race([next, open]);
-      } catch (err) {
-        release?.();
-        if (err instanceof StreamLimitError) return ok(envelope(id, { code: A2A_ERRORS.Internal.code, message: err.message }), 429, { 'retry-after': '5' });
-        if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return fail(err, 503, { 'retry-after': '5' });
-        return fail(err);
-      }
-      if (first !== 'open' && first.done) {
-        release?.();
-        return fail(a2aError('Internal', 'the stream ended before its first event'));
-      }
-      // The last event of a stream whose credential lapsed: no more events are produced for a caller who may no longer read them.
-      const lapsedFrame = (): SseFrame => ({
-        data: envelope(
-          id,
-          jsonRpcErrorOf({ name: 'Unauthenticated', message: `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.` }, dialect.name === '1.0' ? '1.0' : '0.3'),
-        ),
-      });
-      return {
-        stream: frames(first === 'open' ? next : first, events, cursor, dialect.streamRenderer(), lapsed.signal, lapsedFrame),
-        errorFrame: (err) => ({ data: rendered(err) }),
-        cutOffFrame: (message, at) => ({ data: envelope(id, { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } }) }),
-      };
+    const handler = mappingOutages(target.handler(undefined, engine), deps.health);
+    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine);
+    return this.unary(answer, checked, target, outage);
+  }
+
+  /** The checks before any work: dialect, role, version, params (validated once), and the engine call they translate to. */
+  private async check(req: RpcRequest): Promise<Checked | RpcAnswer> {
+    const { caller, method } = req;
+    const dialect = await pickDialect(method, req.params, (taskId) => dialectOfTask(this.deps.pool, caller.tenant, taskId).catch(() => undefined));
+    if (!dialect) return { error: { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${method}` } };
+    const spec = dialect.methods[method]!;
+    const say = new Say(dialect, method);
+    annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': method, 'a2a.dialect': dialect.name, 'switchboard.tenant': caller.tenant });
+    const roles = rpcMethodRoles('runs' in spec ? spec.runs : method);
+    if (!roles.includes(caller.role)) {
+      // The body still says which roles the method needs; the transport shows the refusal as it shows authorization's.
+      const message = `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`;
+      return { error: say.refusal('PermissionDenied', message, { requiredRoles: roles.join(',') }), refused: 'permission' };
     }
-    release?.();
-    const result = answer as { error?: { code: number; message: string; data?: unknown }; result?: unknown };
-    if (result.error) {
-      const error = dialect.renderEngineError ? dialect.renderEngineError(result.error) : result.error;
-      return ok({ ...result, error }, result.error.code === A2A_ERRORS.Unavailable.code ? 503 : 200, result.error.code === A2A_ERRORS.Unavailable.code ? { 'retry-after': '5' } : undefined);
+    if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
+      return say.fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
     }
-    let out = result.result;
+    if ('unsupported' in spec) return say.fail(a2aError(spec.unsupported, `${method}: ${spec.why}`));
+    // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
+    const checked = validate(spec, method, withJsonNames(req.params));
+    if ('error' in checked) return say.fail(checked.error);
+    const nul = pathOfNul(checked.params);
+    if (nul !== undefined) {
+      // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
+      return say.fail(a2aError('InvalidParams', `Invalid params for ${method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
+    }
+    // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
+    const ctx = this.dialectContext(caller.tenant, req.agentId);
+    let internal: InternalCall;
+    try {
+      internal = spec.translate ? await spec.translate(checked.params, ctx) : { method, params: checked.params, intent: req.intent };
+      const engineSpec = engineMethod(internal.method);
+      if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) {
+        const engineChecked = validate(engineSpec, internal.method, internal.params);
+        if ('error' in engineChecked) return say.fail(engineChecked.error);
+        internal = { ...internal, params: engineChecked.params };
+      }
+    } catch (err) {
+      const down = this.deps.health.unavailable(err);
+      return down ? say.unavailable(down) : say.fail(err);
+    }
+    return { dialect, internal: { ...internal, render: internal.render ?? spec.render }, engine: engineOf(internal.method), ctx, say };
+  }
+
+  /** A unary engine answer in the caller's dialect: its error as the dialect renders an engine's, or its result rendered. */
+  private async unary(answer: EngineAnswer, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, outage: (err: unknown) => RpcAnswer | undefined): Promise<RpcAnswer> {
+    if ('events' in answer) return c.say.fail(a2aError('Internal', `${c.internal.method} answered with a stream`));
+    if ('error' in answer) return engineFailure(c.dialect, answer.error);
+    let out = answer.result;
     try {
       if (target.decorate && out !== undefined) out = target.decorate(out);
-      if (render && out !== undefined) out = await render(out, ctx);
+      if (c.internal.render && out !== undefined) out = await c.internal.render(out, c.ctx);
     } catch (err) {
-      return outage(err) ?? fail(err);
+      return outage(err) ?? c.say.fail(err);
     }
-    return ok({ ...result, result: out });
+    return { result: out ?? null };
+  }
+
+  /**
+   * A streaming call: the caps (this process's streams, the key's), then the handler's stream, which answers at once
+   * once set up even when its first event is yet to come (a resumed stream that waits). Errors before it is set up
+   * (unknown task, a terminal task, a cap) are plain answers.
+   */
+  private async openStream(req: RpcRequest, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, lastEventId: number | undefined): Promise<RpcAnswer> {
+    const { deps } = this;
+    const { say, internal, engine } = c;
+    if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
+      return { error: { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` }, refused: 'busy', retryAfterS: 5 };
+    }
+    const max = (await deps.quotas.of(req.caller.tenant))?.streamsPerKey ?? 0;
+    const slot = this.streams.acquire(req.caller.keyId, max);
+    if (!slot) return say.fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 'busy', 5);
+    // A stream lives no longer than the credential that opened it: revoked, expired, its agent or tenant
+    // deleted, the follow stops and the stream's last event says why (frames below).
+    const lapsed = new AbortController();
+    const unwatch = deps.credentialWatch?.watch(req.caller, (why) => lapsed.abort(why));
+    const release = () => (slot(), unwatch?.());
+    req.signal.addEventListener('abort', release, { once: true });
+    let opened!: () => void;
+    const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
+    const cursor: StreamCursor = { lastEventId, signal: AbortSignal.any([req.signal, lapsed.signal]), seq: 0, closing: false, opened: () => opened() };
+    const handler = mappingOutages(target.handler(cursor, engine), deps.health);
+    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine);
+    if (!('events' in answer)) {
+      release();
+      return 'error' in answer ? engineFailure(c.dialect, answer.error) : say.fail(a2aError('Internal', `${internal.method} did not answer with a stream`));
+    }
+    const events = answer.events;
+    const next = events.next();
+    let first: IteratorResult<RpcOutcome> | 'open';
+    try {
+      first = await Promise.race([next, open]);
+    } catch (err) {
+      release();
+      if (err instanceof StreamLimitError) return { error: { code: A2A_ERRORS.Internal.code, message: err.message }, refused: 'busy', retryAfterS: 5 };
+      if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return say.fail(err, 'unavailable', 5);
+      return say.fail(err);
+    }
+    if (first !== 'open' && first.done) {
+      release();
+      return say.fail(a2aError('Internal', 'the stream ended before its first event'));
+    }
+    // The last event of a stream whose credential lapsed: no more events are produced for a caller who may no longer read them.
+    const lapsedFrame = (): SseFrame => ({
+      data: { error: say.refusal('Unauthenticated', `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.`) },
+    });
+    return {
+      stream: frames(first === 'open' ? next : first, events, cursor, c.dialect.streamRenderer(), lapsed.signal, lapsedFrame),
+      errorFrame: (err) => ({ data: { error: say.rendered(err) } }),
+      cutOffFrame: (message, at) => ({ data: { error: { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } } } }),
+    };
   }
 
   /** What a dialect's translation and rendering may look up, in the caller's tenant (and endpoint agent). */
@@ -360,34 +389,36 @@ function validate(spec: MethodDef, method: string, params: unknown): { params: u
   return { error: a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations) };
 }
 
+/** An engine's error as the dialect renders it; an outage is refused as one (retry in 5 s). */
+function engineFailure(dialect: DialectDef, engineError: RpcError): RpcFailure {
+  const error = dialect.renderEngineError ? dialect.renderEngineError(engineError) : engineError;
+  return engineError.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error };
+}
+
 /** A stream of one `error` event. */
-function errorStream(body: RpcEvent, rendered: (err: unknown) => RpcEvent): RpcAnswer {
+function errorStream(error: RpcError, rendered: (err: unknown) => RpcError): RpcAnswer {
   return {
     stream: (async function* () {
-      yield { event: 'error', data: body };
+      yield { event: 'error', data: { error } };
     })(),
-    errorFrame: (err) => ({ event: 'error', data: rendered(err) }),
-    cutOffFrame: (message) => ({ event: 'error', data: { ...body, error: { code: A2A_ERRORS.Internal.code, message } } as RpcEvent }),
+    errorFrame: (err) => ({ event: 'error', data: { error: rendered(err) } }),
+    cutOffFrame: (message) => ({ event: 'error', data: { error: { code: A2A_ERRORS.Internal.code, message } } }),
   };
 }
 
 /**
- * The SDK's rendered events as SSE frames: each with the log position of the event it renders (the handler
- * records it in the cursor as it yields), and in 0.3 the event that ends the stream marked `final` (the SDK's
- * translation marks only terminal states).
+ * The handler's events as SSE frames: each with the log position of the event it renders (the handler records it
+ * in the cursor as it yields), rendered in the caller's dialect (0.3 marks the event that ends the stream `final`).
  */
 async function* frames(
-  first: IteratorResult<RpcEvent> | Promise<IteratorResult<RpcEvent>>,
-  rest: AsyncIterator<RpcEvent>,
+  first: IteratorResult<RpcOutcome> | Promise<IteratorResult<RpcOutcome>>,
+  rest: AsyncIterator<RpcOutcome>,
   cursor: StreamCursor,
   render: StreamRenderer,
   lapsed: AbortSignal,
   lapsedFrame: () => SseFrame,
 ): AsyncGenerator<SseFrame, void, undefined> {
-  const frame = (event: RpcEvent): SseFrame => {
-    const data = event.result === undefined ? event : { ...event, result: render(event.result, cursor.closing) };
-    return { id: cursor.seq, data };
-  };
+  const frame = (event: RpcOutcome): SseFrame => ({ id: cursor.seq, data: 'result' in event ? { result: render(event.result, cursor.closing) } : event });
   try {
     // The follow stops when cursor.signal aborts: the client left, or the credential that opened the stream lapsed.
     for (let next = await first; !next.done && !cursor.signal.aborted; next = await rest.next()) yield frame(next.value);

@@ -35,6 +35,7 @@ import { traceHeaders } from '../tracing';
 import { A2aV01Transport } from './transports/a2a-v01';
 import { LegacyTransportFactory, type LegacyTransportOptions } from './transports/json-rpc';
 import { NexusTransport } from './transports/nexus';
+import { type ExchangeSignal, signalOfError, signalOfGrpcStatus } from './task-health';
 import { tolerant03Fetch } from './transports/v03-tolerance';
 
 export interface HttpTrace {
@@ -59,6 +60,12 @@ export interface AgentLink {
    * token may be renewed during a long call. Absent: the agent has none.
    */
   credentials?: () => Promise<Record<string, string>>;
+  /**
+   * Told what each request showed about the agent's reachability (task-health.ts): a task's calls pass this, so
+   * the agent's health follows its tasks; probes do not (they record their own verdict). Awaited before the
+   * request's outcome is handed on.
+   */
+  health?: (signal: ExchangeSignal) => Promise<void>;
 }
 
 export interface AgentClientOptions {
@@ -123,13 +130,22 @@ export async function agentClient(endpoint: AgentEndpoint, link: AgentLink, trac
     const channel = await link.grpc.channel(endpoint.url);
     // The SDK builds its own client for the URL it is given: give it the checked address, then swap in ours.
     url = channel.getTarget();
-    transport = new GuardedGrpcTransportFactory(channel, grpcInterceptor(trace, headers, link.credentials, opts.callTimeoutMs));
+    transport = new GuardedGrpcTransportFactory(channel, grpcInterceptor(trace, headers, link, opts.callTimeoutMs));
   } else {
     const guarded = opts.timeouts ? withTimeouts(link.fetch, opts.timeouts) : link.fetch;
     const tracingFetch: typeof fetch = async (input, init) => {
       const merged = new Headers(init?.headers);
       for (const [k, v] of Object.entries({ ...headers, ...(await link.credentials?.()) })) merged.set(k, v);
-      const res = await guarded(input, { ...init, headers: merged });
+      let res: Response;
+      try {
+        res = await guarded(input, { ...init, headers: merged });
+      } catch (err) {
+        const signal = link.health && signalOfError(err);
+        if (signal) await link.health!(signal);
+        throw err;
+      }
+      // A 5xx may be a proxy in front of an agent that is away: no verdict either way.
+      if (res.status < 500) await link.health?.({ kind: 'answered' });
       trace.lastStatus = res.status;
       trace.retryAfterMs = retryAfterMs(res.headers.get('retry-after'));
       return res;
@@ -185,15 +201,11 @@ class GuardedGrpcTransportFactory implements TransportFactory {
 
 /**
  * Every gRPC call: a deadline, the fixed headers and the agent's credential as metadata, and its final status
- * into `trace`. A credential that cannot be had ends the call UNAVAILABLE before anything is sent (as the HTTP
+ * into `trace` (and what it shows of the agent's reachability to `link.health`). A credential that cannot be had ends the call UNAVAILABLE before anything is sent (as the HTTP
  * bindings fail their request), naming why.
  */
-function grpcInterceptor(
-  trace: HttpTrace,
-  headers: Record<string, string>,
-  credentials: (() => Promise<Record<string, string>>) | undefined,
-  callTimeoutMs: number | undefined,
-): grpc.Interceptor {
+function grpcInterceptor(trace: HttpTrace, headers: Record<string, string>, link: AgentLink, callTimeoutMs: number | undefined): grpc.Interceptor {
+  const { credentials, health } = link;
   return (options, nextCall) => {
     const callOptions = callTimeoutMs && !options.deadline ? { ...options, deadline: Date.now() + callTimeoutMs } : options;
     return new grpc.InterceptingCall(nextCall(callOptions), {
@@ -202,7 +214,10 @@ function grpcInterceptor(
           onReceiveStatus(status, nextStatus) {
             trace.grpcCode = status.code;
             trace.grpcDetails = status.details;
-            nextStatus(status);
+            const signal = health && signalOfGrpcStatus(status.code, status.details);
+            if (!signal) return nextStatus(status);
+            // The status is handed on once the verdict is recorded (a failed write is reported there, not thrown).
+            void health!(signal).finally(() => nextStatus(status));
           },
         };
         const fail = (code: grpc.status, details: string) => {

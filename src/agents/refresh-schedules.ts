@@ -1,28 +1,31 @@
 /**
- * Agent refresh in Temporal. One Schedule per deployment, id `agent-refresh:<task queue>`, starts
- * `agentRefreshSweepWorkflow` (workflows/registry-workflow.ts) every tick; the sweep refreshes every agent whose
- * last probe is older than the interval, many agents per activity. So Temporal UI shows one housekeeping run per
- * tick, not one per agent per interval (10,000 agents at 5 minutes were 33 runs a second among the tasks). A new
- * agent, and an operator's "check now", get a run of `agentRefreshWorkflow` of their own, at once.
+ * Agent refresh in Temporal. One long-lived workflow per deployment, id `agent-refresh:<task queue>`
+ * (`agentRefreshSweepWorkflow`, workflows/registry-workflow.ts; src/temporal/housekeeping.ts starts it), sweeps
+ * every tick: it refreshes every agent whose last probe is older than the interval, many agents per activity. So
+ * Temporal UI shows one housekeeping row, not a run per tick (as the former Schedule did) nor one per agent per
+ * interval (10,000 agents at 5 minutes were 33 runs a second among the tasks). A new agent, and an operator's "check
+ * now", get a run of `agentRefreshWorkflow` of their own, at once.
  *
- * A Schedule rather than a timer loop in the gateway: it survives restarts of every process, runs once however
- * many gateways there are, and can be paused or triggered by an operator. The task queue in the ids is the
- * deployment's: several Switchboard deployments may share one Temporal namespace (each with its own database and
- * task queue), and each touches only its own. This file is the only place that knows these ids.
+ * In Temporal rather than a timer loop in the gateway: it survives restarts of every process and runs once however
+ * many gateways there are. The task queue in the ids is the deployment's: several Switchboard deployments may share
+ * one Temporal namespace (each with its own database and task queue), and each touches only its own. This file is
+ * the only place that knows these ids.
  */
-import { type Client, ScheduleNotFoundError, ScheduleOverlapPolicy, type WorkflowHandle } from '@temporalio/client';
+import { type Client, ScheduleNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import type { Pool } from 'pg';
-import type { AgentRefreshArgs, AgentRefreshSweepArgs } from '../../task/contracts';
+import type { AgentRefreshArgs, AgentRefreshSweepArgs, HousekeepingArgs } from '../../task/contracts';
 import { DEFAULTS } from '../config';
-import { type ScheduleLog, ensureSchedule } from '../temporal/schedules';
+import { type HousekeepingLog, ensureHousekeeping } from '../temporal/housekeeping';
 
 export interface RefreshSchedulerOptions {
   client: Client;
   taskQueue: string;
   /** How often each agent is refreshed and probed. Default DEFAULT_REFRESH_INTERVAL_MS. */
   intervalMs?: number;
-  /** Where a schedule recreated because it no longer decodes is reported (src/temporal/schedules.ts). */
-  log?: ScheduleLog;
+  /** Where a sweep started again because it no longer decodes is reported (src/temporal/housekeeping.ts). */
+  log?: HousekeepingLog;
+  /** Sweeps before the sweep's run continues as new (default: housekeeping's). */
+  runsPerExecution?: number;
 }
 
 export const REFRESH_WORKFLOW_TYPE = 'agentRefreshWorkflow';
@@ -44,14 +47,14 @@ export class RefreshScheduler {
     this.tickMs = Math.min(60_000, Math.max(1000, Math.round(this.intervalMs / 5 / 1000) * 1000));
   }
 
-  /** The deployment's one schedule. */
-  get scheduleId(): string {
+  /** The deployment's one sweep workflow (the id of its former Schedule too). */
+  get sweepId(): string {
     return `${PREFIX}${this.opts.taskQueue}`;
   }
 
   /** Runs of one agent's refresh start with this (then the time it was asked for). */
   runIdPrefix(tenant: string, agentId: string): string {
-    return `${this.scheduleId}:${tenant}:${agentId}:`;
+    return `${this.sweepId}:${tenant}:${agentId}:`;
   }
 
   /**
@@ -70,17 +73,18 @@ export class RefreshScheduler {
   }
 
   /**
-   * Makes Temporal match: the deployment's sweep schedule exists with this interval, and the per-agent schedules
-   * of earlier versions are gone (this deployment's, `agent-refresh:<task queue>:<tenant>:<agentId>`, and older
+   * Makes Temporal match: the deployment's sweep workflow runs with this interval, and the schedules of earlier
+   * versions are gone (its sweep schedule, and the per-agent ones (this deployment's, `agent-refresh:<task queue>:<tenant>:<agentId>`, and older
    * `agent-refresh:<tenant>:<agentId>` ones of this database's agents; never another deployment's). Meant for
-   * start-up; safe from several processes at once.
+   * start-up; safe from several processes at once. @returns `created`: 1 when the sweep was started (or started
+   * again), `deleted`: the per-agent schedules deleted.
    */
   async reconcile(pool: Pool): Promise<{ created: number; deleted: number }> {
     const created = (await this.ensureSweep()) ? 1 : 0;
     const perAgent: string[] = [];
     const legacy: string[] = [];
     for await (const scheduleId of this.scheduleIds()) {
-      if (scheduleId.startsWith(`${this.scheduleId}:`)) perAgent.push(scheduleId);
+      if (scheduleId.startsWith(`${this.sweepId}:`)) perAgent.push(scheduleId);
       else if (scheduleId.startsWith(PREFIX) && scheduleId.split(':').length === 3) legacy.push(scheduleId);
     }
     if (legacy.length) {
@@ -115,32 +119,21 @@ export class RefreshScheduler {
     } while (nextPageToken);
   }
 
-  /**
-   * Creates the sweep schedule, or sets the interval of the one there (recreated when it does not decode under
-   * this deployment's payload keys). @returns whether it was created.
-   */
+  /** Starts the sweep, or hands the running one this interval. @returns whether a run was started. */
   private async ensureSweep(): Promise<boolean> {
-    const args: AgentRefreshSweepArgs = { intervalMs: this.intervalMs };
-    const spec = { intervals: [{ every: this.tickMs }] };
-    const action = {
-      type: 'startWorkflow' as const,
-      workflowType: REFRESH_SWEEP_WORKFLOW_TYPE,
-      // Temporal appends the scheduled time, so each run has its own id under this prefix.
-      workflowId: this.scheduleId,
-      taskQueue: this.opts.taskQueue,
-      args: [args],
-      workflowExecutionTimeout: Math.max(10 * 60_000, this.intervalMs),
-      staticSummary: `card refresh and liveness probe of the agents due (every ${Math.round(this.intervalMs / 1000)} s each)`,
-    };
-    const options = {
-      scheduleId: this.scheduleId,
-      spec,
-      action,
-      // A sweep still running when the next tick comes is not doubled, and after an outage one catch-up run is
-      // enough: the next sweep finds every agent that fell due meanwhile.
-      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: this.tickMs },
-      state: { note: `Switchboard agent refresh (task queue ${this.opts.taskQueue})` },
-    };
-    return (await ensureSchedule(this.opts.client, options, (prev) => ({ ...prev, spec, action }), this.opts.log)) !== 'updated';
+    const args: AgentRefreshSweepArgs & HousekeepingArgs = { intervalMs: this.intervalMs, everyMs: this.tickMs, ...(this.opts.runsPerExecution ? { runsPerExecution: this.opts.runsPerExecution } : {}) };
+    const done = await ensureHousekeeping(
+      this.opts.client,
+      {
+        workflowId: this.sweepId,
+        formerScheduleId: this.sweepId,
+        workflowType: REFRESH_SWEEP_WORKFLOW_TYPE,
+        taskQueue: this.opts.taskQueue,
+        args,
+        summary: `Switchboard housekeeping: card refresh and liveness probe of the agents due (every ${Math.round(this.intervalMs / 1000)} s each, looked for every ${Math.round(this.tickMs / 1000)} s)`,
+      },
+      this.opts.log,
+    );
+    return done !== 'running';
   }
 }

@@ -21,6 +21,7 @@ import type { A2AEndpoints } from '../a2a/endpoints';
 import type { WireArtifact, WireMessage, WireTask } from '../../task/wire';
 import { EventSink } from '../events/event-sink';
 import { costOf } from '../agents/agent-cost';
+import { agentMetadata } from '../../task/agent-metadata';
 import { compactArtifact, withinBudget } from '../../task/artifacts';
 import type { ForwardResult } from '../../task/contracts';
 import { A2A_ERRORS } from '../a2a/errors';
@@ -413,16 +414,16 @@ export class HubSession implements HubConnection {
     if (typeof params.sessionId === 'string') message.contextId = params.sessionId;
     else delete message.contextId;
     if (parentTaskId) message.metadata = { ...message.metadata, switchboard: { ...(message.metadata?.switchboard as object), parentTaskId } };
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message, configuration: { returnImmediately: params.returnImmediately === true } } });
+    const params1 = { message, configuration: { returnImmediately: params.returnImmediately === true } };
     const answer = await this.deps.endpoints.core.answer(
-      { body, caller: this.caller, headers: {}, version: '1.0', base: this.deps.base, signal: new AbortController().signal },
+      { method: 'SendMessage', params: params1, caller: this.caller, headers: {}, version: '1.0', base: this.deps.base, signal: new AbortController().signal },
       this.deps.endpoints.resolver(target),
     );
-    if (!('body' in answer)) throw new HubRpcError(A2A_ERRORS.Internal.code, 'unexpected stream');
-    const rpc = answer.body as { result?: { task?: WireTask; message?: WireMessage }; error?: { code: number; message: string }; requiredRoles?: unknown };
-    if (rpc.error) throw new HubRpcError(rpc.error.code, rpc.error.message);
-    if (rpc.result?.task) return taskToHub(rpc.result.task);
-    throw new HubRpcError(A2A_ERRORS.Internal.code, `the task could not be sent (HTTP ${answer.status})`);
+    if ('stream' in answer) throw new HubRpcError(A2A_ERRORS.Internal.code, 'unexpected stream');
+    if ('error' in answer) throw new HubRpcError(answer.error.code, answer.error.message);
+    const result = answer.result as { task?: WireTask; message?: WireMessage } | undefined;
+    if (result?.task) return taskToHub(result.task);
+    throw new HubRpcError(A2A_ERRORS.Internal.code, 'the task could not be sent (the agent answered with a message, not a task)');
   }
 
   private async onlyOpenTask(): Promise<string | undefined> {
@@ -467,6 +468,8 @@ function outcomeOf(p: Record<string, unknown>, turn: OpenTurn): ForwardResult {
     return artifact;
   });
   const metadata = isObject(p.metadata) ? p.metadata : undefined;
-  return { state, ...(statusMessage ? { statusMessage } : {}), artifacts, costMinor: costOf(metadata) ?? costOf(statusMessage?.metadata) };
+  // As for HTTP agents: the cost is charged, and the agent's metadata (the cost too) reaches the task's metadata.
+  const kept = agentMetadata(metadata);
+  return { state, ...(statusMessage ? { statusMessage } : {}), artifacts, costMinor: costOf(metadata) ?? costOf(statusMessage?.metadata), ...(kept ? { metadata: kept } : {}) };
 }
 

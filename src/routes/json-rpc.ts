@@ -1,19 +1,19 @@
 /**
  * Switchboard's JSON-RPC endpoints over HTTP: one per agent (`POST /agents/:id/a2a`) and the routing front door
- * (`POST /a2a`, also `/api/v1/a2a`). A thin adapter: it reads the body as text and hands it, with the caller and
- * the headers that matter, to the RPC core (src/a2a/rpc-handler.ts), then sends what the core answers, as JSON
- * or as Server-Sent Events (sse.ts).
+ * (`POST /a2a`, also `/api/v1/a2a`). It reads the body once (the JSON-RPC envelope), hands the method and params,
+ * with the caller and the headers that matter, to the RPC core (src/a2a/rpc-handler.ts), then sends what the core
+ * answers as a JSON-RPC response with the HTTP status chosen here, or as Server-Sent Events (sse.ts).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import type { RpcCoreDeps, RpcRequest, RpcResolver } from '../a2a/rpc-handler';
+import type { Refused, RpcCoreDeps, RpcFailure, RpcRequest, RpcResolver, RpcStream, SseFrame } from '../a2a/rpc-handler';
 import type { Actions } from '../a2a/nanda-actions';
-import { envelope } from '../a2a/rpc-errors';
+import { envelope, readEnvelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf, firstValue } from './base-url';
 import { FRONT_DOOR_PATHS } from './front-door';
-import { type SseOptions, writeSse } from './sse';
+import { type SseOptions, type SseStream, mapFrames, writeSse } from './sse';
 import { answer, describeOnly } from './openapi';
 import { refuse } from './refusals';
 import { requestedVersion } from '../a2a/versions';
@@ -29,7 +29,7 @@ export interface JsonRpcRouteDeps extends RpcCoreDeps {
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
   describeOnly(app);
-  // Read every body as bytes, whatever its content type: the core checks them (UTF-8, depth) and parses them, so
+  // Read every body as bytes, whatever its content type: they are checked (UTF-8, depth) and parsed below, so
   // that every unreadable body is a JSON-RPC error envelope.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
@@ -85,10 +85,14 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   }
 
   async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, at: { agentId?: string; actions?: Actions }): Promise<unknown> {
+    // The body is read once, here: the envelope, or the error that answers a body that is none.
+    const rpc = readEnvelope(Buffer.isBuffer(req.body) ? req.body : '');
+    if ('error' in rpc) return reply.code(200).send(envelope(rpc.id, rpc.error));
     const gone = new AbortController();
     reply.raw.on('close', () => gone.abort());
     const request: RpcRequest = {
-      body: Buffer.isBuffer(req.body) ? req.body : '',
+      method: rpc.method,
+      params: rpc.params,
       caller: callerOf(req),
       headers: req.headers,
       version: requestedVersion(req),
@@ -99,17 +103,37 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     };
     // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
     // whose first text part is a JSON object with an `action` string is answered by src/a2a/nanda-actions.ts (an
-    // agent's action comes back through the core as a routed task); every other body goes to the core as before.
-    const answer = (await at.actions?.answer(request, (body) => core.answer({ ...request, body }, resolve))) ?? (await core.answer(request, resolve));
+    // agent's action comes back through the core as a routed task); every other call goes to the core as before.
+    const answer = (await at.actions?.answer(rpc, request, (call) => core.answer({ ...request, ...call }, resolve))) ?? (await core.answer(request, resolve));
     if ('stream' in answer) {
-      await writeSse(reply, answer, gone.signal, deps.sse, closing.signal);
+      await writeSse(reply, framed(answer, rpc.id), gone.signal, deps.sse, closing.signal);
       return reply;
     }
-    const error = (answer.body as { error?: { code?: number } }).error;
-    if (error?.code === A2A_ERRORS.Internal.code && answer.status === 200) req.log.warn({ error }, 'internal error answered');
-    return reply.code(answer.status).headers(answer.headers ?? {}).send(answer.body);
+    if (!('error' in answer)) return reply.code(200).send({ jsonrpc: '2.0', id: rpc.id, result: answer.result });
+    const status = jsonRpcStatus(answer);
+    if (answer.error.code === A2A_ERRORS.Internal.code && status === 200) req.log.warn({ error: answer.error }, 'internal error answered');
+    if (answer.retryAfterS !== undefined) reply.header('retry-after', String(answer.retryAfterS));
+    return reply.code(status).send(envelope(rpc.id, answer.error));
   }
 }
 
+/**
+ * The HTTP status of a JSON-RPC error answer: errors travel as responses (200, A2A §9.5), but a call refused
+ * before it ran is shown as HTTP shows such refusals everywhere (authorization 403, an unknown endpoint 404, a cap
+ * 429, an outage 503), as the auth hooks show theirs.
+ */
+function jsonRpcStatus(f: RpcFailure): number {
+  return f.refused ? REFUSED_STATUS[f.refused] : 200;
+}
 
+const REFUSED_STATUS: Record<Refused, number> = { permission: 403, 'no-endpoint': 404, busy: 429, unavailable: 503 };
 
+/** A stream's frames as JSON-RPC responses carrying the request's id. */
+function framed(s: RpcStream, id: string | number | null): SseStream {
+  const frame = (f: SseFrame) => ({ ...f, data: { jsonrpc: '2.0' as const, id, ...f.data } });
+  return {
+    stream: mapFrames(s.stream, frame),
+    errorFrame: (err) => frame(s.errorFrame(err)),
+    cutOffFrame: (m, at) => frame(s.cutOffFrame(m, at)),
+  };
+}

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { nexusTask, nexusWireMessage } from '../a2a/dialects/nexus';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { A2A_ERRORS } from '../a2a/errors';
-import type { RpcAnswer } from '../a2a/rpc-handler';
+import type { Refused, RpcAnswer } from '../a2a/rpc-handler';
 import type { WireTask } from '../../task/wire';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf } from './base-url';
@@ -40,6 +40,9 @@ const HTTP_STATUS: Record<number, number> = {
   [A2A_ERRORS.Unavailable.code]: 503,
 };
 
+/** A call refused before it ran, as HTTP shows such refusals. */
+const REFUSED_STATUS: Record<Refused, number> = { permission: 403, 'no-endpoint': 404, busy: 429, unavailable: 503 };
+
 export async function nexusTaskRoutes(app: FastifyInstance, deps: { endpoints: A2AEndpoints; publicUrl?: string }): Promise<void> {
   describeOnly(app);
   const { core } = deps.endpoints;
@@ -49,7 +52,8 @@ export async function nexusTaskRoutes(app: FastifyInstance, deps: { endpoints: A
     const gone = new AbortController();
     const out: RpcAnswer = await core.answer(
       {
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+        method,
+        params,
         caller: callerOf(req),
         headers: req.headers,
         base: baseUrlOf(req, deps.publicUrl),
@@ -60,10 +64,9 @@ export async function nexusTaskRoutes(app: FastifyInstance, deps: { endpoints: A
       deps.endpoints.resolver(agentId),
     );
     if ('stream' in out) return { status: 500, error: `${method} answered with a stream` };
-    const body = out.body as { result?: { task?: WireTask } & WireTask; error?: { code: number; message: string } | string };
-    if (typeof body.error === 'string') return { status: out.status, error: body.error };
-    if (body.error) return { status: out.status !== 200 ? out.status : (HTTP_STATUS[body.error.code] ?? 502), error: body.error.message };
-    return { task: body.result!.task ?? body.result! };
+    if ('error' in out) return { status: (out.refused && REFUSED_STATUS[out.refused]) ?? HTTP_STATUS[out.error.code] ?? 502, error: out.error.message };
+    const result = out.result as { task?: WireTask } & WireTask;
+    return { task: result.task ?? result };
   }
 
   const createSchema = {

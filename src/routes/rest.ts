@@ -1,7 +1,7 @@
 /**
  * The A2A HTTP+JSON (REST) binding (A2A 1.0 §11): one endpoint per agent (`/agents/:id/rest/…`) and the routing
- * front door's (`/rest/…`), each path with or without a `/{tenant}` prefix. Each request is the JSON-RPC 1.0 method
- * its path names, with the params its path, query and body give, answered by the same RPC core as JSON-RPC
+ * front door's (`/rest/…`), each path with or without a `/{tenant}` prefix. Each request is the A2A 1.0 method its
+ * path names, with the params its path, query and body give (handed over as objects), answered by the same RPC core as JSON-RPC
  * (src/a2a/rpc-handler.ts): role, validation, outage and stream-cap checks, the endpoint's resolver.
  *
  * This route chooses what HTTP shows: the result as the body (201 for a new push config, 204 for a delete), errors
@@ -13,15 +13,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { type ErrorName, errorNameOf, restRefusal } from '../a2a/error-forms';
-import type { SseFrame } from '../a2a/rpc-handler';
-import type { RpcEvent } from '../a2a/rpc-errors';
+import type { Refused, SseFrame } from '../a2a/rpc-handler';
 import { requestedVersion } from '../a2a/versions';
 import { access, callerOf } from '../auth/caller';
 import type { Health } from '../health';
 import { answer, describeOnly } from './openapi';
 import { baseUrlOf, firstValue } from './base-url';
 import { refuse } from './refusals';
-import { type SseOptions, writeSse } from './sse';
+import { type SseFrame as RestFrame, type SseOptions, mapFrames, writeSse } from './sse';
 import { parseJson } from '../http/json-guard';
 
 export interface RestRouteDeps {
@@ -164,7 +163,8 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
     const agentId = pathAgent ?? call.tenant;
     const answered = await deps.endpoints.core.answer(
       {
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: call.method, params }),
+        method: call.method,
+        params,
         caller: callerOf(req),
         headers: req.headers,
         version: '1.0',
@@ -177,24 +177,24 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
     );
     const media = wantsA2AMedia(req) ? 'application/a2a+json' : 'application/json';
     if ('stream' in answered) {
-      const stream = { ...answered, stream: restFrames(answered.stream), errorFrame: (err: unknown) => restFrame(answered.errorFrame(err)), cutOffFrame: (m: string, at: number) => restFrame(answered.cutOffFrame(m, at)) };
+      const stream = { stream: mapFrames(answered.stream, restFrame), errorFrame: (err: unknown) => restFrame(answered.errorFrame(err)), cutOffFrame: (m: string, at: number) => restFrame(answered.cutOffFrame(m, at)) };
       await writeSse(reply, stream, gone.signal, deps.sse, closing.signal);
       return reply;
     }
-    const { error, result } = answered.body as RpcEvent & { error?: { code: number; message: string; data?: unknown } };
-    if (answered.headers?.['retry-after']) reply.header('retry-after', answered.headers['retry-after']);
-    if (error) {
-      const { status, body: status193 } = restRefusal({ name: restErrorName(error.code, answered.status), message: error.message, metadata: errorMetadata(error.data) });
+    if ('error' in answered) {
+      const { error } = answered;
+      if (answered.retryAfterS !== undefined) reply.header('retry-after', String(answered.retryAfterS));
+      const { status, body: status193 } = restRefusal({ name: restErrorName(error.code, answered.refused), message: error.message, metadata: errorMetadata(error.data) });
       return reply.code(status).header('content-type', `${media}; charset=utf-8`).send(status193);
     }
     if (call.status === 204) return reply.code(204).send();
-    return reply.code(call.status).header('content-type', `${media}; charset=utf-8`).send(JSON.stringify(result ?? {}));
+    return reply.code(call.status).header('content-type', `${media}; charset=utf-8`).send(JSON.stringify(answered.result ?? {}));
   }
 }
 
 /** The error a JSON-RPC code is on this binding; a code no table knows is Internal (an agent's own error, say). */
-function restErrorName(code: number, httpStatus: number): ErrorName {
-  return errorNameOf(code) ?? (httpStatus === 429 ? 'RateLimited' : httpStatus === 404 ? 'NoSuchEndpoint' : 'Internal');
+function restErrorName(code: number, refused?: Refused): ErrorName {
+  return errorNameOf(code) ?? (refused === 'busy' ? 'RateLimited' : refused === 'no-endpoint' ? 'NoSuchEndpoint' : 'Internal');
 }
 
 /** What the core said in its 1.0 ErrorInfo (e.g. the roles a method needs), kept in the AIP-193 details. */
@@ -207,21 +207,9 @@ function wantsA2AMedia(req: FastifyRequest): boolean {
   return /application\/a2a\+json/i.test(`${firstValue(req.headers.accept) ?? ''} ${req.headers['content-type'] ?? ''}`);
 }
 
-/** A JSON-RPC stream frame as HTTP+JSON sends it: the StreamResponse itself, or an AIP-193 `error` event. */
-function restFrame(frame: SseFrame): SseFrame {
-  const { error, result } = frame.data as RpcEvent & { error?: { code: number; message: string; data?: unknown } };
-  if (!error) return { ...frame, data: result as RpcEvent };
-  return { ...frame, event: 'error', data: restRefusal({ name: restErrorName(error.code, 200), message: error.message, metadata: errorMetadata(error.data) }).body as unknown as RpcEvent };
-}
-
-async function* restFrames(frames: AsyncIterator<SseFrame>): AsyncGenerator<SseFrame, void, undefined> {
-  try {
-    for (;;) {
-      const next = await frames.next();
-      if (next.done) return;
-      yield restFrame(next.value);
-    }
-  } finally {
-    await frames.return?.(undefined);
-  }
+/** A stream frame as HTTP+JSON sends it: the StreamResponse itself, or an AIP-193 `error` event. */
+function restFrame(frame: SseFrame): RestFrame {
+  if (!('error' in frame.data)) return { ...frame, data: frame.data.result };
+  const { error } = frame.data;
+  return { ...frame, event: 'error', data: restRefusal({ name: restErrorName(error.code), message: error.message, metadata: errorMetadata(error.data) }).body };
 }

@@ -6,7 +6,7 @@
  * and a last error event tells it the position to resume from.
  */
 import type { FastifyReply } from 'fastify';
-import type { RpcAnswer, SseFrame } from '../a2a/rpc-handler';
+
 
 export interface SseOptions {
   /** A comment line is sent when nothing was written for this long (default 15 s). */
@@ -17,7 +17,34 @@ export interface SseOptions {
   drainTimeoutMs: number;
 }
 
-type Stream = Extract<RpcAnswer, { stream: unknown }>;
+/** One Server-Sent Event: its `id:`, its event name (unset: a message), and its data, written as JSON. */
+export interface SseFrame {
+  id?: number;
+  event?: string;
+  data: unknown;
+}
+
+/** A stream to write: its frames, and the frames that end it early (an error, a reader cut off or a shutdown). */
+export interface SseStream {
+  stream: AsyncIterator<SseFrame>;
+  errorFrame(err: unknown): SseFrame;
+  cutOffFrame(message: string, lastEventId: number): SseFrame;
+}
+
+/** Frames mapped one by one (a binding's form of the core's), the source closed with the result. */
+export async function* mapFrames<F>(frames: AsyncIterator<F>, map: (f: F) => SseFrame): AsyncGenerator<SseFrame, void, undefined> {
+  try {
+    for (;;) {
+      const next = await frames.next();
+      if (next.done) return;
+      yield map(next.value);
+    }
+  } finally {
+    await frames.return?.(undefined);
+  }
+}
+
+type Stream = SseStream;
 
 /**
  * Writes the stream's frames to the client; resolves when the stream has ended for any reason (the last

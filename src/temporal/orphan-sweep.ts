@@ -1,11 +1,12 @@
 /**
- * The orphan sweep's Temporal Schedule, one per deployment (its task queue): every interval it runs
- * orphanSweepWorkflow, which ends tasks whose workflow closed without a terminal A2A state. Created at start-up
- * if missing; a changed interval is applied to the existing schedule.
+ * The orphan sweep, one long-lived workflow per deployment (its task queue; src/temporal/housekeeping.ts): every
+ * interval it ends tasks whose workflow closed without a terminal A2A state (workflows/orphans-workflow.ts).
+ * Started at start-up when not running; a changed interval is handed to the running one.
  */
-import { type Client, ScheduleOverlapPolicy } from '@temporalio/client';
-import { type ScheduleLog, ensureSchedule } from './schedules';
+import type { Client } from '@temporalio/client';
+import { type HousekeepingLog, ensureHousekeeping, runHousekeepingNow } from './housekeeping';
 import { SA_STATE, SA_TENANT } from '../../task/messages';
+import type { OrphanSweepArgs } from '../../task/contracts';
 import { isTerminal, stateLabel } from '../../task/rules';
 import { TASK_STATES } from '../../task/wire';
 
@@ -16,40 +17,32 @@ export function orphanQuery(taskQueue: string, tenant?: string): string {
   return `${tenant === undefined ? '' : `${SA_TENANT.name} = "${tenant.replace(/"/g, '')}" AND `}WorkflowType = "taskWorkflow" AND TaskQueue = "${taskQueue}" AND ExecutionStatus != "Running" AND ExecutionStatus != "ContinuedAsNew" AND ${SA_STATE.name} IN (${OPEN_LABELS.map((l) => `"${l}"`).join(', ')})`;
 }
 
-export const orphanScheduleId = (taskQueue: string) => `switchboard-orphan-sweep:${taskQueue}`;
+/** The sweep's workflow id (the id of its former Schedule too). */
+export const orphanSweepId = (taskQueue: string) => `switchboard-orphan-sweep:${taskQueue}`;
 
 /**
- * Creates the deployment's orphan-sweep Schedule, or sets the interval of the one there (recreated when it does
- * not decode under this deployment's payload keys, with a warning on `log`: src/temporal/schedules.ts).
+ * Starts the deployment's orphan sweep, or hands the running one this interval (one sealed under a payload key no
+ * longer held is started again, with a warning on `log`). `runsPerExecution`: rounds before it continues as new.
  */
-export async function ensureOrphanSweep(client: Client, taskQueue: string, intervalMs: number, log?: ScheduleLog): Promise<void> {
-  const scheduleId = orphanScheduleId(taskQueue);
-  const spec = { intervals: [{ every: intervalMs }] };
-  await ensureSchedule(
+export async function ensureOrphanSweep(client: Client, taskQueue: string, intervalMs: number, log?: HousekeepingLog, runsPerExecution?: number) {
+  const args: OrphanSweepArgs = { everyMs: intervalMs, ...(runsPerExecution ? { runsPerExecution } : {}) };
+  return ensureHousekeeping(
     client,
     {
-      scheduleId,
-      spec,
-      action: {
-        type: 'startWorkflow',
-        workflowType: 'orphanSweepWorkflow',
-        workflowId: scheduleId,
-        taskQueue,
-        args: [],
-        workflowExecutionTimeout: Math.max(5 * 60_000, intervalMs),
-        staticSummary: 'ends tasks whose workflow closed without a terminal A2A state',
-      },
-      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: intervalMs },
-      state: { note: `Switchboard orphan sweep of task queue ${taskQueue}` },
+      workflowId: orphanSweepId(taskQueue),
+      formerScheduleId: orphanSweepId(taskQueue),
+      workflowType: 'orphanSweepWorkflow',
+      taskQueue,
+      args,
+      summary: `Switchboard housekeeping: every ${Math.round(intervalMs / 1000)} s, ends tasks whose workflow closed without a terminal A2A state`,
     },
-    (s) => ({ ...s, spec }),
     log,
   );
 }
 
-/** Runs the sweep now (tests, and operators through the CLI: `temporal schedule trigger`). */
-export async function triggerOrphanSweep(client: Client, taskQueue: string): Promise<void> {
-  await client.schedule.getHandle(orphanScheduleId(taskQueue)).trigger();
+/** Runs the sweep now and waits for it (tests; operators: `temporal workflow update execute --name runNow`). */
+export async function triggerOrphanSweep(client: Client, taskQueue: string): Promise<{ checked: number; ended: { tenant: string; taskId: string; why: string }[] }> {
+  return runHousekeepingNow(client, orphanSweepId(taskQueue));
 }
 
 /**

@@ -1,6 +1,8 @@
 /**
- * Switchboard's housekeeping Schedules (the orphan sweep, the agent-refresh sweep) are made at start-up, or updated
- * when they exist. A Schedule's action and summary are payloads, sealed under the payload key of the process that
+ * A Temporal Schedule made at start-up, or updated when it exists. Switchboard's own housekeeping no longer uses
+ * Schedules (a run per tick crowded Temporal UI's list): it runs as long-lived workflows (src/temporal/housekeeping.ts),
+ * which new periodic jobs should follow too. This stays for a job that must be a Schedule. A Schedule's action and
+ * summary are payloads, sealed under the payload key of the process that
  * wrote them: after SWITCHBOARD_PAYLOAD_KEY lost that key (rotated out, replaced), reading the Schedule fails, and
  * start-up must not (issue 32). Such a Schedule holds nothing but what this code writes anyway: it is deleted and
  * made again from `options`, with a warning naming the key id.

@@ -32,6 +32,10 @@ export interface TestAgent {
    * later; the agent's tasks, in memory, keep running meanwhile.
    */
   restart(downMs: number): Promise<void>;
+  /** Stops the HTTP server (connections dropped; the port refuses connections) until start(). */
+  stop(): Promise<void>;
+  /** Listens again on the same port after stop(). */
+  start(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -83,22 +87,28 @@ export async function startAgentServer(
 
   const card = await (await fetch(`${url}/.well-known/agent-card.json`, { headers: { 'A2A-Version': '1.0' } })).json();
   let closed: Promise<void> | undefined;
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  const start = () =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => (server.off('error', reject), resolve()));
+    });
   return {
     url,
     card,
     calls,
     cancels,
     async restart(downMs) {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await stop();
       await new Promise((r) => setTimeout(r, downMs));
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, '127.0.0.1', () => (server.off('error', reject), resolve()));
-      });
+      await start();
     },
+    stop,
+    start,
     close: () =>
       (closed ??= new Promise<void>((resolve) => {
         cleanup?.();
