@@ -1,6 +1,6 @@
 /** The activities that write PostgreSQL: the task projection, holds, and the settlement ledger. */
 import type { Pool, PoolClient } from 'pg';
-import { appendCall, appendParams, type LoggedEvent, type StoredRow, storedEvents } from '../src/events/event-log';
+import { appendCall, appendParams, type LoggedEvent, type NewEvent, type StoredRow, storedEvents } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';
 import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
 import { prepared } from '../src/db/pool';
@@ -20,43 +20,125 @@ export async function recordTask(pool: Pool, hub: EventHub, rec: TaskRecord): Pr
 }
 
 /**
- * A terminal task's last writes: its final state recorded (as recordTask) and its settlement (as settleTask), in
- * one statement, so one round trip and one transaction: the client's answer leaves only after this. The projection's
- * upsert (a data-modifying CTE), the append and the settlement all run once per statement and none reads what
- * another writes: the record touches the task and its event log, the settlement the ledger's tables.
+ * What the workflow adds to a terminal task's last writes (finishTask), from patch level 5 (workflows/levels.ts).
  */
-export async function finishTask(pool: Pool, hub: EventHub, policy: UnfundedPolicy, rec: TaskRecord, req: SettlementRequest): Promise<SettlementOutcome> {
+export interface FinishOptions {
+  /**
+   * The events the turn's first exchange relayed and held back instead of logging them (its result carried them):
+   * logged here, before the final state, in the same statement.
+   */
+  relayed?: NewEvent[];
+  /**
+   * The child tasks the workflow knows of, when the agent answered in the workflow task that ran the turn (their links,
+   * signals, may still be on their way): the statement counts those linked in PostgreSQL (migration 021) and, when
+   * there are more, writes only `relayed`, neither the final record nor the settlement: the workflow waits for their
+   * links and finishes again.
+   */
+  knownChildren?: number;
+}
+
+/** What finishTask did: the settlement, or (with FinishOptions.knownChildren) the children that held it back. */
+export interface FinishOutcome extends Partial<SettlementOutcome> {
+  /** Set when nothing but the relayed events was written: the child tasks linked, more than the workflow knew. */
+  childrenLinked?: number;
+}
+
+/**
+ * A terminal task's last writes: the events its first exchange held back (FinishOptions.relayed), its final state
+ * recorded (as recordTask) and its settlement (as settleTask), in one statement, so one round trip and one
+ * transaction: the client's answer leaves only after this. The projection's upsert (a data-modifying CTE), the
+ * append and the settlement all run once per statement and none reads what another writes: the record touches the
+ * task and its event log, the settlement the ledger's tables. With FinishOptions.knownChildren the statement counts
+ * the task's child tasks first, in its own snapshot, and writes the record and the settlement only if the workflow
+ * knew them all.
+ */
+export async function finishTask(
+  pool: Pool,
+  hub: EventHub,
+  policy: UnfundedPolicy,
+  rec: TaskRecord,
+  req: SettlementRequest,
+  opts: FinishOptions = {},
+): Promise<FinishOutcome> {
+  if (opts.knownChildren !== undefined) return finishCounting(pool, hub, policy, rec, req, opts.relayed ?? [], opts.knownChildren);
   const { upsert, projection } = projectionOf(rec);
-  const events = rec.event ? [rec.event] : [];
+  const events = [...(opts.relayed ?? []), ...(rec.event ? [rec.event] : [])];
   // The append as one row whatever it stored (an aggregate always yields one), and the settlement always one row:
   // their cross join is one row, so an event logged before (nothing appended now) cannot drop the settlement.
   const appended = events.length > 0
     ? `SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys FROM ${appendCall(projection.length + 1)}`
     : 'SELECT NULL::bigint[] AS seqs, NULL::text[] AS keys';
   const appendArgs = events.length > 0 ? appendParams(rec.tenant, rec.task.id, events) : [];
-  const { rows } = await pool.query<SettledRow & { seqs: string[] | null; keys: string[] | null }>(
+  const { rows } = await pool.query<SettledRow & AppendedRow>(
     prepared(
       `WITH projection AS (${upsert})
      SELECT a.seqs, a.keys, s.* FROM (${appended}) AS a CROSS JOIN ${settleCall(projection.length + appendArgs.length + 1)} AS s`,
       [...projection, ...appendArgs, ...settleParams(policy, req)],
     ),
   );
-  const { seqs, keys } = rows[0];
-  const logged = storedEvents(events, (seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: keys![i] })));
   const outcome = outcomeOf(rows[0]);
-  recorded(hub, rec, logged);
+  recorded(hub, rec, storedEvents(events, storedOf(rows[0])));
   settled(req, outcome);
   await healthAfter(pool, req);
   return outcome;
 }
 
 /**
- * The task's projection row as an upsert: versions only grow, so a retried or late write never overwrites a newer
- * state.
+ * finishTask with the child tasks counted in the statement (`known`: those the workflow knows): the relayed events
+ * always logged, the final record and the settlement only when no child is missing. One append call takes the
+ * batch the count chooses, so the relayed events precede the final state in the log. The settlement's condition
+ * reads the count as a subquery, a constant for the planner, which checks it before it runs the function; a join's
+ * column (the lateral `k.n`) would be checked on the function's rows, after it ran (test/economics.test.ts checks).
  */
-function projectionOf(rec: TaskRecord): { upsert: string; projection: unknown[] } {
+async function finishCounting(pool: Pool, hub: EventHub, policy: UnfundedPolicy, rec: TaskRecord, req: SettlementRequest, relayed: NewEvent[], known: number): Promise<FinishOutcome> {
+  const { upsert, projection } = projectionOf(rec, '(SELECT n FROM kids) <= $12');
+  const whole = [...relayed, ...(rec.event ? [rec.event] : [])];
+  // appendParams: [tenant, taskId, batch, freshKeys, channel]; the batch is chosen by the count.
+  const [, , wholeBatch, , channel] = appendParams(rec.tenant, rec.task.id, whole);
+  const [, , relayedBatch] = appendParams(rec.tenant, rec.task.id, relayed);
+  const { rows } = await pool.query<Partial<SettledRow> & AppendedRow & { n: number }>(
+    prepared(
+      `WITH kids AS (SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2),
+     projection AS (${upsert})
+     SELECT k.n, a.seqs, a.keys, s.settlement_id, s.created, s.charged_minor
+       FROM kids k
+       CROSS JOIN LATERAL (
+         SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys
+           FROM switchboard_append_events($1, $2, (CASE WHEN k.n <= $12 THEN $13 ELSE $14 END)::jsonb, false, $15)) AS a
+       LEFT JOIN (SELECT * FROM ${settleCall(16)} WHERE (SELECT n FROM kids) <= $12) AS s ON true`,
+      [...projection, known, wholeBatch, relayedBatch, channel, ...settleParams(policy, req)],
+    ),
+  );
+  const row = rows[0]!;
+  if (row.n > known) {
+    hub.publish(rec.tenant, rec.task.id, storedEvents(relayed, storedOf(row)));
+    return { childrenLinked: row.n };
+  }
+  const outcome = outcomeOf(row as SettledRow);
+  recorded(hub, rec, storedEvents(whole, storedOf(row)));
+  settled(req, outcome);
+  await healthAfter(pool, req);
+  return outcome;
+}
+
+/** The append's row of finishTask's statements: the events stored, as arrays (null when none was). */
+interface AppendedRow {
+  seqs: string[] | null;
+  keys: string[] | null;
+}
+
+const storedOf = (row: AppendedRow): StoredRow[] => (row.seqs ?? []).map((seq, i) => ({ stored_seq: seq, stored_key: row.keys![i]! }));
+
+/**
+ * The task's projection row as an upsert: versions only grow, so a retried or late write never overwrites a newer
+ * state. With `onlyIf`, a condition in the statement (finishCounting's), the row is written only when it holds.
+ */
+function projectionOf(rec: TaskRecord, onlyIf?: string): { upsert: string; projection: unknown[] } {
   const { task } = rec;
-  const values = 'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)';
+  // A SELECT's parameters are typed by their casts (a VALUES list takes the columns' types).
+  const values = onlyIf
+    ? `SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::integer, $8::jsonb, $9::timestamptz, $10::text, $11::integer WHERE ${onlyIf}`
+    : 'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)';
   return {
     upsert: `INSERT INTO tasks (tenant, task_id, context_id, agent_id, state, status_timestamp, version, task, created_at, parent_task_id, depth)
      ${values}

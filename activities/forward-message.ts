@@ -23,7 +23,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { childTasksLinked } from '../src/db/task-store';
 import { isTerminal } from '../task/rules';
 import { DEFAULT_RETRY } from '../src/agents/registry';
-import { FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type TaskRecord } from '../task/contracts';
+import { FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type NewEvent, type TaskRecord } from '../task/contracts';
 import { EventSink, writeFailed } from '../src/events/event-sink';
 import { recordTask } from './bookkeeping';
 import type { ForwardArgs, ForwardDeps } from './forwarding/args';
@@ -62,13 +62,26 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
  */
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
-  return firstExchange(ctx, deps, args, startTurn(ctx, deps, args, true));
+  const turn = startTurn(ctx, deps, args, true);
+  // The events the agent relays are held for a moment: a turn that ends in that time, terminal, hands them to the
+  // workflow, whose finishTask logs them with the final state (one statement fewer). See ForwardArgs.atFinish.
+  if (args.atFinish) turn.sink.holdEvents(FINISH_HOLD_MS, FIRST_EXCHANGE_MS);
+  return firstExchange(ctx, deps, args, turn);
 }
+
+/**
+ * How long a first exchange holds the events its agent relays, from the first (ForwardArgs.atFinish): readers of the
+ * log see them that much later at most (a turn that ends meanwhile: when the workflow has finished the task).
+ */
+const FINISH_HOLD_MS = 100;
+/** The most relayed events a first exchange's result carries (they go into workflow history): past it, it logs them. */
+const RELAYED_IN_RESULT_BYTES = 64 * 1024;
 
 async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs, turn: StartedTurn): Promise<FirstExchange> {
   // The workflow settles a terminal answer at once: it must know of the child tasks the agent started meanwhile.
-  // They are counted as soon as the answer is in, while the turn's last events are being logged.
-  let waiting = true; // false once the turn is handed over: its activity reports the answer then
+  // They are counted as soon as the answer is in, while the turn's last events are being logged (at level 5 the
+  // workflow's finishTask counts them: args.atFinish).
+  let waiting = !args.atFinish; // false once the turn is handed over: its activity reports the answer then
   const children = turn.answered.then((state) =>
     waiting && isTerminal(state) ? childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId) : undefined,
   );
@@ -86,7 +99,7 @@ async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs,
     let result: ForwardResult;
     try {
       const logged = turn.started.then(async (r) => {
-        await turn.sink.flush();
+        if (!args.atFinish || !isTerminal(r.state)) await turn.sink.flush(); // a terminal answer's: heldBack()
         return r;
       });
       result = await finish(ctx, turn, logged, false);
@@ -100,14 +113,42 @@ async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs,
       throw err;
     }
     if (!isTerminal(result.state)) return result;
+    if (args.atFinish) {
+      const held = await heldBack(turn);
+      return 'handoff' in held ? held : { ...result, ...held };
+    }
     const childrenLinked = (await children) ?? (await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId));
     return { ...result, childrenLinked };
   }
   waiting = false;
+  turn.sink.release(); // a turn handed over logs what it relays as usual
   const key = turn.sink.keyPrefix;
   parkedTurns.park(key, turn);
   return { handoff: turn.handOver() ?? null, why: `still running after ${FIRST_EXCHANGE_MS} ms`, adopt: key };
 }
+
+/**
+ * The events a terminal turn relayed while its sink held them (ForwardArgs.atFinish), for the workflow's finishTask to
+ * log before the final state; none when the hold ended first (the sink logged them), or when they are too big for
+ * the result (logged now). Events that could not be logged are the turn's failure, which a named agent task turns
+ * into a hand-over (the activity reads the agent's task again and logs it), as a failed first exchange does.
+ */
+async function heldBack(turn: StartedTurn): Promise<{ relayed?: NewEvent[] } | HandOff> {
+  const taken = turn.sink.take();
+  if (taken && taken.events.length > 0 && Buffer.byteLength(JSON.stringify(taken.events)) <= RELAYED_IN_RESULT_BYTES) return { relayed: taken.events };
+  if (taken) turn.sink.giveBack(taken);
+  try {
+    await turn.sink.flush();
+    return {};
+  } catch (err) {
+    const failure = writeFailed("the agent's answer could not be logged", err);
+    if (turn.ref) return { handoff: turn.ref, why: `the first exchange failed: ${failure.message}` };
+    throw failure;
+  }
+}
+
+/** A first exchange that hands its turn over to the forwarding activity. */
+type HandOff = Extract<FirstExchange, { handoff: unknown }>;
 
 /**
  * Turns the first exchange handed over, by its event-sink key, until forwardMessage adopts them. One not adopted

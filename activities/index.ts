@@ -12,7 +12,7 @@ import { EventHub } from '../src/events/hub';
 import type { UnfundedPolicy } from '../src/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../task/contracts';
 import type { CertificationOutcome } from '../task/contracts';
-import { finishTask, holdFunds, recordTask, settleTask } from './bookkeeping';
+import { type FinishOptions, finishTask, holdFunds, recordTask, settleTask } from './bookkeeping';
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { recordCertification } from './certification';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
@@ -82,7 +82,7 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     recordTask: (rec: TaskRecord) => recordTask(pool, hub, rec),
     holdFunds: (req: HoldRequest) => holdFunds(pool, unfundedAccounts, req),
     settleTask: (req: SettlementRequest) => settleTask(pool, unfundedAccounts, req),
-    finishTask: (rec: TaskRecord, req: SettlementRequest) => finishTask(pool, hub, unfundedAccounts, rec, req),
+    finishTask: (rec: TaskRecord, req: SettlementRequest, opts?: FinishOptions) => finishTask(pool, hub, unfundedAccounts, rec, req, opts),
     deliverPush: (args: DeliverPushArgs) => deliverPush({ pool, fetch, hub, issuer }, args),
     deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer }, args),
     finishGenesisDelivery: (f: GenesisDeliveryFinal) => finishGenesisDelivery(pool, f),

@@ -222,6 +222,11 @@ export interface FirstAnswer {
    * Their links reach the workflow as signals, in its next workflow task: it waits for them when it knows fewer.
    */
   childrenLinked?: number;
+  /**
+   * The events the turn relayed and did not log (ForwardArgs.atFinish, patch level 5): the workflow's finishTask
+   * logs them before the final state. Bounded: a first exchange logs bigger ones itself.
+   */
+  relayed?: NewEvent[];
 }
 
 /** One row of the PostgreSQL projection, written by the `recordTask` activity on every state change. */
@@ -339,4 +344,4 @@ export type GenesisEventWorkflow = (input: GenesisEventInput) => Promise<Record<
 export type TaskWorkflow = (input: TaskInput) => Promise<WireTask>;
 
 /** The level the front door starts new task workflows at (workflows/levels.ts says what each level changes). */
-export const PATCH_LEVEL = 4;
+export const PATCH_LEVEL = 5;

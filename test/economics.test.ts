@@ -43,8 +43,8 @@ before(async () => {
         return r;
       },
       // Every task settles in the workflow's finishTask (its final record and settlement in one transaction).
-      async finishTask(rec, req) {
-        const r = await real.finishTask(rec, req);
+      async finishTask(rec, req, opts) {
+        const r = await real.finishTask(rec, req, opts);
         crashMaybe('finishTask', req.taskId);
         return r;
       },
@@ -361,6 +361,35 @@ describe('holds and captures', () => {
       [taskId],
     );
     assert.deepEqual(rows[0], { state: 'TASK_STATE_COMPLETED', events: 1, hold: 'captured', trust: 1 });
+    await reconciled();
+  });
+
+  test("level 5's last statement counts the children: one the workflow does not know holds the record and the settlement back, the relayed events are logged", async () => {
+    await resetTo(1_000);
+    const agentId = `direct-${randomUUID()}`;
+    const taskId = randomUUID();
+    assert.deepEqual(await holdFunds(gw.db.pool, 'enforce', { tenant: 'default', taskId, agentId, requester: 'default', amountMinor: 100 }), { ok: true });
+    await gw.db.pool.query('INSERT INTO task_children (tenant, parent_task_id, child_task_id) VALUES ($1, $2, $3)', ['default', taskId, randomUUID()]);
+    const now = new Date().toISOString();
+    const task = { id: taskId, contextId: randomUUID(), status: { state: 'TASK_STATE_COMPLETED' as const, timestamp: now } };
+    const rec = { tenant: 'default', agentId, task, version: 2, createdAt: now, event: { key: 'v2', event: { statusUpdate: { taskId, contextId: task.contextId, status: task.status } } } };
+    const req = { tenant: 'default', taskId, agentId, requester: 'default', finalState: task.status.state, amountMinor: 70, outcome: 'completed' as const, startedAt: now, endedAt: now };
+    const artifact = { artifactUpdate: { taskId, contextId: task.contextId, artifact: { artifactId: 'a', parts: [{ text: 'hi' }] }, append: false, lastChunk: true } };
+    const relayed = [{ key: `fwd/${taskId}/1`, event: artifact }];
+    const state = async () =>
+      (
+        await gw.db.pool.query(
+          `SELECT (SELECT state FROM tasks WHERE task_id = $1) AS state, (SELECT array_agg(event_key ORDER BY seq) FROM task_events WHERE task_id = $1) AS keys,
+                  (SELECT state FROM holds WHERE task_id = $1) AS hold`,
+          [taskId],
+        )
+      ).rows[0];
+    assert.deepEqual(await finishTask(gw.db.pool, gw.hub, 'enforce', rec, req, { relayed, knownChildren: 0 }), { childrenLinked: 1 });
+    assert.deepEqual(await state(), { state: null, keys: [`fwd/${taskId}/1`], hold: 'held' }, 'only the relayed events: no record, no settlement');
+    const done = await finishTask(gw.db.pool, gw.hub, 'enforce', rec, req, { relayed, knownChildren: 1 });
+    assert.equal(done.created, true);
+    assert.equal(done.chargedMinor, 70);
+    assert.deepEqual(await state(), { state: 'TASK_STATE_COMPLETED', keys: [`fwd/${taskId}/1`, 'v2'], hold: 'captured' }, 'the events once, then the final state');
     await reconciled();
   });
 

@@ -19,6 +19,8 @@
  * - task-*-at-patch-level-3: recorded with scripts/record-histories.ts from the code before level 4 (a first exchange
  *   that finished its task itself, timers to order the workflow's end): a streaming and a non-streaming agent's task
  *   answered at once, one returned at once, two turns (input-required, then completed), and a canceled one.
+ * - task-*-at-patch-level-4: the same five, recorded from the code before level 5 (a first exchange that logged its
+ *   agent's events and counted the child tasks itself).
  * Levels 0–2 are retired (workflows/levels.ts): a worker refuses their histories with a message that says how to drain
  * them; from level 3 on they replay.
  */

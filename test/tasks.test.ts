@@ -39,9 +39,9 @@ before(async () => {
         throw new Error('this worker is gone');
       },
       // Every task settles in the workflow's finishTask (its final record and settlement in one transaction).
-      async finishTask(rec, req) {
+      async finishTask(rec, req, opts) {
         settleAttempts.set(req.taskId, (settleAttempts.get(req.taskId) ?? 0) + 1);
-        const outcome = await real.finishTask(rec, req);
+        const outcome = await real.finishTask(rec, req, opts);
         if (crashAfterSettling && activityInfo().attempt === 1) {
           throw new Error('simulated crash after the settlement committed');
         }

@@ -13,6 +13,10 @@
  * 4. Exactly one owner: the workflow records and settles every task. It waits for child tasks' links themselves
  *    (their signals), not a timer; a cancel requested through Temporal (Temporal UI's Request Cancellation) is an A2A
  *    cancel, and the workflow it canceled ends Canceled (the task's end runs in a non-cancellable scope).
+ * 5. The task's last statement does more: a first exchange that answers terminal neither counts the task's child tasks
+ *    nor logs the events it relayed while holding them (ForwardArgs.atFinish); the workflow's finishTask counts the
+ *    children and logs the events in its statement, and writes the final record and the settlement only when it knew
+ *    every child (else it waits for their links, as level 4, and finishes again). Two statements fewer per task.
  *
  * Levels 0–2 (workflows started before the level-3 release) are retired: their patches and ways were removed, and a
  * worker refuses their workflow tasks with RETIRED_LEVEL (docs/operations.md: drain them before upgrading).

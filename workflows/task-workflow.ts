@@ -32,7 +32,7 @@ import { PushDelivery } from './push-delivery';
 import { agentControl, agentControlAfterFailure, bookkeeping, firstExchanges, forwardingFor, NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 import { TaskShown, textOf } from './task-shown';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from '../task/rules';
-import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, followsByPush, type SendMessageArgs, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
+import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, followsByPush, type SendMessageArgs, type NewEvent, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
 
 export { NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 
@@ -82,6 +82,12 @@ class TaskMachine {
   private answeredInWorkflowTask = false;
   /** Child tasks the agent started through Switchboard, as the first exchange counted them in PostgreSQL. */
   private childrenLinked = 0;
+  /**
+   * Level 5: the last turn's first exchange answered terminal, leaving the count of its child tasks to finishTask,
+   * and the events it relayed but did not log (`relayed`), which finishTask logs before the final state.
+   */
+  private childrenAtFinish = false;
+  private relayed?: NewEvent[];
   /** Level 3 only: that level's first exchange wrote the final record and the settlement (workflows/levels.ts). */
   private settledByFirstExchange = false;
   /** The scope turns run in: a cancel cancels it. */
@@ -315,6 +321,7 @@ class TaskMachine {
    */
   private async finish(): Promise<void> {
     const { input, job } = this;
+    // (Level 5 counts the children in finishTask's statement instead: settle().)
     if (this.answeredInWorkflowTask && this.childrenLinked > job.children.length) await this.childLinks();
     const ownCostMinor = ownCostOf(this.state, this.costMinor, input.agent.priceMinor, this.funding.heldMinor);
     // The steps below that most tasks skip are not called then: the SDK captures a stack trace for every promise a
@@ -344,7 +351,12 @@ class TaskMachine {
     }
   }
 
-  /** The final state and the settlement, in one local activity (one transaction). */
+  /**
+   * The final state and the settlement, in one local activity (one transaction). Level 5: with the events the first
+   * exchange held back, and, when it answered terminal in this workflow task, the child tasks counted in the same
+   * statement: one the workflow has not heard of yet holds the record and the settlement back (only the events are
+   * logged), and the workflow waits for the links (childLinks) and the children's ends before it finishes again.
+   */
   private async settle(ownCostMinor: number): Promise<void> {
     const settlement = settlementOf(this.recordBase(), this.task, {
       requester: this.input.requester,
@@ -352,8 +364,25 @@ class TaskMachine {
       outcome: this.trustOutcome,
       endedAt: this.task.status.timestamp ?? new Date().toISOString(),
     });
-    await bookkeeping.finishTask(this.nextRecord(), settlement);
+    if (atLevel(this.input.patchLevel, 5)) await this.finishCounting(ownCostMinor, settlement);
+    else await bookkeeping.finishTask(this.nextRecord(), settlement);
     this.logged = Math.max(this.logged, this.version);
+  }
+
+  /** Level 5's finishTask: the held-back events and the children's count in its statement (see settle). */
+  private async finishCounting(ownCostMinor: number, settlement: SettlementRequest): Promise<void> {
+    const { job } = this;
+    const count = this.answeredInWorkflowTask && this.childrenAtFinish;
+    const opts = { ...(this.relayed ? { relayed: this.relayed } : {}), ...(count ? { knownChildren: job.children.length } : {}) };
+    const done = await bookkeeping.finishTask(this.nextRecord(), settlement, opts);
+    this.relayed = undefined;
+    if (done.childrenLinked === undefined) return;
+    this.version--; // not written: the next record takes its version
+    this.childrenLinked = done.childrenLinked;
+    await this.childLinks();
+    if (job.children.length > 0) await job.childrenSettled();
+    job.show(ownCostMinor);
+    await bookkeeping.finishTask(this.nextRecord(), settlement);
   }
 
   /**
@@ -408,6 +437,7 @@ class TaskMachine {
    */
   private async forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<Outcome> {
     this.answeredInWorkflowTask = false;
+    this.childrenAtFinish = false;
     let lostToDatabase = 0;
     for (;;) {
       const outcome = await this.forwardOnce(message, start, blocking, lostToDatabase > 0);
@@ -438,7 +468,9 @@ class TaskMachine {
       if (again) return await forwarding.forwardMessage({ ...args, ...(agentTaskId ? { attach: { agentTaskId, ...(agentContextId ? { agentContextId } : {}) } } : {}) });
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
-      const first = this.runsFirstExchange(blocking) ? await this.firstExchange(args) : undefined;
+      // (Level 5: a terminal answer's children are counted and its relayed events logged by finishTask: settle().)
+      const firstArgs = atLevel(this.input.patchLevel, 5) ? { ...args, atFinish: true } : args;
+      const first = this.runsFirstExchange(blocking) ? await this.firstExchange(firstArgs) : undefined;
       // An answer's state is shown as it is applied, `working` never; a turn that goes on shows `working` now.
       const answered = first !== undefined && 'answer' in first;
       this.shown.release(!answered);
@@ -479,6 +511,8 @@ class TaskMachine {
     if (!('handoff' in first)) {
       this.answeredInWorkflowTask = true;
       this.childrenLinked = first.childrenLinked ?? 0;
+      this.childrenAtFinish = args.atFinish === true && isTerminal(first.state);
+      this.relayed = first.relayed;
       return { answer: first };
     }
     if (first.handoff) this.knowAgentTask(first.handoff);

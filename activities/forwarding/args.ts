@@ -36,6 +36,12 @@ export interface ForwardArgs {
   adopt?: string;
   /** The turn's attempts made before this activity's first (the first exchange's, when it failed): for the retry count. */
   attemptsBefore?: number;
+  /**
+   * A first exchange's (patch level 5): a terminal answer's child tasks are counted, and the events it relayed while
+   * its sink held them are logged, by the workflow's finishTask, in its statement. The first exchange neither
+   * counts nor logs them then: its result carries the events (`relayed`). Unset (levels 3 and 4): it does both.
+   */
+  atFinish?: boolean;
 }
 
 export interface ForwardDeps {

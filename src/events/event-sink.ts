@@ -34,6 +34,8 @@ export class EventSink {
   private first?: () => Promise<unknown>;
   /** Writes are held (see hold()) until this timer releases them. */
   private held?: ReturnType<typeof setTimeout>;
+  /** holdEvents()'s limit: the hold's timer restarts with it when the first event is queued. */
+  private eachMs?: number;
 
   /**
    * @param keyPrefix unique to this attempt of this activity, so a retried attempt's events never collide
@@ -59,8 +61,19 @@ export class EventSink {
    * The hold ends early when release() is called (a child task's front door waits for the row `first` writes).
    */
   hold(ms: number, first?: () => Promise<unknown>): void {
+    clearTimeout(this.held);
     this.first = first;
     this.held = setTimeout(() => this.release(), ms);
+  }
+
+  /**
+   * Holds the events (as hold(), with no first write), none for longer than `ms` after the first was queued: a turn
+   * whose agent answers only at its end (its artifacts relayed then) is not cut short by the time the agent took.
+   * Until an event is queued the hold lasts up to `backstopMs`.
+   */
+  holdEvents(ms: number, backstopMs: number): void {
+    this.hold(backstopMs);
+    this.eachMs = ms;
   }
 
   /**
@@ -87,6 +100,7 @@ export class EventSink {
   async push(event: StreamEvent, key = `${this.keyPrefix}${++this.count}`): Promise<void> {
     if (this.failure) throw this.failure;
     this.queue.push({ key, event });
+    if (this.held && this.eachMs !== undefined && this.queue.length === 1) this.hold(this.eachMs, this.first);
     if (this.held && this.queue.length >= HIGH_WATER) this.unhold();
     if (!this.held) this.write();
     if (this.queue.length >= HIGH_WATER) await this.writing;
@@ -119,6 +133,7 @@ export class EventSink {
   private unhold(): void {
     clearTimeout(this.held);
     this.held = undefined;
+    this.eachMs = undefined;
   }
 
   private async drain(): Promise<void> {
