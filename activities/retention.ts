@@ -65,8 +65,7 @@ async function purgeTenant(pool: Pool, tenant: string, retentionMs: number, ctx:
     );
     if (rows.length === 0) return purged;
     const ids = rows.map((r) => r.task_id);
-    const deleted: string[] = [];
-    for (const id of ids) if (await deleteWorkflow(ctx, `a2a:${tenant}:${id}`)) deleted.push(id);
+    const deleted = await deleteWorkflows(ctx, tenant, ids);
     if (deleted.length === 0) return purged;
     const { rows: done } = await pool.query<{ id: string }>('SELECT switchboard_purge_tasks($1, $2, $3) AS id', [tenant, deleted, before]);
     purged += done.length;
@@ -76,30 +75,41 @@ async function purgeTenant(pool: Pool, tenant: string, retentionMs: number, ctx:
 }
 
 /**
- * Deletes the task's workflow and waits until Temporal no longer finds it (the deletion is asynchronous): only then
- * can no GetTask answer from it. @returns false when it was still there after DELETE_WAIT_MS (left for the next sweep).
+ * Deletes the tasks' workflows and waits until Temporal no longer finds them (a deletion is asynchronous, and on the
+ * dev server takes ~30 s): only then can no GetTask answer from them. All of a batch's deletions are asked for first
+ * and then waited for together, so a batch costs one wait, not one per task.
+ * @returns the ids whose workflows are gone; those still there after DELETE_WAIT_MS are left for the next sweep.
  */
-async function deleteWorkflow(ctx: Ctx, workflowId: string): Promise<boolean> {
-  const execution = { namespace: ctx.namespace, execution: { workflowId } };
-  try {
-    await ctx.client.workflowService.deleteWorkflowExecution({ namespace: ctx.namespace, workflowExecution: { workflowId } });
-  } catch (err) {
-    if (notFound(err)) return true;
-    throw err;
-  }
-  for (let waited = 0; waited < DELETE_WAIT_MS; waited += DELETE_POLL_MS) {
+async function deleteWorkflows(ctx: Ctx, tenant: string, ids: string[]): Promise<string[]> {
+  const gone: string[] = [];
+  const pending = new Map<string, string>();
+  for (const id of ids) {
+    const workflowId = `a2a:${tenant}:${id}`;
     try {
-      await ctx.client.workflowService.describeWorkflowExecution(execution);
+      await ctx.client.workflowService.deleteWorkflowExecution({ namespace: ctx.namespace, workflowExecution: { workflowId } });
+      pending.set(id, workflowId);
     } catch (err) {
-      if (notFound(err)) return true;
-      throw err;
+      if (!notFound(err)) throw err;
+      gone.push(id);
     }
     ctx.heartbeat();
-    await new Promise((resolve) => setTimeout(resolve, DELETE_POLL_MS));
   }
-  return false;
+  for (let waited = 0; pending.size > 0 && waited < DELETE_WAIT_MS; waited += DELETE_POLL_MS) {
+    for (const [id, workflowId] of pending) {
+      try {
+        await ctx.client.workflowService.describeWorkflowExecution({ namespace: ctx.namespace, execution: { workflowId } });
+      } catch (err) {
+        if (!notFound(err)) throw err;
+        pending.delete(id);
+        gone.push(id);
+      }
+    }
+    ctx.heartbeat();
+    if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, DELETE_POLL_MS));
+  }
+  return gone;
 }
 
-const DELETE_WAIT_MS = 30_000;
-const DELETE_POLL_MS = 100;
+const DELETE_WAIT_MS = 120_000;
+const DELETE_POLL_MS = 500;
 const notFound = (err: unknown) => (err as { code?: number }).code === GRPC_NOT_FOUND;
