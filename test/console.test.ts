@@ -92,7 +92,7 @@ after(async () => {
 
 /** The few browser globals the checks use (this project compiles without the DOM library). */
 interface Browserish {
-  document: { querySelector(selector: string): { textContent: string | null } | null };
+  document: { querySelector(selector: string): { textContent: string | null } | null; querySelectorAll(selector: string): { length: number } };
   sessionStorage: { getItem(key: string): string | null };
 }
 
@@ -230,10 +230,19 @@ describe('GET /console in Chromium', () => {
 
   test('the task list filters by state and by agent, and pages 20 at a time', async () => {
     // 21 more tasks of the echo agent: with the two before, two pages of 20 and a third of 3.
-    for (let i = 0; i < 21; i++) await sendTo(echoId, `page filler ${i}`, gw.keys.client);
+    let newest = '';
+    for (let i = 0; i < 21; i++) newest = (await sendTo(echoId, `page filler ${i}`, gw.keys.client)).id;
     await page.select('#filter-agent', echoId);
     await shows(page, '#page', { equals: 'page 1' }, 'the first page');
-    await page.waitForFunction(() => (globalThis as unknown as Browserish).document.querySelector('#next:not([disabled])') !== null, SEEN);
+    // The first page as rendered after the filter and the fillers (an earlier refresh's list may still be shown).
+    await page.waitForFunction(
+      (id: string) => {
+        const d = (globalThis as unknown as Browserish).document;
+        return d.querySelector('#next:not([disabled])') !== null && d.querySelector(`#tasks tr[data-task-id="${id}"]`) !== null && d.querySelectorAll('#tasks tr[data-task-id]').length === 20;
+      },
+      SEEN,
+      newest,
+    );
     const first = await taskIdsShown(page);
     assert.equal(first.length, 20);
     await page.click('#next');
