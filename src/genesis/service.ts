@@ -75,8 +75,6 @@ interface Checked {
   receivedAt: number;
 }
 
-const withoutEncryption = ({ encryption: _sealed, ...clear }: Record<string, unknown>) => clear;
-
 export class GenesisService {
   constructor(private readonly d: GenesisDeps) {}
 
@@ -151,7 +149,7 @@ export class GenesisService {
       envelope: stored,
       // What subscribers get: the bytes as sent (their signature checks read fields in the sender's key order),
       // or for an encrypted envelope its fields as decrypted, in the sender's order.
-      envelopeText: key ? JSON.stringify(withoutEncryption(fields)) : (text ?? JSON.stringify(raw)),
+      envelopeText: key ? JSON.stringify(fields) : (text ?? JSON.stringify(raw)),
       contentDigest: digest,
       expiresAt: expiresAt === undefined ? undefined : new Date(expiresAt),
       // Past this, a replay is refused anyway: by the ttl, or by the skew.
