@@ -433,7 +433,8 @@ const identityId = (i: unknown) => (i && typeof i === 'object' ? (i as { id: str
  * An agent written from seed 002's text: envelopes POSTed to it, checked with the seed's verifySignature when they
  * require a signature, decrypted with the pair key of its own secret, and answered with a RESPONSE envelope signed
  * with the seed's signMessage (encrypted back when the request was). Its actions: `fail` answers FAILURE with an
- * error; `flaky` answers 503 the first time an envelope id comes; `later` acknowledges (202) and answers later
+ * error; `flaky` answers 503 the first time an envelope id comes; `forge` answers SUCCESS signed with another
+ * secret; `later` acknowledges (202) and answers later
  * (the test POSTs its RESPONSE to /genesis/messages, as the agent); anything else SUCCESS with what it did. A QUERY
  * get_status names a COMMAND it received (SUCCESS) or not (FAILURE).
  */
@@ -467,7 +468,8 @@ async function startEnvelopeAgent(): Promise<EnvelopeAgent> {
           ...(m.encryption ? { encryption: encrypt(pairKey(agent.secret!, identityId(m.to), identityId(m.from)), fields) } : fields),
           signature: '', priority: m.priority, ttl: 0, requiresAck: false, requiresSignature: !!agent.secret, processingTime: 3,
         };
-        if (agent.secret) r.signature = await signMessage(r, agent.secret);
+        // `forge`: a RESPONSE as someone without the agent's secret would make it.
+        if (agent.secret) r.signature = await signMessage(r, e.action === 'forge' ? 'not-the-agents-secret' : agent.secret);
         send(httpStatus, r);
       };
       if (e.type === 'QUERY') {
@@ -537,6 +539,14 @@ describe('an agent that speaks envelopes', () => {
     const sent = receivedOf(m.id);
     assert.equal(sent.length, 2, 'refused once, then answered');
     assert.deepEqual(sent[1]!.envelope, sent[0]!.envelope, 'the same envelope (id, timestamp, signature) on the retry');
+  });
+
+  test('a RESPONSE not signed with the agent\'s secret does not complete the task', async () => {
+    const r = await post(await signed(command('forge', { to: to() })));
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.status, 'FAILURE');
+    assert.equal(r.json.data.state, 'failed');
+    assert.match(JSON.stringify(r.json.data.message), /not signed with its Genesis secret/);
   });
 
   test('an acknowledged COMMAND stays working through a PARTIAL RESPONSE and completes with the RESPONSE the agent POSTs later', async () => {
