@@ -466,6 +466,10 @@ describe('WebSocket hub', () => {
       const again = await back.call('agent.register', { ...researchCard, name: 'enrolled-research', description: 'v2' });
       assert.equal(again.result?.agentId, agentId, JSON.stringify(again));
       assert.equal(again.result.agentKey, undefined, 'a key is made only by the enrollment');
+      const stolen = await back.call('agent.register', { ...researchCard, name: 'enrolled-writer' });
+      assert.equal(stolen.error?.code, -32602, 'a rename to another agent\'s name is refused too');
+      assert.match(stolen.error!.message, /name "enrolled-writer" is taken/);
+      assert.equal((await admin(a.url, `/agents/${agentId}`)).json.name, 'enrolled-research');
       // The trail names the token's creation and the agents it registered.
       const audit = await admin(a.url, '/audit?pageSize=100');
       const actions = audit.json.entries.map((e: { action: string; target: string | null; actor: string }) => `${e.action} ${e.target} ${e.actor}`);

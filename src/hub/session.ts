@@ -319,12 +319,20 @@ export class HubSession implements HubConnection {
     if (this.enrolling) return this.enroll(card, card.name.trim().slice(0, 200));
     const url = `ws-agent://${this.agentId}`;
     const stored = { ...card, url };
+    const name = card.name.slice(0, 200);
+    // A hub agent renaming itself takes a name no other agent of the tenant has (as an enrollment does).
+    const taken = await this.deps.hub.pool.query<{ id: string }>(
+      `SELECT o.id FROM agents o JOIN agents me ON me.tenant = o.tenant AND me.id = $3 AND me.endpoint_url = $4 AND me.name <> $2
+        WHERE o.tenant = $1 AND o.name = $2 AND o.id <> $3 LIMIT 1`,
+      [this.tenant, name, this.agentId, url],
+    );
+    if (taken.rows[0]) throw new HubRpcError(A2A_ERRORS.InvalidParams.code, `agent.register: the name "${name}" is taken in this tenant (agent ${taken.rows[0].id}); keep your name or pick a free one`);
     // Only an agent registered as a hub agent (ws-agent://) is the hub's to describe: an HTTP agent's key must not
     // turn its entry into a socket's, nor rename it (its tasks would then go to whoever holds the key).
     const { rowCount } = await this.deps.hub.pool.query(
       `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
         WHERE tenant = $1 AND id = $2 AND endpoint_url = $5`,
-      [this.tenant, this.agentId, card.name.slice(0, 200), stored, url],
+      [this.tenant, this.agentId, name, stored, url],
     );
     if (!rowCount) {
       throw new HubRpcError(
