@@ -260,10 +260,15 @@ export class AgentRequestHandler implements A2ARequestHandler {
 
 /** A SendMessage request's parts: the message (empty optional fields dropped, as ProtoJSON omits them), how to answer, an inline push config. */
 function sendArgs(params: SendParams): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
-  const { configuration } = params;
+  const { configuration, metadata } = params;
   return {
     message: wireMessage(params.message),
-    args: { returnImmediately: configuration?.returnImmediately ?? false, historyLength: configuration?.historyLength },
+    args: {
+      returnImmediately: configuration?.returnImmediately ?? false,
+      historyLength: configuration?.historyLength,
+      // The request's metadata travels with the message to the agent's request (0.1 agents read it as `params.metadata`).
+      ...(metadata && Object.keys(metadata).length ? { metadata } : {}),
+    },
     push: configuration?.taskPushNotificationConfig as Record<string, unknown> | undefined,
   };
 }
