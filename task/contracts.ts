@@ -10,9 +10,10 @@ export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
 /**
  * The dialects Switchboard calls agents in: the two it serves (1.0, and 0.3, which 0.2.x shares on the wire),
  * A2A 0.1 (`tasks/send`, `type` parts, `sessionId`) and NEXUS (`message/send` with `{type, data}` parts,
- * answered `{id, status: "<state>", messages, artifacts}`). src/agents/agent-client.ts has one transport per dialect.
+ * answered `{id, status: "<state>", messages, artifacts}`) and Genesis Nexus (envelopes POSTed to the agent, seed
+ * 002). src/agents/agent-client.ts has one transport per dialect.
  */
-export type AgentDialect = Dialect | '0.1' | 'nexus';
+export type AgentDialect = Dialect | '0.1' | 'nexus' | 'genesis';
 
 /** How the forwarding activity reaches an agent: the interface's URL, binding, and the dialect its card declares. */
 export interface AgentEndpoint {

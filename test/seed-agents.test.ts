@@ -2,9 +2,9 @@
  * The agents of the seed systems, behind Switchboard unchanged (issue 11, the forwarding side). Each stand-in is
  * a plain node:http JSON-RPC server built here from its seed's documented wire shapes, with no SDK: a Society
  * AI-style A2A 0.1 agent (tasks/send, tasks/sendSubscribe, `type` parts, sessionId, a {usd, tokens} cost), NEXUS
- * agents (one with only /.well-known/agent.json, one with no card at /rpc), a coding-agent-style 0.3 agent
- * whose stream starts with a status-update and stays open at input-required, and an agent answering a JSON-RPC
- * error. A real @a2a-js/sdk client drives each through a real Switchboard (Temporal dev server, PostgreSQL).
+ * agents (one with only /.well-known/agent.json, card-less ones at /rpc and at /, each registered with its URL
+ * alone), a coding-agent-style 0.3 agent whose stream starts with a status-update and stays open at
+ * input-required, and an agent answering a JSON-RPC error. A real @a2a-js/sdk client drives each through a real Switchboard (Temporal dev server, PostgreSQL).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -385,14 +385,17 @@ describe('NEXUS agents', () => {
   for (const shape of [
     { name: 'with only /.well-known/agent.json, answering at /', card: true, rpcPath: '/' as const },
     { name: 'with no card, answering at /rpc (found by probing)', card: false, rpcPath: '/rpc' as const },
+    { name: 'with no card, answering at /', card: false, rpcPath: '/' as const },
   ]) {
-    test(`${shape.name}: message/send with {type, data} parts, the answer translated`, async () => {
+    test(`${shape.name}: registered with its URL alone; message/send with {type, data} parts, the answer translated`, async () => {
       const agent = await startNexusAgent(shape);
-      // With the seed's own Echo Agent card, the URL alone: the card is 0.x without a version, and the endpoint
-      // has message/send but no tasks/send, so it is NEXUS. Without a card, the registration says so.
-      const { id } = await register(gw, agent.url, shape.card ? {} : { protocol: 'nexus', name: 'Nexus summarizer', skills: [{ id: 'summarize', name: 'Summarize' }] });
+      // The URL alone. With the seed's own Echo Agent card: the card is 0.x without a version, and the endpoint has
+      // message/send but no tasks/send, so it is NEXUS. Without a card: the endpoint has message/send, and a
+      // tasks/get of a task it does not have is the seed's -32602 (0.3's would be -32001), so it is NEXUS.
+      const { id } = await register(gw, agent.url);
       const view = await agentView(id);
       assert.equal(view.endpoint.protocolVersion, 'nexus');
+      if (!shape.card) assert.deepEqual(agent.probes.map((c) => c.method), ['tasks/send', 'message/send', 'tasks/get']);
       assert.equal(view.endpoint.url.replace(/\/$/, ''), `${agent.url}${shape.rpcPath === '/rpc' ? '/rpc' : ''}`);
       const client = await clientOf(id);
       const task = await send(client, 'Summarize this article...');
@@ -486,7 +489,11 @@ describe('NANDA nodes', () => {
     const reply = await (await clientOf(id)).sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } }));
     const answer = JSON.stringify(reply);
     assert.match(answer, /\\"status\\":\\"valid\\"/, answer);
-    assert.deepEqual(node.probes.map((c) => c.method), ['tasks/send', 'message/send'], 'asked at /a2a (the URL itself is no endpoint): no tasks/send, a message/send');
+    assert.deepEqual(
+      node.probes.map((c) => c.method),
+      ['tasks/send', 'message/send', 'tasks/get'],
+      'asked at /a2a (the URL itself is no endpoint): no tasks/send, a message/send, and a tasks/get answered -32601 (not NEXUS\'s -32602)',
+    );
     const sent = node.calls.find((c) => c.method === 'message/send');
     assert.equal(sent!.params.message.parts[0].text, text, 'the action reaches the node as the text it was sent');
   });
