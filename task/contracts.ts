@@ -120,6 +120,11 @@ export interface SendMessageArgs {
   historyLength?: number;
   /** Push-notification configs given inline with the message (already stored). */
   pushConfigIds?: string[];
+  /**
+   * The request's own metadata (1.0 SendMessageRequest.metadata, 0.3 MessageSendParams.metadata, 0.1 `params.metadata`),
+   * passed on with the message to the agent as its request's metadata. Absent in histories recorded before it was.
+   */
+  metadata?: Record<string, unknown>;
 }
 
 /** The agent-refresh schedule's argument to every run of agentRefreshWorkflow (workflows/registry-workflow.ts). */

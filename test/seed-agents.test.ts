@@ -358,6 +358,29 @@ describe('A2A 0.1 agents (Society AI)', () => {
     assert.equal(sends[1]!.params.id, first.id, 'the answer goes to the same 0.1 task');
   });
 
+  test("a 0.1 client's params.metadata (the seed's requester, executor, skill_used, user_id) reaches 0.1 agents as params.metadata, every turn, sent or streamed", async () => {
+    // Verbatim from the seed ("Request example"): Society AI's metadata.
+    const metadata = { requester: { name: 'ai-chatbot' }, executor: { name: 'research-agent' }, skill_used: 'research-topic', user_id: 'user-uuid' };
+    for (const streaming of [false, true]) {
+      const agent = await startV01Agent({ streaming });
+      const { rpc: rpcUrl } = await register(gw, agent.url);
+      const taskId = `meta-${randomUUID()}`;
+      const send = async (text: string) =>
+        (await rpc(rpcUrl, { jsonrpc: '2.0', id: 'req-1', method: 'tasks/send', params: { id: taskId, sessionId: 'session-uuid', message: { role: 'user', parts: [{ type: 'text', text }] }, metadata } })).json;
+      const asked = await send('ask');
+      assert.equal(asked.result?.status.state, 'input-required', JSON.stringify(asked));
+      const done = await send('Paris');
+      assert.equal(done.result?.status.state, 'completed', JSON.stringify(done));
+      const calls = agent.calls.filter((c) => c.method === (streaming ? 'tasks/sendSubscribe' : 'tasks/send'));
+      assert.deepEqual(calls.map((c) => c.params.id), [taskId, taskId]);
+      for (const call of calls) {
+        assert.deepEqual(call.params.metadata, metadata, `${call.method}: the request's metadata, as the client sent it`);
+        assert.equal(call.params.sessionId, 'session-uuid');
+      }
+      assert.deepEqual(calls.map((c) => c.params.message.parts), [[{ type: 'text', text: 'ask' }], [{ type: 'text', text: 'Paris' }]]);
+    }
+  });
+
   test('a card-less 0.1 agent registers with protocol, name and skills; cancel goes as tasks/cancel', async () => {
     const agent = await startV01Agent({ withCard: false });
     const { id } = await register(gw, `${agent.url}/tasks/process`, { protocol: '0.1', name: 'Card-less researcher', skills: [{ id: 'research-topic', name: 'Topic Research' }] });

@@ -22,7 +22,7 @@ const SCHEDULE_TO_START_MS = 10_000;
 /**
  * Tells a hub agent that its task was canceled (tasks/cancel), mid-turn or between turns, if it is connected within
  * a few seconds; else the hub tells it when it connects again (the canceled task's turns are marked in PostgreSQL,
- * migration 030). @returns what to add to the task's status when it could not be told now.
+ * migration 031). @returns what to add to the task's status when it could not be told now.
  */
 export async function cancelThroughHub(agent: AgentTarget, tenant: string, taskId: string): Promise<string | undefined> {
   try {

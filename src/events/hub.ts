@@ -30,14 +30,14 @@ export interface AgentPushNotice {
 
 /**
  * The NOTIFY channel of migration 018's triggers on `agents` and `policies`, 022's on `agent_credentials`, 023's on
- * `api_keys` and a deleted tenant, and 030's on a hub agent's canceled task (payload: ConfigNotice, JSON).
+ * `api_keys` and a deleted tenant, and 031's on a hub agent's canceled task (payload: ConfigNotice, JSON).
  */
 export const CONFIG_CHANNEL = 'switchboard_config';
 
 /**
  * A changed row: an agent (`id` names it), an agent's outbound credential (`id` names the agent; migration 022),
  * one of a tenant's policies, an API key (`id` names it; revoked, expired or deleted; migration 023), a deleted
- * tenant (023), or a canceled task a hub agent is still to be told of (`id` names the agent; migration 030).
+ * tenant (023), or a canceled task a hub agent is still to be told of (`id` names the agent; migration 031).
  */
 export interface ConfigNotice {
   kind: 'agents' | 'agent_credentials' | 'policies' | 'api_keys' | 'tenants' | 'hub_cancels';

@@ -68,7 +68,7 @@ export class AgentHub {
     this.queue = `${deps.taskQueue}.hub.${randomUUID()}`;
     this.settings = { ...DEFAULT_HUB_SETTINGS, ...deps.settings };
     this.turns = new HubTurns(deps.pool);
-    // A task canceled while its agent was away (migration 030): the process holding the agent's socket tells it.
+    // A task canceled while its agent was away (migration 031): the process holding the agent's socket tells it.
     // Undefined (the LISTEN connection was remade, notices may be lost): every agent connected here is looked at.
     this.unlisten = deps.events.onConfigChange((n) => {
       if (!n) for (const c of this.connections.values()) void this.tellCancels(c);

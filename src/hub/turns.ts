@@ -77,7 +77,7 @@ export class HubTurns {
   }
 
   /**
-   * The canceled tasks the agent is still to be told of (migration 030 marks a canceled task's turns): claimed, so
+   * The canceled tasks the agent is still to be told of (migration 031 marks a canceled task's turns): claimed, so
    * that whichever process holds the agent's socket tells it once. @returns their task ids.
    */
   async claimCancels(tenant: string, agentId: string): Promise<string[]> {
