@@ -444,6 +444,28 @@ describe('NEXUS agents', () => {
     });
   }
 
+  test("a NEXUS client's image, file and other parts reach a NEXUS agent, and come back in its task, as they were sent", async () => {
+    const agent = await startNexusAgent({ card: false, rpcPath: '/rpc' });
+    const { rpc: endpoint } = await register(gw, agent.url);
+    // The seed's Part is {type, data}, data "any": an image by URL, a file object, base64 content, a type of its own.
+    const parts = [
+      { type: 'text', data: 'Describe these' },
+      { type: 'image', data: 'https://example.com/cat.png' },
+      { type: 'file', data: { name: 'notes.txt', mimeType: 'text/plain', bytes: 'aGVsbG8=' } },
+      { type: 'image', data: { url: 'https://example.com/dog.png', mimeType: 'image/png' } },
+      { type: 'audio', data: 'UklGRiQ=' },
+      { type: 'table', data: { columns: ['a'], rows: [[1]] } },
+      { type: 'json', data: [1, 2] },
+    ];
+    const message = { role: 'user', parts };
+    const answer = (await rpc(endpoint, { jsonrpc: '2.0', id: 1, method: 'message/send', params: { id: `nx-parts-${randomUUID()}`, message } })).json;
+    assert.equal(answer.result?.status, 'completed', JSON.stringify(answer));
+    const call = agent.calls.find((c) => c.method === 'message/send')!;
+    assert.deepEqual(call.params.message, message, 'the agent gets the parts as the client sent them');
+    // The agent's task echoes the message in `messages`: read back through Switchboard, it is the same again.
+    assert.deepEqual(answer.result.messages[0], message);
+  });
+
   test('a NEXUS registration with no endpoint at / or /rpc is refused, naming both', async () => {
     const nothing = await standIn(() => ({}), [], () => undefined);
     const res = await gw.fetch(`${gw.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: nothing.url, protocol: 'nexus' }) }, 'operator');

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
+import { fromNexusPart, toNexusPart } from '../../../task/nexus-parts';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import type { DialectContext, DialectDef } from './dialect';
 import { type TaskRef, TaskRefParams, withId } from './v03';
@@ -33,16 +34,7 @@ function toWirePart(p: z.infer<typeof NexusPart>, i: number): WirePart {
     }
     return { text, ...meta };
   }
-  if (type === 'data' || type === 'json') return { data: data ?? null, mediaType: 'application/json', ...meta };
-  // A file or image: {bytes|uri, name, mimeType} as in 0.1, or a URL, or base64 content.
-  const f = (data ?? {}) as { bytes?: unknown; uri?: unknown; url?: unknown; name?: unknown; mimeType?: unknown };
-  const named = { ...(typeof f.name === 'string' && { filename: f.name }), ...(typeof f.mimeType === 'string' && { mediaType: f.mimeType }) };
-  if (typeof data === 'string') return /^(https?|data):/i.test(data) ? { url: data, ...meta } : { raw: data, ...meta };
-  if (typeof f.bytes === 'string') return { raw: f.bytes, ...named, ...meta };
-  const url = typeof f.uri === 'string' ? f.uri : typeof f.url === 'string' ? f.url : undefined;
-  if (url !== undefined) return { url, ...named, ...meta };
-  // Anything else NEXUS calls a part keeps its type and content as data.
-  return { data: { type, data: data ?? null }, mediaType: 'application/json', ...meta };
+  return fromNexusPart(type, data, p.metadata);
 }
 
 /** A NEXUS message in the 1.0 wire form (it has no messageId: one is minted, or derived for a chosen task id). */
@@ -56,16 +48,8 @@ export function nexusWireMessage(m: z.infer<typeof NexusMessage>, params?: Recor
   };
 }
 
-function nexusPart(p: WirePart): Record<string, unknown> {
-  if (p.text !== undefined) return { type: 'text', data: p.text };
-  if (p.raw !== undefined || p.url !== undefined) {
-    return { type: 'file', data: { ...(p.filename && { name: p.filename }), ...(p.mediaType && { mimeType: p.mediaType }), ...(p.raw !== undefined ? { bytes: p.raw } : { uri: p.url }) } };
-  }
-  return { type: 'data', data: p.data };
-}
-
-const nexusMessage = (m: WireMessage) => ({ role: m.role === 'ROLE_AGENT' ? 'agent' : 'user', parts: m.parts.map(nexusPart) });
-const nexusArtifact = (a: WireArtifact) => ({ ...(a.name && { name: a.name }), ...(a.description && { description: a.description }), parts: a.parts.map(nexusPart) });
+const nexusMessage = (m: WireMessage) => ({ role: m.role === 'ROLE_AGENT' ? 'agent' : 'user', parts: m.parts.map(toNexusPart) });
+const nexusArtifact = (a: WireArtifact) => ({ ...(a.name && { name: a.name }), ...(a.description && { description: a.description }), parts: a.parts.map(toNexusPart) });
 
 /** A task in NEXUS's shape: `status` is the bare state, `messages` the history. */
 export function nexusTask(t: WireTask, client?: Record<string, unknown>): Record<string, unknown> {

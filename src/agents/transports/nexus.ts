@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import type { RequestOptions, Transport } from '@a2a-js/sdk/client';
+import { fromNexusPart, toNexusPart } from '../../../task/nexus-parts';
 import type { WireMessage, WirePart, WireTask } from '../../../task/wire';
 import { LegacyJsonRpcTransport, objectOr, stateOf, unsupported } from './json-rpc';
 
@@ -50,7 +51,7 @@ function fromNexusTask(result: unknown, id: string, contextId = ''): WireTask {
   if (!t) throw new Error('the NEXUS answer is not a task object');
   const history = (Array.isArray(t.messages) ? t.messages : []).map((m): WireMessage => {
     const o = objectOr(m) ?? {};
-    return { messageId: randomUUID(), role: o.role === 'user' ? 'ROLE_USER' : 'ROLE_AGENT', parts: (Array.isArray(o.parts) ? o.parts : []).map(fromNexusPart) };
+    return { messageId: randomUUID(), role: o.role === 'user' ? 'ROLE_USER' : 'ROLE_AGENT', parts: (Array.isArray(o.parts) ? o.parts : []).map(partFromAgent) };
   });
   const status = objectOr(t.status);
   const reply = [...history].reverse().find((m) => m.role === 'ROLE_AGENT');
@@ -60,7 +61,7 @@ function fromNexusTask(result: unknown, id: string, contextId = ''): WireTask {
       artifactId: typeof o.artifactId === 'string' ? o.artifactId : `artifact-${i}`,
       ...(typeof o.name === 'string' ? { name: o.name } : {}),
       ...(typeof o.description === 'string' ? { description: o.description } : {}),
-      parts: (Array.isArray(o.parts) ? o.parts : []).map(fromNexusPart),
+      parts: (Array.isArray(o.parts) ? o.parts : []).map(partFromAgent),
     };
   });
   return {
@@ -73,17 +74,10 @@ function fromNexusTask(result: unknown, id: string, contextId = ''): WireTask {
   };
 }
 
-/** `{type:"text", data}` is text; any other type keeps its payload as data and its type in the part's metadata. */
-function fromNexusPart(raw: unknown): WirePart {
+/** `{type:"text", data}` is text (what is not a string, as JSON text); any other part as task/nexus-parts.ts reads it. */
+function partFromAgent(raw: unknown): WirePart {
   const p = objectOr(raw) ?? {};
   const type = typeof p.type === 'string' ? p.type : 'text';
   if (type === 'text') return { text: typeof p.data === 'string' ? p.data : typeof p.text === 'string' ? p.text : JSON.stringify(p.data ?? '') };
-  return { data: p.data ?? null, metadata: { nexusType: type } };
-}
-
-function toNexusPart(p: WirePart): { type: string; data: unknown } {
-  if (typeof p.text === 'string') return { type: 'text', data: p.text };
-  if (p.raw !== undefined || p.url !== undefined) return { type: 'file', data: p.raw ?? p.url };
-  const type = p.metadata?.nexusType;
-  return { type: typeof type === 'string' ? type : 'data', data: p.data };
+  return fromNexusPart(type, p.data, objectOr(p.metadata));
 }
