@@ -9,13 +9,14 @@
  * is timed through the code that runs it, at c=1 and c=16, in both: GetTask's projection read, ListTasks (first
  * page and the 20th, by state and by context), SubscribeToTask's replay from event 0, a new task's claim and
  * submit, search (a selective query), the quota counts, and incremental reconcile (with the same minute of recent
- * activity in both). Prints one line per operation and `growth: worst ratio X.XX (<op>)` (full p50 / empty p50).
+ * activity in both). Prints one line per operation and `growth: worst ratio X.XX (<op>)` (full p50 / empty p50, the
+ * median over alternated rounds).
  *
- * Env: DATABASE_URL, BENCH_GROWTH_TASKS, BENCH_GROWTH_EVENTS, BENCH_GROWTH_N (timed calls per op at c=1, default
- * 200; c=16 makes 16 × N/4), BENCH_GROWTH_ROUNDS (alternated rounds per side, default 7), BENCH_GROWTH_KEEP=1
- * (fill the full schema once as `sb_growth_kept` and keep it: a later run with the same size reuses it, after
- * resetting the measured tenant's working set; the empty one, `sb_growth_kept_empty`, is made afresh and kept too,
- * to compare plans).
+ * Env: DATABASE_URL, BENCH_GROWTH_TASKS, BENCH_GROWTH_EVENTS, BENCH_GROWTH_N (timed calls per round at c=1,
+ * default 200: 5 × N for the operations under a millisecond, N/4 for the replay and reconcile; c=16 makes 16 × that
+ * / 4), BENCH_GROWTH_ROUNDS (alternated rounds per side, default 7), BENCH_GROWTH_KEEP=1 (fill the full schema once
+ * as `sb_growth_kept` and keep it: a later run with the same size reuses it, after resetting the measured tenant's
+ * working set; the empty one, `sb_growth_kept_empty`, is made afresh and kept too, to compare plans).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -57,17 +58,23 @@ export interface GrowthReport {
 const log = (msg: string) => console.error(`growth: ${msg}`);
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
-/** `setup` runs on both schemas before the operation's rounds (the same moment for both, give or take a second). */
-type Op = { name: string; run: () => Promise<unknown>; n1?: number; setup?: () => Promise<unknown> };
+/**
+ * `setup` runs on both schemas before the operation's rounds (the same moment for both, give or take a second);
+ * `tidy` after each of its rounds, untimed.
+ */
+type Op = { name: string; run: () => Promise<unknown>; n1?: number; setup?: () => Promise<unknown>; tidy?: () => Promise<unknown> };
+
+/** Calls per round at c=1 of the operations under a millisecond: enough that a round spans a few hundred ms. */
+const LIGHT = N * 5;
 
 function ops(pool: Pool, registry: AgentRegistry, deepToken: { state: string; context: string }): Op[] {
   let k = 0;
   return [
-    { name: 'GetTask', run: () => findTask(pool, TENANT, `bt${1 + (k++ % 2000)}`) },
-    { name: 'ListTasks first page (state)', run: () => listTasks(pool, TENANT, undefined, { status: 'TASK_STATE_COMPLETED' as never, pageSize: 50 }) },
-    { name: 'ListTasks first page (context)', run: () => listTasks(pool, TENANT, undefined, { contextId: `bc${k++ % 20}`, pageSize: 50 }) },
-    { name: 'ListTasks page 20 (state)', run: () => listTasks(pool, TENANT, undefined, { status: 'TASK_STATE_COMPLETED' as never, pageSize: 50, pageToken: deepToken.state }) },
-    { name: 'ListTasks page 20 (context)', run: () => listTasks(pool, TENANT, undefined, { contextId: 'bc1', pageSize: 5, pageToken: deepToken.context }) },
+    { name: 'GetTask', run: () => findTask(pool, TENANT, `bt${1 + (k++ % 2000)}`), n1: LIGHT },
+    { name: 'ListTasks first page (state)', run: () => listTasks(pool, TENANT, undefined, { status: 'TASK_STATE_COMPLETED' as never, pageSize: 50 }), n1: LIGHT },
+    { name: 'ListTasks first page (context)', run: () => listTasks(pool, TENANT, undefined, { contextId: `bc${k++ % 20}`, pageSize: 50 }), n1: LIGHT },
+    { name: 'ListTasks page 20 (state)', run: () => listTasks(pool, TENANT, undefined, { status: 'TASK_STATE_COMPLETED' as never, pageSize: 50, pageToken: deepToken.state }), n1: LIGHT },
+    { name: 'ListTasks page 20 (context)', run: () => listTasks(pool, TENANT, undefined, { contextId: 'bc1', pageSize: 5, pageToken: deepToken.context }), n1: LIGHT },
     {
       name: 'SubscribeToTask replay (1,000 events)',
       run: async () => {
@@ -86,18 +93,21 @@ function ops(pool: Pool, registry: AgentRegistry, deepToken: { state: string; co
         const first = [{ key: 'submitted', event: { task: { id: taskId, contextId: randomUUID(), status: { state: 'TASK_STATE_SUBMITTED' } } } }];
         return claimWithinQuota(pool, TENANT, randomUUID(), taskId, QUOTAS, 'agent-1', first as never);
       },
-    },
-    { name: 'search (selective, 1k vs 100k agents)', run: () => registry.search(TENANT, { q: SEARCH_WORD }) },
-    {
-      name: 'quota counts',
-      // The claims above were never recorded (no workflow wrote their task's projection row, which records a claim
-      // within moments in service): record all but the newest 20, as the projection would have.
-      setup: () =>
-        pool.query(
+      // No workflow writes these tasks' projection rows, which in service record a claim within moments: record all
+      // but the newest 20 (each claim counts the unrecorded ones), and vacuum as autovacuum would, on both sides.
+      tidy: async () => {
+        await pool.query(
           `UPDATE message_tasks SET recorded = true WHERE tenant = $1 AND NOT recorded
               AND message_id NOT IN (SELECT message_id FROM message_tasks WHERE tenant = $1 AND NOT recorded ORDER BY created_at DESC LIMIT 20)`,
           [TENANT],
-        ),
+        );
+        await pool.query('VACUUM message_tasks');
+      },
+    },
+    { name: 'search (selective, 1k vs 100k agents)', run: () => registry.search(TENANT, { q: SEARCH_WORD }), n1: LIGHT },
+    {
+      name: 'quota counts',
+      n1: LIGHT,
       run: () =>
         pool.query(
           `SELECT (SELECT count(*) FROM tasks t WHERE t.tenant = $1 AND t.state NOT IN ${TERMINAL})
@@ -161,10 +171,10 @@ async function schemaPool(url: string, admin: Pool, name?: string): Promise<{ po
 
 /**
  * Each operation on both schemas in ROUNDS rounds, which side goes first alternating (empty, full; full, empty;
- * …): load from other work on the box comes and goes over seconds, and reaches both sides alike. The median of
- * each side's per-round p50s is kept: a round that other work slowed, or one that ran in a lull, moves it little,
- * while a cost that grows with the tables is in every round of the full side. Each round's p50s are logged
- * (stderr), to see the spread.
+ * …). Load from other work on the box comes and goes over seconds: a round's two sides run back to back, under
+ * much the same load, so the ratio is the median of the rounds' full/empty ratios, and the p50 columns the median
+ * of each side's per-round p50s. A round that other work slowed, or one that ran in a lull, moves neither much,
+ * while a cost that grows with the tables is in every round's ratio. Each round's p50s are logged (stderr).
  */
 async function measureBoth(empty: Pool, full: Pool): Promise<GrowthLine[]> {
   const sides = await Promise.all([empty, full].map(async (pool) => ({ pool, registry: new AgentRegistry(pool, createOutbound({ allowPrivate: false })), tokens: await deepTokens(pool) })));
@@ -176,14 +186,17 @@ async function measureBoth(empty: Pool, full: Pool): Promise<GrowthLine[]> {
       const p50s = { empty: [] as number[], full: [] as number[] };
       for (let r = 0; r < ROUNDS; r++) {
         for (const side of r % 2 === 0 ? (['empty', 'full'] as const) : (['full', 'empty'] as const)) {
-          p50s[side].push(await timeOp((side === 'empty' ? e : f)[i]!, c));
+          const op = (side === 'empty' ? e : f)[i]!;
+          p50s[side].push(await timeOp(op, c));
+          await op.tidy?.();
         }
       }
       const emptyP50 = median(p50s.empty);
       const fullP50 = median(p50s.full);
       const show = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' ');
       log(`${e[i]!.name} c=${c}: empty p50s ${show(p50s.empty)} ms; full p50s ${show(p50s.full)} ms`);
-      lines.push({ op: e[i]!.name, concurrency: c, emptyP50Ms: round(emptyP50, 3), fullP50Ms: round(fullP50, 3), ratio: round(fullP50 / emptyP50) });
+      const ratio = median(p50s.full.map((x, r) => x / p50s.empty[r]!));
+      lines.push({ op: e[i]!.name, concurrency: c, emptyP50Ms: round(emptyP50, 3), fullP50Ms: round(fullP50, 3), ratio: round(ratio) });
     }
   }
   return lines;
@@ -248,7 +261,7 @@ export async function benchGrowth(): Promise<GrowthReport> {
 }
 
 export function printGrowth(r: GrowthReport): void {
-  console.log(`\ngrowth: ${r.tasks.toLocaleString('en')} tasks, ${r.events.toLocaleString('en')} events (filled in ${r.fillSeconds} s); p50 per call, full / empty`);
+  console.log(`\ngrowth: ${r.tasks.toLocaleString('en')} tasks, ${r.events.toLocaleString('en')} events (filled in ${r.fillSeconds} s); p50 per call (median of ${ROUNDS} rounds), ratio: the rounds' median full / empty`);
   for (const l of r.lines) console.log(`growth: ${`${l.op} c=${l.concurrency}`.padEnd(48)} empty ${l.emptyP50Ms.toFixed(3).padStart(8)} ms  full ${l.fullP50Ms.toFixed(3).padStart(8)} ms  ratio ${l.ratio.toFixed(2)}`);
   console.log(`growth: worst ratio ${r.worst.ratio.toFixed(2)} (${r.worst.op} c=${r.worst.concurrency})`);
 }
