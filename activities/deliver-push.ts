@@ -18,6 +18,7 @@ import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../
 import { PushStore, type PushConfig } from '../src/push/store';
 import { isHmacScheme } from '../src/push/params';
 import { pushDeliveries } from '../src/metrics';
+import { pushBody01 } from '../src/a2a/dialects/v01';
 
 export interface DeliverPushDeps {
   pool: Pool;
@@ -123,7 +124,7 @@ async function deliverOne(
   logged: LoggedEvent,
   cancelled?: AbortSignal,
 ): Promise<boolean> {
-  const { body, contentType } = serialize(config.dialect, logged.event);
+  const { body, contentType } = serialize(config.dialect, logged.event, config.dialect === '0.1' ? await artifactIndexOf(deps.pool, config, logged) : 0);
   const deliveryId = `${config.id}:${logged.seq}`;
   const headers = {
     'content-type': contentType,
@@ -164,11 +165,26 @@ async function deliverOne(
 
 /**
  * 1.0 configs get the logged StreamResponse as is (application/a2a+json); 0.3 configs get the bare 0.3 event
- * (`kind`, `final`) as application/json, translated by the SDK's own 0.3 push serializer.
+ * (`kind`, `final`) as application/json, translated by the SDK's own 0.3 push serializer; 0.1 configs (a 0.1
+ * client's) get the event as its 0.1 stream shows it, `{id, status, final}` or `{id, artifact}`, as application/json.
+ * @param artifactIndex 0.1's number for an artifact event's artifact.
  */
-export function serialize(dialect: PushConfig['dialect'], event: StreamEvent): { body: string; contentType: string } {
+export function serialize(dialect: PushConfig['dialect'], event: StreamEvent, artifactIndex = 0): { body: string; contentType: string } {
   if (dialect === '1.0') return { body: JSON.stringify(event), contentType: 'application/a2a+json' };
+  if (dialect === '0.1') return { body: JSON.stringify(pushBody01(event, closesStream(event), artifactIndex)), contentType: 'application/json' };
   return new V03PushNotificationSerializer().serialize(StreamResponse.fromJSON(event));
+}
+
+/** 0.1 numbers artifacts (it has no ids): an artifact's number is its order of first appearance in the task's log. */
+async function artifactIndexOf(pool: Pool, config: PushConfig, logged: LoggedEvent): Promise<number> {
+  if (!('artifactUpdate' in logged.event)) return 0;
+  const { artifactId } = logged.event.artifactUpdate.artifact;
+  const { rows } = await pool.query<{ id: string }>(
+    `SELECT event->'artifactUpdate'->'artifact'->>'artifactId' AS id FROM task_events
+      WHERE tenant = $1 AND task_id = $2 AND kind = 'artifactUpdate' AND seq <= $3 GROUP BY 1 ORDER BY min(seq)`,
+    [config.tenant, config.taskId, logged.seq],
+  );
+  return Math.max(0, rows.findIndex((r) => r.id === artifactId));
 }
 
 /** The client's own credentials for its webhook (an HMAC secret is never sent: it signs instead). */

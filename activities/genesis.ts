@@ -9,9 +9,10 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import type { DeliveryGuarantee } from '../src/genesis/envelope';
 import { GenesisStore } from '../src/genesis/store';
 import { signDelivery, signingKey } from '../src/push/signing';
+import { type GenesisLink, envelopeFrom } from '../src/agents/transports/genesis';
+import { type DeliveryGuarantee, type Encryption, decryptFields, encryptFields, pairKey, signEnvelope, verifySignature } from '../src/genesis/envelope';
 
 export interface GenesisDeliveryDeps {
   pool: Pool;
@@ -94,4 +95,54 @@ function activityAttempt(): number {
   } catch {
     return 1; // called outside an activity (bench, scripts)
   }
+}
+
+/**
+ * What the forwarding's Genesis transport (src/agents/transports/genesis.ts) asks of Switchboard about one agent:
+ * envelopes signed with the agent's Genesis secret (the one it shares with Switchboard: the seed's signMessage) and
+ * encrypted with the pair key derived from it; the agent's RESPONSEs checked and opened with it; and the RESPONSE
+ * it POSTed to /genesis/messages for a request that came through there (its row holds it, checked and decrypted).
+ * Without a secret box (the app stores no secrets) the agent has no secret.
+ */
+export function genesisLink(store: GenesisStore, tenant: string, agentId: string, hasSecrets: boolean): GenesisLink {
+  const secretOf = async () => (hasSecrets ? store.secretOf(tenant, agentId) : undefined);
+  return {
+    agentId,
+    async seal(draft) {
+      const secret = await secretOf();
+      if (draft.encrypt && !secret) {
+        throw ApplicationFailure.nonRetryable(`the sender encrypted its envelope, and agent ${agentId} has no Genesis secret to derive the pair key from (POST /agents/${agentId}/genesis-secret)`, 'AgentRejected');
+      }
+      const { from, to } = draft.header;
+      const encryption = draft.encrypt ? encryptFields(pairKey(secret!, identityId(from), identityId(to)), draft.confidential) : undefined;
+      return envelopeFrom(draft, { signature: secret ? signEnvelope(draft.header, secret) : '', encryption });
+    },
+    async open(answer) {
+      const secret = await secretOf();
+      if (secret) {
+        const signature = typeof answer.signature === 'string' ? answer.signature : '';
+        if (!verifySignature({ ...(answer as Parameters<typeof signEnvelope>[0]), signature }, secret)) {
+          throw new Error("the agent's RESPONSE is not signed with its Genesis secret (HMAC-SHA256, hex, of JSON.stringify({id, type, from, to, timestamp}))");
+        }
+      }
+      const sealed = answer.encryption as Encryption | undefined;
+      if (!sealed) return answer;
+      if (!secret) throw new Error("the agent's RESPONSE is encrypted, and the agent has no Genesis secret to derive the pair key from");
+      const { encryption: _sealed, ...clear } = answer;
+      try {
+        return { ...clear, ...decryptFields(pairKey(secret, identityId(answer.from), identityId(answer.to)), sealed) };
+      } catch (err) {
+        throw new Error(`the agent's RESPONSE: ${(err as Error).message}`);
+      }
+    },
+    async response(requestId) {
+      const row = await store.find(tenant, requestId);
+      return row && row.toAgent === agentId ? row.response : undefined;
+    },
+  };
+}
+
+/** The agent id of an AgentIdentity as sent (an id, or an object with one). */
+function identityId(identity: unknown): string {
+  return identity && typeof identity === 'object' ? String((identity as { id?: unknown }).id) : String(identity);
 }

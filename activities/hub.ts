@@ -47,7 +47,8 @@ export async function hubQueueOf(pool: Pool, args: HubQueueArgs): Promise<string
 
 /** The frame that carries a turn: 0.1/0.2 tasks/send (the gateway's task id), or 0.3 message/send. */
 export function turnFrame(method: 'tasks/send' | 'message/send', args: ForwardArgs): Record<string, unknown> {
-  const metadata = { ...args.message.metadata, switchboard: { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId } };
+  // The request's metadata (args.metadata) and the message's, as the seed's hub agents read them: `params.metadata`.
+  const metadata = { ...args.metadata, ...args.message.metadata, switchboard: { ...(args.message.metadata?.switchboard as object), parentTaskId: args.gatewayTaskId } };
   const message = messageToHub(args.message);
   if (method === 'tasks/send') {
     return { id: args.message.messageId, method, params: { id: args.gatewayTaskId, sessionId: args.gatewayContextId, message, metadata } };

@@ -16,7 +16,8 @@ import { type FinishOptions, finishTask, holdFunds, recordTask, settleTask } fro
 import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { recordCertification } from './certification';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
-import { deliverGenesisEvent, finishGenesisDelivery, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
+import { deliverGenesisEvent, finishGenesisDelivery, genesisLink, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
+import { GenesisStore } from '../src/genesis/store';
 import { createRegistryActivities } from './registry';
 import { forwardFirstExchange, forwardMessage, type ForwardArgs } from './forward-message';
 import { hubCancel, hubForward, hubQueueOf, type HubQueueArgs } from './hub';
@@ -53,11 +54,13 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
   // The agents' health follows what their tasks' requests meet (src/agents/task-health.ts).
   const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
+  const genesis = new GenesisStore(pool, credentials?.box);
   const agentLink = (tenant: string, agentId: string | undefined): AgentLink => ({
     fetch,
     grpc,
     credentials: credentials && agentId ? () => credentials.headersFor(tenant, agentId) : undefined,
     health: agentId ? (signal) => health.note(tenant, agentId, signal) : undefined,
+    genesis: agentId ? genesisLink(genesis, tenant, agentId, !!credentials) : undefined,
   });
   // An attempt that got no answer within its time is a timeout for the agent's health too (the client aborts it, so
   // the request itself shows only an abort). A task that outran retry.taskTimeoutMs is not: the agent answered.

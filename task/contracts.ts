@@ -10,9 +10,10 @@ export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
 /**
  * The dialects Switchboard calls agents in: the two it serves (1.0, and 0.3, which 0.2.x shares on the wire),
  * A2A 0.1 (`tasks/send`, `type` parts, `sessionId`) and NEXUS (`message/send` with `{type, data}` parts,
- * answered `{id, status: "<state>", messages, artifacts}`). src/agents/agent-client.ts has one transport per dialect.
+ * answered `{id, status: "<state>", messages, artifacts}`) and Genesis Nexus (envelopes POSTed to the agent, seed
+ * 002). src/agents/agent-client.ts has one transport per dialect.
  */
-export type AgentDialect = Dialect | '0.1' | 'nexus';
+export type AgentDialect = Dialect | '0.1' | 'nexus' | 'genesis';
 
 /** How the forwarding activity reaches an agent: the interface's URL, binding, and the dialect its card declares. */
 export interface AgentEndpoint {
@@ -116,6 +117,11 @@ export interface SendMessageArgs {
   historyLength?: number;
   /** Push-notification configs given inline with the message (already stored). */
   pushConfigIds?: string[];
+  /**
+   * The request's own metadata (1.0 SendMessageRequest.metadata, 0.3 MessageSendParams.metadata, 0.1 `params.metadata`),
+   * passed on with the message to the agent as its request's metadata. Absent in histories recorded before it was.
+   */
+  metadata?: Record<string, unknown>;
 }
 
 /** The agent-refresh schedule's argument to every run of agentRefreshWorkflow (workflows/registry-workflow.ts). */

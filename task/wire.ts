@@ -8,6 +8,8 @@
 
 /** The dialects Switchboard speaks: 1.0 (PascalCase methods, ProtoJSON) and 0.3 (namespace/verb methods, `kind`). */
 export type Dialect = '1.0' | '0.3';
+/** The dialects webhook bodies are written in (push configs): the engines', and A2A 0.1's (`{id, status, final}`). */
+export type PushDialect = Dialect | '0.1';
 
 export const TASK_STATES = [
   'TASK_STATE_SUBMITTED',

@@ -1,8 +1,9 @@
 /**
  * Genesis Nexus envelopes (seeds/002) end to end on real components: the seed's own signMessage and
  * verifySignature (verbatim) against POST /genesis/messages; every signed field tampered; replays; skew and ttl;
- * AES-256-GCM with a wrong tag; COMMAND/QUERY/RESPONSE/ack; priority under a saturated one-slot worker; and
- * pub-sub fan-out to three subscribers, one of them down for a while, counted per delivery guarantee.
+ * AES-256-GCM with a wrong tag; COMMAND/QUERY/RESPONSE/ack; an agent that speaks envelopes itself (the seed's
+ * receiving side, written from its text) as a COMMAND's and a QUERY's target; priority under a saturated one-slot
+ * worker; and pub-sub fan-out to three subscribers, one of them down for a while, counted per delivery guarantee.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +12,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Worker } from '@temporalio/worker';
 import { AgentPool, startEchoAgent, type TestAgent } from './agents';
-import { type Gateway, agentKey, eventually, register, startGateway, workflowBundle } from './helpers/harness';
+import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, workflowBundle } from './helpers/harness';
 import { createActivities } from '../activities';
 import { createWorker } from '../src/worker';
 import { workflowIdOf } from '../task/messages';
@@ -412,6 +413,204 @@ describe('COMMAND, QUERY, RESPONSE, ack', () => {
     // Only the addressee answers.
     const forged = await post(await signed({ ...response, id: randomUUID(), from: sender, to: worker }));
     assert.equal(forged.status, 403);
+  });
+});
+
+// ---- an agent that speaks envelopes (the seed's receiving side) ----
+
+interface EnvelopeAgent {
+  url: string;
+  /** Its Genesis secret, once Switchboard has issued it (set by the test: the agent's operator hands it over). */
+  secret?: string;
+  /** Every envelope received (decrypted), whether its signature verified, and whether it came encrypted. */
+  received: { envelope: A2AMessage; verified: boolean; encrypted: boolean }[];
+  close(): Promise<void>;
+}
+
+const identityId = (i: unknown) => (i && typeof i === 'object' ? (i as { id: string }).id : String(i));
+
+/**
+ * An agent written from seed 002's text: envelopes POSTed to it, checked with the seed's verifySignature when they
+ * require a signature, decrypted with the pair key of its own secret, and answered with a RESPONSE envelope signed
+ * with the seed's signMessage (encrypted back when the request was). Its actions: `fail` answers FAILURE with an
+ * error; `flaky` answers 503 the first time an envelope id comes; `forge` answers SUCCESS signed with another
+ * secret; `later` acknowledges (202) and answers later
+ * (the test POSTs its RESPONSE to /genesis/messages, as the agent); anything else SUCCESS with what it did. A QUERY
+ * get_status names a COMMAND it received (SUCCESS) or not (FAILURE).
+ */
+async function startEnvelopeAgent(): Promise<EnvelopeAgent> {
+  const agent: EnvelopeAgent = { url: '', received: [], close: async () => {} };
+  const seen = new Set<string>();
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (d) => (text += d));
+    req.on('end', async () => {
+      const send = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      if (req.method !== 'POST') return send(404, { error: 'not found' }); // no card: the seed describes none
+      let m: A2AMessage;
+      try {
+        m = JSON.parse(text);
+      } catch {
+        return send(400, { error: 'not JSON' });
+      }
+      const verified = !!agent.secret && (await verifySignature(m, agent.secret));
+      if (m.requiresSignature && !verified) return send(401, { error: 'signature does not verify' });
+      let e = m;
+      if (m.encryption) {
+        const { encryption, ...clear } = m;
+        e = { ...clear, ...decrypt(pairKey(agent.secret!, identityId(m.from), identityId(m.to)), encryption) };
+      }
+      agent.received.push({ envelope: e, verified, encrypted: !!m.encryption });
+      const reply = async (httpStatus: number, status: string, fields: Record<string, unknown>, action?: string) => {
+        const r: A2AMessage = {
+          id: randomUUID(), type: 'RESPONSE', version: '1.0.0', timestamp: Date.now(), from: m.to, to: m.from,
+          correlationId: m.correlationId ?? m.id, requestId: m.id, status, ...(action ? { action } : {}),
+          ...(m.encryption ? { encryption: encrypt(pairKey(agent.secret!, identityId(m.to), identityId(m.from)), fields) } : fields),
+          signature: '', priority: m.priority, ttl: 0, requiresAck: false, requiresSignature: !!agent.secret, processingTime: 3,
+        };
+        // `forge`: a RESPONSE as someone without the agent's secret would make it.
+        if (agent.secret) r.signature = await signMessage(r, e.action === 'forge' ? 'not-the-agents-secret' : agent.secret);
+        send(httpStatus, r);
+      };
+      if (e.type === 'QUERY') {
+        const known = agent.received.some((x) => x.envelope.type === 'COMMAND' && x.envelope.id === e.payload.resourceId);
+        return known ? reply(200, 'SUCCESS', { data: { resourceId: e.payload.resourceId, state: 'done' } }) : reply(200, 'FAILURE', { error: { code: 'NOT_FOUND', message: `no resource ${e.payload.resourceId}` } });
+      }
+      if (e.action === 'fail') return reply(200, 'FAILURE', { error: { code: 'E_REFUSED', message: 'refused: the plan is unsafe' } });
+      if (e.action === 'flaky' && !seen.has(m.id)) return seen.add(m.id), send(503, { error: 'busy' });
+      if (e.action === 'later') return reply(202, 'PARTIAL', { data: { acknowledged: true } }, 'ack');
+      return reply(200, 'SUCCESS', { data: { did: e.action, parameters: e.payload?.parameters ?? null }, confidence: 0.9 });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  agent.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/genesis`;
+  agent.close = () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r())));
+  return agent;
+}
+
+describe('an agent that speaks envelopes', () => {
+  let envelopeAgent: EnvelopeAgent;
+  let envelopeAgentId: string;
+  before(async () => {
+    envelopeAgent = await startEnvelopeAgent();
+    // The URL alone: it answers Switchboard's unsigned QUERY envelope with a RESPONSE, so it is taken for Genesis.
+    envelopeAgentId = (await register(gw, envelopeAgent.url, { retry: { initialIntervalMs: 50 } })).id;
+    const issued = await post(undefined, gw.keys.operator, `/agents/${envelopeAgentId}/genesis-secret`);
+    envelopeAgent.secret = issued.json.secret;
+  });
+  after(() => envelopeAgent?.close());
+  const to = () => envelopeAgentId;
+  const receivedOf = (id: string) => envelopeAgent.received.filter((r) => r.envelope.id === id);
+
+  test('registered with its URL alone; a COMMAND reaches it as an envelope signed with its secret, and its RESPONSE completes the task', async () => {
+    const view = (await get(`/agents/${envelopeAgentId}`, gw.keys.operator)).json;
+    assert.equal(view.endpoint.protocolVersion, 'genesis');
+    assert.equal(view.endpoint.url, envelopeAgent.url);
+    const m = await signed(command('summarize', { to: to(), from: { id: sender, name: 'planner' }, payload: { workflowId: 'wf-1', parameters: { n: 2 } } }));
+    const r = await post(m);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.status, 'SUCCESS');
+    assert.equal(r.json.data.state, 'completed');
+    assert.deepEqual(r.json.data.response.data, { did: 'summarize', parameters: { n: 2 } }, "the agent's own RESPONSE data");
+    assert.equal(r.json.data.response.confidence, 0.9);
+    assert.equal(await verifySignature(r.json, secret), true, 'the sender checks the answer as before');
+    const [got] = receivedOf(m.id);
+    assert.ok(got, 'the agent got the envelope under the COMMAND\'s id');
+    assert.equal(got.verified, true, "the seed's verifySignature with the agent's own secret");
+    assert.deepEqual(
+      [got.envelope.type, got.envelope.from, got.envelope.to, got.envelope.timestamp, got.envelope.action, got.envelope.payload],
+      ['COMMAND', { id: sender, name: 'planner' }, to(), m.timestamp, 'summarize', { workflowId: 'wf-1', parameters: { n: 2 } }],
+      'the envelope as its sender sent it',
+    );
+    // A task like any other: the gateway's own record of it agrees.
+    const status = await post(await signed({ ...command(''), type: 'QUERY', action: 'get_status', payload: { resourceId: m.id } }));
+    assert.equal(status.json.data.state, 'completed');
+  });
+
+  test('FAILURE fails the task and its error reaches the sender; an HTTP 503 is retried with the same envelope id', async () => {
+    const failed = await post(await signed(command('fail', { to: to() })));
+    assert.equal(failed.status, 200, JSON.stringify(failed.json));
+    assert.equal(failed.json.status, 'FAILURE');
+    assert.equal(failed.json.data.state, 'failed');
+    assert.deepEqual(failed.json.error, { code: 'E_REFUSED', message: 'refused: the plan is unsafe' });
+    const m = await signed(command('flaky', { to: to() }));
+    const r = await post(m);
+    assert.equal(r.json.status, 'SUCCESS', JSON.stringify(r.json));
+    const sent = receivedOf(m.id);
+    assert.equal(sent.length, 2, 'refused once, then answered');
+    assert.deepEqual(sent[1]!.envelope, sent[0]!.envelope, 'the same envelope (id, timestamp, signature) on the retry');
+  });
+
+  test('a RESPONSE not signed with the agent\'s secret does not complete the task', async () => {
+    const r = await post(await signed(command('forge', { to: to() })));
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.status, 'FAILURE');
+    assert.equal(r.json.data.state, 'failed');
+    assert.match(JSON.stringify(r.json.data.message), /not signed with its Genesis secret/);
+  });
+
+  test('an acknowledged COMMAND stays working through a PARTIAL RESPONSE and completes with the RESPONSE the agent POSTs later', async () => {
+    const m = await signed(command('later', { to: to(), requiresAck: true }));
+    const acked = await post(m);
+    assert.equal(acked.status, 202);
+    await eventually(() => receivedOf(m.id).length > 0, 10_000, 'the envelope at the agent');
+    const agentAnswers = await agentKey(gw, envelopeAgentId);
+    const respond = async (status: string, data: unknown) => {
+      const r: A2AMessage = {
+        id: randomUUID(), type: 'RESPONSE', version: '1.0.0', timestamp: Date.now(), from: to(), to: sender, correlationId: m.id, requestId: m.id,
+        status, data, signature: '', priority: 'normal', ttl: 0, requiresAck: false, requiresSignature: true,
+      };
+      return post({ ...r, signature: await signMessage(r, envelopeAgent.secret!) }, agentAnswers);
+    };
+    const partial = await respond('PARTIAL', { progress: 0.5 });
+    assert.equal(partial.status, 200, JSON.stringify(partial.json));
+    assert.equal(partial.json.data.taskState, 'working');
+    const view = (await get(`/genesis/messages/${m.id}`)).json;
+    assert.deepEqual([view.response.status, view.result.status, view.result.data.state], ['PARTIAL', 'PARTIAL', 'working']);
+    assert.equal((await respond('SUCCESS', { summary: 'all done' })).status, 200);
+    const done = await eventually(async () => {
+      const v = (await get(`/genesis/messages/${m.id}`)).json;
+      return v.result?.status === 'SUCCESS' ? v : undefined;
+    }, 15_000, 'the task completed by the later RESPONSE');
+    assert.equal(done.result.data.state, 'completed');
+    assert.deepEqual(done.result.data.response.data, { summary: 'all done' });
+    assert.equal(receivedOf(m.id).length, 1, 'sent once');
+  });
+
+  test('an encrypted COMMAND reaches it encrypted with the pair key of its own secret; its encrypted RESPONSE is read', async () => {
+    const { action: _a, payload: _p, ...clear } = command('', { to: to() });
+    const m = await signed({ ...clear, encryption: encrypt(pairKey(secret, sender, to()), { action: 'secret-plan', payload: { parameters: { q: 'classified' } } }) });
+    const r = await post(m);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const inner = decrypt(pairKey(secret, sender, to()), r.json.encryption);
+    assert.equal(inner.data.state, 'completed');
+    assert.deepEqual(inner.data.response.data, { did: 'secret-plan', parameters: { q: 'classified' } });
+    const [got] = receivedOf(m.id);
+    assert.equal(got!.encrypted, true, 'not in the clear on the way to the agent');
+    assert.equal(got!.verified, true);
+    assert.equal(got!.envelope.action, 'secret-plan');
+  });
+
+  test('a QUERY to it is answered by the agent itself', async () => {
+    const cmd = await signed(command('to-ask-about', { to: to() }));
+    await post(cmd);
+    const q = async (resourceId: string) => post(await signed({ ...command(''), to: to(), type: 'QUERY', action: 'get_status', payload: { resourceId } }));
+    const known = await q(cmd.id);
+    assert.equal(known.json.status, 'SUCCESS', JSON.stringify(known.json));
+    assert.deepEqual(known.json.data.response.data, { resourceId: cmd.id, state: 'done' });
+    const unknown = await q('nothing-here');
+    assert.equal(unknown.json.status, 'FAILURE');
+    assert.deepEqual(unknown.json.error, { code: 'NOT_FOUND', message: 'no resource nothing-here' });
+    assert.equal(envelopeAgent.received.filter((x) => x.envelope.type === 'QUERY' && x.verified).length, 2);
+  });
+
+  test('an A2A client\'s message to it is a COMMAND from the gateway', async () => {
+    const client = await clientFactory(gw.keys.client).createFromUrl(`${gw.url}/agents/${envelopeAgentId}/.well-known/agent-card.json`, '');
+    const task = await sendText(client, JSON.stringify({ action: 'translate', parameters: { to: 'fr' } }));
+    assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task));
+    assert.deepEqual(task.artifacts[0].parts[0].data, { did: 'translate', parameters: { to: 'fr' } });
+    const got = envelopeAgent.received.find((x) => x.envelope.action === 'translate')!;
+    assert.deepEqual([got.envelope.from, got.envelope.to, got.verified], ['switchboard', to(), true]);
   });
 });
 

@@ -2,9 +2,9 @@
  * The agents of the seed systems, behind Switchboard unchanged (issue 11, the forwarding side). Each stand-in is
  * a plain node:http JSON-RPC server built here from its seed's documented wire shapes, with no SDK: a Society
  * AI-style A2A 0.1 agent (tasks/send, tasks/sendSubscribe, `type` parts, sessionId, a {usd, tokens} cost), NEXUS
- * agents (one with only /.well-known/agent.json, one with no card at /rpc), a coding-agent-style 0.3 agent
- * whose stream starts with a status-update and stays open at input-required, and an agent answering a JSON-RPC
- * error. A real @a2a-js/sdk client drives each through a real Switchboard (Temporal dev server, PostgreSQL).
+ * agents (one with only /.well-known/agent.json, card-less ones at /rpc and at /, each registered with its URL
+ * alone), a coding-agent-style 0.3 agent whose stream starts with a status-update and stays open at
+ * input-required, and an agent answering a JSON-RPC error. A real @a2a-js/sdk client drives each through a real Switchboard (Temporal dev server, PostgreSQL).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -342,6 +342,29 @@ describe('A2A 0.1 agents (Society AI)', () => {
     assert.equal(sends[1]!.params.id, first.id, 'the answer goes to the same 0.1 task');
   });
 
+  test("a 0.1 client's params.metadata (the seed's requester, executor, skill_used, user_id) reaches 0.1 agents as params.metadata, every turn, sent or streamed", async () => {
+    // Verbatim from the seed ("Request example"): Society AI's metadata.
+    const metadata = { requester: { name: 'ai-chatbot' }, executor: { name: 'research-agent' }, skill_used: 'research-topic', user_id: 'user-uuid' };
+    for (const streaming of [false, true]) {
+      const agent = await startV01Agent({ streaming });
+      const { rpc: rpcUrl } = await register(gw, agent.url);
+      const taskId = `meta-${randomUUID()}`;
+      const send = async (text: string) =>
+        (await rpc(rpcUrl, { jsonrpc: '2.0', id: 'req-1', method: 'tasks/send', params: { id: taskId, sessionId: 'session-uuid', message: { role: 'user', parts: [{ type: 'text', text }] }, metadata } })).json;
+      const asked = await send('ask');
+      assert.equal(asked.result?.status.state, 'input-required', JSON.stringify(asked));
+      const done = await send('Paris');
+      assert.equal(done.result?.status.state, 'completed', JSON.stringify(done));
+      const calls = agent.calls.filter((c) => c.method === (streaming ? 'tasks/sendSubscribe' : 'tasks/send'));
+      assert.deepEqual(calls.map((c) => c.params.id), [taskId, taskId]);
+      for (const call of calls) {
+        assert.deepEqual(call.params.metadata, metadata, `${call.method}: the request's metadata, as the client sent it`);
+        assert.equal(call.params.sessionId, 'session-uuid');
+      }
+      assert.deepEqual(calls.map((c) => c.params.message.parts), [[{ type: 'text', text: 'ask' }], [{ type: 'text', text: 'Paris' }]]);
+    }
+  });
+
   test('a card-less 0.1 agent registers with protocol, name and skills; cancel goes as tasks/cancel', async () => {
     const agent = await startV01Agent({ withCard: false });
     const { id } = await register(gw, `${agent.url}/tasks/process`, { protocol: '0.1', name: 'Card-less researcher', skills: [{ id: 'research-topic', name: 'Topic Research' }] });
@@ -362,14 +385,17 @@ describe('NEXUS agents', () => {
   for (const shape of [
     { name: 'with only /.well-known/agent.json, answering at /', card: true, rpcPath: '/' as const },
     { name: 'with no card, answering at /rpc (found by probing)', card: false, rpcPath: '/rpc' as const },
+    { name: 'with no card, answering at /', card: false, rpcPath: '/' as const },
   ]) {
-    test(`${shape.name}: message/send with {type, data} parts, the answer translated`, async () => {
+    test(`${shape.name}: registered with its URL alone; message/send with {type, data} parts, the answer translated`, async () => {
       const agent = await startNexusAgent(shape);
-      // With the seed's own Echo Agent card, the URL alone: the card is 0.x without a version, and the endpoint
-      // has message/send but no tasks/send, so it is NEXUS. Without a card, the registration says so.
-      const { id } = await register(gw, agent.url, shape.card ? {} : { protocol: 'nexus', name: 'Nexus summarizer', skills: [{ id: 'summarize', name: 'Summarize' }] });
+      // The URL alone. With the seed's own Echo Agent card: the card is 0.x without a version, and the endpoint has
+      // message/send but no tasks/send, so it is NEXUS. Without a card: the endpoint has message/send, and a
+      // tasks/get of a task it does not have is the seed's -32602 (0.3's would be -32001), so it is NEXUS.
+      const { id } = await register(gw, agent.url);
       const view = await agentView(id);
       assert.equal(view.endpoint.protocolVersion, 'nexus');
+      if (!shape.card) assert.deepEqual(agent.probes.map((c) => c.method), ['tasks/send', 'message/send', 'tasks/get']);
       assert.equal(view.endpoint.url.replace(/\/$/, ''), `${agent.url}${shape.rpcPath === '/rpc' ? '/rpc' : ''}`);
       const client = await clientOf(id);
       const task = await send(client, 'Summarize this article...');
@@ -463,7 +489,11 @@ describe('NANDA nodes', () => {
     const reply = await (await clientOf(id)).sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } }));
     const answer = JSON.stringify(reply);
     assert.match(answer, /\\"status\\":\\"valid\\"/, answer);
-    assert.deepEqual(node.probes.map((c) => c.method), ['tasks/send', 'message/send'], 'asked at /a2a (the URL itself is no endpoint): no tasks/send, a message/send');
+    assert.deepEqual(
+      node.probes.map((c) => c.method),
+      ['tasks/send', 'message/send', 'tasks/get'],
+      'asked at /a2a (the URL itself is no endpoint): no tasks/send, a message/send, and a tasks/get answered -32601 (not NEXUS\'s -32602)',
+    );
     const sent = node.calls.find((c) => c.method === 'message/send');
     assert.equal(sent!.params.message.parts[0].text, text, 'the action reaches the node as the text it was sent');
   });

@@ -7,8 +7,13 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { TaskState } from '@a2a-js/sdk';
+import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
 import { startAskingAgent, startEchoAgent, type TestAgent } from './agents';
 import { startMutableAgent } from './agents/mutable';
+import { BaseExecutor, startV1Agent, statusEvent, taskEvent, textOf as messageText } from './agents/v1';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
 
@@ -17,6 +22,40 @@ const agents: TestAgent[] = [];
 let echo: { id: string; rpc: string };
 let asker: { id: string; rpc: string };
 let researcher: TestAgent;
+let gated: { id: string; rpc: string; agent: TestAgent; executor: GatedAskingExecutor };
+
+/** The asking agent, whose answer's turn runs until the test opens its gate: a later turn a client's retry meets. */
+class GatedAskingExecutor extends BaseExecutor {
+  open!: () => void;
+  private gate = new Promise<void>((r) => (this.open = r));
+
+  async run(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    bus.publish(taskEvent(ctx, TaskState.TASK_STATE_WORKING));
+    if (!ctx.task) {
+      bus.publish(statusEvent(ctx.taskId, ctx.contextId, TaskState.TASK_STATE_INPUT_REQUIRED, { text: 'What is your name?' }));
+      return;
+    }
+    await this.gate;
+    this.complete(ctx, bus, `Hello, ${messageText(ctx.userMessage)}!`);
+  }
+}
+
+/** A webhook receiver: records every POST (path, content type, JSON body) and answers 200. */
+async function startReceiver() {
+  const posts: { path: string; contentType: string; body: any }[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      posts.push({ path: req.url ?? '/', contentType: String(req.headers['content-type']), body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, posts, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
 before(async () => {
   gw = await startGateway();
@@ -30,13 +69,19 @@ before(async () => {
   });
   // NEXUS's front-door example says "Hello agent": an agent whose card matches those words.
   const greeter = await startMutableAgent({ name: 'Greeter', description: 'Says hello back to any agent' });
-  agents.push(echoAgent, askingAgent, researcher, greeter);
+  const executor = new GatedAskingExecutor();
+  const gatedAgent = await startV1Agent(executor, 'Gated asker', 'Asks for your name, then greets you when let', {});
+  receiver = await startReceiver();
+  agents.push(echoAgent, askingAgent, researcher, greeter, gatedAgent);
+  gated = { ...(await register(gw, gatedAgent.url)), agent: gatedAgent, executor };
   echo = await register(gw, echoAgent.url);
   asker = await register(gw, askingAgent.url);
   await register(gw, researcher.url);
   await register(gw, greeter.url);
 });
 after(async () => {
+  gated?.executor.open();
+  await receiver?.close();
   await gw?.close();
   await Promise.all(agents.map((a) => a.close().catch(() => {})));
 });
@@ -157,6 +202,87 @@ describe('Society AI (seed 003): A2A 0.1/0.2', () => {
     assert.deepEqual(seen[0], ['ask-2', 'input-required', false]);
     assert.deepEqual(seen.at(-1), ['ask-2', 'canceled', true]);
     assert.ok(seen.slice(0, -1).every(([, , final]) => final === false), JSON.stringify(seen));
+  });
+
+  test('a tasks/send resent while its task is on a later turn: answered as the first time, once that turn ends, and never delivered again', async () => {
+    const metadata = { requester: { name: 'ai-chatbot' }, user_id: 'user-uuid' };
+    const params = (text: string) => ({ id: 'retry-1', sessionId: 'chat-r', message: { role: 'user', parts: [{ type: 'text', text }] }, metadata });
+    const send = (text: string) => rpc(gated.rpc, { jsonrpc: '2.0', id: text, method: 'tasks/send', params: params(text) });
+    const first = (await send('hi')).json.result;
+    assert.equal(first.status.state, 'input-required');
+    // Its answer lost, the client sends it again while the task waits for the answer: the task as it is, not an answer.
+    const again = (await send('hi')).json;
+    assert.deepEqual([again.result?.status.state, again.result?.status.message.parts], ['input-required', [{ type: 'text', text: 'What is your name?' }]], JSON.stringify(again));
+    assert.equal(sendCalls(gated.agent), 1, 'the repeated message was not sent to the agent');
+
+    // The answer's turn runs at the agent (until the gate opens); the client repeats it, and the first message too.
+    const answered = send('Ada');
+    await eventually(() => sendCalls(gated.agent) === 2, 15_000, "the answer's turn at the agent");
+    let settled = 0;
+    const resends = [send('Ada'), send('hi')].map((p) => p.finally(() => settled++));
+    let streaming!: () => void;
+    const streamed = new Promise<void>((r) => (streaming = r));
+    const stream = sse(gated.rpc, { method: 'tasks/sendSubscribe', params: params('Ada'), onEvent: () => streaming() });
+    await Promise.race([streamed, stream]);
+    assert.equal(settled, 0, 'the resends wait for the turn in progress (not -32004)');
+    gated.executor.open();
+
+    for (const res of await Promise.all([answered, ...resends])) {
+      const task = res.json.result;
+      assert.deepEqual([task?.id, task?.status.state, task?.artifacts?.[0].parts], ['retry-1', 'completed', [{ type: 'text', text: 'Hello, Ada!' }]], JSON.stringify(res.json));
+    }
+    const events = (await stream).events.map((e) => e.data.result);
+    assert.deepEqual([events[0].id, events[0].status.state, events[0].final], ['retry-1', 'working', false]);
+    assert.deepEqual([events.at(-1).status.state, events.at(-1).final], ['completed', true]);
+    assert.ok(events.slice(0, -1).every((e) => e.final !== true), JSON.stringify(events));
+    assert.deepEqual(events.find((e) => e.artifact)?.artifact.parts, [{ type: 'text', text: 'Hello, Ada!' }]);
+    assert.equal(sendCalls(gated.agent), 2, 'each message reached the agent once');
+    const history = (await rpc(gated.rpc, { jsonrpc: '2.0', id: 'h', method: 'tasks/get', params: { id: 'retry-1' } })).json.result.history;
+    assert.deepEqual(history.filter((m: any) => m.role === 'user').map((m: any) => m.parts[0].text), ['hi', 'Ada']);
+  });
+
+  test('tasks/sendSubscribe on a task that has ended: a stream of one event, its final status, final: true', async () => {
+    for (const text of ['…', 'something new']) {
+      const read = await sse(echo.rpc, { method: 'tasks/sendSubscribe', params: { id: 't-1', sessionId: 's-1', message: { role: 'user', parts: [{ type: 'text', text }] } } });
+      assert.equal(read.status, 200, JSON.stringify(read.json));
+      assert.match(read.contentType, /text\/event-stream/);
+      assert.deepEqual(read.events.map((e) => [e.data.result.id, e.data.result.status?.state, e.data.result.final]), [['t-1', 'completed', true]]);
+      assert.equal(read.ended, true);
+    }
+  });
+
+  test("0.1 push configs get 0.1's webhook bodies ({id, status, final} / {id, artifact}): inline on tasks/send, and set with tasks/pushNotification/set", async () => {
+    const bodiesAt = (path: string) =>
+      eventually(() => {
+        const got = receiver.posts.filter((p) => p.path === path);
+        return got.some((p) => p.body.final === true) ? got : undefined;
+      }, 15_000, () => `the final delivery at ${path}: ${JSON.stringify(receiver.posts)}`);
+    const check = (posts: { contentType: string; body: any }[], taskId: string, artifactText: string) => {
+      for (const { body, contentType } of posts) {
+        assert.match(contentType, /^application\/json/);
+        assert.equal(body.id, taskId);
+        const keys = Object.keys(body).filter((k) => k !== 'metadata').sort();
+        assert.ok(JSON.stringify(keys) === '["final","id","status"]' || JSON.stringify(keys) === '["artifact","id"]', JSON.stringify(body));
+      }
+      const last = posts.at(-1)!.body;
+      assert.deepEqual([last.status?.state, last.final], ['completed', true]);
+      assert.ok(posts.slice(0, -1).every((p) => p.body.final !== true));
+      const artifact = posts.find((p) => p.body.artifact)!.body.artifact;
+      assert.deepEqual([artifact.index, artifact.parts], [0, [{ type: 'text', text: artifactText }]]);
+    };
+
+    const inline = (
+      await rpc(echo.rpc, { jsonrpc: '2.0', id: 1, method: 'tasks/send', params: { id: 'push-01', message: { role: 'user', parts: [{ type: 'text', text: 'ping' }] }, pushNotification: { url: `${receiver.url}/inline` } } })
+    ).json.result;
+    assert.equal(inline.status.state, 'completed');
+    check(await bodiesAt('/inline'), 'push-01', 'echo: ping');
+
+    const ask = (text: string) => rpc(asker.rpc, { jsonrpc: '2.0', id: 2, method: 'tasks/send', params: { id: 'push-02', message: { role: 'user', parts: [{ type: 'text', text }] } } });
+    assert.equal((await ask('hi')).json.result.status.state, 'input-required');
+    const set = (await rpc(asker.rpc, { jsonrpc: '2.0', id: 3, method: 'tasks/pushNotification/set', params: { id: 'push-02', pushNotificationConfig: { url: `${receiver.url}/set` } } })).json;
+    assert.equal(set.result?.pushNotificationConfig.url, `${receiver.url}/set`, JSON.stringify(set));
+    assert.equal((await ask('Ada')).json.result.status.state, 'completed');
+    check(await bodiesAt('/set'), 'push-02', 'Hello, Ada!');
   });
 
   test('0.1 parts round-trip: text, data and file (bytes and uri) come back as sent; a stream at input-required ends final', async () => {

@@ -46,6 +46,8 @@ const CHILD_LINKS_WAIT = '1 minute';
 
 type Outcome = (ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string };
 type FirstExchangeArgs = Parameters<typeof firstExchanges.forwardFirstExchange>[0];
+/** A turn's message and its request's metadata, as the forwarding activity's input carries them. */
+type TurnMessage = { message: WireMessage; metadata?: Record<string, unknown> };
 
 export async function taskWorkflow(input: TaskInput): Promise<WireTask> {
   refuseRetiredLevel(input);
@@ -64,8 +66,8 @@ class TaskMachine {
   private version: number;
   /** Bumped once a change is committed to the event log: push deliveries wait on it for something new. */
   private logged: number;
-  /** Messages not yet sent to the agent, and whether their sender waits for the turn's end. */
-  private readonly inbox: { message: WireMessage; blocking: boolean }[] = [];
+  /** Messages not yet sent to the agent, whether their sender waits for the turn's end, and their request's metadata. */
+  private readonly inbox: { message: WireMessage; blocking: boolean; metadata?: Record<string, unknown> }[] = [];
   /** Turn counters let a blocking sender wait for the end of *its* turn. */
   private turnsAccepted = 0;
   private turnsDone = 0;
@@ -180,12 +182,12 @@ class TaskMachine {
   }
 
   /** A client's message: queued for the next turn; a blocking sender is answered when its turn ends. */
-  private async onMessage({ message, returnImmediately, historyLength, pushConfigIds }: SendMessageArgs): Promise<WireTask> {
+  private async onMessage({ message, returnImmediately, historyLength, pushConfigIds, metadata }: SendMessageArgs): Promise<WireTask> {
     const turn = ++this.turnsAccepted;
     for (const id of pushConfigIds ?? []) this.push.watch(id);
     const own = { ...message, taskId: this.task.id, contextId: this.task.contextId };
     this.task.history = [...(this.task.history ?? []), own];
-    this.inbox.push({ message: own, blocking: !returnImmediately });
+    this.inbox.push({ message: own, blocking: !returnImmediately, ...(metadata ? { metadata } : {}) });
     if (this.state !== 'TASK_STATE_SUBMITTED') this.setStatus('TASK_STATE_WORKING');
     // The first message is answered only once its hold is decided, so a client without the funds gets an
     // error instead of a task (the task itself ends rejected, and is settled like any other).
@@ -233,8 +235,8 @@ class TaskMachine {
           return;
         }
       }
-      const { message, blocking } = this.inbox.shift()!;
-      const leftRunning = await this.turn(message, blocking);
+      const { message, blocking, metadata } = this.inbox.shift()!;
+      const leftRunning = await this.turn(message, blocking, metadata);
       this.turnsDone++;
       // The turn's last attempt was lost (its worker died: a timeout; or a retryable failure ran out of attempts)
       // with the agent's task running: canceled there, as the activity does with a task it gives up on, so runs do
@@ -250,7 +252,7 @@ class TaskMachine {
    * One turn: the task funded (first turn), its `working` change, the agent called, its answer applied. Ends with the
    * task's new state set, not recorded. @returns the agent's task a failed turn left running there.
    */
-  private async turn(message: WireMessage, blocking: boolean): Promise<string | undefined> {
+  private async turn(message: WireMessage, blocking: boolean, metadata?: Record<string, unknown>): Promise<string | undefined> {
     const { input } = this;
     // Dequeued past its ttl (Date.now() is when this workflow task runs): not delivered, and not held against
     // the agent, which never saw it.
@@ -279,7 +281,7 @@ class TaskMachine {
     const startByForwarding = start.version === 1 && !isHubAgent(input.agent);
     if (startByForwarding) this.logged = Math.max(this.logged, start.version); // push loops follow the log's live tail from here
     else await this.write(start);
-    const outcome = await this.forward(message, startByForwarding ? start : undefined, blocking);
+    const outcome = await this.forward({ message, ...(metadata ? { metadata } : {}) }, startByForwarding ? start : undefined, blocking);
     // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
     // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
     // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
@@ -435,7 +437,7 @@ class TaskMachine {
    * The turn's outcome from the agent. A turn lost because PostgreSQL refused its writes (every attempt) is not the
    * agent's failure: it runs again after a pause, re-attaching to the agent's task when it is known.
    */
-  private async forward(message: WireMessage, start: TaskRecord | undefined, blocking: boolean): Promise<Outcome> {
+  private async forward(message: TurnMessage, start: TaskRecord | undefined, blocking: boolean): Promise<Outcome> {
     this.answeredInWorkflowTask = false;
     this.childrenAtFinish = false;
     let lostToDatabase = 0;
@@ -446,7 +448,7 @@ class TaskMachine {
     }
   }
 
-  private async forwardOnce(message: WireMessage, start: TaskRecord | undefined, blocking: boolean, again: boolean): Promise<Outcome | { lostToDatabase: true }> {
+  private async forwardOnce(message: TurnMessage, start: TaskRecord | undefined, blocking: boolean, again: boolean): Promise<Outcome | { lostToDatabase: true }> {
     const { agent, tenant } = this.input;
     const { agentTaskId, agentContextId } = this;
     const { forwarding, laterAttempts } = this.forwarding;
@@ -454,7 +456,8 @@ class TaskMachine {
       const args = {
         ...(start ? { record: start } : {}),
         endpoint: agent.endpoint,
-        message,
+        // The message, and its request's metadata when it had any (absent, the activity's input is as it always was).
+        ...message,
         agentTaskId,
         agentContextId,
         tenant,

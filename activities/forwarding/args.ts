@@ -11,6 +11,8 @@ import type { AgentPushDeps } from '../push-follow';
 export interface ForwardArgs {
   endpoint: AgentEndpoint;
   message: WireMessage;
+  /** The client request's metadata (SendMessageArgs.metadata): the agent's request carries it. Absent: none. */
+  metadata?: Record<string, unknown>;
   /** The agent's own ids for this conversation, once known (a follow-up continues the agent's task). */
   agentTaskId?: string;
   agentContextId?: string;

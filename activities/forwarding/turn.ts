@@ -246,6 +246,8 @@ export class Turn {
         // pushNotificationConfig); a follow-up turn's config replaces the previous one (the same config id).
         ...(this.push ? { taskPushNotificationConfig: this.push.config } : {}),
       },
+      // The client request's metadata, as the request's (a 0.1 agent reads it as `params.metadata`).
+      ...(this.args.metadata ? { metadata: this.args.metadata } : {}),
     });
     if (this.args.endpoint.streaming) {
       const acc = new StreamAccumulator();

@@ -29,6 +29,8 @@ export interface EngineCall {
   intent?: CallIntent;
   headers: Record<string, string | string[] | undefined>;
   tenant: string;
+  /** Aborted when the client has gone: a send that waits without delivering (a resend) stops waiting. */
+  signal?: AbortSignal;
 }
 
 export async function runEngine(handler: AgentRequestHandler, call: EngineCall, engine: Dialect): Promise<EngineAnswer> {
@@ -36,7 +38,7 @@ export async function runEngine(handler: AgentRequestHandler, call: EngineCall, 
 }
 
 async function runV1(h: AgentRequestHandler, call: EngineCall): Promise<EngineAnswer> {
-  const extras = { intent: call.intent, headers: call.headers };
+  const extras = { intent: call.intent, headers: call.headers, signal: call.signal };
   const p = call.params as Record<string, unknown>;
   try {
     switch (call.method) {

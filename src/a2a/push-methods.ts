@@ -9,7 +9,7 @@ import { headSeq } from '../events/event-log';
 import type { PushStore } from '../push/store';
 import { parsePushRequest, toPushRequest } from '../push/params';
 import { renderConfig, renderList } from '../push/render';
-import type { Dialect } from '../../task/wire';
+import type { Dialect, PushDialect } from '../../task/wire';
 import type { TaskGateway } from '../temporal/task-gateway';
 import { isTerminal } from '../../task/rules';
 import { a2aError } from './errors';
@@ -24,8 +24,12 @@ export interface PushMethodDeps {
   agentId?: string;
 }
 
-/** Answers a push-config call whose params have passed the method's schema (the RPC core's method table). */
-export async function answerPushMethod(method: string, dialect: Dialect, params: unknown, d: PushMethodDeps): Promise<unknown> {
+/**
+ * Answers a push-config call whose params have passed the method's schema (the RPC core's method table).
+ * @param dialect the engine's (the answer's shape); `bodies`: the dialect a new config's webhook bodies are written
+ *   in, when not that one (a 0.1 client's config, run as 0.3's, gets 0.1 bodies).
+ */
+export async function answerPushMethod(method: string, dialect: Dialect, params: unknown, d: PushMethodDeps, bodies: PushDialect = dialect): Promise<unknown> {
   const request = toPushRequest(method, params);
   const taskId = request.op === 'create' ? request.config.taskId : request.taskId;
   if (d.agentId !== undefined) {
@@ -38,7 +42,7 @@ export async function answerPushMethod(method: string, dialect: Dialect, params:
       const task = await d.gateway.get(d.tenant, taskId); // TaskNotFound for an unknown task
       // A config made now receives the events from now on. A finished task's is stored and listed like any
       // (§3.1.7 names no error for it, and the SDK accepts it): it will receive nothing, there being no more events.
-      const config = await d.store.create(d.tenant, dialect, request.config, { startAfterSeq: await headSeq(d.pool, d.tenant, taskId) });
+      const config = await d.store.create(d.tenant, bodies, request.config, { startAfterSeq: await headSeq(d.pool, d.tenant, taskId) });
       if (!isTerminal(task.status.state)) await d.gateway.watchPush(d.tenant, taskId, config.id);
       return renderConfig(dialect, config);
     }
@@ -60,9 +64,9 @@ export async function answerPushMethod(method: string, dialect: Dialect, params:
 }
 
 /** Stores a config given inline with SendMessage for `taskId`, validated like a Create call; returns its id. */
-export async function storeInlinePushConfig(store: PushStore, tenant: string, dialect: Dialect, taskId: string, inline: Record<string, unknown>): Promise<string> {
+export async function storeInlinePushConfig(store: PushStore, tenant: string, dialect: Dialect, taskId: string, inline: Record<string, unknown>, bodies: PushDialect = dialect): Promise<string> {
   const { request } = parsePushRequest('CreateTaskPushNotificationConfig', { ...inline, taskId });
   if (request.op !== 'create') throw new Error('unreachable');
-  const config = await store.create(tenant, dialect, request.config);
+  const config = await store.create(tenant, bodies, request.config);
   return config.id;
 }

@@ -23,7 +23,7 @@ import type { Agent } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { headSeq, snapshotAt } from '../events/event-log';
 import { listTasks, taskOfMessage } from '../db/task-store';
-import { directAnswerOf, holdOf, isTerminal, stateLabel } from '../../task/rules';
+import { directAnswerOf, endsTurn, holdOf, isTerminal, stateLabel } from '../../task/rules';
 import type { SendMessageArgs } from '../../task/contracts';
 import { type CallIntent, INTENT_STATE } from './dialects';
 import { a2aError } from './errors';
@@ -40,6 +40,8 @@ export type HandlerDeps = IntakeDeps & TaskStreamDeps;
 export interface CallExtras {
   intent?: CallIntent;
   headers?: Record<string, string | string[] | undefined>;
+  /** Aborted when the client has gone (a unary call's; a stream has its cursor's). */
+  signal?: AbortSignal;
 }
 
 /** SendMessage / SendStreamingMessage params, validated (src/a2a/schemas.ts): already the wire form. */
@@ -82,9 +84,10 @@ export class AgentRequestHandler implements A2ARequestHandler {
   /** SendMessage: a new task, or the next turn of an interrupted one. */
   async send(params: SendParams, extras: CallExtras = {}): Promise<SendAnswer> {
     const { message, args, push } = sendArgs(params);
+    if (message.taskId && extras.intent?.resend) return { task: await this.resent(message.taskId, args.historyLength, extras.signal) };
     if (message.taskId) {
       await this.intake.ownTask(message.taskId);
-      const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
+      const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
       return { task: await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }) };
     }
     const prepared = await this.intake.prepare(message, args, push, extras.headers, extras.intent);
@@ -125,11 +128,15 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.follow(known, stream.lastEventId, 'turn');
       return;
     }
+    if (message.taskId && extras.intent?.resend) {
+      yield* this.resentStream(message.taskId);
+      return;
+    }
     if (message.taskId) {
       // The turn's events are the ones after the current head: the update is only accepted while the task
       // waits for input, so nothing else is logged in between.
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
-      const pushConfigIds = await this.intake.inlinePush(message.taskId, push);
+      const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
       await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message, pushConfigIds });
       yield* this.follow(message.taskId, after, 'turn');
       return;
@@ -174,9 +181,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.follow(taskId, stream.lastEventId, 'task');
       return;
     }
-    // The log answers without a workflow query, which can take seconds right after a worker restart.
-    const head = await headSeq(this.deps.pool, this.tenant, taskId);
-    const snapshot = (head > 0 ? await snapshotAt(this.deps.pool, this.tenant, taskId, head) : undefined) ?? (await this.deps.gateway.get(this.tenant, taskId));
+    const { head, snapshot } = await this.headSnapshot(taskId);
     if (isTerminal(snapshot.status.state)) {
       throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(snapshot.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
     }
@@ -185,6 +190,42 @@ export class AgentRequestHandler implements A2ARequestHandler {
     stream.closing = false;
     yield { task: snapshot };
     yield* this.follow(taskId, head, 'task');
+  }
+
+  /**
+   * A resent message (CallIntent.resend: a 0.1/NEXUS client's retry, or a send to an ended task): nothing is
+   * delivered; the answer is the task once the turn in progress (if any) has ended, as the original send was answered.
+   */
+  private async resent(taskId: string, historyLength?: number, signal = new AbortController().signal): Promise<WireTask> {
+    await this.intake.ownTask(taskId);
+    const { head, snapshot } = await this.headSnapshot(taskId);
+    if (!endsTurn(snapshot.status.state)) {
+      // The turn's end is an event of the task's log: waited for there, as a stream would (not a poll).
+      const cursor: StreamCursor = { signal, seq: head, closing: false };
+      const turn = followTask(this.deps, cursor, this.tenant, taskId, head, 'turn');
+      while (!(await turn.next()).done) {
+        // read on, to the event that ends the turn (or the client leaving)
+      }
+      if (signal.aborted) throw a2aError('Internal', `the client left before task ${taskId}'s turn ended`);
+    }
+    return this.deps.gateway.get(this.tenant, taskId, historyLength);
+  }
+
+  /** A resent message's stream (its task's ownership checked): the task's status now, then the events of the turn in progress; one event when none runs. */
+  private async *resentStream(taskId: string): AsyncGenerator<ExchangeEvent, void, undefined> {
+    const stream = this.requireStream();
+    const { head, snapshot } = await this.headSnapshot(taskId);
+    stream.seq = head;
+    stream.closing = endsTurn(snapshot.status.state);
+    yield { task: snapshot };
+    if (!stream.closing) yield* this.follow(taskId, head, 'turn');
+  }
+
+  /** The task as of its log's head, and that position: the log answers without a workflow query, which can take seconds right after a worker restart. */
+  private async headSnapshot(taskId: string): Promise<{ head: number; snapshot: WireTask }> {
+    const head = await headSeq(this.deps.pool, this.tenant, taskId);
+    const snapshot = (head > 0 ? await snapshotAt(this.deps.pool, this.tenant, taskId, head) : undefined) ?? (await this.deps.gateway.get(this.tenant, taskId));
+    return { head, snapshot };
   }
 
   /** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
@@ -260,10 +301,15 @@ export class AgentRequestHandler implements A2ARequestHandler {
 
 /** A SendMessage request's parts: the message (empty optional fields dropped, as ProtoJSON omits them), how to answer, an inline push config. */
 function sendArgs(params: SendParams): { message: WireMessage; args: Omit<SendMessageArgs, 'message'>; push?: Record<string, unknown> } {
-  const { configuration } = params;
+  const { configuration, metadata } = params;
   return {
     message: wireMessage(params.message),
-    args: { returnImmediately: configuration?.returnImmediately ?? false, historyLength: configuration?.historyLength },
+    args: {
+      returnImmediately: configuration?.returnImmediately ?? false,
+      historyLength: configuration?.historyLength,
+      // The request's metadata travels with the message to the agent's request (0.1 agents read it as `params.metadata`).
+      ...(metadata && Object.keys(metadata).length ? { metadata } : {}),
+    },
     push: configuration?.taskPushNotificationConfig as Record<string, unknown> | undefined,
   };
 }

@@ -227,7 +227,7 @@ export class RpcCore {
     if (PUSH_METHODS.has(internal.method)) {
       try {
         const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: req.caller.tenant, agentId: target.agentId };
-        const result = await answerPushMethod(internal.method, engine, internal.params as Record<string, unknown>, pushDeps);
+        const result = await answerPushMethod(internal.method, engine, internal.params as Record<string, unknown>, pushDeps, internal.intent?.pushDialect);
         return { result: internal.render ? await internal.render(result, checked.ctx) : result };
       } catch (err) {
         return outage(err) ?? say.fail(err);
@@ -238,7 +238,7 @@ export class RpcCore {
       return this.openStream(req, checked, target, lastEventId);
     }
     const handler = mappingOutages(target.handler(undefined, engine), deps.health);
-    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine);
+    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant, signal: req.signal }, engine);
     return this.unary(answer, checked, target, outage);
   }
 

@@ -25,7 +25,7 @@ import { a2aError } from './errors';
 import { recordTaskDialect } from '../db/task-dialects';
 import { storeInlinePushConfig } from './push-methods';
 import { type EnforcedPolicies, enforcePolicies } from '../nanda/policies';
-import type { Dialect, WireMessage } from '../../task/wire';
+import type { Dialect, PushDialect, WireMessage } from '../../task/wire';
 
 export interface IntakeDeps {
   gateway: TaskGateway;
@@ -119,7 +119,7 @@ export class TaskIntake {
     const { taskId, resent } = claim;
     if (resent) await this.ownTask(taskId);
     if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
-    args = { ...args, pushConfigIds: await this.inlinePush(taskId, push) };
+    args = { ...args, pushConfigIds: await this.inlinePush(taskId, push, intent?.pushDialect) };
     // Linked before the child runs, so a cancel of the parent reaches it however soon it comes; the row first, so the
     // parent's first exchange, which reads it once its agent has answered, knows of every signal on its way.
     if (parent) {
@@ -147,10 +147,13 @@ export class TaskIntake {
     };
   }
 
-  /** An inline push config (SendMessage configuration) is stored for the task before the message goes in. */
-  async inlinePush(taskId: string, push: Record<string, unknown> | undefined): Promise<string[] | undefined> {
+  /**
+   * An inline push config (SendMessage configuration) is stored for the task before the message goes in.
+   * @param bodies the dialect its webhook bodies are written in, when not the call's engine's (a 0.1 client's: 0.1).
+   */
+  async inlinePush(taskId: string, push: Record<string, unknown> | undefined, bodies?: PushDialect): Promise<string[] | undefined> {
     if (!push?.url) return undefined;
-    return [await storeInlinePushConfig(this.deps.push, this.tenant, this.dialect, taskId, push)];
+    return [await storeInlinePushConfig(this.deps.push, this.tenant, this.dialect, taskId, push, bodies)];
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * Builds an @a2a-js/sdk client for one agent endpoint, over the binding the registry chose for it (JSON-RPC,
- * HTTP+JSON or gRPC), in the dialect the endpoint declares (1.0, or 0.3 through the SDK's compat transports; 0.1
- * and NEXUS through Switchboard's own transports in src/agents/transports/).
+ * HTTP+JSON or gRPC), in the dialect the endpoint declares (1.0, or 0.3 through the SDK's compat transports; 0.1,
+ * NEXUS and Genesis Nexus envelopes through Switchboard's own transports in src/agents/transports/).
  * JSON-RPC and HTTP+JSON requests go through Switchboard's guarded fetch; gRPC calls go over a guarded channel
  * (src/http/outbound-grpc.ts), with a deadline per call, the agent's credential as metadata, and their status
  * recorded so failures are classified like HTTP ones.
@@ -35,6 +35,7 @@ import { traceHeaders } from '../tracing';
 import { A2aV01Transport } from './transports/a2a-v01';
 import { LegacyTransportFactory, type LegacyTransportOptions } from './transports/json-rpc';
 import { NexusTransport } from './transports/nexus';
+import { type GenesisLink, GenesisTransportFactory } from './transports/genesis';
 import { type ExchangeSignal, signalOfError, signalOfGrpcStatus } from './task-health';
 import { tolerant03Fetch } from './transports/v03-tolerance';
 
@@ -66,6 +67,8 @@ export interface AgentLink {
    * request's outcome is handed on.
    */
   health?: (signal: ExchangeSignal) => Promise<void>;
+  /** A Genesis Nexus agent's secret and recorded RESPONSEs (src/agents/transports/genesis.ts); a task's calls pass it. */
+  genesis?: GenesisLink;
 }
 
 export interface AgentClientOptions {
@@ -83,9 +86,10 @@ export interface AgentClientOptions {
  * The dialects the SDK does not speak, one transport each (over JSON-RPC, the only binding they have). Adding
  * a dialect is one file in src/agents/transports/ and one row here.
  */
-const LEGACY_DIALECTS: Partial<Record<AgentDialect, (o: LegacyTransportOptions) => TransportFactory>> = {
+const LEGACY_DIALECTS: Partial<Record<AgentDialect, (o: LegacyTransportOptions, link: AgentLink) => TransportFactory>> = {
   '0.1': (o) => new LegacyTransportFactory(o, A2aV01Transport),
   nexus: (o) => new LegacyTransportFactory(o, NexusTransport),
+  genesis: (o, link) => new GenesisTransportFactory(o, link.genesis),
 };
 
 /** Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms; undefined when absent or unreadable. */
@@ -154,7 +158,7 @@ export async function agentClient(endpoint: AgentEndpoint, link: AgentLink, trac
     const fetchImpl = binding === 'JSONRPC' && endpoint.protocolVersion === '0.3' ? tolerant03Fetch(tracingFetch) : tracingFetch;
     const options = { fetchImpl, legacyCompat: { enabled: true } };
     const legacy = binding === 'JSONRPC' ? LEGACY_DIALECTS[endpoint.protocolVersion] : undefined;
-    if (legacy) transport = legacy({ fetchImpl: tracingFetch, newTaskId: opts.newTaskId });
+    if (legacy) transport = legacy({ fetchImpl: tracingFetch, newTaskId: opts.newTaskId }, link);
     else transport = binding === 'HTTP+JSON' ? new RestTransportFactory(options) : new JsonRpcTransportFactory(options);
   }
   const factory = new ClientFactory(

@@ -161,24 +161,29 @@ function versionOf(v: string): '1.0' | '0.3' | '0.1' | undefined {
 }
 
 /** The `protocol` a registration may name, as the dialect Switchboard calls in. */
-export type RegisteredProtocol = '1.0' | '0.3' | '0.2' | '0.1' | 'nexus';
+export type RegisteredProtocol = '1.0' | '0.3' | '0.2' | '0.1' | 'nexus' | 'genesis';
+
+/** The dialects whose agents may publish no card (the registration then says what a card would). */
+export const CARDLESS_PROTOCOLS: readonly RegisteredProtocol[] = ['0.1', 'nexus', 'genesis'];
 
 /**
  * The endpoint in the dialect the registration names (its card did not say, or said otherwise). The SDK-less
- * dialects (0.1, NEXUS) exist over JSON-RPC only; NEXUS has no stream shape, so it is called without streaming.
+ * dialects (0.1, NEXUS, Genesis) have one binding each (JSON-RPC; Genesis: envelopes POSTed, kept under the
+ * JSON-RPC label); NEXUS and Genesis have no stream shape, so they are called without streaming.
  * @throws BindingError when the endpoint's binding is not JSON-RPC for those.
  */
 export function inDialect(endpoint: AgentEndpoint, protocol: RegisteredProtocol | undefined): AgentEndpoint {
   if (!protocol) return endpoint;
   const dialect: AgentDialect = protocol === '0.2' ? '0.3' : protocol;
-  if ((dialect === '0.1' || dialect === 'nexus') && (endpoint.binding ?? 'JSONRPC') !== 'JSONRPC') {
-    throw new BindingError(`protocol ${protocol} is spoken over JSON-RPC only, and the endpoint chosen is ${endpoint.binding}`);
+  if ((dialect === '0.1' || dialect === 'nexus' || dialect === 'genesis') && (endpoint.binding ?? 'JSONRPC') !== 'JSONRPC') {
+    throw new BindingError(`protocol ${protocol} is spoken over ${dialect === 'genesis' ? 'HTTP POSTs of envelopes' : 'JSON-RPC'} only, and the endpoint chosen is ${endpoint.binding}`);
   }
-  return { ...endpoint, protocolVersion: dialect, streaming: dialect === 'nexus' ? false : endpoint.streaming };
+  const streams = dialect !== 'nexus' && dialect !== 'genesis';
+  return { ...endpoint, protocolVersion: dialect, streaming: streams ? endpoint.streaming : false };
 }
 
 /**
- * The card of an agent that publishes none (0.1 or NEXUS, registered with `protocol`): what the registration
+ * The card of an agent that publishes none (0.1, NEXUS or Genesis, registered with `protocol`): what the registration
  * says about it, so search and the gateway card work as for any agent. Its one interface is the registered URL
  * (JSON-RPC, without streaming); inDialect then names the dialect.
  */

@@ -1,26 +1,36 @@
 /**
  * Which dialect an agent speaks, by asking it, for agents whose card does not say: a node that serves no card
- * (seed 001's NANDA nodes: one POST /a2a endpoint, `message/send`), and a card without `protocolVersion`, which
- * A2A 0.1 agents (seed 003) and NEXUS agents (seed 000) both publish. Each question is a call with empty params,
- * which a JSON-RPC server refuses before doing anything (-32600/-32602), or refuses as a method it does not have
- * (-32601): so nothing is started at the agent, and the method's presence is the answer.
+ * (seed 001's NANDA nodes: one POST /a2a endpoint, `message/send`; seed 000's NEXUS nodes, whose card is optional;
+ * seed 002's envelope-speaking agents), and a card without `protocolVersion`, which A2A 0.1 agents (seed 003) and
+ * NEXUS agents (seed 000) both publish. Each question starts nothing at the agent: a method called with empty
+ * params, which a JSON-RPC server refuses before doing anything (-32600/-32602) or refuses as a method it does not
+ * have (-32601), so the method's presence is the answer; a `tasks/get` of a task that does not exist, whose error
+ * code tells NEXUS (-32602, "bad parameters (e.g., task not found)") from A2A 0.3 (-32001, TaskNotFound) and NANDA
+ * (-32601: no such method); and a Genesis QUERY `get_status` of a resource that does not exist, which an envelope
+ * speaker answers with a RESPONSE envelope.
  */
+import { randomUUID } from 'node:crypto';
 import { authorizedFetch } from './agent-credentials';
 import type { AgentLink } from './agent-client';
+import { askGenesis } from './transports/genesis';
 
-export type SniffedDialect = '0.1' | '0.3' | 'nexus';
+export type SniffedDialect = '0.1' | '0.3' | 'nexus' | 'genesis';
 
-/** What one method call with empty params told: the method exists, it does not, or the URL is no JSON-RPC endpoint. */
-type Presence = 'present' | 'absent' | 'no-endpoint';
+/** What one JSON-RPC call told: its error code (undefined: a result), or that the URL is no JSON-RPC endpoint. */
+type Answer = { code?: number } | 'no-endpoint';
 
-/** Whether `url` answers JSON-RPC `method` (any answer but -32601 means it has the method). */
-async function presenceOf(link: AgentLink, url: string, method: string, timeoutMs: number): Promise<Presence> {
+const PROBE_ID = 'switchboard-dialect-probe';
+/** The error code of seed 000's NEXUS for an unknown task (the A2A spec's TaskNotFound is -32001). */
+const NEXUS_TASK_NOT_FOUND = -32602;
+
+/** What `url` answers to JSON-RPC `method` with `params`. */
+async function ask(link: AgentLink, url: string, method: string, params: Record<string, unknown>, timeoutMs: number): Promise<Answer> {
   const fetchImpl = link.credentials ? authorizedFetch(link.fetch, link.credentials) : link.fetch;
   try {
     const res = await fetchImpl(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 'switchboard-dialect-probe', method, params: {} }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: PROBE_ID, method, params }),
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await res.text();
@@ -31,17 +41,26 @@ async function presenceOf(link: AgentLink, url: string, method: string, timeoutM
       return 'no-endpoint';
     }
     if (answer?.jsonrpc !== '2.0' || (answer.result === undefined && answer.error === undefined)) return 'no-endpoint';
-    return answer.error?.code === -32601 ? 'absent' : 'present';
+    return { code: typeof answer.error?.code === 'number' ? answer.error.code : undefined };
   } catch {
     return 'no-endpoint';
   }
 }
 
+/** Whether `url` has JSON-RPC `method` (any answer but -32601 means it has the method). */
+async function presenceOf(link: AgentLink, url: string, method: string, timeoutMs: number): Promise<'present' | 'absent' | 'no-endpoint'> {
+  const answer = await ask(link, url, method, {}, timeoutMs);
+  if (answer === 'no-endpoint') return answer;
+  return answer.code === -32601 ? 'absent' : 'present';
+}
+
 /**
  * The dialect of the JSON-RPC endpoint at `url`, or at `<url>/a2a` or `<url>/rpc` (where the seeds put theirs):
- * `tasks/send` present → 0.1; else `message/send` present → 0.3 (NANDA), or NEXUS when `nexusFirst` (its card
- * said 0.x without naming the version, and NEXUS is what speaks message/send with such a card).
- * @returns the endpoint's URL and dialect, or undefined when none of the URLs answers either method.
+ * `tasks/send` present → 0.1; else `message/send` present → NEXUS when `nexusFirst` (its card said 0.x without
+ * naming the version, and NEXUS is what speaks message/send with such a card) or when a `tasks/get` of an unknown
+ * task is NEXUS's -32602, else 0.3 (NANDA, and 0.3 servers without a card). No JSON-RPC endpoint at any of them:
+ * Genesis when the URL answers a QUERY envelope with a RESPONSE.
+ * @returns the endpoint's URL and dialect, or undefined when none of the URLs answers either way.
  */
 export async function sniffDialect(
   link: AgentLink,
@@ -55,7 +74,12 @@ export async function sniffDialect(
     const v01 = await presenceOf(link, candidate, 'tasks/send', timeoutMs);
     if (v01 === 'no-endpoint') continue;
     if (v01 === 'present') return { url: candidate, dialect: '0.1' };
-    if ((await presenceOf(link, candidate, 'message/send', timeoutMs)) === 'present') return { url: candidate, dialect: opts.nexusFirst ? 'nexus' : '0.3' };
+    if ((await presenceOf(link, candidate, 'message/send', timeoutMs)) !== 'present') continue;
+    if (opts.nexusFirst) return { url: candidate, dialect: 'nexus' };
+    const unknown = await ask(link, candidate, 'tasks/get', { id: `${PROBE_ID}-${randomUUID()}` }, timeoutMs);
+    return { url: candidate, dialect: unknown !== 'no-endpoint' && unknown.code === NEXUS_TASK_NOT_FOUND ? 'nexus' : '0.3' };
   }
-  return undefined;
+  if (opts.nexusFirst) return undefined;
+  const fetchImpl = link.credentials ? authorizedFetch(link.fetch, link.credentials) : link.fetch;
+  return (await askGenesis(fetchImpl, url, timeoutMs)).response ? { url, dialect: 'genesis' } : undefined;
 }

@@ -14,6 +14,7 @@ import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from '
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';
 import { type AgentCredentials, authorizedFetch } from './agent-credentials';
 import { inTransaction } from '../db/tx';
+import { askGenesis } from './transports/genesis';
 import { failingReason, recentWork } from '../trust/work-health';
 
 export type AgentStatus = 'healthy' | 'degraded' | 'down';
@@ -131,6 +132,7 @@ const PROBE_TASK_ID = 'switchboard-liveness-probe';
  * is up, it wants credentials Switchboard's probe does not send. Never throws.
  */
 export async function probeEndpoint(link: AgentLink, endpoint: AgentEndpoint, timeoutMs: number): Promise<EndpointProbe> {
+  if (endpoint.protocolVersion === 'genesis') return probeGenesis(link, endpoint, timeoutMs);
   if ((endpoint.binding ?? 'JSONRPC') !== 'JSONRPC') return probeWithClient(link, endpoint, timeoutMs);
   const fetchImpl = link.credentials ? authorizedFetch(link.fetch, link.credentials) : link.fetch;
   const v1 = endpoint.protocolVersion === '1.0';
@@ -161,6 +163,22 @@ export async function probeEndpoint(link: AgentLink, endpoint: AgentEndpoint, ti
   } catch (err) {
     return { ok: false, latencyMs: elapsed(), detail: describeError(err, endpoint.url, timeoutMs) };
   }
+}
+
+/**
+ * A Genesis Nexus agent is asked a QUERY `get_status` of a resource that does not exist (unsigned: it starts
+ * nothing, and its answer, a RESPONSE or a refusal, proves the agent is up). Any HTTP answer below 500 counts,
+ * but 404 and 405 (nothing takes envelopes at the URL).
+ */
+async function probeGenesis(link: AgentLink, endpoint: AgentEndpoint, timeoutMs: number): Promise<EndpointProbe> {
+  const fetchImpl = link.credentials ? authorizedFetch(link.fetch, link.credentials) : link.fetch;
+  const started = performance.now();
+  const asked = await askGenesis(fetchImpl, endpoint.url, timeoutMs);
+  const latencyMs = Math.round(performance.now() - started);
+  if (asked.status === undefined) return { ok: false, latencyMs, detail: describeError(asked.error, endpoint.url, timeoutMs) };
+  // 404/405: nothing takes envelopes there.
+  if (asked.status >= 500 || asked.status === 404 || asked.status === 405) return { ok: false, latencyMs, detail: `${endpoint.url}: HTTP ${asked.status}` };
+  return asked.response ? { ok: true, latencyMs } : { ok: true, latencyMs, detail: `HTTP ${asked.status} to an unsigned QUERY envelope` };
 }
 
 /** The probe over HTTP+JSON or gRPC: the SDK's client reads the answer, whatever the binding's error form. */

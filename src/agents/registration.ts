@@ -13,9 +13,10 @@ export const RegisterAgentBody = z.object({
   binding: z.enum(['JSONRPC', 'HTTP+JSON', 'GRPC']).optional(),
   /**
    * The dialect Switchboard calls the agent in, when its card does not say (or there is no card): `1.0`, `0.3`,
-   * `0.2` (the 0.3 wire), `0.1` (`tasks/send`), `nexus`. With `0.1` or `nexus` the agent needs no card.
+   * `0.2` (the 0.3 wire), `0.1` (`tasks/send`), `nexus`, `genesis` (Genesis Nexus envelopes POSTed to the URL).
+   * With `0.1`, `nexus` or `genesis` the agent needs no card.
    */
-  protocol: z.enum(['1.0', '0.3', '0.2', '0.1', 'nexus']).optional(),
+  protocol: z.enum(['1.0', '0.3', '0.2', '0.1', 'nexus', 'genesis']).optional(),
   /** For an agent without a card: what its card would say (searchable, shown on the gateway card). */
   description: z.string().max(10_000).optional(),
   skills: z

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
 import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
-import { type AgentCardJson, BindingError, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
+import { type AgentCardJson, BindingError, CARDLESS_PROTOCOLS, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
 import { sniffDialect } from './dialect-probe';
 import {
   type AgentStatus,
@@ -382,19 +382,21 @@ export class AgentRegistry {
   }
 
   /**
-   * The agent's card; or, for an agent that publishes none, the dialect the registration names (0.1, NEXUS) or,
-   * naming none, the one its endpoint answers in (seed 001's NANDA nodes: a card-less `POST /a2a`), with the URL
-   * it answered at. @throws RegistrationError when there is neither a card nor an endpoint that answers.
+   * The agent's card; or, for an agent that publishes none, the dialect the registration names (0.1, NEXUS,
+   * Genesis) or, naming none, the one its endpoint answers in (seed 001's NANDA nodes: a card-less `POST /a2a`;
+   * seed 000's NEXUS nodes; an envelope speaker), with the URL it answered at. @throws RegistrationError when there is neither a card nor an endpoint that answers.
    */
   private async cardOrDialect(body: RegisterAgent, headers: Record<string, string>): Promise<{ fetched?: CardFound; protocol?: RegisteredProtocol; url: string }> {
-    // 0.1 and NEXUS agents may publish no card: the registration then says what a card would.
-    const cardOptional = body.protocol === '0.1' || body.protocol === 'nexus';
+    // 0.1, NEXUS and Genesis agents may publish no card: the registration then says what a card would.
+    const cardOptional = body.protocol !== undefined && CARDLESS_PROTOCOLS.includes(body.protocol);
     try {
       return { fetched: await this.fetchFirstCard(body.url, headers, cardOptional), protocol: body.protocol, url: body.url };
     } catch (err) {
       if (!(err instanceof RegistrationError) || body.protocol) throw err;
       const sniffed = await sniffDialect(this.linkWith(headers), body.url, this.policy.requestTimeoutMs);
-      if (!sniffed) throw new RegistrationError(`${err.message}; and no JSON-RPC endpoint answered tasks/send or message/send at ${body.url}, /a2a or /rpc`);
+      if (!sniffed) {
+        throw new RegistrationError(`${err.message}; and no JSON-RPC endpoint answered tasks/send or message/send at ${body.url}, /a2a or /rpc, nor did the URL answer a Genesis QUERY envelope with a RESPONSE (an agent that speaks envelopes but does not answer unsigned ones registers with "protocol": "genesis")`);
+      }
       return { protocol: sniffed.dialect, url: sniffed.url };
     }
   }

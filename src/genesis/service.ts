@@ -6,8 +6,10 @@
  * - COMMAND: a task for the `to` agent through the A2A task intake (TaskIntake + TaskGateway, the envelope id
  *   as messageId), started with the envelope's priority; answered with the task's outcome, or at once with an
  *   ack when requiresAck (the result is then fetched with GET /genesis/messages/:id).
- * - QUERY: get_status (a task's state), get_metrics (an agent's telemetry), get_state (a task's workflow).
- * - RESPONSE: an agent's answer to a request it was sent, recorded on that request.
+ * - QUERY: get_status (a task's state), get_metrics (an agent's telemetry), get_state (a task's workflow); to an
+ *   agent that speaks envelopes, a task as for a COMMAND (the agent answers it).
+ * - RESPONSE: an agent's answer to a request it was sent, recorded on that request (an envelope-speaking agent's
+ *   completes the request's task: its forwarding reads it).
  * - EVENT: a durable fan-out to the topic's subscribers (workflows/genesis-events.ts).
  * Every apply is idempotent, so a replay whose first handling never finished is applied again safely.
  */
@@ -38,6 +40,7 @@ import {
   verifySignature,
 } from './envelope';
 import { type GenesisStore, type MessageRow, type SentAnswer, type StoredAnswer, sentAnswerOf } from './store';
+import type { GenesisOrigin } from '../agents/transports/genesis';
 
 export interface GenesisDeps {
   store: GenesisStore;
@@ -212,6 +215,7 @@ export class GenesisService {
       request: env,
       status: responseStatusOf(task),
       data: taskData(task),
+      ...agentError(task),
       secret,
       key: row.encrypted && secret ? pairKey(secret, row.fromAgent, row.toAgent) : undefined,
     });
@@ -227,6 +231,8 @@ export class GenesisService {
       case 'COMMAND':
         return this.command(caller, c, e, headers);
       case 'QUERY':
+        // An agent that speaks envelopes answers its QUERYs itself (as a task, like a COMMAND); others' the gateway answers.
+        if ((await this.d.registry.get(caller.tenant, c.toId))?.endpoint.protocolVersion === 'genesis') return this.command(caller, c, e, headers);
         return { status: 200, body: this.answer(c, 'SUCCESS', { data: await this.query(caller.tenant, e.action, e.payload.resourceId) }) };
       case 'RESPONSE':
         return this.response(caller.tenant, c, e);
@@ -235,13 +241,38 @@ export class GenesisService {
     }
   }
 
-  private async command(caller: Caller, c: Checked, e: Extract<Envelope, { type: 'COMMAND' }>, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
+  /**
+   * A COMMAND (or a QUERY to an agent that speaks envelopes) as a task for the `to` agent. The message's
+   * `metadata.genesis` is the envelope as sent, which the Genesis transport sends such an agent
+   * (src/agents/transports/genesis.ts).
+   */
+  private async command(caller: Caller, c: Checked, e: Extract<Envelope, { type: 'COMMAND' | 'QUERY' }>, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
     const agent = (await this.d.registry.get(caller.tenant, c.toId))!;
+    if (agent.endpoint.protocolVersion === 'genesis' && c.key && !(await this.d.store.secretOf(caller.tenant, c.toId))) {
+      throw new EnvelopeError(422, `encryption: agent ${c.toId} speaks envelopes and has no Genesis secret, so what it is sent cannot be encrypted for it (POST /agents/${c.toId}/genesis-secret issues one); nothing was applied`);
+    }
+    const asked = e.type === 'COMMAND' ? (e.payload.parameters ? { parameters: e.payload.parameters } : {}) : { resourceId: e.payload.resourceId };
+    const origin: GenesisOrigin = {
+      id: e.id,
+      type: e.type,
+      from: c.fromId,
+      sender: e.from,
+      recipient: e.to,
+      action: e.action,
+      payload: e.payload,
+      priority: e.priority,
+      timestamp: e.timestamp,
+      ttl: e.ttl,
+      ...(e.correlationId ? { correlationId: e.correlationId } : {}),
+      requiresAck: e.requiresAck,
+      encrypted: !!c.key,
+      ...(e.type === 'COMMAND' && e.payload.workflowId ? { workflowId: e.payload.workflowId } : {}),
+    };
     const message: WireMessage = {
       messageId: e.id,
       role: 'ROLE_USER',
-      parts: [{ text: JSON.stringify({ action: e.action, ...(e.payload.parameters ? { parameters: e.payload.parameters } : {}) }), mediaType: 'application/json' }],
-      metadata: { genesis: { id: e.id, from: c.fromId, action: e.action, priority: e.priority, ...(e.payload.workflowId ? { workflowId: e.payload.workflowId } : {}) } },
+      parts: [{ text: JSON.stringify({ action: e.action, ...asked }), mediaType: 'application/json' }],
+      metadata: { genesis: origin },
     };
     const intake = new TaskIntake(agent, caller, this.d.intake, '1.0');
     const prepared = await intake.prepare(message, { returnImmediately: e.requiresAck }, undefined, headers);
@@ -251,7 +282,7 @@ export class GenesisService {
     if (e.requiresAck) {
       return { status: 202, body: this.answer(c, 'PARTIAL', { action: 'ack', data: { acknowledged: true, taskId: task.id, state: stateLabel(task.status.state), result: `/genesis/messages/${e.id}` } }) };
     }
-    return { status: 200, body: this.answer(c, responseStatusOf(task), { data: taskData(task) }) };
+    return { status: 200, body: this.answer(c, responseStatusOf(task), { data: taskData(task), ...agentError(task) }) };
   }
 
   private async query(tenant: string, action: Extract<Envelope, { type: 'QUERY' }>['action'], resourceId: string): Promise<unknown> {
@@ -312,12 +343,24 @@ export class GenesisService {
 const reusedId = (id: string) =>
   new EnvelopeError(409, `id ${id} was already used by an envelope with other content: an id names one envelope; send new content under a new id (a replay must repeat the first envelope exactly)`);
 
-/** What a COMMAND's task produced: its state, the agent's last message and its artifacts. */
+/**
+ * What a COMMAND's task produced: its state, the agent's last message and its artifacts, and an envelope-speaking
+ * agent's own RESPONSE (`response`: its status, data, error…).
+ */
 function taskData(task: WireTask): Record<string, unknown> {
+  const response = task.metadata?.genesisResponse;
   return {
     taskId: task.id,
     state: stateLabel(task.status.state),
     ...(task.status.message ? { message: task.status.message } : {}),
     ...(task.artifacts?.length ? { artifacts: task.artifacts } : {}),
+    ...(response ? { response } : {}),
   };
+}
+
+/** An envelope-speaking agent's `error` (in its FAILURE RESPONSE), for the answer to carry as its own. */
+function agentError(task: WireTask): { error?: { code: string | number; message: string } } {
+  const error = (task.metadata?.genesisResponse as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+  if (!error || typeof error.message !== 'string') return {};
+  return { error: { code: typeof error.code === 'number' || typeof error.code === 'string' ? error.code : 'FAILURE', message: error.message } };
 }

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import { taskError } from '../../task/errors';
-import type { Dialect } from '../../task/wire';
+import type { PushDialect } from '../../task/wire';
 import { cursorText, decodePageToken, encodePageToken } from '../db/page-token';
 import { isHmacScheme, type PushConfigInput } from './params';
 import { checkWebhookUrl } from './webhook-url';
@@ -30,7 +30,7 @@ export interface PushConfig {
   tenant: string;
   taskId: string;
   id: string;
-  dialect: Dialect;
+  dialect: PushDialect;
   url: string;
   token?: string;
   /** For HMAC-SHA256 only `{scheme}`: the secret is `hmacSecret`. */
@@ -55,7 +55,7 @@ interface PushConfigRow {
   tenant: string;
   task_id: string;
   config_id: string;
-  dialect: Dialect;
+  dialect: PushDialect;
   url: string;
   token: string | null;
   authentication: { scheme: string; credentials?: string } | null;
@@ -86,7 +86,7 @@ export class PushStore {
    * every event to be sent again.
    * @throws TaskError InvalidParams for a webhook URL that may not be called (see checkWebhookUrl).
    */
-  async create(tenant: string, dialect: Dialect, input: PushConfigInput, opts: CreateOptions = {}): Promise<PushConfig> {
+  async create(tenant: string, dialect: PushDialect, input: PushConfigInput, opts: CreateOptions = {}): Promise<PushConfig> {
     await checkWebhookUrl(input.url, this.options.allowPrivate);
     const id = input.id || randomUUID();
     const auth = input.authentication;

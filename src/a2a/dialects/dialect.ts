@@ -4,7 +4,7 @@
  */
 import type { z } from 'zod';
 import type { A2AErrorName } from '../errors';
-import type { WireTask } from '../../../task/wire';
+import type { PushDialect, WireTask } from '../../../task/wire';
 import type { AgentDialect } from '../../../task/contracts';
 
 /** Every dialect a client may speak. `Dialect` (1.0 | 0.3) is the engine a call runs on once translated. */
@@ -17,6 +17,14 @@ export interface CallIntent {
   taskId?: string;
   /** Recorded with a new task (task_dialects): the dialect later calls on it are answered in, and client metadata. */
   record?: { dialect: DialectName; metadata?: Record<string, unknown> };
+  /**
+   * The send repeats a message the task (message.taskId) has had, or reaches a task that has ended (a 0.1/NEXUS
+   * client's retry, which carries no messageId): nothing is delivered. The answer is the task once the turn in
+   * progress has ended; a stream is the task's status, then that turn's events (one event when no turn runs).
+   */
+  resend?: boolean;
+  /** The dialect a push config given with this call is delivered in, when not the engine's (0.1 configs). */
+  pushDialect?: PushDialect;
 }
 
 /** The call-context state key of a call's intent, read by the request handler. */

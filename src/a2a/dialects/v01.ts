@@ -2,7 +2,7 @@
  * A2A 0.1/0.2 as Society AI speaks it (seed 003): `tasks/send`, `tasks/sendSubscribe`, `tasks/get`, `tasks/cancel`,
  * `tasks/resubscribe` (and Society AI's `task/resubscribe`), `tasks/list`, `tasks/pushNotification/set|get`;
  * `{type}` parts, `sessionId`, and a task id the client chooses. Each call runs as its 1.0 method (push configs as
- * 0.3's, whose webhook bodies are the closest to 0.1) and is answered in 0.1's shapes.
+ * 0.3's, their webhook bodies written in 0.1's shapes) and is answered in 0.1's shapes.
  *
  * Client-chosen task ids: the client's `id` IS the gateway task id. Workflow ids, the projection, the event log and
  * every table are keyed by (tenant, task id), so the id is scoped by tenant without a mapping table to keep in step,
@@ -13,12 +13,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { endsTurn, isTerminal, stateLabel } from '../../../task/rules';
+import { endsTurn, isInterrupted, isTerminal, stateLabel } from '../../../task/rules';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
-import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../../../task/wire';
+import type { PushDialect, StreamEvent, TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../../../task/wire';
 import { fromV01Part, toV01Part } from '../../../task/v01-parts';
-import type { DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
+import type { CallIntent, DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
 import { type TaskRef, TaskRefParams, withId } from './v03';
 
 const metadata = z.record(z.string(), z.unknown());
@@ -75,34 +75,61 @@ const CLIENT_METADATA = ['requester', 'executor', 'skill_used', 'user_id', 'chat
 export const firstMessageId = (taskId: string) => `first-message:${taskId}`;
 
 /**
- * A send naming a client-chosen task id (0.1 `tasks/send`, NEXUS `message/send` with `params.id`): a new task with
- * that id; the next turn of the task when it waits for input; the task as it ended when it is terminal (a blocking
- * send; a stream gets -32004 from the task); -32602 when the message names another context than the task's.
+ * A send naming a client-chosen task id (0.1 `tasks/send`/`tasks/sendSubscribe`, NEXUS `message/send` with
+ * `params.id`): a new task with that id; the next turn of the task when it waits for input; -32602 when the message
+ * names another context than the task's. These clients send no messageId, so a retry is told by its content:
+ * - a task that has ended: a send gets the task as it ended, a stream one event of its final status;
+ * - the same message as one the task has had, while a later (or that) turn runs, or the same message as the latest
+ *   while the task waits for the answer to it: a retry, delivered to nobody, answered as the original was, with the
+ *   task once its turn in progress has ended (a stream: its status, then that turn's events);
+ * - another message while a turn runs: -32004 from the task (busy), as in every dialect.
  */
 export async function sendByClientId(
   ctx: DialectContext,
-  send: { id: string; message: WireMessage; streaming: boolean; historyLength?: number; configuration?: Record<string, unknown>; metadata?: Record<string, unknown> },
+  send: { id: string; message: WireMessage; streaming: boolean; historyLength?: number; configuration?: Record<string, unknown>; metadata?: Record<string, unknown>; pushDialect?: PushDialect },
   record: NonNullable<InternalCall['intent']>['record'],
   getTask: (task: WireTask) => InternalCall,
 ): Promise<InternalCall> {
-  const { id, message, streaming } = send;
+  const { id, message, streaming, pushDialect } = send;
   const method = streaming ? 'SendStreamingMessage' : 'SendMessage';
   const configuration = { ...send.configuration, ...(send.historyLength !== undefined && { historyLength: send.historyLength }) };
-  const call = (m: WireMessage, intent?: InternalCall['intent']): InternalCall => ({
+  const call = (m: WireMessage, intent?: CallIntent): InternalCall => ({
     method,
     params: { message: m, configuration, ...(send.metadata && { metadata: send.metadata }) },
-    intent,
+    intent: intent || pushDialect ? { ...intent, ...(pushDialect && { pushDialect }) } : undefined,
   });
   const existing = await ctx.task(id);
   if (existing && message.contextId && message.contextId !== existing.contextId) {
     const field = 'sessionId';
     throw a2aError('InvalidParams', `session ${message.contextId} does not match task ${id}'s session ${existing.contextId}`, [{ field, description: `task ${id} is in ${existing.contextId}` }]);
   }
-  const firstTurn = !existing || (!endsTurn(existing.status.state) && (existing.history ?? []).filter((m) => m.role === 'ROLE_USER').length <= 1);
+  const sent = (existing?.history ?? []).filter((m) => m.role === 'ROLE_USER');
+  const firstTurn = !existing || (!endsTurn(existing.status.state) && sent.length <= 1);
+  // The first turn, new or resent: its messageId is the claim's, so a resend reaches the same update and waits for it.
   if (firstTurn) return call({ ...message, messageId: firstMessageId(id) }, { taskId: id, record });
-  if (isTerminal(existing.status.state) && !streaming) return getTask(existing);
-  // Waiting for input: its next turn. Still working on a later turn: the task refuses it (-32004, busy).
+  const { state } = existing.status;
+  if (isTerminal(state) && !streaming) return getTask(existing);
+  // Waiting for input, only the latest message repeated is a retry (an earlier one may well be the answer, "yes" again).
+  const retry = isInterrupted(state) ? sameMessage(sent.at(-1), message) : sent.some((m) => sameMessage(m, message));
+  if (isTerminal(state) || retry) return call({ ...message, messageId: randomUUID(), taskId: id }, { resend: true });
+  // Waiting for input: its next turn. Still working on a turn: the task refuses it (-32004, busy).
   return call({ ...message, messageId: randomUUID(), taskId: id });
+}
+
+/** Whether two messages say the same (role, parts, metadata), whatever their ids: a retry of an id-less client's send. */
+function sameMessage(a: WireMessage | undefined, b: WireMessage): boolean {
+  const said = (m: WireMessage) => canonical({ role: m.role, parts: m.parts.map(toV01Part), metadata: m.metadata ?? {} });
+  return a !== undefined && said(a) === said(b);
+}
+
+/** JSON with object keys sorted, so that two equal values read the same whatever their key order. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const entries = Object.entries(v).filter(([, x]) => x !== undefined).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+    return `{${entries.map(([k, x]) => `${JSON.stringify(k)}:${canonical(x)}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
 }
 
 // ---- parts, messages, tasks and events: 0.1 ↔ the 1.0 wire form ----
@@ -162,23 +189,47 @@ export const renderTask = (shape: (t: WireTask, client?: Record<string, unknown>
   return (await renderTasks([r.task ?? r], ctx, shape))[0];
 };
 
+type Event10 = {
+  task?: WireTask;
+  statusUpdate?: { taskId: string; status: WireTaskStatus; metadata?: Record<string, unknown> };
+  artifactUpdate?: { taskId: string; artifact: WireArtifact; append?: boolean; lastChunk?: boolean; metadata?: Record<string, unknown> };
+};
+
+/**
+ * A 1.0 stream event in 0.1's shape: a TaskStatusUpdateEvent `{id, status, final}` (a task snapshot as its status) or
+ * a TaskArtifactUpdateEvent `{id, artifact}`, the artifact numbered by `index`. Undefined for no such event.
+ */
+function event01(r: Event10, final: boolean, index: (artifactId: string) => number): Record<string, unknown> | undefined {
+  const extra = (metadata?: Record<string, unknown>) => (metadata && Object.keys(metadata).length ? { metadata } : {});
+  if (r.artifactUpdate) {
+    const { taskId, artifact, append, lastChunk, metadata } = r.artifactUpdate;
+    const a = { ...artifact01(artifact, index(artifact.artifactId)), ...(append !== undefined && { append }), ...(lastChunk !== undefined && { lastChunk }) };
+    return { id: taskId, artifact: a, ...extra(metadata) };
+  }
+  const update = r.statusUpdate ?? (r.task && { taskId: r.task.id, status: r.task.status, metadata: r.task.metadata });
+  return update && { id: update.taskId, status: status01(update.status), final, ...extra(update.metadata) };
+}
+
 /** One 0.1 stream: each event a TaskStatusUpdateEvent or TaskArtifactUpdateEvent, `final: true` on the last. */
 function stream01(): StreamRenderer {
   const indexes = new Map<string, number>();
-  return (result, closing) => {
-    const r = result as { task?: WireTask; statusUpdate?: { taskId: string; status: WireTaskStatus; metadata?: Record<string, unknown> }; artifactUpdate?: { taskId: string; artifact: WireArtifact; append?: boolean; lastChunk?: boolean; metadata?: Record<string, unknown> } };
-    if (r.artifactUpdate) {
-      const { taskId, artifact, append, lastChunk, metadata } = r.artifactUpdate;
-      if (!indexes.has(artifact.artifactId)) indexes.set(artifact.artifactId, indexes.size);
-      const a = { ...artifact01(artifact, indexes.get(artifact.artifactId)!), ...(append !== undefined && { append }), ...(lastChunk !== undefined && { lastChunk }) };
-      return { id: taskId, artifact: a, ...(metadata && Object.keys(metadata).length ? { metadata } : {}) };
-    }
-    const update = r.statusUpdate ?? (r.task && { taskId: r.task.id, status: r.task.status, metadata: r.task.metadata });
-    if (!update) return result;
-    if (r.task) for (const a of r.task.artifacts ?? []) if (!indexes.has(a.artifactId)) indexes.set(a.artifactId, indexes.size);
-    const { metadata } = update;
-    return { id: update.taskId, status: status01(update.status), final: closing, ...(metadata && Object.keys(metadata).length ? { metadata } : {}) };
+  const index = (artifactId: string) => {
+    if (!indexes.has(artifactId)) indexes.set(artifactId, indexes.size);
+    return indexes.get(artifactId)!;
   };
+  return (result, closing) => {
+    const r = result as Event10;
+    if (r.task) for (const a of r.task.artifacts ?? []) index(a.artifactId);
+    return event01(r, closing, index) ?? result;
+  };
+}
+
+/**
+ * A logged event as the webhook of a 0.1 client's push config gets it (activities/deliver-push.ts): as its stream
+ * would show it, `final` on the event that ends the turn; `artifactIndex` numbers an artifact.
+ */
+export function pushBody01(event: StreamEvent, final: boolean, artifactIndex: number): Record<string, unknown> {
+  return event01(event as Event10, final, () => artifactIndex) ?? {};
 }
 
 function wireMessage01(p: TaskSend): WireMessage {
@@ -212,6 +263,7 @@ function send01(streaming: boolean) {
         historyLength: p.historyLength,
         configuration: { ...(push && { taskPushNotificationConfig: push }), ...(p.acceptedOutputModes && { acceptedOutputModes: p.acceptedOutputModes }) },
         metadata: p.metadata,
+        pushDialect: '0.1',
       },
       { dialect: '0.1', metadata: recorded },
       (task) => ({ method: 'GetTask', params: { id: task.id, ...(p.historyLength !== undefined && { historyLength: p.historyLength }) } }),
@@ -256,7 +308,12 @@ export const V01: DialectDef = {
     'tasks/pushNotification/set': {
       params: PushSetParams,
       runs: 'tasks/pushNotificationConfig/set',
-      translate: (p: z.infer<typeof PushSetParams>) => ({ method: 'tasks/pushNotificationConfig/set', params: { taskId: p.id, pushNotificationConfig: p.pushNotificationConfig } }),
+      // Run as 0.3's; its webhook bodies are 0.1's (deliver-push.ts).
+      translate: (p: z.infer<typeof PushSetParams>) => ({
+        method: 'tasks/pushNotificationConfig/set',
+        params: { taskId: p.id, pushNotificationConfig: p.pushNotificationConfig },
+        intent: { pushDialect: '0.1' },
+      }),
       render: pushResult,
     },
     'tasks/pushNotification/get': {
