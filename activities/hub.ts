@@ -94,14 +94,21 @@ export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<Forw
   }
 }
 
-/** Sends tasks/cancel over the agent's socket in this process. */
-export function hubCancel(hub: AgentHub, args: { tenant: string; agentId: string; taskId: string }): void {
+/**
+ * Sends tasks/cancel over the agent's socket in this process, unless the agent was told already (it reconnected
+ * meanwhile, and the hub told it: src/hub/hub.ts tellCancels).
+ */
+export async function hubCancel(hub: AgentHub, args: { tenant: string; agentId: string; taskId: string }): Promise<void> {
   const c = hub.connection(args.tenant, args.agentId);
   if (!c) throw ApplicationFailure.retryable('the agent is not connected to this Switchboard process', 'AgentUnavailable');
-  c.notifyAgent('tasks/cancel', { id: args.taskId });
+  if (await hub.turns.claimCancelOf(args.tenant, args.taskId)) c.notifyAgent('tasks/cancel', { id: args.taskId });
 }
 
 function resultOf(r: { outcome: ForwardResult } | { error: { code: number; message: string } }): ForwardResult {
-  if ('error' in r) throw ApplicationFailure.nonRetryable(`the agent answered with an error: ${r.error.message} (${r.error.code})`, 'AgentRejected');
+  // Kept whole in the details, as for HTTP agents (activities/forwarding/classify.ts): the client of a blocking send gets it.
+  if ('error' in r) {
+    const { code, message } = r.error;
+    throw ApplicationFailure.create({ message: `the agent answered with an error: ${message} (JSON-RPC ${code})`, type: 'AgentRejected', nonRetryable: true, details: [{ agentError: { code, message } }] });
+  }
   return r.outcome;
 }

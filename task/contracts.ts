@@ -36,6 +36,9 @@ export interface AgentEndpoint {
 export const followsByPush = (endpoint: AgentEndpoint): boolean =>
   endpoint.pushNotifications === true && !endpoint.streaming && (endpoint.protocolVersion === '1.0' || endpoint.protocolVersion === '0.3');
 
+/** Whether the agent's task id is the gateway task's, sent with the first message (0.1 `params.id`, NEXUS `params.id`). */
+export const agentTaskIsGatewayTask = (endpoint: AgentEndpoint): boolean => endpoint.protocolVersion === '0.1' || endpoint.protocolVersion === 'nexus';
+
 /** retry.taskTimeoutMs when the registration sets none (also for agents registered before it existed): 7 days. */
 export const DEFAULT_TASK_TIMEOUT_MS = 7 * 24 * 3600_000;
 
@@ -350,4 +353,4 @@ export type GenesisEventWorkflow = (input: GenesisEventInput) => Promise<Record<
 export type TaskWorkflow = (input: TaskInput) => Promise<WireTask>;
 
 /** The level the front door starts new task workflows at (workflows/levels.ts says what each level changes). */
-export const PATCH_LEVEL = 5;
+export const PATCH_LEVEL = 6;

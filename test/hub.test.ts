@@ -73,12 +73,15 @@ async function withOutput(fn: () => Promise<void>): Promise<void> {
   }
 }
 
-const admin = (url: string, path: string, body?: unknown) =>
+const admin = (url: string, path: string, body?: unknown) => as(TEST_ADMIN_KEY, url, body === undefined ? 'GET' : 'POST', path, body);
+
+/** A call with `key` (and, for an admin, the tenant it acts in). */
+const as = (key: string, url: string, method: string, path: string, body?: unknown, tenant?: string) =>
   fetch(`${url}${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: { authorization: `Bearer ${TEST_ADMIN_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(tenant ? { 'x-switchboard-tenant': tenant } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
-  }).then(async (r) => ({ status: r.status, json: (await r.json()) as any }));
+  }).then(async (r) => ({ status: r.status, json: r.status === 204 ? undefined : ((await r.json()) as any) }));
 
 /** Registers a hub agent (ws-agent://) and makes its agent key. */
 async function hubAgentOf(name: string, extra: Record<string, unknown> = {}): Promise<{ id: string; key: string }> {
@@ -396,6 +399,158 @@ describe('WebSocket hub', () => {
       assert.equal(canceled.json.result?.status?.state, 'TASK_STATE_CANCELED', JSON.stringify(canceled.json));
       await eventually(() => agent.frames.some((f) => f.method === 'tasks/cancel' && f.params.id === task.id), 10_000, 'tasks/cancel at the agent');
       await agent.close();
+    }));
+
+  test('enrollment: an operator mints a token; an agent connects with it, registers itself under its card\'s name, gets turns, and reconnects with the agent key it was given', () =>
+    withOutput(async () => {
+      const operatorKey = (await new KeyStore(db.pool).create({ tenant: 'default', role: 'operator', name: 'hub test operator' })).key;
+      const other = `enroll-${randomBytes(3).toString('hex')}`;
+      assert.equal((await admin(a.url, '/tenants', { id: other, name: 'Another tenant' })).status, 201);
+      const otherOperator = (await new KeyStore(db.pool).create({ tenant: other, role: 'operator', name: 'other operator' })).key;
+      // Minting: an operator for its own tenant (not another's), the secret once, validated fields.
+      assert.equal((await as(otherOperator, a.url, 'POST', '/tenants/default/enrollment-tokens', {})).status, 403);
+      const bad = await as(operatorKey, a.url, 'POST', '/tenants/default/enrollment-tokens', { uses: 0, expiresIn: 'forever' });
+      assert.equal(bad.status, 400);
+      assert.match(bad.json.error, /uses[\s\S]*expiresIn|expiresIn[\s\S]*uses/);
+      const minted = await as(operatorKey, a.url, 'POST', '/tenants/default/enrollment-tokens', { name: 'research fleet', uses: 2, expiresIn: '1h' });
+      assert.equal(minted.status, 201, JSON.stringify(minted.json));
+      const token: string = minted.json.token;
+      assert.match(token, /^sbe_/);
+      assert.deepEqual([minted.json.uses, minted.json.used, minted.json.state], [2, 0, 'usable']);
+      const listed = await as(operatorKey, b.url, 'GET', '/tenants/default/enrollment-tokens');
+      const row = listed.json.tokens.find((t: { id: string }) => t.id === minted.json.id);
+      assert.equal(row?.name, 'research fleet');
+      assert.equal(row.token, undefined, 'the secret is shown once');
+      const stored = await db.pool.query('SELECT token_hash FROM enrollment_tokens WHERE id = $1', [minted.json.id]);
+      assert.notEqual(stored.rows[0].token_hash.toString(), token, 'only its hash is stored');
+      // The token opens GET /hub only.
+      assert.equal((await as(token, a.url, 'GET', '/agents')).status, 401);
+
+      // The seed's agent: connects with the token, registers with its card, and is that agent from then on.
+      const agent = await HubAgent.connect(a.url, token);
+      const early = await agent.call('agent.search', { q: 'research' });
+      assert.equal(early.error?.code, -32600);
+      assert.match(early.error!.message, /register first/);
+      const registered = await agent.call('agent.register', { ...researchCard, name: 'enrolled-research' });
+      const { agentId, agentKey } = registered.result ?? {};
+      assert.ok(agentId, JSON.stringify(registered));
+      assert.equal(registered.result.url, `ws-agent://${agentId}`);
+      assert.equal(registered.result.name, 'enrolled-research');
+      assert.match(agentKey, /^sb_/);
+      const view = await admin(b.url, `/agents/${agentId}`);
+      assert.equal(view.json.name, 'enrolled-research');
+      assert.equal(view.json.status, 'healthy');
+      assert.equal(view.json.card.skills[0].id, 'research-topic');
+      assert.equal(view.json.endpoint.url, `ws-agent://${agentId}`);
+      agent.onTurn = (turn, ag) => ag.answer(turn, { id: turn.params.id, status: { state: 'completed', message: { role: 'agent', parts: [{ type: 'text', text: `researched: ${turn.params.message.parts[0].text}` }] } } });
+      const sent = await rpc(`${b.url}/agents/${agentId}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('qubits') } }, V1);
+      assert.equal(sent.json.result?.task?.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(sent.json));
+      assert.equal(sent.json.result.task.status.message.parts[0].text, 'researched: qubits');
+
+      // A second agent with the same token: the name taken is a clear error and uses nothing; a free one registers.
+      const second = await HubAgent.connect(b.url, token);
+      const taken = await second.call('agent.register', { ...researchCard, name: 'enrolled-research' });
+      assert.equal(taken.error?.code, -32602, JSON.stringify(taken));
+      assert.match(taken.error!.message, new RegExp(`name "enrolled-research" is taken .*${agentId}`));
+      const writer = await second.call('agent.register', { ...researchCard, name: 'enrolled-writer' });
+      assert.ok(writer.result?.agentId, JSON.stringify(writer));
+      assert.notEqual(writer.result.agentId, agentId);
+      // Used up (2 of 2): refused at the upgrade.
+      await assert.rejects(HubAgent.connect(a.url, token), /HTTP 401/);
+      const after = await as(operatorKey, a.url, 'GET', '/tenants/default/enrollment-tokens');
+      assert.equal(after.json.tokens.find((t: { id: string }) => t.id === minted.json.id).state, 'used up');
+
+      // The first agent reconnects with its agent key (the token is used up), to the other process: the same agent.
+      await agent.close();
+      const back = await HubAgent.connect(b.url, agentKey);
+      const again = await back.call('agent.register', { ...researchCard, name: 'enrolled-research', description: 'v2' });
+      assert.equal(again.result?.agentId, agentId, JSON.stringify(again));
+      assert.equal(again.result.agentKey, undefined, 'a key is made only by the enrollment');
+      const stolen = await back.call('agent.register', { ...researchCard, name: 'enrolled-writer' });
+      assert.equal(stolen.error?.code, -32602, 'a rename to another agent\'s name is refused too');
+      assert.match(stolen.error!.message, /name "enrolled-writer" is taken/);
+      assert.equal((await admin(a.url, `/agents/${agentId}`)).json.name, 'enrolled-research');
+      // The trail names the token's creation and the agents it registered.
+      const audit = await admin(a.url, '/audit?pageSize=100');
+      const actions = audit.json.entries.map((e: { action: string; target: string | null; actor: string }) => `${e.action} ${e.target} ${e.actor}`);
+      assert.ok(actions.includes(`enrollment-token.create default/${minted.json.id} ${(await db.pool.query('SELECT id FROM api_keys WHERE name = $1', ['hub test operator'])).rows[0].id}`), actions.join('\n'));
+      assert.ok(actions.includes(`agent.enroll ${agentId} ${minted.json.id}`), actions.join('\n'));
+
+      // Tenancy: another tenant's token registers into that tenant only (the same name is free there).
+      const theirs = await admin(a.url, `/tenants/${other}/enrollment-tokens`, {});
+      assert.equal(theirs.status, 201, JSON.stringify(theirs.json));
+      const foreign = await HubAgent.connect(a.url, theirs.json.token);
+      const there = await foreign.call('agent.register', { ...researchCard, name: 'enrolled-research' });
+      assert.ok(there.result?.agentId, JSON.stringify(there));
+      assert.equal((await as(TEST_ADMIN_KEY, a.url, 'GET', `/agents/${there.result.agentId}`, undefined, other)).status, 200);
+      assert.equal((await admin(a.url, `/agents/${there.result.agentId}`)).status, 404, 'not in the default tenant');
+
+      // Revoked: an open, unregistered socket is closed (4001); a new one refused (401). Expired: refused.
+      const spare = await as(operatorKey, a.url, 'POST', '/tenants/default/enrollment-tokens', { uses: 5 });
+      // A header naming another tenant does not move a token: refused (403), as for a key.
+      const ws = new WebSocket(`${a.url.replace(/^http/, 'ws')}/hub`, { headers: { authorization: `Bearer ${spare.json.token}`, 'x-switchboard-tenant': other } });
+      const refused = await new Promise<number>((resolve) => ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0)));
+      assert.equal(refused, 403);
+      const waiting = await HubAgent.connect(a.url, spare.json.token);
+      assert.equal((await as(operatorKey, a.url, 'DELETE', `/tenants/default/enrollment-tokens/${spare.json.id}`)).status, 204);
+      const closed = await waiting.closedWith();
+      assert.equal(closed.code, 4001);
+      assert.match(closed.reason, /enrollment token/);
+      await assert.rejects(HubAgent.connect(a.url, spare.json.token), /HTTP 401/);
+      const brief = await as(operatorKey, a.url, 'POST', '/tenants/default/enrollment-tokens', { expiresIn: '1s' });
+      await eventually(() => HubAgent.connect(a.url, brief.json.token).then((s) => void s.ws.terminate(), (err: Error) => (/HTTP 401/.test(err.message) ? true : undefined)), 10_000, 'the token to expire');
+      await Promise.all([back.close(), second.close(), foreign.close()]);
+    }));
+
+  test('an agent\'s JSON-RPC error answers the client\'s blocking send, on a new task and on a follow-up turn', () =>
+    withOutput(async () => {
+      const { id, key } = await hubAgentOf('refusing-agent');
+      const agent = await HubAgent.connect(a.url, key);
+      const quota = { code: -32031, message: 'Model quota exhausted for this key' };
+      agent.onTurn = (turn, ag) => {
+        const text = turn.params.message.parts[0].text;
+        if (text === 'ask me') ag.answer(turn, { id: turn.params.id, status: { state: 'input-required', message: { role: 'agent', parts: [{ type: 'text', text: 'Which model?' }] } } });
+        else ag.ws.send(JSON.stringify({ jsonrpc: '2.0', id: turn.id, error: quota }));
+      };
+      const url = `${b.url}/agents/${id}/a2a`;
+      const refusedNew = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('refuse me') } }, V1);
+      assert.deepEqual([refusedNew.json.error?.code, refusedNew.json.error?.message], [quota.code, quota.message], JSON.stringify(refusedNew.json));
+      const asked = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message: userMessage('ask me') } }, V1);
+      const task = asked.json.result.task;
+      assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(asked.json));
+      const follow = await rpc(url, { jsonrpc: '2.0', id: 3, method: 'SendMessage', params: { message: { ...userMessage('the big one'), taskId: task.id } } }, V1);
+      assert.deepEqual([follow.json.error?.code, follow.json.error?.message], [quota.code, quota.message], JSON.stringify(follow.json));
+      const failed = await taskOf(b.url, id, task.id);
+      assert.equal(failed.status.state, 'TASK_STATE_FAILED');
+      assert.match(failed.status.message.parts[0].text, /Model quota exhausted for this key/);
+      await agent.close();
+    }));
+
+  test('a cancel while the agent is away reaches it as tasks/cancel when it reconnects, later than the cancel\'s 5 s wait, once', () =>
+    withOutput(async () => {
+      const { id, key } = await hubAgentOf('away-agent');
+      const agent = await HubAgent.connect(a.url, key);
+      agent.onTurn = (turn, ag) => ag.answer(turn, { id: turn.params.id, status: { state: 'input-required', message: { role: 'agent', parts: [{ type: 'text', text: 'Where to?' }] } } });
+      const url = `${b.url}/agents/${id}/a2a`;
+      const asked = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('book a flight') } }, V1);
+      const task = asked.json.result.task;
+      assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(asked.json));
+      await agent.close();
+      await eventually(async () => (await db.pool.query('SELECT 1 FROM hub_connections WHERE agent_id = $1', [id])).rowCount === 0, 10_000, 'the connection forgotten');
+      const started = Date.now();
+      const canceled = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id: task.id } }, V1);
+      assert.equal(canceled.json.result?.status?.state, 'TASK_STATE_CANCELED', JSON.stringify(canceled.json));
+      assert.match(canceled.json.result.status.message.parts[0].text, /sent tasks\/cancel when it connects again/);
+      assert.ok(Date.now() - started >= 5_000, 'the cancel waited its 5 s for the agent');
+      await eventually(async () => (await db.pool.query('SELECT 1 FROM hub_turns WHERE task_id = $1 AND cancel_requested_at IS NOT NULL AND cancel_told_at IS NULL', [task.id])).rowCount === 1, 10_000, 'the cancel kept for the agent');
+      const back = await HubAgent.connect(a.url, key);
+      await eventually(() => back.frames.some((f) => f.method === 'tasks/cancel' && f.params.id === task.id), 10_000, 'tasks/cancel after reconnecting');
+      assert.ok(Date.now() - started > 5_000);
+      // Told once: the cancel is marked told, so no later connection (in any process) is told again.
+      const untold = await db.pool.query('SELECT 1 FROM hub_turns WHERE task_id = $1 AND cancel_told_at IS NULL', [task.id]);
+      assert.equal(untold.rowCount, 0);
+      assert.equal(back.frames.filter((f) => f.method === 'tasks/cancel').length, 1);
+      await back.close();
     }));
 
   // Last: it kills process A.

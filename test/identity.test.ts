@@ -110,6 +110,10 @@ const MATRIX: Record<string, Row> = {
   'POST /tenants/:id/keys': { allowed: ADMIN, request: () => ({ path: '/tenants/default/keys', body: {} }), ok: 400 },
   'GET /tenants/:id/keys': { allowed: ADMIN, request: () => ({ path: '/tenants/default/keys' }), ok: 200 },
   'DELETE /tenants/:id/keys/:keyId': { allowed: ADMIN, request: () => ({ path: '/tenants/default/keys/key_none' }), ok: 404 },
+  // Hub enrollment tokens: an admin's, or an operator's of its own tenant (issue 30).
+  'POST /tenants/:id/enrollment-tokens': { allowed: OPS, request: () => ({ path: '/tenants/default/enrollment-tokens', body: { uses: 0 } }), ok: 400 },
+  'GET /tenants/:id/enrollment-tokens': { allowed: OPS, request: () => ({ path: '/tenants/default/enrollment-tokens' }), ok: 200 },
+  'DELETE /tenants/:id/enrollment-tokens/:tokenId': { allowed: OPS, request: () => ({ path: '/tenants/default/enrollment-tokens/enr_none' }), ok: 404 },
   'GET /audit': { allowed: OPS, request: () => ({ path: '/audit' }), ok: 200 },
   'POST /agents': { allowed: OPS, request: () => ({ path: '/agents', body: {} }), ok: 400 },
   'GET /agents': { allowed: ALL, request: () => ({ path: '/agents' }), ok: 200 },

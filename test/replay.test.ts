@@ -21,6 +21,8 @@
  *   answered at once, one returned at once, two turns (input-required, then completed), and a canceled one.
  * - task-*-at-patch-level-4: the same five, recorded from the code before level 5 (a first exchange that logged its
  *   agent's events and counted the child tasks itself).
+ * - task-*-at-patch-level-5: the same five, recorded from the code before level 6 (a cancel told a 0.1 or NEXUS agent
+ *   only of a task id it had named).
  * Levels 0–2 are retired (workflows/levels.ts): a worker refuses their histories with a message that says how to drain
  * them; from level 3 on they replay.
  */

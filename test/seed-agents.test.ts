@@ -115,6 +115,8 @@ const textOf = (parts: any[] = []) => parts.map((p) => p.text ?? p.data ?? '').j
  */
 async function startV01Agent(opts: { streaming?: boolean; withCard?: boolean } = {}) {
   const tasks = new Map<string, any>();
+  /** tasks/send of "take your time": answered only when the task is canceled (a long blocking call). */
+  const held = new Map<string, { id: unknown; res: ServerResponse }>();
   const answer = (p: any) => {
     const text = textOf(p.message.parts);
     const prev = tasks.get(p.id);
@@ -149,6 +151,7 @@ async function startV01Agent(opts: { streaming?: boolean; withCard?: boolean } =
           },
     ['/tasks/process'],
     ({ id, method, params }) => {
+      if (method === 'tasks/send' && textOf(params.message.parts) === 'take your time') return (res) => void held.set(params.id, { id, res });
       if (method === 'tasks/send') return result(id, answer(params));
       if (method === 'tasks/sendSubscribe') {
         const task = answer(params);
@@ -163,6 +166,8 @@ async function startV01Agent(opts: { streaming?: boolean; withCard?: boolean } =
       if (method === 'tasks/cancel') {
         const t = tasks.get(params.id);
         if (t) t.status = { state: 'canceled' };
+        const waiting = held.get(params.id);
+        if (waiting && !waiting.res.writableEnded) json(waiting.res, 200, { jsonrpc: '2.0', id: waiting.id, result: { id: params.id, status: { state: 'canceled' } } });
         return result(id, t ?? { id: params.id, status: { state: 'canceled' } });
       }
       return undefined;
@@ -268,8 +273,11 @@ async function startCodingAgent() {
   return { ...agent, paused };
 }
 
-/** An agent that refuses every new task with a JSON-RPC error of its own (streaming: as the stream's one SSE event). */
-async function startErrorAgent(opts: { streaming?: boolean } = {}) {
+/**
+ * An agent that refuses every new task with a JSON-RPC error of its own (streaming: as the stream's one SSE event);
+ * `askFirst`: it asks for input on a new task, and refuses the follow-up instead.
+ */
+async function startErrorAgent(opts: { streaming?: boolean; askFirst?: boolean } = {}) {
   const error = { code: -32031, message: 'Model quota exhausted for this key' };
   return standIn(
     (base) => ({
@@ -279,7 +287,15 @@ async function startErrorAgent(opts: { streaming?: boolean } = {}) {
       },
     }),
     ['/rpc'],
-    ({ id, method }) => {
+    ({ id, method, params }) => {
+      const message = (params as { message?: { taskId?: string; contextId?: string } } | undefined)?.message;
+      if (method === 'message/send' && opts.askFirst && !message?.taskId) {
+        const task = {
+          kind: 'task', id: randomUUID(), contextId: message?.contextId ?? randomUUID(),
+          status: { state: 'input-required', message: { kind: 'message', role: 'agent', messageId: randomUUID(), parts: [{ kind: 'text', text: 'Which model?' }] } },
+        };
+        return (res) => json(res, 200, { jsonrpc: '2.0', id, result: task });
+      }
       if (method === 'message/send') return (res) => json(res, 200, { jsonrpc: '2.0', id, error });
       if (method === 'message/stream') {
         return (res) => {
@@ -378,6 +394,20 @@ describe('A2A 0.1 agents (Society AI)', () => {
     const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: asked.id, metadata: undefined })) as any;
     assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
     await eventually(() => agent.calls.find((c) => c.method === 'tasks/cancel' && c.params.id === asked.id), 15_000, 'tasks/cancel at the agent');
+  });
+
+  test('a cancel during the first blocking call to a 0.1 agent reaches it as tasks/cancel, with the task id it was sent', async () => {
+    const agent = await startV01Agent();
+    const { id } = await register(gw, agent.url);
+    const client = await clientOf(id);
+    const sending = send(client, 'take your time').then((t) => t, (err: unknown) => err);
+    const call = await eventually(() => agent.calls.find((c) => c.method === 'tasks/send'), 15_000, 'the blocking tasks/send at the agent');
+    const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: call.params.id, metadata: undefined })) as any;
+    assert.equal(canceled.status.state, 'TASK_STATE_CANCELED');
+    const told = await eventually(() => agent.calls.find((c) => c.method === 'tasks/cancel'), 15_000, 'tasks/cancel at the agent');
+    assert.equal(told.params.id, call.params.id, 'the 0.1 task id the call was sent with');
+    const answered = (await sending) as any;
+    assert.equal(answered.status?.state, 'TASK_STATE_CANCELED', String(answered));
   });
 });
 
@@ -518,6 +548,22 @@ describe('agent errors', () => {
     const raw = await rpc(rpcUrl, { jsonrpc: '2.0', id: 7, method: 'message/send', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'hi' }] } } });
     assert.deepEqual([raw.json.error.code, raw.json.error.message], [-32031, 'Model quota exhausted for this key'], 'the 0.3 dialect too');
     assert.equal(agent.calls.length, 2, 'not retried');
+  });
+
+  test("an agent's JSON-RPC error on a follow-up turn is the client's error too, and the task fails saying it", async () => {
+    const agent = await startErrorAgent({ askFirst: true });
+    const { id } = await register(gw, agent.url);
+    const client = await clientOf(id);
+    const asked = await send(client, 'summarize this');
+    assert.equal(asked.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(asked));
+    await assert.rejects(send(client, 'the big one', { taskId: asked.id, contextId: asked.contextId }), (err: any) => {
+      assert.deepEqual([err.envelopeCode, err.message], [-32031, 'Model quota exhausted for this key']);
+      return true;
+    });
+    const got = Task.toJSON(await client.getTask({ tenant: '', id: asked.id, historyLength: 0 })) as any;
+    assert.equal(got.status.state, 'TASK_STATE_FAILED');
+    assert.match(got.status.message.parts[0].text, /Model quota exhausted for this key/);
+    assert.deepEqual(agent.calls.map((c) => c.method), ['message/send', 'message/send'], 'not retried');
   });
 
   test('the same error as the SSE event of a streaming agent', async () => {

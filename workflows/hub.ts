@@ -20,8 +20,9 @@ export const isHubAgent = (agent: AgentTarget): boolean => agent.endpoint.url.st
 const SCHEDULE_TO_START_MS = 10_000;
 
 /**
- * Tells a hub agent that its task was canceled (tasks/cancel), mid-turn or between turns, if it is connected
- * within a few seconds. @returns what to add to the task's status when it could not be told.
+ * Tells a hub agent that its task was canceled (tasks/cancel), mid-turn or between turns, if it is connected within
+ * a few seconds; else the hub tells it when it connects again (the canceled task's turns are marked in PostgreSQL,
+ * migration 031). @returns what to add to the task's status when it could not be told now.
  */
 export async function cancelThroughHub(agent: AgentTarget, tenant: string, taskId: string): Promise<string | undefined> {
   try {
@@ -30,7 +31,7 @@ export async function cancelThroughHub(agent: AgentTarget, tenant: string, taskI
       .hubCancel({ tenant, agentId: agent.agentId, taskId });
     return undefined;
   } catch (err) {
-    return `the agent was not told (${describeFailure(err)})`;
+    return `the agent was not told yet (${describeFailure(err)}); it is sent tasks/cancel when it connects again`;
   }
 }
 

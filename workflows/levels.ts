@@ -17,6 +17,8 @@
  *    nor logs the events it relayed while holding them (ForwardArgs.atFinish); the workflow's finishTask counts the
  *    children and logs the events in its statement, and writes the final record and the settlement only when it knew
  *    every child (else it waits for their links, as level 4, and finishes again). Two statements fewer per task.
+ * 6. A cancel tells a 0.1 or NEXUS agent `tasks/cancel` with the gateway task's id (the id it was sent the task with)
+ *    even before the agent has answered the first call (a blocking first turn); below 6 only a task id the agent named.
  *
  * Levels 0–2 (workflows started before the level-3 release) are retired: their patches and ways were removed, and a
  * worker refuses their workflow tasks with RETIRED_LEVEL (docs/operations.md: drain them before upgrading).

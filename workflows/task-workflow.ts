@@ -32,7 +32,7 @@ import { PushDelivery } from './push-delivery';
 import { agentControl, agentControlAfterFailure, bookkeeping, firstExchanges, forwardingFor, NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 import { TaskShown, textOf } from './task-shown';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from '../task/rules';
-import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, followsByPush, type SendMessageArgs, type NewEvent, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
+import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, agentTaskIsGatewayTask, followsByPush, type SendMessageArgs, type NewEvent, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
 
 export { NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 
@@ -73,8 +73,8 @@ class TaskMachine {
   private turnsDone = 0;
   /** The agent's task of the current turn has ended (nothing to cancel there). */
   private agentTaskEnded = false;
-  /** The agent's JSON-RPC error that ended the first turn, for its sender. */
-  private firstTurnError?: AgentRpcError;
+  /** The agent's JSON-RPC error that ended a turn (by the turn's number in this run), for its blocking sender. */
+  private turnError?: { turn: number; error: AgentRpcError };
   /**
    * The last turn ended in the workflow task that started it (its first exchange answered). A local activity's
    * result is durable only once its workflow task completes, and the server refuses to complete a workflow (or
@@ -197,10 +197,10 @@ class TaskMachine {
     const refusal = this.funding.refusal();
     if (refusal) throw refusal;
     if (!returnImmediately) await CancellationScope.nonCancellable(() => condition(() => this.turnsDone >= turn || isTerminal(this.state)));
-    // The agent refused a new task with a JSON-RPC error: its client gets that error (code and message), as it
-    // would calling the agent itself; the task has ended failed, saying the same.
-    if (turn === 1 && this.firstTurnError) {
-      const e = this.firstTurnError;
+    // The agent refused the turn (a new task's, or a follow-up's) with a JSON-RPC error: its client gets that error
+    // (code and message), as it would calling the agent itself; the task has ended failed, saying the same.
+    if (this.turnError?.turn === turn) {
+      const e = this.turnError.error;
       throw ApplicationFailure.create({ type: FailureTypes.AgentError, message: e.message, details: [e], nonRetryable: true });
     }
     return viewTask(this.task, historyLength);
@@ -303,12 +303,14 @@ class TaskMachine {
     let note = 'Canceled by the client';
     const canceledChildren = await this.job.cancelChildren();
     if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
+    // Level 6: a 0.1 or NEXUS agent's task id is the gateway's, known before its first answer (a blocking first call).
+    const agentTaskId = this.agentTaskId ?? (atLevel(this.input.patchLevel, 6) && agentTaskIsGatewayTask(agent.endpoint) ? this.task.id : undefined);
     if (isHubAgent(agent)) {
       const untold = await cancelThroughHub(agent, tenant, this.task.id);
       if (untold) note += `; ${untold}`;
-    } else if (this.agentTaskId && !this.agentTaskEnded) {
+    } else if (agentTaskId && !this.agentTaskEnded) {
       try {
-        await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: this.agentTaskId, tenant, agentId: agent.agentId });
+        await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant, agentId: agent.agentId });
       } catch (cancelErr) {
         note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
       }
@@ -491,7 +493,8 @@ class TaskMachine {
       // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).
       if (this.main.consideredCancelled) throw new CancelledFailure(`canceled while the agent call ended: ${describeFailure(err)}`);
       if (isTimeout(err)) this.trustOutcome = 'timeout';
-      if (this.turnsDone === 0) this.firstTurnError = agentErrorOf(err);
+      const agentError = agentErrorOf(err);
+      if (agentError) this.turnError = { turn: this.turnsDone + 1, error: agentError };
       return { failure: describeFailure(err), leftRunning: isHubAgent(agent) ? undefined : leftRunningAtAgent(err, this.agentTaskId) };
     }
   }

@@ -540,6 +540,6 @@ function toAgent(r: AgentRow): Agent {
   };
 }
 
-function slug(name: string): string {
+export function slug(name: string): string {
   return name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'agent';
 }

@@ -19,9 +19,10 @@ export interface Caller {
   role: Role;
   /** The tenant this request acts in: the key's own, or for an admin the one X-Switchboard-Tenant names. */
   tenant: string;
-  /** For role `agent`: the registered agent the key speaks for. */
+  /** For role `agent`: the registered agent the key speaks for (none yet for an enrollment token: `via: 'enrollment'`). */
   agentId?: string;
-  via: 'key' | 'env' | 'jwt';
+  /** `enrollment`: a hub enrollment token (src/auth/enrollment.ts; keyId is the token's id), accepted by GET /hub only. */
+  via: 'key' | 'env' | 'jwt' | 'enrollment';
   /** When the credential stops being valid by itself (a key's expiresAt, a JWT's exp): what it holds open ends then. */
   expiresAt?: Date;
 }
@@ -30,7 +31,7 @@ export interface Caller {
  * What a route needs: `public` (no credentials; a route that can use them, like Switchboard's own card, still
  * gets `req.caller` when valid ones are sent), or the roles allowed.
  */
-export type Access = { public: true } | { roles: readonly Role[] };
+export type Access = { public: true } | { roles: readonly Role[]; enrollment?: true };
 
 /** The access policies routes use; one name each, so the role × route matrix reads like the issue's list. */
 export const access = {
@@ -42,8 +43,11 @@ export const access = {
   member: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
   /** A REST route that starts A2A work (NEXUS's POST /api/v1/tasks): whoever may send a message (rpcMethodRoles). */
   sender: { auth: { roles: ['admin', 'client', 'agent'] } },
-  /** The WebSocket hub (GET /hub): an agent's own connection, so only an agent key (bound to one agent). */
-  agent: { auth: { roles: ['agent'] } },
+  /**
+   * The WebSocket hub (GET /hub): an agent's own connection, with its agent key, or with a hub enrollment token of
+   * its tenant (the agent then registers itself: src/hub/enroll.ts). The one route an enrollment token opens.
+   */
+  hub: { auth: { roles: ['agent'], enrollment: true } },
   /** The A2A endpoints: method-level rules (rpcMethodRoles) apply on top. */
   rpc: { auth: { roles: ['admin', 'operator', 'client', 'agent'] } },
   /** The same, on an A2A JSON-RPC endpoint: refusals are JSON-RPC error responses (src/routes/refusals.ts). */

@@ -36,6 +36,11 @@ interface Standing {
   tenants: Set<string>;
   /** `tenant\nagent id` of the agents that exist. */
   agents: Set<string>;
+  /**
+   * hub enrollment token id → revoked | expired | valid; a token without an entry was deleted. (Used up is not a
+   * lapse: the socket's own registration may have used its last use, and it then watches the agent key it got.)
+   */
+  tokens: Record<string, 'revoked' | 'expired' | 'valid'>;
 }
 
 const agentKey = (tenant: string, agentId: string) => `${tenant}\n${agentId}`;
@@ -130,15 +135,18 @@ export class CredentialWatch {
     const keyIds = [...new Set(callers.filter((c) => c.via === 'key').map((c) => c.keyId))];
     const tenants = [...new Set(callers.map((c) => c.tenant))];
     const agents = [...new Map(callers.filter((c) => c.agentId !== undefined).map((c) => [agentKey(c.tenant, c.agentId!), c])).values()];
-    const { rows } = await this.deps.pool.query<{ keys: Standing['keys'] | null; tenants: string[]; agents: string[] }>(
+    const tokenIds = [...new Set(callers.filter((c) => c.via === 'enrollment').map((c) => c.keyId))];
+    const { rows } = await this.deps.pool.query<{ keys: Standing['keys'] | null; tenants: string[]; agents: string[]; tokens: Standing['tokens'] | null }>(
       `SELECT
          (SELECT json_object_agg(id, CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'valid' END)
             FROM api_keys WHERE id = ANY($1::text[])) AS keys,
          ARRAY(SELECT id FROM tenants WHERE id = ANY($2::text[])) AS tenants,
-         ARRAY(SELECT a.tenant || chr(10) || a.id FROM agents a JOIN unnest($3::text[], $4::text[]) AS w (tenant, id) ON a.tenant = w.tenant AND a.id = w.id) AS agents`,
-      [keyIds, tenants, agents.map((c) => c.tenant), agents.map((c) => c.agentId)],
+         ARRAY(SELECT a.tenant || chr(10) || a.id FROM agents a JOIN unnest($3::text[], $4::text[]) AS w (tenant, id) ON a.tenant = w.tenant AND a.id = w.id) AS agents,
+         (SELECT json_object_agg(id, CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'valid' END)
+            FROM enrollment_tokens WHERE id = ANY($5::text[])) AS tokens`,
+      [keyIds, tenants, agents.map((c) => c.tenant), agents.map((c) => c.agentId), tokenIds],
     );
-    return { keys: rows[0].keys ?? {}, tenants: new Set(rows[0].tenants), agents: new Set(rows[0].agents) };
+    return { keys: rows[0].keys ?? {}, tenants: new Set(rows[0].tenants), agents: new Set(rows[0].agents), tokens: rows[0].tokens ?? {} };
   }
 }
 
@@ -146,7 +154,12 @@ export class CredentialWatch {
 function lapsed(c: Caller, s: Standing, now: number): string | undefined {
   if (!s.tenants.has(c.tenant)) return `tenant ${c.tenant} was deleted`;
   if (c.agentId !== undefined && !s.agents.has(agentKey(c.tenant, c.agentId))) return `agent ${c.agentId} was deleted`;
-  const what = c.via === 'jwt' ? 'the token' : `the API key ${c.keyId}`;
+  const what = c.via === 'jwt' ? 'the token' : c.via === 'enrollment' ? `the enrollment token ${c.keyId}` : `the API key ${c.keyId}`;
+  if (c.via === 'enrollment') {
+    const token = s.tokens[c.keyId];
+    if (token === undefined) return `${what} was deleted`;
+    if (token !== 'valid') return `${what} is ${token}`;
+  }
   if (c.via === 'key') {
     const key = s.keys[c.keyId];
     if (key === undefined) return `${what} was deleted`;

@@ -8,6 +8,7 @@
  */
 import type { Access, Caller, Role } from './caller';
 import { type KeyIdentity, type KeyStore, looksLikeKey } from './keys';
+import { type EnrollmentTokens, looksLikeEnrollmentToken } from './enrollment';
 import type { TenantQuotas } from './quotas';
 import { looksLikeJwt } from './jwt';
 import { firstValue } from '../http/headers';
@@ -75,6 +76,8 @@ export interface RateRefusal {
 /** What authentication reads: the keys, the tenants (their quotas row says a tenant exists), and JWTs when accepted. */
 export interface AuthenticatorDeps {
   keys: KeyStore;
+  /** Hub enrollment tokens, accepted by the routes whose policy says `enrollment` (GET /hub). */
+  enrollment?: Pick<EnrollmentTokens, 'authenticate'>;
   quotas: TenantQuotas;
   jwt?: BearerJwtVerifier;
 }
@@ -93,6 +96,7 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticator {
     const identity = await deps.keys.authenticate(token);
     if (identity) return identity;
     if (looksLikeKey(token)) throw new AuthFailure(401, 'The API key is not valid (unknown, revoked or expired)');
+    if (looksLikeEnrollmentToken(token)) throw new AuthFailure(401, 'A hub enrollment token (sbe_…) opens GET /hub only');
     throw new AuthFailure(401, `The credential is not a valid Switchboard API key (sb_…)${deps.jwt ? ' or an accepted JWT' : ''}`);
   }
 
@@ -131,12 +135,20 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticator {
     }
     if (!cred) throw new AuthFailure(401, 'Authentication required: send Authorization: Bearer <API key or JWT>, or X-API-Key: <API key>');
     if ('malformed' in cred) throw new AuthFailure(401, cred.malformed);
+    if (policy.enrollment && looksLikeEnrollmentToken(cred.token)) return enrolling(headers, cred.token);
     const id = await identify(cred.token);
     if (!policy.roles.includes(id.role)) {
       throw new AuthFailure(403, `This needs the role ${policy.roles.join(' or ')}; this key's role is ${id.role}`, { requiredRoles: policy.roles });
     }
     const tenant = await tenantOf(headers, id);
     return { keyId: id.keyId, role: id.role, tenant, via: id.via, ...(id.agentId ? { agentId: id.agentId } : {}), ...(id.expiresAt ? { expiresAt: id.expiresAt } : {}) };
+  }
+  /** A hub enrollment token's caller: role agent, no agent yet (it registers itself), the token's tenant. */
+  async function enrolling(headers: CredentialHeaders, token: string): Promise<Caller> {
+    const found = await deps.enrollment?.authenticate(token);
+    if (!found) throw new AuthFailure(401, 'The enrollment token is not valid (unknown, revoked, expired or used up)');
+    const id: KeyIdentity = { keyId: found.tokenId, role: 'agent', tenant: found.tenant, via: 'enrollment', expiresAt: found.expiresAt };
+    return { keyId: id.keyId, role: 'agent', tenant: await tenantOf(headers, id), via: 'enrollment', expiresAt: found.expiresAt };
   }
   return { authenticate };
 }

@@ -29,18 +29,18 @@ export interface AgentPushNotice {
 }
 
 /**
- * The NOTIFY channel of migration 018's triggers on `agents` and `policies`, 022's on `agent_credentials`, and
- * 023's on `api_keys` and a deleted tenant (payload: ConfigNotice, JSON).
+ * The NOTIFY channel of migration 018's triggers on `agents` and `policies`, 022's on `agent_credentials`, 023's on
+ * `api_keys` and a deleted tenant, and 031's on a hub agent's canceled task (payload: ConfigNotice, JSON).
  */
 export const CONFIG_CHANNEL = 'switchboard_config';
 
 /**
  * A changed row: an agent (`id` names it), an agent's outbound credential (`id` names the agent; migration 022),
- * one of a tenant's policies, an API key (`id` names it; revoked, expired or deleted; migration 023) or a deleted
- * tenant (023).
+ * one of a tenant's policies, an API key (`id` names it; revoked, expired or deleted; migration 023), a deleted
+ * tenant (023), or a canceled task a hub agent is still to be told of (`id` names the agent; migration 031).
  */
 export interface ConfigNotice {
-  kind: 'agents' | 'agent_credentials' | 'policies' | 'api_keys' | 'tenants';
+  kind: 'agents' | 'agent_credentials' | 'policies' | 'api_keys' | 'tenants' | 'hub_cancels';
   tenant: string;
   id: string | null;
 }

@@ -62,11 +62,34 @@ export class AgentHub {
   readonly turns: HubTurns;
   private readonly connections = new Map<string, HubConnection>();
   private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly unlisten: () => void;
 
   constructor(readonly deps: AgentHubDeps) {
     this.queue = `${deps.taskQueue}.hub.${randomUUID()}`;
     this.settings = { ...DEFAULT_HUB_SETTINGS, ...deps.settings };
     this.turns = new HubTurns(deps.pool);
+    // A task canceled while its agent was away (migration 031): the process holding the agent's socket tells it.
+    // Undefined (the LISTEN connection was remade, notices may be lost): every agent connected here is looked at.
+    this.unlisten = deps.events.onConfigChange((n) => {
+      if (!n) for (const c of this.connections.values()) void this.tellCancels(c);
+      else if (n.kind === 'hub_cancels' && n.id) {
+        const c = this.connection(n.tenant, n.id);
+        if (c) void this.tellCancels(c);
+      }
+    });
+  }
+
+  /**
+   * Sends the agent tasks/cancel for each of its tasks canceled while it could not be told (not connected within
+   * the cancel's wait), once: at each connect, and when the cancel is recorded while it is connected here.
+   */
+  private async tellCancels(c: HubConnection): Promise<void> {
+    if (c.closed) return;
+    try {
+      for (const id of await this.turns.claimCancels(c.tenant, c.agentId)) c.notifyAgent('tasks/cancel', { id });
+    } catch (err) {
+      this.deps.log.warn({ err, agentId: c.agentId }, 'hub: the cancels an agent is to be told of could not be read; told at its next connect');
+    }
   }
 
   get pool(): Pool {
@@ -95,6 +118,7 @@ export class AgentHub {
       [c.tenant, c.agentId, c.id, this.queue, this.leaseMs()],
     );
     await this.setStatus(c.tenant, c.agentId, 'healthy', 'connected to the hub');
+    await this.tellCancels(c);
   }
 
   /** How long a connection's row stays valid unrenewed: past one ping and the heartbeat timeout, the socket is surely gone. */
@@ -165,6 +189,7 @@ export class AgentHub {
 
   /** Closes every socket (1001, going away): the agents reconnect, to this process's successor or another. */
   closeAll(): void {
+    this.unlisten();
     for (const c of this.connections.values()) c.close(1001, 'Switchboard is shutting down; reconnect');
   }
 }

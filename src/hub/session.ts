@@ -2,6 +2,8 @@
  * One agent's WebSocket at the hub: JSON-RPC 2.0 frames both ways (Society AI's hub methods; see docs/dialects.md
  * "WebSocket hub"). Agent → hub: agent.register, heartbeat, task.status, task.artifact, task.complete,
  * agent.search, agent.send_task. Hub → agent: tasks/send or message/send (a turn), tasks/cancel.
+ * A socket opened with a hub enrollment token has no agent yet: its agent.register registers one (src/hub/enroll.ts),
+ * and until then only heartbeat and agent.register are answered.
  *
  * Limits: frames over the size cap close the socket (1009, by ws), and so do frames that are not UTF-8 (1007, by
  * ws); a frame that is not JSON closes it with 1007 after a -32700 answer, one nested deeper than the peer-input
@@ -30,6 +32,7 @@ import { unreadableError } from '../a2a/rpc-errors';
 import { JsonLimitError, MAX_AGENT_JSON_DEPTH, parseJson } from '../http/json-guard';
 import { type AgentHub, HUB_CLOSE, type HubConnection } from './hub';
 import { type OpenTurn, type TurnResult, turnKeyText } from './turns';
+import { EnrollError, enrollHubAgent } from './enroll';
 import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
 
 const RATE_LIMITED = -32053;
@@ -67,7 +70,10 @@ const SearchParams = z.object({
 export class HubSession implements HubConnection {
   readonly id = randomUUID();
   readonly tenant: string;
-  readonly agentId: string;
+  /** The agent this socket speaks for ('' while a socket opened with an enrollment token has not registered yet). */
+  agentId: string;
+  /** The enrollment token the socket was opened with, until its agent.register has registered the agent. */
+  private enrolling?: string;
   turnMethod: 'tasks/send' | 'message/send' = 'tasks/send';
   closed = false;
   private lastHeard = Date.now();
@@ -84,8 +90,8 @@ export class HubSession implements HubConnection {
   /** Task updates in arrival order (a chunk must not overtake the one before it). */
   private updates: Promise<unknown> = Promise.resolve();
   private readonly sinks = new Map<string, { turn: OpenTurn; sink: EventSink }>();
-  private readonly caller: Caller;
-  private readonly unwatch: () => void;
+  private caller: Caller;
+  private unwatch: () => void;
 
   constructor(
     private readonly ws: WebSocket,
@@ -93,7 +99,8 @@ export class HubSession implements HubConnection {
     private readonly deps: SessionDeps,
   ) {
     this.tenant = caller.tenant;
-    this.agentId = caller.agentId!;
+    this.agentId = caller.agentId ?? '';
+    if (caller.via === 'enrollment') this.enrolling = caller.keyId;
     this.caller = caller;
     const { settings } = deps.hub;
     this.tokens = settings.maxFramesPerSecond * 2;
@@ -103,7 +110,13 @@ export class HubSession implements HubConnection {
     ws.on('close', () => void this.onClose());
     ws.on('error', () => undefined); // 'close' follows; an oversize frame is reported here first
     this.timer = setInterval(() => this.survive('the heartbeat check', () => this.tick()), Math.min(settings.pingMs, settings.heartbeatTimeoutMs));
-    this.unwatch = deps.credentialWatch?.watch(caller, (why) => this.close(HUB_CLOSE.revoked, `the agent key no longer holds: ${why}`)) ?? (() => undefined);
+    this.unwatch = this.watch(caller);
+  }
+
+  /** Closes the socket (4001) once the credential it speaks with no longer holds. @returns the function that stops watching. */
+  private watch(caller: Caller): () => void {
+    const what = caller.via === 'enrollment' ? 'enrollment token' : 'agent key';
+    return this.deps.credentialWatch?.watch(caller, (why) => this.close(HUB_CLOSE.revoked, `the ${what} no longer holds: ${why}`)) ?? (() => undefined);
   }
 
   private survive(what: string, work: () => void): void {
@@ -117,6 +130,7 @@ export class HubSession implements HubConnection {
 
   /** Registers the socket with the hub once the agent's registry entry is known to be there. */
   async start(): Promise<void> {
+    if (this.enrolling) return; // no agent yet: its agent.register makes one, and attaches the socket
     const agent = await this.deps.registry.get(this.tenant, this.agentId);
     if (!agent) return this.close(HUB_CLOSE.notAHubAgent, `no agent ${this.agentId} is registered in tenant ${this.tenant}`);
     if (this.closed) return; // closed meanwhile (its key revoked, the agent gone): nothing to attach
@@ -186,6 +200,7 @@ export class HubSession implements HubConnection {
     clearInterval(this.timer);
     this.unwatch();
     await Promise.allSettled([...this.sinks.values()].map((s) => s.sink.flush()));
+    if (!this.agentId) return; // an enrollment that never registered: nothing was attached
     await this.deps.hub.detach(this).catch((err) => this.deps.hub.deps.log.warn({ err, agentId: this.agentId }, 'hub: could not forget a closed connection'));
   }
 
@@ -245,6 +260,10 @@ export class HubSession implements HubConnection {
         (result) => this.reply(id, result),
         (err: unknown) => {
           if (err instanceof FrameError) return this.replyError(id, A2A_ERRORS.InvalidParams.code, `Invalid params for ${method}: ${err.message}`);
+          if (err instanceof EnrollError) {
+            this.replyError(id, err.code, err.message);
+            return err.lapsed ? this.close(HUB_CLOSE.revoked, 'the enrollment token no longer holds') : undefined;
+          }
           if (err instanceof HubRpcError) return this.replyError(id, err.code, err.message);
           this.deps.hub.deps.log.error({ err, method, agentId: this.agentId }, 'hub: a frame failed');
           return this.replyError(id, A2A_ERRORS.Internal.code, `Internal error while handling ${method}`);
@@ -252,6 +271,9 @@ export class HubSession implements HubConnection {
       );
     // Task updates in order, one after another; everything else at once (agent.send_task may wait for a turn).
     const inOrder = (work: () => Promise<unknown>) => (this.updates = this.updates.then(() => handle(work)));
+    if (this.enrolling && method !== 'heartbeat' && method !== 'agent.register') {
+      return this.replyError(id, A2A_ERRORS.InvalidRequest.code, `${method}: register first (agent.register with your card): this socket was opened with an enrollment token and speaks for no agent yet`);
+    }
     switch (method) {
       case 'heartbeat':
         return void handle(async () => ({ ok: true, at: new Date().toISOString() }));
@@ -294,14 +316,23 @@ export class HubSession implements HubConnection {
     const card = isObject(params.card) ? params.card : params;
     if (typeof card.name !== 'string' || !card.name.trim()) throw new FrameError('the card needs a name');
     if (card.skills !== undefined && !Array.isArray(card.skills)) throw new FrameError('skills must be an array');
+    if (this.enrolling) return this.enroll(card, card.name.trim().slice(0, 200));
     const url = `ws-agent://${this.agentId}`;
     const stored = { ...card, url };
+    const name = card.name.slice(0, 200);
+    // A hub agent renaming itself takes a name no other agent of the tenant has (as an enrollment does).
+    const taken = await this.deps.hub.pool.query<{ id: string }>(
+      `SELECT o.id FROM agents o JOIN agents me ON me.tenant = o.tenant AND me.id = $3 AND me.endpoint_url = $4 AND me.name <> $2
+        WHERE o.tenant = $1 AND o.name = $2 AND o.id <> $3 LIMIT 1`,
+      [this.tenant, name, this.agentId, url],
+    );
+    if (taken.rows[0]) throw new HubRpcError(A2A_ERRORS.InvalidParams.code, `agent.register: the name "${name}" is taken in this tenant (agent ${taken.rows[0].id}); keep your name or pick a free one`);
     // Only an agent registered as a hub agent (ws-agent://) is the hub's to describe: an HTTP agent's key must not
     // turn its entry into a socket's, nor rename it (its tasks would then go to whoever holds the key).
     const { rowCount } = await this.deps.hub.pool.query(
       `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
         WHERE tenant = $1 AND id = $2 AND endpoint_url = $5`,
-      [this.tenant, this.agentId, card.name.slice(0, 200), stored, url],
+      [this.tenant, this.agentId, name, stored, url],
     );
     if (!rowCount) {
       throw new HubRpcError(
@@ -312,6 +343,26 @@ export class HubSession implements HubConnection {
     this.turnMethod = turnMethodOf(stored);
     await this.deps.hub.setStatus(this.tenant, this.agentId, 'healthy', 'registered on the hub');
     return { agentId: this.agentId, url, turnMethod: this.turnMethod };
+  }
+
+  /**
+   * The first agent.register of a socket opened with an enrollment token: the agent is registered in the token's
+   * tenant under the name it asks for (src/hub/enroll.ts), the socket speaks for it from now on (watched by the agent
+   * key made for it), and it is attached as a hub agent's connection. The answer carries the agent key, once.
+   */
+  private async enroll(card: Record<string, unknown>, name: string): Promise<unknown> {
+    const enrolled = await enrollHubAgent(this.deps.hub.pool, { tenant: this.tenant, tokenId: this.enrolling!, card, name, requestId: this.id });
+    this.enrolling = undefined;
+    this.agentId = enrolled.agentId;
+    this.turnMethod = turnMethodOf(card);
+    // (Closed meanwhile: nothing to watch or attach; the agent reconnects with its key, if it got the answer.)
+    if (!this.closed) {
+      this.caller = { keyId: enrolled.keyId, role: 'agent', tenant: this.tenant, agentId: enrolled.agentId, via: 'key' };
+      this.unwatch();
+      this.unwatch = this.watch(this.caller);
+      await this.deps.hub.attach(this);
+    }
+    return { agentId: enrolled.agentId, url: enrolled.url, name, turnMethod: this.turnMethod, agentKey: enrolled.agentKey };
   }
 
   /** The open turn of the task the update names, with its event sink: only a task of this agent's, mid-turn. */

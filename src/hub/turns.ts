@@ -76,6 +76,29 @@ export class HubTurns {
     return r && { tenant, taskId, messageId: r.message_id, agentId, contextId: r.context_id, state: r.state, artifacts: r.artifacts };
   }
 
+  /**
+   * The canceled tasks the agent is still to be told of (migration 031 marks a canceled task's turns): claimed, so
+   * that whichever process holds the agent's socket tells it once. @returns their task ids.
+   */
+  async claimCancels(tenant: string, agentId: string): Promise<string[]> {
+    const { rows } = await this.pool.query<{ task_id: string }>(
+      `UPDATE hub_turns SET cancel_told_at = now() WHERE tenant = $1 AND agent_id = $2 AND cancel_requested_at IS NOT NULL AND cancel_told_at IS NULL RETURNING task_id`,
+      [tenant, agentId],
+    );
+    return [...new Set(rows.map((r) => r.task_id))];
+  }
+
+  /**
+   * The workflow tells the agent of its task's cancel now: its turns are marked told, so that the agent is not told
+   * again when it reconnects. @returns false when it was told already (at a reconnect, meanwhile).
+   */
+  async claimCancelOf(tenant: string, taskId: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query('UPDATE hub_turns SET cancel_told_at = now() WHERE tenant = $1 AND task_id = $2 AND cancel_told_at IS NULL', [tenant, taskId]);
+    if (rowCount) return true;
+    const told = await this.pool.query('SELECT 1 FROM hub_turns WHERE tenant = $1 AND task_id = $2 LIMIT 1', [tenant, taskId]);
+    return !told.rowCount; // no turn recorded at all: told as before
+  }
+
   async saveArtifacts(k: TurnKey, artifacts: WireArtifact[]): Promise<void> {
     await this.pool.query('UPDATE hub_turns SET artifacts = $4, updated_at = now() WHERE tenant = $1 AND task_id = $2 AND message_id = $3', [
       k.tenant, k.taskId, k.messageId, JSON.stringify(artifacts),

@@ -16,6 +16,7 @@ import type { Pool } from 'pg';
 import type { Access, Caller } from '../auth/caller';
 import { writeAudit } from '../auth/audit';
 import type { KeyStore } from '../auth/keys';
+import { EnrollmentTokens } from '../auth/enrollment';
 import type { TenantQuotas } from '../auth/quotas';
 import { AuthFailure, type Authenticator, type BearerJwtVerifier, type RateRefusal, createAuthenticator, presented } from '../auth/plugin';
 import { refusalOf } from '../a2a/error-forms';
@@ -71,7 +72,8 @@ export async function installAuth(app: FastifyInstance, deps: AuthDeps): Promise
     for (const method of [route.method].flat()) if (method !== 'HEAD') table.push({ method, url: route.url, access: auth });
   });
 
-  const authenticator = createAuthenticator(deps);
+  // Hub enrollment tokens are read from the same database (GET /hub's policy accepts them).
+  const authenticator = createAuthenticator({ ...deps, enrollment: new EnrollmentTokens(deps.pool) });
   app.decorate('authenticator', authenticator);
   async function authenticate(req: FastifyRequest, policy: Access): Promise<void> {
     const caller = await authenticator.authenticate(req.headers, policy);

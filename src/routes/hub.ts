@@ -50,7 +50,7 @@ export async function hubRoutes(app: FastifyInstance, { hub, registry, endpoints
   app.route({
     method: 'GET',
     url: '/hub',
-    config: access.agent,
+    config: access.hub,
     schema,
     handler: async (_req, reply) => reply.code(426).header('upgrade', 'websocket').send({ error: 'GET /hub upgrades to a WebSocket (Connection: Upgrade, Upgrade: websocket)' }),
     wsHandler: async (socket, req) => {

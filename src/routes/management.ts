@@ -21,6 +21,8 @@ import { metricsRoutes } from './metrics';
 import { reputationRoutes } from './reputation';
 import { type TemporalUi, taskRoutes } from './tasks';
 import { tenantRoutes } from './tenants';
+import { enrollmentTokenRoutes } from './enrollment-tokens';
+import { EnrollmentTokens } from '../auth/enrollment';
 import type { GrpcAdvert } from '../agents/gateway-card';
 
 export interface ManagementOptions {
@@ -47,6 +49,7 @@ export const managementRoutes = fp<ManagementOptions>(
     await app.register(probeRoutes, { workerRunning: o.workerRunning, pollers: o.workerRunning ? undefined : () => workers.pollers(), runtimeMetricsUrl: o.runtimeMetricsUrl, openStreams: o.openStreams });
     await app.register(jwksRoutes, { pool });
     await app.register(tenantRoutes, { keys: o.keys, quotas: app.quotas });
+    await app.register(enrollmentTokenRoutes, { keys: o.keys, tokens: new EnrollmentTokens(pool) });
     await app.register(auditRoutes, { pool });
     await app.register(codecRoutes, { codec: o.payloadCodec, corsOrigins: o.codecCorsOrigins ?? [] });
     await app.register(agentRoutes, { registry: app.registry, publicUrl: o.publicUrl, grpc: o.grpc, keys: o.keys });

@@ -1,0 +1,74 @@
+/**
+ * Hub enrollment (issue 30): an agent that connected to GET /hub with an enrollment token registers itself with
+ * `agent.register` and its card. In one transaction: the card's name must be free in the token's tenant (no agent of
+ * the tenant has it), one of the token's uses is taken, the agent is stored as a hub agent (`ws-agent://<id>`,
+ * healthy: it is connected) with the card, and an agent key is made for it. The key is in agent.register's answer,
+ * once: the agent reconnects with it (the token may be used up or expired by then), as any hub agent does.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Pool } from 'pg';
+import { inTransaction } from '../db/tx';
+import { DEFAULT_RETRY, slug } from '../agents/registry';
+import { useEnrollmentToken } from '../auth/enrollment';
+import { generateKey, hashKey } from '../auth/keys';
+import { writeAudit } from '../auth/audit';
+
+/** Why an enrollment was refused: a JSON-RPC code and message; `lapsed` when the token no longer holds (the socket closes, 4001). */
+export class EnrollError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly lapsed = false,
+  ) {
+    super(message);
+  }
+}
+
+export interface Enrolled {
+  agentId: string;
+  url: string;
+  /** The agent key made for it: the agent's credential for its next connections (shown once). */
+  agentKey: string;
+  keyId: string;
+}
+
+const INVALID_PARAMS = -32602;
+const INVALID_REQUEST = -32600;
+
+/**
+ * Registers the agent the card describes in the token's tenant, under the card's name.
+ * @throws EnrollError: -32602 when the name is taken (naming the agent that has it), -32600 when the token no longer holds.
+ */
+export async function enrollHubAgent(pool: Pool, opts: { tenant: string; tokenId: string; card: Record<string, unknown>; name: string; requestId: string }): Promise<Enrolled> {
+  const { tenant, tokenId, name } = opts;
+  const enrolled = await inTransaction(pool, async (db) => {
+    // Two agents asking for the same name at once: one waits for the other's answer.
+    await db.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`hub-enroll\n${tenant}\n${name}`]);
+    const taken = await db.query<{ id: string }>('SELECT id FROM agents WHERE tenant = $1 AND name = $2 LIMIT 1', [tenant, name]);
+    if (taken.rows[0]) {
+      throw new EnrollError(
+        INVALID_PARAMS,
+        `agent.register: the name "${name}" is taken in this tenant (agent ${taken.rows[0].id}); register under another name, or, if you are that agent, reconnect with the agent key your registration gave you`,
+      );
+    }
+    if (!(await useEnrollmentToken(db, tenant, tokenId))) {
+      throw new EnrollError(INVALID_REQUEST, 'agent.register: the enrollment token no longer holds (revoked, expired or used up since the socket opened)', true);
+    }
+    const agentId = `${slug(name)}-${randomBytes(6).toString('hex')}`;
+    const url = `ws-agent://${agentId}`;
+    await db.query(
+      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry, status, status_reason, signature)
+       VALUES ($1, $2, $3, $4, $4, $5, $4, '0.3', false, 0, $6, 'healthy', $7, $8)`,
+      [tenant, agentId, name, url, { ...opts.card, url }, DEFAULT_RETRY, `registered on the hub with enrollment token ${tokenId}`, { status: 'unsigned', checkedAt: new Date().toISOString() }],
+    );
+    const agentKey = generateKey();
+    const keyId = `key_${randomBytes(9).toString('base64url')}`;
+    await db.query('INSERT INTO api_keys (id, tenant, role, agent_id, name, key_hash) VALUES ($1, $2, $3, $4, $5, $6)', [
+      keyId, tenant, 'agent', agentId, `${name} (hub enrollment ${tokenId})`.slice(0, 200), hashKey(agentKey),
+    ]);
+    return { agentId, url, agentKey, keyId };
+  });
+  // The trail says which token registered which agent (and made which key), as an operator's registration would.
+  await writeAudit(pool, { tenant, actor: tokenId, role: 'agent', action: 'agent.enroll', target: enrolled.agentId, status: 201, requestId: opts.requestId }).catch(() => undefined);
+  return enrolled;
+}
