@@ -71,14 +71,18 @@ function syntheticCard(i: number, r: () => number) {
   };
 }
 
-export async function insertAgents(pool: Pool, n: number): Promise<void> {
+/**
+ * Inserts the synthetic agents `agent-<from>` to `agent-<n - 1>`. The cards are those of a registry of `n` (the
+ * generator still runs for the ones skipped), so `agent-7` is the same card whatever `from` and `n`.
+ */
+export async function insertAgents(pool: Pool, n: number, from = 0): Promise<void> {
   const r = rng(42);
   const statuses = () => (r() < 0.85 ? 'healthy' : r() < 0.67 ? 'degraded' : 'down');
   const CHUNK = 1000;
   const started = Date.now();
-  for (let from = 0; from < n; from += CHUNK) {
-    const rows = Array.from({ length: Math.min(CHUNK, n - from) }, (_, k) => {
-      const i = from + k;
+  for (let start = 0; start < n; start += CHUNK) {
+    const rows = Array.from({ length: Math.min(CHUNK, n - start) }, (_, k) => {
+      const i = start + k;
       const card = syntheticCard(i, r);
       return {
         id: `agent-${i}`,
@@ -91,7 +95,8 @@ export async function insertAgents(pool: Pool, n: number): Promise<void> {
         // one second apart, oldest first, as if registered over a few hours
         created_at: new Date(started - (n - i) * 1000).toISOString(),
       };
-    });
+    }).filter((_, k) => start + k >= from);
+    if (rows.length === 0) continue;
     await pool.query(
       `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, status, created_at)
        SELECT $1, x.id, x.name, x.url, x.card_url, x.card, x.endpoint_url, '1.0', x.status, x.created_at
