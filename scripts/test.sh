@@ -26,4 +26,8 @@ else
   files=(test/*.test.ts)
 fi
 # One file at a time: every file runs its own Temporal server and the box has 2 cores.
-exec npx tsx --test --test-concurrency=1 "${files[@]}"
+# TAP on stdout as before; the failures, gathered, on stderr at the end, where a truncated log still shows them.
+exec npx tsx --test --test-concurrency=1 \
+  --test-reporter=tap --test-reporter-destination=stdout \
+  --test-reporter=./scripts/failures-reporter.mjs --test-reporter-destination=stderr \
+  "${files[@]}"
