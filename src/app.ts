@@ -160,6 +160,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     grpc: deps.grpc,
     agentHub: deps.agentHub,
     agentPush: deps.agentPush,
+    unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
   });
   return app;
 }

@@ -401,6 +401,78 @@ describe('observer, telemetry, reputation, audit', () => {
   });
 });
 
+describe('wallets and payment intents (audit.*, x402-NP)', () => {
+  test('an admin funds a wallet once per key; a task\'s intent is authorized, then captured; each key reads only its own wallet', async () => {
+    const priced = await agents.add(startSkilledAgent('Priced translator', [skill('tr-paid', 'Translate', 'Translates for a fee', ['language'])], new EchoExecutor()));
+    const { id: agentId, rpc: agentRpc } = await register(gw, priced.url, { priceMinor: 100 });
+    const key = randomUUID();
+    const funded = await ok({ action: 'audit.fund', amount_minor: 1_000, idempotency_key: key }, gw.keys.admin);
+    assert.equal(funded.created, true);
+    assert.equal(funded.wallet.account, 'requester:default');
+    const again = await ok({ action: 'audit.fund', amount_minor: 1_000, idempotency_key: key }, gw.keys.admin);
+    assert.deepEqual([again.created, again.wallet.balanceMinor], [false, funded.wallet.balanceMinor], 'the same key adds nothing');
+    const conflict = await act({ action: 'audit.fund', amount_minor: 5, idempotency_key: key }, gw.keys.admin);
+    assert.equal(conflict.json.error.code, -32602);
+    assert.match(conflict.json.error.message, /idempotency_key .*already used/);
+    assert.match((await act({ action: 'audit.fund', amount_minor: 1.5, idempotency_key: randomUUID() }, gw.keys.admin)).json.error.message, /amount_minor must be a positive integer/);
+    assert.match((await act({ action: 'audit.fund', account: `agent:${agentId}`, amount_minor: 5, idempotency_key: randomUUID() }, gw.keys.admin)).json.error.message, /must be a requester account/);
+    assert.equal((await act({ action: 'audit.fund', amount_minor: 5, idempotency_key: randomUUID() })).status, 403, 'money in is an admin\'s');
+
+    const sent = await rpc(agentRpc, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('paid work') } }, V1);
+    const taskId: string = sent.json.result.task.id;
+    const intent = await eventually(async () => {
+      const i = await ok({ action: 'audit.intent', task_id: taskId }, gw.keys.client);
+      return i.state === 'held' ? undefined : i;
+    }, 15_000, 'the intent closed');
+    assert.deepEqual(
+      { state: intent.state, payer: intent.payer, payee: intent.payee, authorized: intent.authorized_minor, captured: intent.captured_minor, released: intent.released_minor, stale: intent.stale },
+      { state: 'captured', payer: 'requester:default', payee: `agent:${agentId}`, authorized: 100, captured: 100, released: 0, stale: false },
+    );
+    assert.equal((await ok({ action: 'audit.settlement', task_id: taskId })).verified, true);
+
+    // The client's wallet is the tenant's requester account: the deposit and the capture are its latest entries.
+    const wallet = await ok({ action: 'audit.wallet' }, gw.keys.client);
+    assert.equal(wallet.account, 'requester:default');
+    assert.ok(wallet.entries.some((e: any) => e.kind === 'deposit' && e.amountMinor === 1_000));
+    assert.ok(wallet.entries.some((e: any) => e.taskId === taskId && e.amountMinor === -100), JSON.stringify(wallet.entries));
+    const other = await act({ action: 'audit.wallet', account: `agent:${agentId}` }, gw.keys.client);
+    assert.equal(other.json.error.code, -32600);
+    assert.deepEqual(other.json.error.data.requiredRoles, ['admin', 'operator']);
+    assert.match((await act({ action: 'audit.wallet', account: 'savings' })).json.error.message, /account must be requester:<id>/);
+    // An agent key's wallet is its agent's account, paid by the capture; it sees its own agent's intents only.
+    const made = await gw.fetch(`${gw.url}/tenants/default/keys`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ role: 'agent', agentId, name: 'priced translator' }),
+    }, 'admin');
+    const agentKey = ((await made.json()) as any).key as string;
+    const paid = await ok({ action: 'audit.wallet' }, agentKey);
+    assert.deepEqual([paid.account, paid.balanceMinor], [`agent:${agentId}`, 100]);
+    assert.equal((await ok({ action: 'audit.intent', task_id: taskId }, agentKey)).captured_minor, 100);
+    // Operators list every wallet, and the intents by state and agent.
+    const all = await ok({ action: 'audit.wallet' });
+    assert.ok(all.wallets.some((w: any) => w.account === `agent:${agentId}`));
+    const captured = await ok({ action: 'audit.intents', state: 'captured', agent_id: agentId });
+    assert.deepEqual(captured.intents.map((i: any) => i.task_id), [taskId]);
+    assert.equal((await act({ action: 'audit.intents', state: 'pending' })).json.error.code, -32602);
+    assert.equal((await act({ action: 'audit.intents' }, gw.keys.client)).status, 403);
+  });
+
+  test('a held intent whose task is gone is stale: audit.intents counts it and lists it apart', async () => {
+    const taskId = randomUUID();
+    await gw.db.pool.query(`INSERT INTO holds (tenant, task_id, account, agent_id, amount_minor, state) VALUES ('default', $1, 'requester:default', 'ghost', 7, 'held')`, [taskId]);
+    try {
+      const stale = await ok({ action: 'audit.intents', stale: true });
+      assert.ok(stale.stale >= 1);
+      assert.deepEqual(stale.intents.map((i: any) => [i.task_id, i.state, i.task_state, i.stale]), [[taskId, 'held', null, true]]);
+      assert.ok(!(await ok({ action: 'audit.intents', stale: false })).intents.some((i: any) => i.task_id === taskId));
+    } finally {
+      await gw.db.pool.query(`DELETE FROM holds WHERE tenant = 'default' AND task_id = $1`, [taskId]);
+    }
+    assert.equal((await act({ action: 'audit.intent', task_id: taskId })).json.error.code, -32602);
+  });
+});
+
 describe('actions declared by agents', () => {
   test('an action no own service has goes to the agent whose skill declares it (prefix.*), answered as a bare message', async () => {
     const weather = await agents.add(startSkilledAgent('Weather node', [skill('weather.*', 'Weather actions', 'Weather forecasts as NANDA actions', ['weather'])], new EchoExecutor()));

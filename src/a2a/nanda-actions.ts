@@ -20,6 +20,8 @@ import type { CertificationGateway } from '../temporal/certification-gateway';
 import { ActionError, invalidField } from '../nanda/action-error';
 import { checkCertificate, evaluation, issueCredential, revokeCertificate, startEvaluation } from '../nanda/certificates';
 import { auditReconcile, auditSettlement, latency, liveness, reputation } from '../nanda/observer';
+import { auditFund, auditIntent, auditIntents, auditWallet } from '../nanda/wallets';
+import type { UnfundedPolicy } from '../ledger/postings';
 import { type EnforcedPolicies, PolicyConflict, PolicyRules, createPolicy, evaluatePolicies, getPolicy, listPolicies, setEnforced } from '../nanda/policies';
 
 export interface ActionDeps {
@@ -29,9 +31,11 @@ export interface ActionDeps {
   policies: EnforcedPolicies;
   certifications: CertificationGateway;
   health: Health;
+  /** How a never-funded requester wallet reads (SWITCHBOARD_UNFUNDED_ACCOUNTS). */
+  unfundedAccounts: UnfundedPolicy;
 }
 
-type FieldType = 'string' | 'object' | 'boolean';
+type FieldType = 'string' | 'object' | 'boolean' | 'number';
 
 interface ActionContext {
   caller: Caller;
@@ -51,6 +55,8 @@ interface ActionSpec {
 const EVERYONE: readonly Role[] = ['admin', 'operator', 'client', 'agent'];
 /** Issuing and revoking certificates, evaluations (they call the agent), policies and the ledger: the tenant's operators. */
 const OPERATORS: readonly Role[] = ['admin', 'operator'];
+/** Money in: the tenant's admins, as `POST /accounts/:account/deposits`. */
+const ADMINS: readonly Role[] = ['admin'];
 
 /** The longest string field an action takes (ids, names, reasons). */
 const MAX_STRING = 1024;
@@ -168,6 +174,26 @@ export const ACTIONS: Record<string, ActionSpec> = {
     roles: OPERATORS,
     fields: { task_id: req('string') },
     run: async (d, c) => (await auditSettlement(d.pool, c.tenant, str(c.f.task_id))) ?? notFound('audit.settlement', 'task_id', 'task', c.f.task_id),
+  },
+  'audit.wallet': {
+    roles: EVERYONE,
+    fields: { account: opt('string') },
+    run: (d, c) => auditWallet(d.pool, c.caller, c.f.account as string | undefined, d.unfundedAccounts),
+  },
+  'audit.fund': {
+    roles: ADMINS,
+    fields: { account: opt('string'), amount_minor: req('number'), idempotency_key: req('string') },
+    run: (d, c) => auditFund(d.pool, c.caller, c.f as { account?: string; amount_minor: number; idempotency_key: string }, d.unfundedAccounts),
+  },
+  'audit.intent': {
+    roles: EVERYONE,
+    fields: { task_id: req('string') },
+    run: async (d, c) => (await auditIntent(d.pool, c.caller, str(c.f.task_id))) ?? notFound('audit.intent', 'task_id', 'payment intent', c.f.task_id),
+  },
+  'audit.intents': {
+    roles: OPERATORS,
+    fields: { state: opt('string'), agent_id: opt('string'), stale: opt('boolean') },
+    run: (d, c) => auditIntents(d.pool, c.tenant, c.f as { state?: string; agent_id?: string; stale?: boolean }),
   },
 };
 

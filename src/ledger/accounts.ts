@@ -2,6 +2,25 @@
 import type { Pool } from 'pg';
 import { DEPOSITS_ACCOUNT, type UnfundedPolicy, kindOf, post } from './postings';
 import { inTransaction } from '../db/tx';
+import type { Caller } from '../auth/caller';
+
+/** Ledger account names: `requester:<id>`, `agent:<agent id>`, `external:<id>`. */
+export const ACCOUNT_NAME = /^(requester|agent|external):[A-Za-z0-9._~-]{1,200}$/;
+export const ACCOUNT_NAME_RULE = 'must be requester:<id>, agent:<id> or external:<id> (letters, digits, . _ ~ -)';
+
+/** The account a key of this role pays from or is paid into: the tenant's requester account, or its agent's. */
+export const ownAccount = (caller: Caller): string => (caller.role === 'agent' ? `agent:${caller.agentId}` : `requester:${caller.tenant}`);
+
+/**
+ * Whose account a caller may read: admins and operators any of the tenant's; a client the tenant's requester
+ * account (the one its tasks are charged to); an agent key its own agent's account.
+ */
+export function mayReadAccount(caller: Caller, account: string): boolean {
+  return caller.role === 'admin' || caller.role === 'operator' || account === ownAccount(caller);
+}
+
+export const notYourAccount = (caller: Caller, account: string): string =>
+  `A ${caller.role} key reads only its own account (${ownAccount(caller)}); ${account} needs the role admin or operator`;
 
 export interface AccountView {
   account: string;
@@ -49,6 +68,32 @@ export async function listAccounts(pool: Pool, tenant: string): Promise<AccountV
     [tenant],
   );
   return rows.map(view);
+}
+
+export interface EntryView {
+  movement: string;
+  kind: string;
+  taskId?: string;
+  amountMinor: number;
+  heldMinor: number;
+  at: string;
+}
+
+/** An account's latest `limit` ledger entries, newest first. */
+export async function latestEntries(pool: Pool, tenant: string, account: string, limit: number): Promise<EntryView[]> {
+  const { rows } = await pool.query<{ movement_key: string; kind: string; task_id: string | null; amount_minor: string; held_minor: string; created_at: Date }>(
+    `SELECT movement_key, kind, task_id, amount_minor, held_minor, created_at FROM ledger_entries
+      WHERE tenant = $1 AND account = $2 ORDER BY id DESC LIMIT $3`,
+    [tenant, account, limit],
+  );
+  return rows.map((r) => ({
+    movement: r.movement_key,
+    kind: r.kind,
+    ...(r.task_id ? { taskId: r.task_id } : {}),
+    amountMinor: Number(r.amount_minor),
+    heldMinor: Number(r.held_minor),
+    at: r.created_at.toISOString(),
+  }));
 }
 
 /** The same idempotency key was used before for a different account or amount. */

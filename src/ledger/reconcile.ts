@@ -44,7 +44,7 @@ const FIRST_WINDOW = '1 day';
 const ENTRIES_MARGIN = '5 minutes';
 
 // Literal, not a parameter: the partial index tasks_expiring (026) matches only its own predicate.
-const TERMINAL_LIST = `('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')`;
+export const TERMINAL_LIST = `('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')`;
 
 interface Check {
   name: string;

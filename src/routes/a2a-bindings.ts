@@ -3,6 +3,7 @@
  * routing front door's card, JSON-RPC, HTTP+JSON, gRPC (SWITCHBOARD_GRPC_PORT), NEXUS's task API, Genesis Nexus
  * envelopes, agents' push notifications and the WebSocket hub.
  */
+import type { UnfundedPolicy } from '../ledger/postings';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Logger } from 'pino';
@@ -51,6 +52,8 @@ export interface A2ABindingOptions {
   grpc?: GrpcAdvert;
   agentHub?: AgentHub;
   agentPush?: { tokens: AgentPushTokens };
+  /** How a never-funded requester wallet reads (the NANDA `audit.wallet` action). */
+  unfundedAccounts: UnfundedPolicy;
 }
 
 export const a2aBindings = fp<A2ABindingOptions>(
@@ -75,7 +78,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
     };
     const endpoints = new A2AEndpoints(rpcDeps);
     const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
-    const actions = new Actions({ pool, registry, policies, certifications, health });
+    const actions = new Actions({ pool, registry, policies, certifications, health, unfundedAccounts: o.unfundedAccounts });
     await app.register(frontDoorRoutes, { registry, pool, publicUrl, grpc: o.grpc });
     await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl, sse, actions });
     await app.register(restRoutes, { endpoints, health, publicUrl, sse });

@@ -5,10 +5,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { DepositConflictError, deposit, getAccount, listAccounts } from '../ledger/accounts';
+import { ACCOUNT_NAME, ACCOUNT_NAME_RULE, DepositConflictError, deposit, getAccount, latestEntries, listAccounts, mayReadAccount, notYourAccount } from '../ledger/accounts';
 import type { UnfundedPolicy } from '../ledger/postings';
 import { reconcile } from '../ledger/reconcile';
-import { type Caller, access, callerOf } from '../auth/caller';
+import { access, callerOf } from '../auth/caller';
 import { answer, describeOnly, errorBody, requestSchema } from './openapi';
 
 /** `full=true`: check the whole ledger, not only what changed since the last clean run. */
@@ -22,9 +22,7 @@ export interface AccountRoutesDeps {
 }
 
 /** Ledger account names: `requester:<id>`, `agent:<agent id>`, `external:deposits`. */
-const AccountName = z
-  .string()
-  .regex(/^(requester|agent|external):[A-Za-z0-9._~-]{1,200}$/, 'must be requester:<id>, agent:<id> or external:<id> (letters, digits, . _ ~ -)');
+const AccountName = z.string().regex(ACCOUNT_NAME, ACCOUNT_NAME_RULE);
 
 const DepositBody = z.strictObject({
   /** Integer minor units (cents); at most 10^12 per deposit. */
@@ -34,16 +32,6 @@ const DepositBody = z.strictObject({
 });
 
 const LIST_ENTRIES = 20;
-
-/**
- * Whose account a caller may read: admins and operators any of the tenant's; a client the tenant's requester
- * account (the one its tasks are charged to); an agent key its own agent's account.
- */
-function mayRead(caller: Caller, account: string): boolean {
-  if (caller.role === 'admin' || caller.role === 'operator') return true;
-  if (caller.role === 'client') return account === `requester:${caller.tenant}`;
-  return account === `agent:${caller.agentId}`;
-}
 
 export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccounts, closedOpenTasks }: AccountRoutesDeps): Promise<void> {
   describeOnly(app);
@@ -103,24 +91,11 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
     const { tenant } = caller;
     const account = accountOf(req.params.account);
     if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
-    if (!mayRead(caller, account.data)) {
-      const own = caller.role === 'client' ? `requester:${caller.tenant}` : `agent:${caller.agentId}`;
-      return reply.code(403).send({ error: `A ${caller.role} key reads only its own account (${own}); ${account.data} needs the role admin or operator`, requiredRoles: ['admin', 'operator'] });
+    if (!mayReadAccount(caller, account.data)) {
+      return reply.code(403).send({ error: notYourAccount(caller, account.data), requiredRoles: ['admin', 'operator'] });
     }
     const view = await getAccount(pool, tenant, account.data, unfundedAccounts);
-    const { rows } = await pool.query(
-      `SELECT movement_key, kind, task_id, amount_minor, held_minor, created_at FROM ledger_entries
-        WHERE tenant = $1 AND account = $2 ORDER BY id DESC LIMIT ${LIST_ENTRIES}`,
-      [tenant, account.data],
-    );
-    const entries = rows.map((r) => ({
-      movement: r.movement_key,
-      kind: r.kind,
-      ...(r.task_id ? { taskId: r.task_id } : {}),
-      amountMinor: Number(r.amount_minor),
-      heldMinor: Number(r.held_minor),
-      at: r.created_at.toISOString(),
-    }));
+    const entries = await latestEntries(pool, tenant, account.data, LIST_ENTRIES);
     return { ...view, entries };
   });
 
