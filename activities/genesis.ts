@@ -9,7 +9,8 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { GenesisStore } from '../src/genesis/store';
+import { GenesisStore, responseFollowId } from '../src/genesis/store';
+import type { EventHub } from '../src/events/hub';
 import { signDelivery, signingKey } from '../src/push/signing';
 import { type GenesisLink, envelopeFrom } from '../src/agents/transports/genesis';
 import { type DeliveryGuarantee, type Encryption, decryptFields, encryptFields, pairKey, signEnvelope, verifySignature } from '../src/genesis/envelope';
@@ -101,10 +102,12 @@ function activityAttempt(): number {
  * What the forwarding's Genesis transport (src/agents/transports/genesis.ts) asks of Switchboard about one agent:
  * envelopes signed with the agent's Genesis secret (the one it shares with Switchboard: the seed's signMessage) and
  * encrypted with the pair key derived from it; the agent's RESPONSEs checked and opened with it; and the RESPONSE
- * it POSTed to /genesis/messages for a request that came through there (its row holds it, checked and decrypted).
+ * it POSTed to /genesis/messages for a request that came through there, or that the gateway made and kept (its row
+ * holds it, checked and decrypted), with a wake-up when it is recorded.
  * Without a secret box (the app stores no secrets) the agent has no secret.
  */
-export function genesisLink(store: GenesisStore, tenant: string, agentId: string, hasSecrets: boolean): GenesisLink {
+export function genesisLink(store: GenesisStore, hub: EventHub, call: { tenant: string; agentId: string; taskId?: string }, hasSecrets: boolean): GenesisLink {
+  const { tenant, agentId } = call;
   const secretOf = async () => (hasSecrets ? store.secretOf(tenant, agentId) : undefined);
   return {
     agentId,
@@ -138,6 +141,14 @@ export function genesisLink(store: GenesisStore, tenant: string, agentId: string
     async response(requestId) {
       const row = await store.find(tenant, requestId);
       return row && row.toAgent === agentId ? row.response : undefined;
+    },
+    async remember(draft, envelope) {
+      // Outside a task's turn (a probe) nothing answers later.
+      if (!call.taskId) return;
+      await store.rememberSent({ tenant, id: draft.header.id, type: draft.header.type, toAgent: agentId, encrypted: draft.encrypt, envelope, taskId: call.taskId });
+    },
+    onResponse(requestId, listener) {
+      return hub.onAgentPush(responseFollowId(tenant, requestId), listener);
     },
   };
 }

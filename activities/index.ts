@@ -55,12 +55,12 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
   const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
   const genesis = new GenesisStore(pool, credentials?.box);
-  const agentLink = (tenant: string, agentId: string | undefined): AgentLink => ({
+  const agentLink = (tenant: string, agentId: string | undefined, taskId?: string): AgentLink => ({
     fetch,
     grpc,
     credentials: credentials && agentId ? () => credentials.headersFor(tenant, agentId) : undefined,
     health: agentId ? (signal) => health.note(tenant, agentId, signal) : undefined,
-    genesis: agentId ? genesisLink(genesis, tenant, agentId, !!credentials) : undefined,
+    genesis: agentId ? genesisLink(genesis, hub, { tenant, agentId, taskId }, !!credentials) : undefined,
   });
   // An attempt that got no answer within its time is a timeout for the agent's health too (the client aborts it, so
   // the request itself shows only an abort). A task that outran retry.taskTimeoutMs is not: the agent answered.
@@ -73,10 +73,10 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     });
   return {
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
-    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => noted(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args))),
+    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => noted(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush }, args))),
     forwardFirstExchange: (args: ForwardArgs) =>
       measuredForward(args, () =>
-        noted(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId), pool, hub, push: agentPush }, args)),
+        noted(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush }, args)),
       ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>

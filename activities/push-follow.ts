@@ -34,6 +34,60 @@ export interface PushTurn {
   expiresAtMs: number;
 }
 
+/**
+ * "Look now" for one waiting turn: notices wake it; between looks it waits for one, or for a poll's interval. Two
+ * looks are at least MIN_LOOK_INTERVAL_MS apart, so repeated notices do not become a stream of GetTasks.
+ */
+export class Wake {
+  private woken = false;
+  private wakeUp?: () => void;
+  private lastLook = 0;
+
+  /** A notice arrived: the next look is now (or the one under way ends its wait). */
+  notice(): void {
+    this.woken = true;
+    this.wakeUp?.();
+  }
+
+  /**
+   * Waits until a notice says the task may have settled, or `ms` passes, or `cancel` aborts (rejects with its reason).
+   * @returns whether a notice woke it.
+   */
+  async next(ms: number, cancel: AbortSignal): Promise<boolean> {
+    const noticed = this.woken || (await this.wait(ms, cancel));
+    this.woken = false;
+    const spacing = this.lastLook + MIN_LOOK_INTERVAL_MS - Date.now();
+    if (spacing > 0) await new Promise((r) => setTimeout(r, spacing));
+    this.lastLook = Date.now();
+    return noticed;
+  }
+
+  /** Resolves true on a notice, false after `ms`; rejects when `cancel` aborts. */
+  private wait(ms: number, cancel: AbortSignal): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      const settle = (noticed: boolean) => {
+        clearTimeout(timer);
+        cancel.removeEventListener('abort', aborted);
+        this.wakeUp = undefined;
+        resolve(noticed);
+      };
+      const aborted = () => {
+        clearTimeout(timer);
+        this.wakeUp = undefined;
+        reject(cancel.reason);
+      };
+      const timer = setTimeout(() => settle(false), ms);
+      if (cancel.aborted) return aborted();
+      cancel.addEventListener('abort', aborted, { once: true });
+      this.wakeUp = () => settle(true);
+    });
+  }
+
+  close(): void {
+    this.wakeUp = undefined;
+  }
+}
+
 export class PushFollow {
   /** The push config for the send (1.0 TaskPushNotificationConfig JSON, without taskId: SendMessageConfiguration). */
   readonly config: { id: string; url: string; token: string };
@@ -41,9 +95,7 @@ export class PushFollow {
   private agentTaskId?: string;
   /** Agent tasks named by pushes before the agent's task was known (a push may beat the send's answer). */
   private readonly early = new Set<string>();
-  private woken = false;
-  private wake?: () => void;
-  private lastLook = 0;
+  private readonly wake = new Wake();
   private readonly unsubscribe: () => void;
 
   constructor(hub: EventHub, deps: AgentPushDeps, base: string, turn: PushTurn) {
@@ -58,7 +110,7 @@ export class PushFollow {
   following(agentTaskId: string): void {
     if (this.agentTaskId) return;
     this.agentTaskId = agentTaskId;
-    if (this.early.has(agentTaskId)) this.woken = true;
+    if (this.early.has(agentTaskId)) this.wake.notice();
     this.early.clear();
   }
 
@@ -68,8 +120,7 @@ export class PushFollow {
       return;
     }
     if (notice.taskId !== this.agentTaskId) return; // about another task: nothing to look at here
-    this.woken = true;
-    this.wake?.();
+    this.wake.notice();
   }
 
   /**
@@ -77,38 +128,12 @@ export class PushFollow {
    * canceled (rejects with the cancel's reason).
    * @returns whether a push woke it.
    */
-  async next(ms: number, cancel: AbortSignal): Promise<boolean> {
-    const pushed = this.woken || (await this.wait(ms, cancel));
-    this.woken = false;
-    const spacing = this.lastLook + MIN_LOOK_INTERVAL_MS - Date.now();
-    if (spacing > 0) await new Promise((r) => setTimeout(r, spacing));
-    this.lastLook = Date.now();
-    return pushed;
-  }
-
-  /** Resolves true on a push, false after `ms`; rejects when `cancel` aborts. */
-  private wait(ms: number, cancel: AbortSignal): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      const settle = (pushed: boolean) => {
-        clearTimeout(timer);
-        cancel.removeEventListener('abort', aborted);
-        this.wake = undefined;
-        resolve(pushed);
-      };
-      const aborted = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        reject(cancel.reason);
-      };
-      const timer = setTimeout(() => settle(false), ms);
-      if (cancel.aborted) return aborted();
-      cancel.addEventListener('abort', aborted, { once: true });
-      this.wake = () => settle(true);
-    });
+  next(ms: number, cancel: AbortSignal): Promise<boolean> {
+    return this.wake.next(ms, cancel);
   }
 
   close(): void {
     this.unsubscribe();
-    this.wake = undefined;
+    this.wake.close();
   }
 }

@@ -12,7 +12,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Worker } from '@temporalio/worker';
 import { AgentPool, startEchoAgent, type TestAgent } from './agents';
-import { type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, workflowBundle } from './helpers/harness';
+import { DATABASE_URL, type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, workflowBundle } from './helpers/harness';
+import { Task } from '@a2a-js/sdk';
+import { EventHub } from '../src/events/hub';
+import { GenesisStore, responseFollowId } from '../src/genesis/store';
 import { createActivities } from '../activities';
 import { createWorker } from '../src/worker';
 import { workflowIdOf } from '../task/messages';
@@ -611,6 +614,52 @@ describe('an agent that speaks envelopes', () => {
     assert.deepEqual(task.artifacts[0].parts[0].data, { did: 'translate', parameters: { to: 'fr' } });
     const got = envelopeAgent.received.find((x) => x.envelope.action === 'translate')!;
     assert.deepEqual([got.envelope.from, got.envelope.to, got.verified], ['switchboard', to(), true]);
+  });
+
+  test("an A2A client's message it acknowledges completes with the RESPONSE it POSTs later, to the gateway", async () => {
+    const client = await clientFactory(gw.keys.client).createFromUrl(`${gw.url}/agents/${envelopeAgentId}/.well-known/agent-card.json`, '');
+    const task = await sendText(client, JSON.stringify({ action: 'later', parameters: { n: 1 } }), true);
+    const sent = await eventually(() => envelopeAgent.received.find((x) => x.envelope.action === 'later' && x.envelope.from === 'switchboard'), 10_000, 'the COMMAND at the agent');
+    const e = sent.envelope;
+    const read = async (): Promise<any> => Task.toJSON(await client.getTask({ tenant: '', id: task.id }));
+    assert.equal((await read()).status.state, 'TASK_STATE_WORKING', 'working until the RESPONSE comes');
+    // The seed's agent answers whoever sent the request: `to` is the gateway.
+    const r: A2AMessage = {
+      id: randomUUID(), type: 'RESPONSE', version: '1.0.0', timestamp: Date.now(), from: to(), to: e.from, correlationId: e.correlationId, requestId: e.id,
+      status: 'SUCCESS', data: { translated: 'un' }, signature: '', priority: 'normal', ttl: 0, requiresAck: false, requiresSignature: true,
+    };
+    const recorded = await post({ ...r, signature: await signMessage(r, envelopeAgent.secret!) }, await agentKey(gw, envelopeAgentId));
+    assert.equal(recorded.status, 200, JSON.stringify(recorded.json));
+    const done = await eventually(async () => {
+      const t = await read();
+      return t.status.state === 'TASK_STATE_COMPLETED' ? t : undefined;
+    }, 15_000, 'the task completed by the later RESPONSE');
+    assert.deepEqual(done.artifacts[0].parts[0].data, { translated: 'un' });
+    // Only the agent the request went to may answer it.
+    const other = { ...r, id: randomUUID(), from: sender };
+    assert.equal((await post(await signed(other as never))).status, 403);
+  });
+
+  test('a recorded RESPONSE wakes the turn waiting for it, through PostgreSQL, in any process', async () => {
+    const heard: string[] = [];
+    // Another process's hub: it hears the NOTIFY that the gateway's store sends, as a worker elsewhere would.
+    const listener = new EventHub({ connection: { connectionString: DATABASE_URL } });
+    await listener.start();
+    try {
+      const id = randomUUID();
+      const stop = listener.onAgentPush(responseFollowId('default', id), (n) => heard.push(n.taskId));
+      const store = new GenesisStore(gw.db.pool);
+      await store.rememberSent({ tenant: 'default', id, type: 'COMMAND', toAgent: envelopeAgentId, encrypted: false, envelope: { id }, taskId: randomUUID() });
+      await store.setResponse('default', id, { status: 'SUCCESS' });
+      await eventually(() => heard.length === 1 || undefined, 10_000, 'the wake-up heard');
+      assert.deepEqual(heard, [id]);
+      await store.setResponse('default', randomUUID(), { status: 'SUCCESS' }); // no such request: nothing recorded, nobody woken
+      await store.setResponse('default', id, { status: 'FAILURE' });
+      await eventually(() => heard.length === 2 || undefined, 10_000, 'the second wake-up');
+      stop();
+    } finally {
+      await listener.close();
+    }
   });
 });
 

@@ -14,7 +14,7 @@ import type { TaskState, WireMessage, WireTask } from '../../task/wire';
 import { PARENT_TASK_HEADER, agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../../src/agents/agent-client';
 import type { EventSink } from '../../src/events/event-sink';
 import { tasksStarted } from '../../src/metrics';
-import { PushFollow } from '../push-follow';
+import { PushFollow, Wake } from '../push-follow';
 import type { PushReach } from '../../src/push/push-reach';
 import type { ForwardArgs, ForwardDeps } from './args';
 import { classify, gaveUp, timedOut } from './classify';
@@ -72,6 +72,8 @@ export class Turn {
   private reattached = false;
   /** The agent's pushes, when this turn is followed by them. */
   private readonly push?: PushFollow;
+  /** A Genesis agent's recorded RESPONSEs, once the turn polls for one. */
+  private responses?: { wake: Wake; stop: () => void };
   /** Resolves with the state of the agent's answer once it is in, before its last events are logged. */
   readonly answered: Promise<TaskState>;
   private answer!: (state: TaskState) => void;
@@ -213,6 +215,18 @@ export class Turn {
     clearTimeout(this.announceTimer);
     clearTimeout(this.heartbeatTimer);
     this.push?.close();
+    this.responses?.stop();
+  }
+
+  /** For a Genesis agent: wake-ups when its RESPONSE to envelope `id` is recorded (subscribed on the first look). */
+  private answers(id: string): Wake | undefined {
+    const genesis = this.deps.link.genesis;
+    if (this.args.endpoint.protocolVersion !== 'genesis' || !genesis) return undefined;
+    if (!this.responses) {
+      const wake = new Wake();
+      this.responses = { wake, stop: genesis.onResponse(id, () => wake.notice()) };
+    }
+    return this.responses.wake;
   }
 
   /** A turn given up on (not canceled: the workflow cancels then) leaves no run behind at the agent. */
@@ -284,6 +298,7 @@ export class Turn {
     let polls = 0;
     let failed = broken;
     this.push?.following(id);
+    this.answers(id); // subscribed before the first look: a RESPONSE recorded after it wakes the next one
     // Followed by push: the next GetTask waits for a push or the fallback poll, except right after a failed
     // exchange (its backoff was the wait) and when nothing has been read yet (a re-attached attempt looks at once).
     let immediate = task === undefined;
@@ -334,7 +349,12 @@ export class Turn {
           if (immediate || (lost && polls === 0)) looked = 'other';
           else looked = (await this.push.next(this.untilDeadline(lost ? pollDelay : this.push.fallbackPollMs), this.canceled.signal)) ? 'push' : lost ? 'other' : 'fallback';
           immediate = false;
-        } else if (polls > 0) await delay(pollDelay, undefined, { signal: this.canceled.signal });
+        } else if (polls > 0) {
+          // A Genesis agent's later RESPONSE is recorded by the gateway itself: that wakes the look at once.
+          const answers = this.answers(id);
+          if (answers) await answers.next(pollDelay, this.canceled.signal);
+          else await delay(pollDelay, undefined, { signal: this.canceled.signal });
+        }
         polls++;
         task = Task.toJSON(await this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o))) as WireTask;
         failures = 0;

@@ -40,7 +40,7 @@ import {
   verifySignature,
 } from './envelope';
 import { type GenesisStore, type MessageRow, type SentAnswer, type StoredAnswer, sentAnswerOf } from './store';
-import type { GenesisOrigin } from '../agents/transports/genesis';
+import { GATEWAY_IDENTITY, type GenesisOrigin } from '../agents/transports/genesis';
 
 export interface GenesisDeps {
   store: GenesisStore;
@@ -98,7 +98,9 @@ export class GenesisService {
     }
     if (!(await this.d.registry.get(tenant, fromId))) throw new EnvelopeError(404, `from: no agent ${fromId} in this tenant`);
     const broadcast = h.type === 'EVENT' && toId === '*';
-    if (!broadcast && !(await this.d.registry.get(tenant, toId))) throw new EnvelopeError(404, `to: no agent ${toId} in this tenant`);
+    // A RESPONSE to a COMMAND the gateway made from an A2A message goes back to the gateway itself.
+    const toGateway = h.type === 'RESPONSE' && toId === GATEWAY_IDENTITY;
+    if (!broadcast && !toGateway && !(await this.d.registry.get(tenant, toId))) throw new EnvelopeError(404, `to: no agent ${toId} in this tenant`);
 
     // A sender with a secret always signs: otherwise anyone with a key of the tenant could speak for it.
     const secret = await this.d.store.secretOf(tenant, fromId);

@@ -5,8 +5,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { SecretBox } from '../agents/agent-credentials';
+import { GATEWAY_IDENTITY } from '../agents/transports/genesis';
+import { AGENT_PUSH_CHANNEL } from '../events/hub';
 
 /** The answer given to an envelope. */
+/** The agent-push follow id under which a RESPONSE to request `id` wakes the turn waiting for it (activities/genesis.ts). */
+export const responseFollowId = (tenant: string, id: string): string => `genesis-response:${tenant}:${id}`;
+
 export interface StoredAnswer {
   status: number;
   body: unknown;
@@ -133,9 +138,30 @@ export class GenesisStore {
     return (stood && sentAnswerOf(stood)) ?? { status: answer.status, text };
   }
 
-  /** Records an agent's RESPONSE to a request (the latest one stands). */
+  /**
+   * Records an agent's RESPONSE to a request (the latest one stands) and, in the same statement, wakes the turn
+   * waiting for it, in whichever process it runs (a NOTIFY on the agent-push channel, see responseFollowId).
+   */
   async setResponse(tenant: string, id: string, response: Record<string, unknown>): Promise<void> {
-    await this.pool.query('UPDATE genesis_messages SET response = $3 WHERE tenant = $1 AND id = $2', [tenant, id, response]);
+    const notice = JSON.stringify({ id: responseFollowId(tenant, id), taskId: id });
+    await this.pool.query(
+      `WITH recorded AS (UPDATE genesis_messages SET response = $3 WHERE tenant = $1 AND id = $2 RETURNING id)
+       SELECT pg_notify($4, $5) FROM recorded`,
+      [tenant, id, response, AGENT_PUSH_CHANNEL, notice],
+    );
+  }
+
+  /**
+   * Keeps a request the gateway sent an agent (a COMMAND made from an A2A message), so that the agent can POST
+   * its RESPONSE to /genesis/messages later, as to a Genesis sender's; kept, as the task's other rows, until the
+   * task is purged. A request already there (every attempt sends the same id; a sender's own) stays as it is.
+   */
+  async rememberSent(row: { tenant: string; id: string; type: string; toAgent: string; encrypted: boolean; envelope: Record<string, unknown>; taskId: string }): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO genesis_messages (tenant, id, type, from_agent, to_agent, encrypted, envelope, remember_until, task_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8) ON CONFLICT (tenant, id) DO NOTHING`,
+      [row.tenant, row.id, row.type, GATEWAY_IDENTITY, row.toAgent, row.encrypted, row.envelope, row.taskId],
+    );
   }
 
   // ---- subscriptions ----

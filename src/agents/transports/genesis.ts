@@ -11,7 +11,8 @@
  *
  * The agent answers with a RESPONSE envelope in the HTTP body (SUCCESS: completed, FAILURE: failed, PARTIAL:
  * still working), or acknowledges (any other 2xx) and POSTs its RESPONSE to `/genesis/messages` later, where it
- * is recorded on the request (src/genesis/service.ts); following the task (GetTask) reads that record.
+ * is recorded on the request (src/genesis/service.ts: a sender's request, or one the gateway made and kept before
+ * sending it); following the task (GetTask) reads that record, woken by it (GenesisLink.onResponse).
  */
 import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
@@ -46,6 +47,10 @@ export interface GenesisLink {
   open(answer: Record<string, unknown>): Promise<Record<string, unknown>>;
   /** The latest RESPONSE the agent POSTed to /genesis/messages for request `requestId`, as recorded (checked, decrypted). */
   response(requestId: string): Promise<Record<string, unknown> | undefined>;
+  /** Keeps a request the gateway made (no Genesis sender) before it is sent, so that a RESPONSE to it can come later. */
+  remember(draft: EnvelopeDraft, envelope: Record<string, unknown>): Promise<void>;
+  /** Calls `listener` when a RESPONSE to `requestId` is recorded (in any process). @returns the unsubscribe. */
+  onResponse(requestId: string, listener: () => void): () => void;
 }
 
 /**
@@ -99,6 +104,7 @@ export class GenesisTransport implements Transport {
     const draft = draftOf(message, this.link?.agentId ?? 'agent');
     const envelope = this.link ? await this.link.seal(draft) : unsigned(draft);
     const id = draft.header.id;
+    if (this.link && draft.header.from === GATEWAY_IDENTITY) await this.link.remember(draft, envelope);
     const res = await this.fetchImpl(this.url, {
       method: 'POST',
       headers: { ...options?.serviceParameters, 'content-type': 'application/json', accept: 'application/json' },
