@@ -101,7 +101,11 @@ export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<Forw
 export async function hubCancel(hub: AgentHub, args: { tenant: string; agentId: string; taskId: string }): Promise<void> {
   const c = hub.connection(args.tenant, args.agentId);
   if (!c) throw ApplicationFailure.retryable('the agent is not connected to this Switchboard process', 'AgentUnavailable');
-  if (await hub.turns.claimCancelOf(args.tenant, args.taskId)) c.notifyAgent('tasks/cancel', { id: args.taskId });
+  if (!(await hub.turns.claimCancelOf(args.tenant, args.taskId))) return;
+  // A socket that dies under the write: the agent is told when it connects again (the claim is given back).
+  await hub.tellCancel(c, args.taskId).catch((err: unknown) => {
+    throw ApplicationFailure.retryable(`the agent's socket failed while it was told of the cancel (${(err as Error).message}); it is told when it reconnects`, 'AgentUnavailable');
+  });
 }
 
 function resultOf(r: { outcome: ForwardResult } | { error: { code: number; message: string } }): ForwardResult {

@@ -16,6 +16,8 @@ import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { AgentPool, startEchoAgent } from './agents';
 import { TEST_ADMIN_KEY, clientFactory, createTestDb, DATABASE_URL, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { KeyStore } from '../src/auth/keys';
+import { AgentHub, type HubConnection } from '../src/hub/hub';
+import { EventHub } from '../src/events/hub';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 
 let env: TestWorkflowEnvironment;
@@ -550,6 +552,38 @@ describe('WebSocket hub', () => {
       const untold = await db.pool.query('SELECT 1 FROM hub_turns WHERE task_id = $1 AND cancel_told_at IS NULL', [task.id]);
       assert.equal(untold.rowCount, 0);
       assert.equal(back.frames.filter((f) => f.method === 'tasks/cancel').length, 1);
+      await back.close();
+    }));
+
+  test('a tasks/cancel whose write fails (the socket died under it) is given back, and told when the agent reconnects', () =>
+    withOutput(async () => {
+      const { id, key } = await hubAgentOf('dying-socket-agent');
+      const agent = await HubAgent.connect(a.url, key);
+      agent.onTurn = (turn, ag) => ag.answer(turn, { id: turn.params.id, status: { state: 'input-required', message: { role: 'agent', parts: [{ type: 'text', text: 'Which one?' }] } } });
+      const asked = await rpc(`${b.url}/agents/${id}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('pick one') } }, V1);
+      const task = asked.json.result.task;
+      assert.equal(task.status.state, 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(asked.json));
+      await agent.close();
+      await eventually(async () => (await db.pool.query('SELECT 1 FROM hub_connections WHERE agent_id = $1', [id])).rowCount === 0, 10_000, 'the connection forgotten');
+      // The cancel path of activities/hub.ts hubCancel, on a socket whose write fails: a dying socket cannot be timed
+      // from outside, so its session is one that fails the write, and the hub and PostgreSQL are real.
+      const hub = new AgentHub({ pool: db.pool, events: new EventHub(), log: { info() {}, warn() {}, error() {} }, taskQueue: 'dying-socket' });
+      try {
+        assert.equal(await hub.turns.claimCancelOf('default', task.id), true);
+        const dying: HubConnection = {
+          id: 'dying', tenant: 'default', agentId: id, closed: false, turnMethod: 'tasks/send',
+          sendTurn: async () => {}, close() {},
+          notifyAgent: async () => { throw new Error('write EPIPE'); },
+        };
+        await assert.rejects(hub.tellCancel(dying, task.id), /EPIPE/);
+      } finally {
+        hub.closeAll();
+      }
+      const { rows } = await db.pool.query('SELECT cancel_requested_at IS NOT NULL AS requested, cancel_told_at IS NULL AS untold FROM hub_turns WHERE task_id = $1', [task.id]);
+      assert.deepEqual(rows, [{ requested: true, untold: true }], 'the cancel waits for the next connect');
+      const back = await HubAgent.connect(a.url, key);
+      await eventually(() => back.frames.some((f) => f.method === 'tasks/cancel' && f.params.id === task.id), 10_000, 'tasks/cancel after reconnecting');
+      assert.equal((await db.pool.query('SELECT 1 FROM hub_turns WHERE task_id = $1 AND cancel_told_at IS NULL', [task.id])).rowCount, 0, 'told once');
       await back.close();
     }));
 

@@ -39,8 +39,8 @@ export interface HubConnection {
   readonly closed: boolean;
   /** Sends a turn (tasks/send or message/send) of a task and resolves once it is written to the socket. */
   sendTurn(frame: Record<string, unknown>, taskId: string): Promise<void>;
-  /** Sends a request whose answer nobody waits for (tasks/cancel). */
-  notifyAgent(method: string, params: Record<string, unknown>): void;
+  /** Sends a request whose answer nobody waits for (tasks/cancel); resolves once written, rejects when the socket failed. */
+  notifyAgent(method: string, params: Record<string, unknown>): Promise<void>;
   /** The JSON-RPC method that carries a turn to this agent: `tasks/send` unless its card declares 0.3 or later. */
   readonly turnMethod: 'tasks/send' | 'message/send';
   close(code: number, reason: string): void;
@@ -86,9 +86,22 @@ export class AgentHub {
   private async tellCancels(c: HubConnection): Promise<void> {
     if (c.closed) return;
     try {
-      for (const id of await this.turns.claimCancels(c.tenant, c.agentId)) c.notifyAgent('tasks/cancel', { id });
+      for (const id of await this.turns.claimCancels(c.tenant, c.agentId)) await this.tellCancel(c, id);
     } catch (err) {
       this.deps.log.warn({ err, agentId: c.agentId }, 'hub: the cancels an agent is to be told of could not be read; told at its next connect');
+    }
+  }
+
+  /**
+   * Writes tasks/cancel of `taskId` to the agent's socket, the cancel already claimed as told. A socket that fails
+   * the write gives the claim back, so the agent is told at its next connect. @throws the write's error then.
+   */
+  async tellCancel(c: HubConnection, taskId: string): Promise<void> {
+    try {
+      await c.notifyAgent('tasks/cancel', { id: taskId });
+    } catch (err) {
+      await this.turns.untellCancel(c.tenant, taskId);
+      throw err;
     }
   }
 

@@ -148,8 +148,8 @@ export class HubSession implements HubConnection {
     await this.write({ jsonrpc: '2.0', ...frame });
   }
 
-  notifyAgent(method: string, params: Record<string, unknown>): void {
-    void this.write({ jsonrpc: '2.0', id: `hub-${randomUUID()}`, method, params }).catch(() => undefined);
+  notifyAgent(method: string, params: Record<string, unknown>): Promise<void> {
+    return this.write({ jsonrpc: '2.0', id: `hub-${randomUUID()}`, method, params });
   }
 
   private write(frame: object): Promise<void> {

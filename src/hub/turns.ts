@@ -99,6 +99,18 @@ export class HubTurns {
     return !told.rowCount; // no turn recorded at all: told as before
   }
 
+  /**
+   * A cancel claimed as told whose write failed (the socket died under it): it waits for the agent's next connect
+   * again, marked requested even if the task's cancel trigger skipped it while it was claimed.
+   */
+  async untellCancel(tenant: string, taskId: string): Promise<void> {
+    await this.pool.query(
+      `UPDATE hub_turns SET cancel_told_at = NULL, cancel_requested_at = coalesce(cancel_requested_at, now())
+        WHERE tenant = $1 AND task_id = $2 AND state <> 'pending' AND cancel_told_at IS NOT NULL`,
+      [tenant, taskId],
+    );
+  }
+
   async saveArtifacts(k: TurnKey, artifacts: WireArtifact[]): Promise<void> {
     await this.pool.query('UPDATE hub_turns SET artifacts = $4, updated_at = now() WHERE tenant = $1 AND task_id = $2 AND message_id = $3', [
       k.tenant, k.taskId, k.messageId, JSON.stringify(artifacts),
