@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { type CancelTaskRequest, type GetTaskRequest, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import type { RequestOptions, Transport, TransportFactory } from '@a2a-js/sdk/client';
 import type { TaskState, WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
-import { type LegacyTransportOptions, objectOr, unsupported } from './json-rpc';
+import { type LegacyTransportOptions, SdkLessTransport, objectOr, unsupported } from './json-rpc';
 
 /**
  * An envelope before it is signed: the fields the seed's signature covers, the confidential ones (encrypted when
@@ -84,15 +84,15 @@ const PROBE_RESOURCE = 'switchboard-liveness-probe';
 
 const STATES: Record<string, TaskState> = { SUCCESS: 'TASK_STATE_COMPLETED', FAILURE: 'TASK_STATE_FAILED', PARTIAL: 'TASK_STATE_WORKING' };
 
-export class GenesisTransport implements Transport {
+export class GenesisTransport extends SdkLessTransport implements Transport {
+  protected readonly dialect = 'Genesis Nexus';
+
   constructor(
     private readonly url: string,
     private readonly fetchImpl: typeof fetch,
     private readonly link: GenesisLink | undefined,
-  ) {}
-
-  get protocolName(): string {
-    return 'JSONRPC';
+  ) {
+    super();
   }
 
   get protocolVersion(): string {
@@ -131,28 +131,10 @@ export class GenesisTransport implements Transport {
   }
 
   cancelTask(_params: CancelTaskRequest): never {
-    return unsupported('Genesis Nexus', 'canceling');
+    return unsupported(this.dialect, 'canceling');
   }
   resubscribeTask(): never {
-    return unsupported('Genesis Nexus', 'resubscribing');
-  }
-  getExtendedAgentCard(): never {
-    return unsupported('Genesis Nexus', 'the extended agent card');
-  }
-  createTaskPushNotificationConfig(): never {
-    return unsupported('Genesis Nexus', 'push configs');
-  }
-  getTaskPushNotificationConfig(): never {
-    return unsupported('Genesis Nexus', 'push configs');
-  }
-  listTaskPushNotificationConfig(): never {
-    return unsupported('Genesis Nexus', 'push configs');
-  }
-  deleteTaskPushNotificationConfig(): never {
-    return unsupported('Genesis Nexus', 'push configs');
-  }
-  listTasks(): never {
-    return unsupported('Genesis Nexus', 'listing tasks');
+    return unsupported(this.dialect, 'resubscribing');
   }
 }
 

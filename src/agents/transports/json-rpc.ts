@@ -78,20 +78,14 @@ export interface LegacyTransportOptions {
 }
 
 /**
- * What every SDK-less dialect's Transport shares: its JSON-RPC channel, the id a new task is sent with, and
- * "unsupported" for what Switchboard never asks of such an agent (the extended card, push configs, listing).
- * A dialect implements sending, reading, canceling and resubscribing.
+ * "Unsupported" for what Switchboard never asks of an agent in an SDK-less dialect: the extended card, push
+ * configs, listing. Every such dialect's Transport extends it.
  */
-export abstract class LegacyJsonRpcTransport
+export abstract class SdkLessTransport
   implements Pick<Transport, 'getExtendedAgentCard' | 'createTaskPushNotificationConfig' | 'getTaskPushNotificationConfig' | 'listTaskPushNotificationConfig' | 'deleteTaskPushNotificationConfig' | 'listTasks'>
 {
   /** The dialect's name in error messages, e.g. "A2A 0.1". */
   protected abstract readonly dialect: string;
-
-  constructor(
-    protected readonly rpc: JsonRpcChannel,
-    protected readonly newTaskId: string | undefined,
-  ) {}
 
   get protocolName(): string {
     return 'JSONRPC';
@@ -114,6 +108,19 @@ export abstract class LegacyJsonRpcTransport
   }
   listTasks(): never {
     return unsupported(this.dialect, 'listing tasks');
+  }
+}
+
+/**
+ * What the SDK-less JSON-RPC dialects' Transports share besides: their JSON-RPC channel and the id a new task is
+ * sent with. A dialect implements sending, reading, canceling and resubscribing.
+ */
+export abstract class LegacyJsonRpcTransport extends SdkLessTransport {
+  constructor(
+    protected readonly rpc: JsonRpcChannel,
+    protected readonly newTaskId: string | undefined,
+  ) {
+    super();
   }
 }
 
