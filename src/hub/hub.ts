@@ -86,7 +86,15 @@ export class AgentHub {
   private async tellCancels(c: HubConnection): Promise<void> {
     if (c.closed) return;
     try {
-      for (const id of await this.turns.claimCancels(c.tenant, c.agentId)) await this.tellCancel(c, id);
+      const ids = await this.turns.claimCancels(c.tenant, c.agentId);
+      for (const [i, id] of ids.entries()) {
+        // A write the socket fails gives back this cancel and the ones after it: the agent hears them at its next connect.
+        const told = await c.notifyAgent('tasks/cancel', { id }).then(() => true, () => false);
+        if (!told) {
+          for (const untold of ids.slice(i)) await this.turns.untellCancel(c.tenant, untold);
+          return;
+        }
+      }
     } catch (err) {
       this.deps.log.warn({ err, agentId: c.agentId }, 'hub: the cancels an agent is to be told of could not be read; told at its next connect');
     }
