@@ -2,9 +2,9 @@
  * Agent tasks that outlast the retry policy's attempt timeout, and a cancel that reaches the agent: the policy
  * bounds each exchange with the agent (a send, a GetTask, a stream's first answer), not the agent's work.
  *
- * Real time kept for CI: the long agent works 45 s against a 10 s attempt timeout (the issue's example is 120 s
- * against 30 s: the same ratio, shorter); the silent stream is quiet for 35 s, past the outbound client's 30 s
- * default body timeout. The scenarios run concurrently, so the file takes about a minute.
+ * Real time kept short for CI: the long agent works 15 s against a 3 s attempt timeout (the issue's example is 120 s
+ * against 30 s: a larger ratio, shorter); the silent stream is quiet for 6 s twice, past this gateway's outbound
+ * default body timeout (3 s here, 30 s in service) and the attempt timeout. The scenarios run concurrently.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,7 +22,9 @@ let gw: Gateway;
 const agents = new AgentPool();
 
 before(async () => {
-  gw = await startGateway();
+  // The outbound client's default body timeout, which agent calls replace with their own limits, is short here so
+  // that a stream silent past it takes seconds, not the 30 s default.
+  gw = await startGateway({ outboundBodyTimeoutMs: 3_000 });
 });
 after(async () => {
   await gw?.close();
@@ -59,13 +61,13 @@ async function clientFor(agentUrl: string, retry: Record<string, number>): Promi
 const methods = (agent: TestAgent, ...names: string[]) => agent.calls.filter((c) => names.includes(c.method));
 
 describe('agent tasks that outlast the attempt timeout', { concurrency: true }, () => {
-  test('a non-streaming agent that works 45 s, with a 10 s attempt timeout: one send, one run at the agent, completed', async () => {
-    const { agent, executor } = await startAgent(new CountingSlowExecutor(45_000), { streaming: false });
-    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 1000, backoffCoefficient: 2, attemptTimeoutMs: 10_000 });
+  test('a non-streaming agent that works 15 s, with a 3 s attempt timeout (3 attempts: 9 s): one send, one run at the agent, completed', async () => {
+    const { agent, executor } = await startAgent(new CountingSlowExecutor(15_000), { streaming: false });
+    const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 3_000 });
     const started = Date.now();
     const task = await sendText(client, 'take your time');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));
-    assert.ok(Date.now() - started >= 45_000, 'the gateway waited for the work');
+    assert.ok(Date.now() - started >= 15_000, 'the gateway waited for the work');
     assert.equal(textOf(task.artifacts[0].parts), 'done: take your time');
     assert.equal(executor.runs, 1, 'one run at the agent');
     const sends = methods(agent, 'SendMessage');
@@ -75,8 +77,8 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
     assert.equal(agent.cancels.length, 0);
   });
 
-  test('a stream silent for 35 s (past the 30 s body timeout, and the 5 s attempt timeout) is followed to the end', async () => {
-    const { agent, executor } = await startAgent(new SilentExecutor(35_000));
+  test('a stream silent for 6 s twice (past the outbound 3 s body timeout, and the 5 s attempt timeout) is followed to the end', async () => {
+    const { agent, executor } = await startAgent(new SilentExecutor(6_000));
     const client = await clientFor(agent.url, { maxAttempts: 3, initialIntervalMs: 500, backoffCoefficient: 2, attemptTimeoutMs: 5_000 });
     const task = await sendText(client, 'quiet please');
     assert.equal(task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(task.status));

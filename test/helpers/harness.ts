@@ -205,6 +205,8 @@ export interface GatewayOptions {
   wrapActivities?: (real: Activities) => Activities;
   /** SWITCHBOARD_ALLOW_PRIVATE_URLS for the gateway's outbound calls (default true: the test agents are on 127.0.0.1). */
   allowPrivate?: boolean;
+  /** The outbound client's default body timeout (idle time between chunks; default 30 s), for calls with no timeouts of their own. */
+  outboundBodyTimeoutMs?: number;
   /** Reuse a Temporal server (left for its owner to tear down), e.g. for a second gateway process on the same task queue. */
   temporal?: { env: TestWorkflowEnvironment; taskQueue: string };
   /** Start a worker (default true); a gateway without one only serves HTTP, like a second front-door process. */
@@ -263,7 +265,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       : workflowBundle(!!opts.payloadKey),
   ]);
   const log = opts.logTo ? createLogger(opts.logTo.level, opts.logTo.stream) : createLogger(process.env.LOG_LEVEL ?? 'silent');
-  const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true });
+  const outbound = createOutbound({ allowPrivate: opts.allowPrivate ?? true, bodyTimeoutMs: opts.outboundBodyTimeoutMs });
 
   const agentPushTokens = new AgentPushTokens(parseKeyRing(TEST_SECRETS_KEY));
   // The URL agents push to: the gateway's own, once it listens (the worker starts before).
