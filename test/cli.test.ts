@@ -226,6 +226,21 @@ describe('switchboard CLI', () => {
     assert.doesNotMatch(bogus.stderr, /TASK_STATE_/);
   });
 
+  test('accounts deposit and withdraw: money in and out, once per --idempotency-key; more than is available is refused', async () => {
+    const key = `cli-${Date.now()}`;
+    const inn = await cli(['accounts', 'deposit', 'requester:cli-team', '500', '--idempotency-key', key], 'admin');
+    assert.equal(inn.code, 0, inn.stderr);
+    assert.match(inn.stdout, /^deposited: requester:cli-team balance 500$/m);
+    const out = await cli(['accounts', 'withdraw', 'requester:cli-team', '200', '--idempotency-key', key], 'admin');
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(out.stdout, /^withdrawn: requester:cli-team balance 300$/m);
+    const again = await cli(['accounts', 'withdraw', 'requester:cli-team', '200', '--idempotency-key', key], 'admin');
+    assert.match(again.stdout, /^already withdrawn: requester:cli-team balance 300$/m);
+    const tooMuch = await cli(['accounts', 'withdraw', 'requester:cli-team', '301'], 'admin');
+    assert.equal(tooMuch.code, 1);
+    assert.match(tooMuch.stderr, /HTTP 409: requester:cli-team has 300 available/);
+  });
+
   test('exit codes: 2 for usage, 3 when Switchboard cannot be reached', async () => {
     assert.equal((await cli(['send', 'only-an-id'])).code, 2);
     assert.equal((await cli(['stream', 'only-an-id'])).code, 2);
@@ -234,6 +249,7 @@ describe('switchboard CLI', () => {
     assert.equal((await cli(['tasks', 'ls', '--limit', 'ten'])).code, 2);
     assert.equal((await cli(['agents', 'add', 'http://x.example', '--price', 'cheap'], 'operator')).code, 2);
     assert.equal((await cli(['accounts', 'deposit', 'requester:default', '-5'], 'admin')).code, 2);
+    assert.equal((await cli(['accounts', 'withdraw', 'requester:default', '1.5'], 'admin')).code, 2);
     assert.equal((await cli(['tasks', 'get'])).code, 2);
     assert.equal((await cli(['no-such-command'])).code, 2);
     assert.equal((await cli(['--help'])).code, 0);

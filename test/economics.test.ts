@@ -84,17 +84,10 @@ async function fund(amountMinor: number) {
 async function resetTo(amountMinor: number) {
   const { availableMinor, heldMinor } = await accountOf();
   assert.equal(heldMinor, 0, 'no hold is open between tests');
-  // The ledger never loses money: to start a test from a known balance, move the rest out as a settled task would.
+  // The ledger never loses money: to start a test from a known balance, the rest is withdrawn.
   if (availableMinor > 0) {
-    const client = await gw.db.pool.connect();
-    try {
-      const { post } = await import('../src/ledger/postings');
-      await client.query('BEGIN');
-      await post(client, { tenant: 'default', key: `deposit:withdraw-${randomUUID()}`, kind: 'deposit', entries: [{ account: ACCOUNT, amountMinor: -availableMinor }, { account: 'external:deposits', amountMinor: availableMinor }] }, 'enforce');
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
+    const r = await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: availableMinor, idempotencyKey: randomUUID() });
+    assert.equal(r.status, 201, JSON.stringify(r.json));
   }
   if (amountMinor > 0) await fund(amountMinor);
 }
@@ -174,6 +167,57 @@ describe('accounts API', () => {
     assert.deepEqual([fresh.balanceMinor, fresh.heldMinor, fresh.availableMinor, fresh.unlimited], [0, 0, 0, false]);
     const read = await accountOf();
     assert.equal(read.entries[0].kind, 'deposit');
+    await reconciled();
+  });
+});
+
+describe('withdrawals', () => {
+  test('available money leaves once per key; more than is available, or an external account, is refused and nothing moves', async () => {
+    await resetTo(1_000);
+    const idempotencyKey = randomUUID();
+    const first = await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 300, idempotencyKey });
+    assert.deepEqual([first.status, first.json.created, first.json.account.balanceMinor], [201, true, 700]);
+    const again = await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 300, idempotencyKey });
+    assert.deepEqual([again.status, again.json.created, again.json.account.balanceMinor], [200, false, 700], 'the replay took nothing');
+    const conflict = await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 301, idempotencyKey });
+    assert.equal(conflict.status, 409);
+    assert.match(conflict.json.error, /already used to withdraw 300/);
+    const tooMuch = await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 701, idempotencyKey: 'too-much' });
+    assert.equal(tooMuch.status, 409);
+    assert.match(tooMuch.json.error, /has 700 available/);
+    assert.equal((await accountOf()).balanceMinor, 700, 'nothing moved');
+    // The refused key was not spent: once the money is there, the same request goes through.
+    await fund(1);
+    assert.equal((await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 701, idempotencyKey: 'too-much' })).status, 201);
+    assert.equal((await accountOf()).availableMinor, 0);
+    const read = await accountOf();
+    assert.deepEqual([read.entries[0].kind, read.entries[0].amountMinor], ['withdrawal', -701]);
+    assert.equal((await http('POST', '/accounts/external:deposits/withdrawals', { amountMinor: 5, idempotencyKey: 'x' })).status, 400);
+    assert.match((await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: -5, idempotencyKey: 'x' })).json.error, /positive/);
+    const asOperator = await gw.fetch(`${gw.url}/accounts/${ACCOUNT}/withdrawals`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amountMinor: 1, idempotencyKey: 'op' }) }, 'operator');
+    assert.equal(asOperator.status, 403, 'money out is an admin\'s');
+    await reconciled();
+  });
+
+  test("an agent's earnings are paid out from its account; a hold on the requester is not available to withdraw", async () => {
+    await resetTo(500);
+    const echo = await agents.add(startEchoAgent());
+    const { rpc: rpcUrl, id: agentId } = await register(gw, echo.url, { priceMinor: 100 });
+    const task = (await send(rpcUrl, 'paid')).json.result.task;
+    await settled(task.id);
+    const payout = await http('POST', `/accounts/agent:${agentId}/withdrawals`, { amountMinor: 100, idempotencyKey: randomUUID() });
+    assert.deepEqual([payout.status, payout.json.account.balanceMinor], [201, 0]);
+    assert.equal((await http('POST', `/accounts/agent:${agentId}/withdrawals`, { amountMinor: 1, idempotencyKey: randomUUID() })).status, 409);
+    // 400 left; a slow task holds 300 of it: only 100 can leave.
+    const slow = await agents.add(startSlowAgent({ ms: 60_000 }));
+    const s = await register(gw, slow.url, { priceMinor: 300 });
+    const held = (await send(s.rpc, 'hold it', { returnImmediately: true })).json.result.task;
+    await eventually(async () => ((await accountOf()).heldMinor === 300 ? true : undefined), 15_000, 'the hold');
+    assert.match((await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 101, idempotencyKey: randomUUID() })).json.error, /has 100 available/);
+    assert.equal((await http('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 100, idempotencyKey: randomUUID() })).status, 201);
+    const canceled = await rpc(s.rpc, { jsonrpc: '2.0', id: 9, method: 'CancelTask', params: { id: held.id } }, V1);
+    assert.equal(canceled.json.result?.status?.state, 'TASK_STATE_CANCELED', JSON.stringify(canceled.json));
+    await settled(held.id);
     await reconciled();
   });
 });
@@ -424,6 +468,7 @@ describe('SWITCHBOARD_UNFUNDED_ACCOUNTS=unlimited', () => {
         return (await res.json()) as any;
       };
       assert.equal((await call('GET', `/accounts/${ACCOUNT}`)).unlimited, true);
+      assert.match((await call('POST', `/accounts/${ACCOUNT}/withdrawals`, { amountMinor: 1, idempotencyKey: randomUUID() })).error, /runs on credit/);
       const echo = await agents.add(startEchoAgent());
       const { rpc: rpcUrl } = await register(open, echo.url, { priceMinor: 100 });
       assert.equal((await send(rpcUrl, 'on credit')).json.result.task.status.state, 'TASK_STATE_COMPLETED');

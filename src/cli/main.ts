@@ -267,16 +267,21 @@ export function program(): Command {
       const a = await api(cmd).rest<AccountView>('GET', `/accounts/${encodeURIComponent(account)}`);
       print(cmd, a, () => `${account}: balance ${a.balanceMinor}, held ${a.heldMinor}, available ${a.availableMinor}`);
     });
-  accounts
-    .command('deposit <account> <amountMinor>')
-    .description('fund a requester account (admin); --idempotency-key makes a retry safe')
-    .option('--idempotency-key <key>', 'the same key again adds nothing', randomUUID())
-    .action(async (account: string, amount: string, o: { idempotencyKey: string }, cmd: Command) => {
-      const amountMinor = Number(amount);
-      if (!Number.isSafeInteger(amountMinor) || amountMinor <= 0) throw new CommanderError(EXIT.usage, 'usage', 'amountMinor must be a positive integer');
-      const r = await api(cmd).rest<{ created: boolean; account: AccountView }>('POST', `/accounts/${encodeURIComponent(account)}/deposits`, { amountMinor, idempotencyKey: o.idempotencyKey });
-      print(cmd, r, () => `${r.created ? 'deposited' : 'already deposited'}: ${account} balance ${r.account.balanceMinor}`);
-    });
+  for (const m of [
+    { verb: 'deposit', path: 'deposits', done: 'deposited', what: 'fund a requester account (admin)', again: 'adds nothing' },
+    { verb: 'withdraw', path: 'withdrawals', done: 'withdrawn', what: 'take available money out of a requester or agent account (admin)', again: 'takes nothing more' },
+  ]) {
+    accounts
+      .command(`${m.verb} <account> <amountMinor>`)
+      .description(`${m.what}; --idempotency-key makes a retry safe`)
+      .option('--idempotency-key <key>', `the same key again ${m.again}`, randomUUID())
+      .action(async (account: string, amount: string, o: { idempotencyKey: string }, cmd: Command) => {
+        const amountMinor = Number(amount);
+        if (!Number.isSafeInteger(amountMinor) || amountMinor <= 0) throw new CommanderError(EXIT.usage, 'usage', 'amountMinor must be a positive integer');
+        const r = await api(cmd).rest<{ created: boolean; account: AccountView }>('POST', `/accounts/${encodeURIComponent(account)}/${m.path}`, { amountMinor, idempotencyKey: o.idempotencyKey });
+        print(cmd, r, () => `${r.created ? m.done : `already ${m.done}`}: ${account} balance ${r.account.balanceMinor}`);
+      });
+  }
 
   root
     .command('ledger')

@@ -1,6 +1,6 @@
 /** Funding and reading accounts (the HTTP side of the ledger; holds and settlements are activities). */
 import type { Pool } from 'pg';
-import { DEPOSITS_ACCOUNT, type UnfundedPolicy, kindOf, post } from './postings';
+import { DEPOSITS_ACCOUNT, type UnfundedPolicy, WITHDRAWALS_ACCOUNT, kindOf, post } from './postings';
 import { inTransaction } from '../db/tx';
 import type { Caller } from '../auth/caller';
 
@@ -153,6 +153,63 @@ export async function deposit(
     await client.query(
       `UPDATE accounts SET unlimited = false WHERE tenant = $1 AND account = $2 AND unlimited AND balance_minor - held_minor >= 0`,
       [tenant, account],
+    );
+    return true;
+  });
+  return { created, account: await getAccount(pool, tenant, account, policy) };
+}
+
+/** A withdrawal the account cannot cover (its available balance, or an account on credit). */
+export class InsufficientFundsError extends Error {}
+
+/**
+ * Takes money out of a requester account (unspent funds returned) or an agent account (a payout) into
+ * `external:withdrawals`, once per idempotency key, as deposit() puts it in. Only what is available (balance −
+ * held) can go: the account's row is locked while that is checked and the movement made, so a hold racing it
+ * waits. An account running on credit (never funded, SWITCHBOARD_UNFUNDED_ACCOUNTS=unlimited) has nothing to
+ * withdraw.
+ * @throws DepositConflictError when the key was used for another account or amount; InsufficientFundsError.
+ */
+export async function withdraw(pool: Pool, tenant: string, account: string, amountMinor: number, idempotencyKey: string, policy: UnfundedPolicy): Promise<DepositOutcome> {
+  const created = await inTransaction(pool, async (client) => {
+    const claimed = await client.query(
+      `INSERT INTO withdrawals (tenant, idempotency_key, account, amount_minor) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING 1`,
+      [tenant, idempotencyKey, account, amountMinor],
+    );
+    if (claimed.rowCount === 0) {
+      const { rows } = await client.query<{ account: string; amount_minor: string }>(
+        'SELECT account, amount_minor FROM withdrawals WHERE tenant = $1 AND idempotency_key = $2',
+        [tenant, idempotencyKey],
+      );
+      if (rows[0].account !== account || Number(rows[0].amount_minor) !== amountMinor) {
+        throw new DepositConflictError(
+          `idempotencyKey ${idempotencyKey} was already used to withdraw ${rows[0].amount_minor} from ${rows[0].account}; use a new key for a new withdrawal`,
+        );
+      }
+      return false;
+    }
+    const { rows } = await client.query<{ available: string; unlimited: boolean }>(
+      'SELECT balance_minor - held_minor AS available, unlimited FROM accounts WHERE tenant = $1 AND account = $2 FOR UPDATE',
+      [tenant, account],
+    );
+    const available = Number(rows[0]?.available ?? 0);
+    // A requester account never used reads as on credit under the unlimited policy (as getAccount shows it).
+    const unlimited = rows[0] ? rows[0].unlimited : kindOf(account) === 'requester' && policy === 'unlimited';
+    if (unlimited) throw new InsufficientFundsError(`${account} runs on credit (never funded): there is nothing to withdraw`);
+    if (available < amountMinor) throw new InsufficientFundsError(`${account} has ${available} available (balance − held); ${amountMinor} cannot be withdrawn`);
+    await post(
+      client,
+      {
+        tenant,
+        key: `withdrawal:${idempotencyKey}`,
+        kind: 'withdrawal',
+        entries: [
+          { account, amountMinor: -amountMinor },
+          { account: WITHDRAWALS_ACCOUNT, amountMinor },
+        ],
+      },
+      policy,
     );
     return true;
   });

@@ -6,13 +6,14 @@
 import type { PoolClient } from 'pg';
 
 export type AccountKind = 'requester' | 'agent' | 'external';
-export type MovementKind = 'deposit' | 'hold' | 'capture' | 'release';
+export type MovementKind = 'deposit' | 'hold' | 'capture' | 'release' | 'withdrawal';
 
 /** How a requester account that has never been funded behaves (SWITCHBOARD_UNFUNDED_ACCOUNTS). */
 export type UnfundedPolicy = 'enforce' | 'unlimited';
 
 export const requesterAccount = (requester: string) => `requester:${requester}`;
 export const DEPOSITS_ACCOUNT = 'external:deposits';
+export const WITHDRAWALS_ACCOUNT = 'external:withdrawals';
 
 export const kindOf = (account: string): AccountKind => account.slice(0, account.indexOf(':')) as AccountKind;
 

@@ -1,11 +1,11 @@
 /**
- * Accounts and the ledger over HTTP: fund a requester account, list the tenant's accounts, read an account and
- * its latest movements, and reconcile the whole ledger.
+ * Accounts and the ledger over HTTP: fund a requester account, withdraw from a requester or agent account, list
+ * the tenant's accounts, read an account and its latest movements, and reconcile the whole ledger.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { ACCOUNT_NAME, ACCOUNT_NAME_RULE, DepositConflictError, deposit, getAccount, latestEntries, listAccounts, mayReadAccount, notYourAccount } from '../ledger/accounts';
+import { ACCOUNT_NAME, ACCOUNT_NAME_RULE, DepositConflictError, InsufficientFundsError, deposit, getAccount, latestEntries, listAccounts, mayReadAccount, notYourAccount, withdraw } from '../ledger/accounts';
 import type { UnfundedPolicy } from '../ledger/postings';
 import { reconcile } from '../ledger/reconcile';
 import { access, callerOf } from '../auth/caller';
@@ -25,9 +25,9 @@ export interface AccountRoutesDeps {
 const AccountName = z.string().regex(ACCOUNT_NAME, ACCOUNT_NAME_RULE);
 
 const DepositBody = z.strictObject({
-  /** Integer minor units (cents); at most 10^12 per deposit. */
-  amountMinor: z.number().int('must be an integer (minor units)').positive('must be positive').max(1e12, 'at most 10^12 per deposit'),
-  /** The same key sent again adds nothing (answers 200 with the account); with another amount or account it is 409. */
+  /** Integer minor units (cents); at most 10^12 per deposit or withdrawal. */
+  amountMinor: z.number().int('must be an integer (minor units)').positive('must be positive').max(1e12, 'at most 10^12 at a time'),
+  /** The same key sent again moves nothing (answers 200 with the account); with another amount or account it is 409. */
   idempotencyKey: z.string().min(1).max(200),
 });
 
@@ -38,35 +38,58 @@ export async function accountRoutes(app: FastifyInstance, { pool, unfundedAccoun
   const accountOf = (raw: string) => AccountName.safeParse(raw);
 
   const params = requestSchema(z.object({ account: AccountName }));
-  const depositSchema = {
-    tags: ['accounts'],
-    summary: 'Fund a requester account (X-Switchboard-Tenant names the tenant); idempotent by idempotencyKey',
-    params,
-    body: requestSchema(DepositBody),
-    response: {
-      200: answer('{created: false, account}: this idempotencyKey was applied before; nothing added'),
-      201: answer('{created: true, account}'),
-      400: errorBody('Invalid account or deposit, naming the field'),
-      409: errorBody('The idempotencyKey was used with another amount or account'),
+  // Money in (a requester account) and out (a requester account's unspent funds, an agent's payout): one movement
+  // each, once per idempotencyKey, an admin's.
+  const movements = [
+    {
+      path: 'deposits',
+      audit: 'account.deposit',
+      summary: 'Fund a requester account (X-Switchboard-Tenant names the tenant); idempotent by idempotencyKey',
+      what: 'deposit',
+      conflict: 'The idempotencyKey was used with another amount or account',
+      refuse: (a: string) => (a.startsWith('requester:') ? undefined : `Only requester accounts can be funded; ${a} is paid by settlements`),
+      move: deposit,
     },
-  };
-  app.post<{ Params: { account: string } }>('/accounts/:account/deposits', { config: { ...access.admin, audit: 'account.deposit' }, schema: depositSchema }, async (req, reply) => {
-    const { tenant } = callerOf(req);
-    const account = accountOf(req.params.account);
-    if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
-    if (!account.data.startsWith('requester:')) {
-      return reply.code(400).send({ error: `Only requester accounts can be funded; ${account.data} is paid by settlements` });
-    }
-    const body = DepositBody.safeParse(req.body);
-    if (!body.success) return reply.code(400).send({ error: `Invalid deposit: ${z.prettifyError(body.error)}` });
-    try {
-      const r = await deposit(pool, tenant, account.data, body.data.amountMinor, body.data.idempotencyKey, unfundedAccounts);
-      return reply.code(r.created ? 201 : 200).send({ created: r.created, account: r.account });
-    } catch (err) {
-      if (err instanceof DepositConflictError) return reply.code(409).send({ error: err.message });
-      throw err;
-    }
-  });
+    {
+      path: 'withdrawals',
+      audit: 'account.withdraw',
+      summary: 'Take available money out of a requester account (funds returned) or an agent account (a payout); idempotent by idempotencyKey',
+      what: 'withdrawal',
+      conflict: 'More than the available balance (or an account on credit), or the idempotencyKey was used with another amount or account',
+      refuse: (a: string) => (a.startsWith('external:') ? `${a} is where money comes from and goes to; withdraw from a requester or agent account` : undefined),
+      move: withdraw,
+    },
+  ];
+  for (const m of movements) {
+    const schema = {
+      tags: ['accounts'],
+      summary: m.summary,
+      params,
+      body: requestSchema(DepositBody),
+      response: {
+        200: answer('{created: false, account}: this idempotencyKey was applied before; nothing moved'),
+        201: answer('{created: true, account}'),
+        400: errorBody(`Invalid account or ${m.what}, naming the field`),
+        409: errorBody(m.conflict),
+      },
+    };
+    app.post<{ Params: { account: string } }>(`/accounts/:account/${m.path}`, { config: { ...access.admin, audit: m.audit }, schema }, async (req, reply) => {
+      const { tenant } = callerOf(req);
+      const account = accountOf(req.params.account);
+      if (!account.success) return reply.code(400).send({ error: `Invalid account: ${z.prettifyError(account.error)}` });
+      const refused = m.refuse(account.data);
+      if (refused) return reply.code(400).send({ error: refused });
+      const body = DepositBody.safeParse(req.body);
+      if (!body.success) return reply.code(400).send({ error: `Invalid ${m.what}: ${z.prettifyError(body.error)}` });
+      try {
+        const r = await m.move(pool, tenant, account.data, body.data.amountMinor, body.data.idempotencyKey, unfundedAccounts);
+        return reply.code(r.created ? 201 : 200).send({ created: r.created, account: r.account });
+      } catch (err) {
+        if (err instanceof DepositConflictError || err instanceof InsufficientFundsError) return reply.code(409).send({ error: err.message });
+        throw err;
+      }
+    });
+  }
 
   // Every account of the tenant that has moved money (requester, agents, deposits), with balance, held and available.
   const listSchema = {
