@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { AgentPool, startEchoAgent } from './agents';
 import { eventually } from './helpers/harness';
-import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
+import { restartablePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 
 const TASKS = 30;
 const READERS = 4;
@@ -77,9 +77,10 @@ before(async () => {
   // made on the first start. Only the ports are chosen free, and loopback agents allowed.
   env = {
     SWITCHBOARD_DATA_DIR: dataDir,
-    PORT: String(await freePort()),
-    TEMPORAL_PORT: String(await freePort()),
-    TEMPORAL_UI_PORT: String(await freePort()),
+    // Started again on the same ports after a crash: ports outside the ephemeral range (see restartablePort).
+    PORT: String(await restartablePort()),
+    TEMPORAL_PORT: String(await restartablePort()),
+    TEMPORAL_UI_PORT: String(await restartablePort()),
     ...(process.env.TEMPORAL_CLI ? { TEMPORAL_CLI: process.env.TEMPORAL_CLI } : {}),
     SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
     LOG_LEVEL: 'warn',

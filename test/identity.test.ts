@@ -132,6 +132,7 @@ const MATRIX: Record<string, Row> = {
   'GET /tasks/:id/route': { allowed: ALL, request: () => ({ path: `/tasks/${taskId}/route` }), ok: 200 },
   'GET /accounts': { allowed: OPS, request: () => ({ path: '/accounts' }), ok: 200 },
   'POST /accounts/:account/deposits': { allowed: ADMIN, request: () => ({ path: '/accounts/requester:default/deposits', body: {} }), ok: 400 },
+  'POST /accounts/:account/withdrawals': { allowed: ADMIN, request: () => ({ path: '/accounts/requester:default/withdrawals', body: {} }), ok: 400 },
   // A client reads its tenant's requester account; an agent key only its own agent's account.
   'GET /accounts/:account': { allowed: ALL, request: () => ({ path: '/accounts/requester:default' }), ok: { admin: 200, operator: 200, client: 200, agent: 403 } },
   'GET /ledger/reconcile': { allowed: OPS, request: () => ({ path: '/ledger/reconcile' }), ok: 200 },

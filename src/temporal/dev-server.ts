@@ -75,6 +75,8 @@ export function dynamicConfigArgs(): string[] {
 
 const START_DEADLINE_MS = 60_000; // a cold start on a busy 2-core box can take a while
 const STOP_GRACE_MS = 10_000;
+/** How long the ports of a leftover server just stopped are waited for (it may hold them a moment longer). */
+const PORT_RELEASE_MS = 10_000;
 const GRPC_ALREADY_EXISTS = 6;
 
 /** Runs scripts/ensure-temporal.sh (which may build the CLI; its progress goes to our stderr). */
@@ -124,13 +126,14 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const address = `${host}:${port}`;
 
   await mkdir(path.dirname(path.resolve(opts.dbFilename)), { recursive: true });
-  await stopLeftover(opts.dbFilename, opts.log);
-  // The CLI's own message for a taken port is buried in a Go stack of warnings; say it plainly.
+  const stopped = await stopLeftover(opts.dbFilename, opts.log);
+  // The CLI's own message for a taken port is buried in a Go stack of warnings; say it plainly. The leftover server
+  // just stopped may hold its ports a moment after its pid is gone: they are waited for then.
   const ports: [number, string][] = [[port, 'TEMPORAL_PORT'], ...(opts.headless ? [] : [[uiPort, 'TEMPORAL_UI_PORT'] as [number, string]])];
   for (const [p, variable] of ports) {
-    if (!(await portIsFree(ip, p))) {
+    if (!(await portFreeWithin(ip, p, stopped ? PORT_RELEASE_MS : 0))) {
       throw new Error(`Temporal dev server: port ${ip}:${p} is already in use (another dev server running? ` +
-        `set TEMPORAL_ADDRESS to use it, or ${variable} to another port)`);
+        `set TEMPORAL_ADDRESS to use it, or ${variable} to another port)${stopped ? `; a leftover server (pid ${stopped}) was stopped before` : ''}`);
     }
   }
 
@@ -229,9 +232,9 @@ const ownerFile = (dbFilename: string) => `${dbFilename}.owner`;
  * names the file (Linux). While the process that started it lives, it is in use: refused, naming both. Otherwise
  * its owner died and the watchdog with it: it is stopped, so this start can take over its ports and its file.
  */
-async function stopLeftover(dbFilename: string, log: (msg: string) => void): Promise<void> {
+async function stopLeftover(dbFilename: string, log: (msg: string) => void): Promise<number | undefined> {
   const [owner, pid] = (await readFile(ownerFile(dbFilename), 'utf8').catch(() => '')).trim().split(' ').map(Number);
-  if (!pid || !(await running(pid)) || !(await commandLine(pid))?.includes(dbFilename)) return;
+  if (!pid || !(await running(pid)) || !(await commandLine(pid))?.includes(dbFilename)) return undefined;
   if (owner && signalable(owner) && (await procStat(pid))?.ppid === owner) {
     throw new Error(`Temporal dev server: ${dbFilename} is already served (pid ${pid}) by process ${owner}: stop that one, or set TEMPORAL_ADDRESS to use its server`);
   }
@@ -241,6 +244,17 @@ async function stopLeftover(dbFilename: string, log: (msg: string) => void): Pro
     process.kill(pid, 'SIGKILL');
     if (!(await waitGone(pid, 5_000))) throw new Error(`Temporal dev server: the server left running on ${dbFilename} (pid ${pid}) does not stop`);
   }
+  return pid;
+}
+
+/** Whether `port` is free, or becomes free within `ms` (looked at every 100 ms). */
+async function portFreeWithin(ip: string, port: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!(await portIsFree(ip, port))) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
 }
 
 async function waitForFrontend(

@@ -30,8 +30,24 @@ process.once('exit', () => {
 });
 
 /** A TCP port free right now on 127.0.0.1, so a restarted process can listen on the same URL. */
-import { freePort } from '../../src/net';
+import { freePort, portIsFree } from '../../src/net';
 export { freePort };
+
+const handedOut = new Set<number>();
+
+/**
+ * A free port below the kernel's ephemeral range (32768–60999 on Linux), for a service a test stops and starts
+ * again on the same port. A port from freePort() is in that range: while its service is down, any outgoing
+ * connection on the box may be given it as its local port, and the restart then finds it taken.
+ */
+export async function restartablePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(port) || !(await portIsFree('127.0.0.1', port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+}
 
 /**
  * Starts `node --import tsx src/main.ts` (with `compiled`: `node dist/src/main.js`, built beforehand) with `env` and
