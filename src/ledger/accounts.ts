@@ -1,5 +1,5 @@
 /** Funding and reading accounts (the HTTP side of the ledger; holds and settlements are activities). */
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { DEPOSITS_ACCOUNT, type UnfundedPolicy, WITHDRAWALS_ACCOUNT, kindOf, post } from './postings';
 import { inTransaction } from '../db/tx';
 import type { Caller } from '../auth/caller';
@@ -106,6 +106,31 @@ export interface DepositOutcome {
 }
 
 /**
+ * Claims a deposit's or withdrawal's idempotency key in its table (in the caller's transaction). @returns true when
+ * this request is the first with the key; false when the same request was applied before.
+ * @throws DepositConflictError when the key was used for another account or amount (`conflict` says how).
+ */
+async function claimKey(
+  client: PoolClient,
+  table: 'deposits' | 'withdrawals',
+  req: { tenant: string; idempotencyKey: string; account: string; amountMinor: number },
+  conflict: (was: { account: string; amount_minor: string }) => string,
+): Promise<boolean> {
+  const claimed = await client.query(
+    `INSERT INTO ${table} (tenant, idempotency_key, account, amount_minor) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING 1`,
+    [req.tenant, req.idempotencyKey, req.account, req.amountMinor],
+  );
+  if (claimed.rowCount) return true;
+  const { rows } = await client.query<{ account: string; amount_minor: string }>(
+    `SELECT account, amount_minor FROM ${table} WHERE tenant = $1 AND idempotency_key = $2`,
+    [req.tenant, req.idempotencyKey],
+  );
+  if (rows[0]!.account !== req.account || Number(rows[0]!.amount_minor) !== req.amountMinor) throw new DepositConflictError(conflict(rows[0]!));
+  return false;
+}
+
+/**
  * Credits a requester account from `external:deposits`, once per idempotency key. The key's row and the
  * ledger movement commit together, so a retried request (or two racing ones) adds the money once.
  * @throws DepositConflictError when the key was used for another account or amount.
@@ -119,23 +144,9 @@ export async function deposit(
   policy: UnfundedPolicy,
 ): Promise<DepositOutcome> {
   const created = await inTransaction(pool, async (client) => {
-    const claimed = await client.query(
-      `INSERT INTO deposits (tenant, idempotency_key, account, amount_minor) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING 1`,
-      [tenant, idempotencyKey, account, amountMinor],
-    );
-    if (claimed.rowCount === 0) {
-      const { rows } = await client.query<{ account: string; amount_minor: string }>(
-        'SELECT account, amount_minor FROM deposits WHERE tenant = $1 AND idempotency_key = $2',
-        [tenant, idempotencyKey],
-      );
-      if (rows[0].account !== account || Number(rows[0].amount_minor) !== amountMinor) {
-        throw new DepositConflictError(
-          `idempotencyKey ${idempotencyKey} was already used for ${rows[0].amount_minor} into ${rows[0].account}; use a new key for a new deposit`,
-        );
-      }
-      return false;
-    }
+    const claimed = await claimKey(client, 'deposits', { tenant, idempotencyKey, account, amountMinor }, (was) =>
+      `idempotencyKey ${idempotencyKey} was already used for ${was.amount_minor} into ${was.account}; use a new key for a new deposit`);
+    if (!claimed) return false;
     await post(
       client,
       {
@@ -172,23 +183,9 @@ export class InsufficientFundsError extends Error {}
  */
 export async function withdraw(pool: Pool, tenant: string, account: string, amountMinor: number, idempotencyKey: string, policy: UnfundedPolicy): Promise<DepositOutcome> {
   const created = await inTransaction(pool, async (client) => {
-    const claimed = await client.query(
-      `INSERT INTO withdrawals (tenant, idempotency_key, account, amount_minor) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING 1`,
-      [tenant, idempotencyKey, account, amountMinor],
-    );
-    if (claimed.rowCount === 0) {
-      const { rows } = await client.query<{ account: string; amount_minor: string }>(
-        'SELECT account, amount_minor FROM withdrawals WHERE tenant = $1 AND idempotency_key = $2',
-        [tenant, idempotencyKey],
-      );
-      if (rows[0].account !== account || Number(rows[0].amount_minor) !== amountMinor) {
-        throw new DepositConflictError(
-          `idempotencyKey ${idempotencyKey} was already used to withdraw ${rows[0].amount_minor} from ${rows[0].account}; use a new key for a new withdrawal`,
-        );
-      }
-      return false;
-    }
+    const claimed = await claimKey(client, 'withdrawals', { tenant, idempotencyKey, account, amountMinor }, (was) =>
+      `idempotencyKey ${idempotencyKey} was already used to withdraw ${was.amount_minor} from ${was.account}; use a new key for a new withdrawal`);
+    if (!claimed) return false;
     const { rows } = await client.query<{ available: string; unlimited: boolean }>(
       'SELECT balance_minor - held_minor AS available, unlimited FROM accounts WHERE tenant = $1 AND account = $2 FOR UPDATE',
       [tenant, account],
