@@ -26,6 +26,7 @@ import { DEFAULT_RETRY } from '../src/agents/registry';
 import { FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type NewEvent, type TaskRecord } from '../task/contracts';
 import { EventSink, writeFailed } from '../src/events/event-sink';
 import { recordTask } from './bookkeeping';
+import { tasksStarted } from '../src/metrics';
 import type { ForwardArgs, ForwardDeps } from './forwarding/args';
 import { classify } from './forwarding/classify';
 import { voidPreviousAttempt } from './forwarding/results';
@@ -63,15 +64,17 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
   const turn = startTurn(ctx, deps, args, true);
-  // The events the agent relays are held for a moment: a turn that ends in that time, terminal, hands them to the
-  // workflow, whose finishTask logs them with the final state (one statement fewer). See ForwardArgs.atFinish.
+  // The events the agent relays are held for a moment, and so is a fresh task's `working` change (startTurn): a turn
+  // that ends in that time, terminal, hands them to the workflow, whose finishTask logs them with the final state
+  // (one statement, or two, fewer). See ForwardArgs.atFinish.
   if (args.atFinish) turn.sink.holdEvents(FINISH_HOLD_MS, FIRST_EXCHANGE_MS);
   return firstExchange(ctx, deps, args, turn);
 }
 
 /**
- * How long a first exchange holds the events its agent relays, from the first (ForwardArgs.atFinish): readers of the
- * log see them that much later at most (a turn that ends meanwhile: when the workflow has finished the task).
+ * How long a first exchange holds the events its agent relays, from the first, and a fresh task's `working` change,
+ * from the start (ForwardArgs.atFinish): readers of the log see them that much later at most (a turn that ends
+ * meanwhile: when the workflow has finished the task), and so does a child task's front door the task's first row.
  */
 const FINISH_HOLD_MS = 100;
 /** The most relayed events a first exchange's result carries (they go into workflow history): past it, it logs them. */
@@ -114,7 +117,7 @@ async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs,
     }
     if (!isTerminal(result.state)) return result;
     if (args.atFinish) {
-      const held = await heldBack(turn);
+      const held = await heldBack(turn, args.record);
       return 'handoff' in held ? held : { ...result, ...held };
     }
     const childrenLinked = (await children) ?? (await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId));
@@ -129,15 +132,21 @@ async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs,
 
 /**
  * The events a terminal turn relayed while its sink held them (ForwardArgs.atFinish), for the workflow's finishTask to
- * log before the final state; none when the hold ended first (the sink logged them), or when they are too big for
- * the result (logged now). Events that could not be logged are the turn's failure, which a named agent task turns
- * into a hand-over (the activity reads the agent's task again and logs it), as a failed first exchange does.
+ * log before the final state, led by the fresh task's `working` change (`start`) when it was held too; none when the
+ * hold ended first (the sink logged them), or when they are too big for the result (logged now). Events that could
+ * not be logged are the turn's failure, which a named agent task turns into a hand-over (the activity reads the
+ * agent's task again and logs it), as a failed first exchange does.
  */
-async function heldBack(turn: StartedTurn): Promise<{ relayed?: NewEvent[] } | HandOff> {
+async function heldBack(turn: StartedTurn, start: TaskRecord | undefined): Promise<{ relayed?: NewEvent[] } | HandOff> {
   const taken = turn.sink.take();
-  if (taken && taken.events.length > 0 && Buffer.byteLength(JSON.stringify(taken.events)) <= RELAYED_IN_RESULT_BYTES) return { relayed: taken.events };
-  if (taken) turn.sink.giveBack(taken);
+  const relayed = taken ? [...(taken.first && start?.event ? [start.event] : []), ...taken.events] : [];
   try {
+    if (taken && relayed.length > 0 && Buffer.byteLength(JSON.stringify(relayed)) <= RELAYED_IN_RESULT_BYTES) {
+      await taken.after; // the `working` change, when its hold ended before the turn: committed before the rest is logged
+      if (taken.first) tasksStarted.inc({ agent: start!.agentId }); // as logging the change would have
+      return { relayed };
+    }
+    if (taken) turn.sink.giveBack(taken);
     await turn.sink.flush();
     return {};
   } catch (err) {
@@ -206,8 +215,16 @@ function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExch
     const rec = args.record;
     sink.hold(Math.min((args.retry?.attemptTimeoutMs ?? DEFAULT_RETRY.attemptTimeoutMs) + 1_000, MAX_TIMER_MS), () => record(rec));
   }
+  // A fresh task's first exchange that holds its events for finishTask (atFinish) holds the `working` change with
+  // them, for FINISH_HOLD_MS at most: an agent that answers terminal meanwhile has it logged by finishTask, whose
+  // statement writes the task's first row (heldBack). Otherwise the sink makes it when the hold ends or it writes.
+  const heldStart = firstExchange && args.atFinish === true && attempt === 1 && args.record?.version === 1 && args.record.event !== undefined;
+  if (args.record && heldStart) {
+    const rec = args.record;
+    sink.holdFirst(() => record(rec), FINISH_HOLD_MS);
+  }
   const started = (async () => {
-    const write = turn.holdsStart ? { ...args.record!, event: undefined } : args.record;
+    const write = heldStart ? undefined : turn.holdsStart ? { ...args.record!, event: undefined } : args.record;
     const recorded = write ? record(write) : undefined;
     if (recorded && attempt === 1) {
       recorded.catch(() => undefined); // awaited below, once the agent has answered

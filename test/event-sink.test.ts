@@ -195,3 +195,44 @@ test('a hold ends by itself: the events are written then', async (t) => {
   assert.deepEqual(await keysOf(taskId), ['fwd/1/1']);
   assert.equal(sink.take(), undefined, 'written: nothing to take');
 });
+
+test("a first write held apart from the events (holdFirst) is made when its own time is up, the events still held; taken before, it is the caller's", async (t) => {
+  const taskId = 'sink-first-apart';
+  let calls = 0;
+  let commit!: () => void;
+  const committedFirst = new Promise<void>((resolve) => (commit = resolve));
+  const write = async () => {
+    calls++;
+    await appendEvents(serial, 't', taskId, [{ key: 'v1', event: status(taskId, 'TASK_STATE_WORKING') }]);
+    commit();
+  };
+  const sink = new EventSink(serial, new EventHub(), 't', taskId, 'fwd/1/');
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  sink.holdFirst(write, 50);
+  sink.holdEvents(50, 1_000);
+  t.mock.timers.tick(20);
+  await sink.push(status(taskId, 'TASK_STATE_WORKING')); // the events' hold restarts: 50 ms from now
+  assert.equal(calls, 0, 'held');
+  t.mock.timers.tick(30); // the first write's 50 ms; the events' hold has 20 ms to go
+  t.mock.timers.reset(); // the writes run on real timers
+  await committedFirst;
+  await barrier();
+  assert.deepEqual(await keysOf(taskId), ['v1'], 'the first write, the events still held');
+  const taken = sink.take();
+  assert.deepEqual(taken?.events.map((e) => e.key), ['fwd/1/1'], 'the events go to the caller');
+  assert.equal(taken?.first, undefined, 'the first write was made already');
+  await taken?.after; // what the caller awaits before it logs them
+  assert.equal(calls, 1);
+
+  const early = 'sink-first-apart-taken';
+  let made = 0;
+  const other = new EventSink(db.pool, new EventHub(), 't', early, 'fwd/1/');
+  other.holdFirst(async () => void made++, 60_000);
+  other.holdEvents(60_000, 60_000);
+  await other.push(status(early, 'TASK_STATE_WORKING'));
+  const held = other.take();
+  assert.ok(held?.first, 'taken before its time: the first write is the caller’s');
+  await other.flush();
+  assert.equal(made, 0, 'and the sink never makes it');
+  assert.deepEqual(await keysOf(early), []);
+});

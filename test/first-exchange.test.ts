@@ -123,6 +123,9 @@ describe('the first exchange of a blocking turn', () => {
       ['default', task.id],
     );
     assert.deepEqual(rows, [{ task_tx: last, settled_tx: last }], 'the final record and the settlement: one transaction, the last event');
+    // The `working` change was held with the agent's events (FINISH_HOLD_MS): the task's first row and its log after
+    // the claim are one statement, so a simple task costs two (the claim, and this).
+    assert.equal(events[1].tx, last, `the working change is logged in the same transaction: ${JSON.stringify(events)}`);
   });
 
   test('PostgreSQL refuses the finished task once: the workflow writes it again, the agent is not called again', async () => {

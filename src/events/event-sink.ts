@@ -36,6 +36,8 @@ export class EventSink {
   private held?: ReturnType<typeof setTimeout>;
   /** holdEvents()'s limit: the hold's timer restarts with it when the first event is queued. */
   private eachMs?: number;
+  /** When the held first write is made at the latest, whether or not the events are still held (holdFirst()). */
+  private firstDue?: ReturnType<typeof setTimeout>;
 
   /**
    * @param keyPrefix unique to this attempt of this activity, so a retried attempt's events never collide
@@ -62,7 +64,7 @@ export class EventSink {
    */
   hold(ms: number, first?: () => Promise<unknown>): void {
     clearTimeout(this.held);
-    this.first = first;
+    this.first = first ?? this.first;
     this.held = setTimeout(() => this.release(), ms);
   }
 
@@ -77,14 +79,25 @@ export class EventSink {
   }
 
   /**
-   * The queued events and the held first write, taken out of the sink for the caller to make (the events after the
-   * write after() named has committed), while it holds its writes; undefined once it has begun writing. The sink
-   * writes what comes after as usual.
+   * Holds `first` (as hold()'s, the write the log's first event waits for) for up to `ms`, apart from the events: it is
+   * made then even while they are still held (a child task's front door waits for the row it writes), or when the
+   * sink starts writing, unless take() hands it to the caller first.
    */
-  take(): { events: NewEvent[]; first?: () => Promise<unknown> } | undefined {
+  holdFirst(first: () => Promise<unknown>, ms: number): void {
+    this.first = first;
+    this.firstDue = setTimeout(() => this.startFirst(), ms);
+  }
+
+  /**
+   * The queued events and the held first write, taken out of the sink for the caller to make, while it holds its
+   * writes; undefined once it has begun writing. `after`: the write the events must follow (after(), or a first
+   * write holdFirst() made already), for the caller to await. The sink writes what comes after as usual.
+   */
+  take(): { events: NewEvent[]; first?: () => Promise<unknown>; after?: Promise<unknown> } | undefined {
     if (!this.held || this.failure) return undefined;
     this.unhold();
-    const taken = { events: this.queue, first: this.first };
+    clearTimeout(this.firstDue);
+    const taken = { events: this.queue, first: this.first, after: this.before };
     this.queue = [];
     this.first = undefined;
     return taken;
@@ -121,13 +134,19 @@ export class EventSink {
 
   /** Starts writing: the held first write, if any, then the queue. */
   private write(): void {
+    this.startFirst();
+    if (this.queue.length > 0) this.writing ??= this.drain();
+  }
+
+  /** Makes the held first write, if any; the drain reports its failure (and waits for the hold to write the events). */
+  private startFirst(): void {
+    clearTimeout(this.firstDue);
     const first = this.first;
     this.first = undefined;
-    if (first) {
-      this.before = first();
-      this.before.catch(() => undefined); // the drain reports it
-    }
-    if (first || this.queue.length > 0) this.writing ??= this.drain();
+    if (!first) return;
+    this.before = first();
+    this.before.catch(() => undefined);
+    this.writing ??= this.drain();
   }
 
   private unhold(): void {
@@ -139,11 +158,12 @@ export class EventSink {
   private async drain(): Promise<void> {
     try {
       await this.before;
-      while (this.queue.length > 0) {
+      while (this.queue.length > 0 && !this.held) {
         // One turn of the event loop first: the events of one chunk of the agent's stream (a status and an artifact,
         // say) are relayed a few microtasks apart, and go in one batch rather than one transaction each.
         await new Promise(setImmediate);
         await this.before; // a held first write started meanwhile (write()) precedes the batch
+        if (this.held) break; // held again meanwhile (a first write made during a hold: holdFirst())
         const batch = this.queue.splice(0, MAX_BATCH);
         // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.
         const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch, { freshKeys: true });
