@@ -19,13 +19,26 @@ export async function oneLocalActivity(): Promise<void> {
 }
 
 /**
- * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts) since the first exchange with the
- * agent finishes a task the agent completes at once: update-with-start; in its first workflow task the workflow
- * calls the agent in one local activity (which also records the task's `working` state before the call, and its final
- * record and settlement after), the update's condition holds once it returns, and the update's answer leaves with
- * that workflow task, after the task's last write; a 1 ms timer, and a second workflow task ends the workflow.
+ * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts): update-with-start; in its first
+ * workflow task the workflow calls the agent in one local activity (the first exchange), then writes the task's final
+ * record and settlement in a second (its `finishTask`: the workflow is the task's one settler); the update's condition
+ * holds once they return, and the update's answer leaves with that workflow task, after the task's last write; a
+ * 1 ms timer, and a second workflow task ends the workflow.
  */
 export async function gatewayShape(): Promise<void> {
+  const turnDone = answersWhenDone();
+  await local.noop();
+  await local.noop();
+  turnDone();
+  await sleep(1);
+}
+
+/**
+ * The gateway's shape with one local activity: the first exchange writing the final record and the settlement itself,
+ * as the gateway did before the workflow became the task's one settler. Measured beside the gateway's shape: what
+ * that second local activity costs bare Temporal.
+ */
+export async function oneLocalActivityShape(): Promise<void> {
   const turnDone = answersWhenDone();
   await local.noop();
   turnDone();

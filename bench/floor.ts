@@ -27,6 +27,9 @@ export interface FloorReport {
   gatewayTpsC32: number;
   /** Temporal's least shape for a task that calls an agent (one workflow task, bench/floor-workflows.ts): c=32 workflows/s. */
   oneWorkflowTaskTpsC32: number;
+  /** The gateway's shape with one local activity instead of two (bench/floor-workflows.ts): c=32 workflows/s and node CPU. */
+  oneLocalTpsC32: number;
+  oneLocalCpuC32: GroupCpu & { total: number };
   /**
    * Node CPU per workflow at c=32, per thread group: what the SDK's client, worker, core and workflow threads cost
    * for the gateway's shape with nothing of Switchboard's in it (the bench's floor under the gateway's CPU).
@@ -41,6 +44,8 @@ export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
 export const ONE_TASK_SHAPE = 'update-with-start, one workflow task';
 /** The gateway's shape before its first exchange with the agent became a local activity (bench/floor-workflows.ts). */
 export const ACTIVITY_SHAPE = 'update-with-start, with an activity';
+/** The gateway's shape with one local activity: the first exchange settling the task itself (bench/floor-workflows.ts). */
+export const ONE_LOCAL_SHAPE = 'update-with-start, one local activity';
 
 export async function measureFloor(
   env: { client: Client; nativeConnection: NativeConnection },
@@ -65,11 +70,12 @@ export async function measureFloor(
     [GATEWAY_SHAPE]: gatewayShape,
     [ACTIVITY_SHAPE]: withStart('gatewayShapeWithActivity'),
     [ONE_TASK_SHAPE]: withStart('oneWorkflowTaskShape'),
+    [ONE_LOCAL_SHAPE]: withStart('oneLocalActivityShape'),
   };
   const shapes: FloorShape[] = [];
   try {
     for (const [shape, call] of Object.entries(all)) {
-      if (o.shapes === 'gateway' && ![GATEWAY_SHAPE, ACTIVITY_SHAPE, ONE_TASK_SHAPE].includes(shape)) continue;
+      if (o.shapes === 'gateway' && ![GATEWAY_SHAPE, ACTIVITY_SHAPE, ONE_TASK_SHAPE, ONE_LOCAL_SHAPE].includes(shape)) continue;
       for (let i = 0; i < o.warmup; i++) await call();
       const ms: number[] = [];
       for (let i = 0; i < o.n; i++) {
@@ -91,15 +97,29 @@ export async function measureFloor(
       );
       return o.n32 / ((performance.now() - t0) / 1000);
     };
-    const cpu = cpuMeter();
+    /** `atC32(call)` under the node CPU meter: workflows/s and node CPU per workflow. */
+    const meteredAtC32 = async (call: () => Promise<unknown>) => {
+      const cpu = cpuMeter();
+      const tps = await atC32(call);
+      return { tps, cpu: Object.fromEntries(Object.entries(cpu.stop()).map(([k, ms]) => [k, ms / o.n32])) as GroupCpu & { total: number } };
+    };
     const machine = processMeter();
-    const gatewayTpsC32 = await atC32(gatewayShape);
-    const used = cpu.stop();
-    const cpuC32 = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, ms / o.n32])) as GroupCpu & { total: number };
+    const gateway = await meteredAtC32(gatewayShape);
     const processCpuC32 = Object.fromEntries(Object.entries(machine.stop()).map(([k, ms]) => [k, ms / o.n32])) as ProcessCpu;
+    const oneLocal = await meteredAtC32(all[ONE_LOCAL_SHAPE]);
     const oneWorkflowTaskTpsC32 = await atC32(all[ONE_TASK_SHAPE]);
     const p50Of = (name: string) => shapes.find((s) => s.shape === name)!.p50;
-    return { shapes, gatewayP50: p50Of(GATEWAY_SHAPE), activityShapeP50: p50Of(ACTIVITY_SHAPE), gatewayTpsC32, oneWorkflowTaskTpsC32, cpuC32, processCpuC32 };
+    return {
+      shapes,
+      gatewayP50: p50Of(GATEWAY_SHAPE),
+      activityShapeP50: p50Of(ACTIVITY_SHAPE),
+      gatewayTpsC32: gateway.tps,
+      oneWorkflowTaskTpsC32,
+      oneLocalTpsC32: oneLocal.tps,
+      oneLocalCpuC32: oneLocal.cpu,
+      cpuC32: gateway.cpu,
+      processCpuC32,
+    };
   } finally {
     worker.shutdown();
     await running;
@@ -111,7 +131,10 @@ export function printFloor(f: FloorReport): void {
   for (const s of f.shapes) console.log(`  ${s.shape.padEnd(34)} p50 ${s.p50.toFixed(1).padStart(6)}   p99 ${s.p99.toFixed(1).padStart(6)}`);
   console.log(`  ${GATEWAY_SHAPE} at c=32: ${f.gatewayTpsC32.toFixed(1)} workflows/s`);
   console.log(`  ${ONE_TASK_SHAPE} at c=32 (Temporal's least for a task that calls an agent): ${f.oneWorkflowTaskTpsC32.toFixed(1)} workflows/s`);
-  const c = f.cpuC32;
-  console.log(`  its node CPU per workflow at c=32: ${c.total.toFixed(1)} ms (main ${c.main.toFixed(1)}, workflow ${c.workflow.toFixed(1)}, temporal core ${c['temporal core'].toFixed(1)}, other ${c.other.toFixed(1)})`);
+  const cpu = (c: GroupCpu & { total: number }) =>
+    `${c.total.toFixed(1)} ms (main ${c.main.toFixed(1)}, workflow ${c.workflow.toFixed(1)}, temporal core ${c['temporal core'].toFixed(1)}, other ${c.other.toFixed(1)})`;
+  console.log(`  its node CPU per workflow at c=32: ${cpu(f.cpuC32)}`);
   console.log(`  the machine's CPU per workflow at c=32: ${formatProcessCpu(f.processCpuC32)}`);
+  console.log(`  ${ONE_LOCAL_SHAPE} (the first exchange settling) at c=32: ${f.oneLocalTpsC32.toFixed(1)} workflows/s, node CPU per workflow ${cpu(f.oneLocalCpuC32)}`);
+  console.log(`  the gateway shape's second local activity (the workflow settling): ${(f.cpuC32.total - f.oneLocalCpuC32.total).toFixed(1)} ms of node CPU per workflow`);
 }
