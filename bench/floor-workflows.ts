@@ -46,7 +46,7 @@ export async function oneLocalActivityShape(): Promise<void> {
 }
 
 /**
- * Temporal's least for a task that calls an agent: the gateway's shape without its second workflow task, so the update's
+ * Temporal's least for a task that calls an agent: one local activity and no second workflow task, so the update's
  * answer and the workflow's end leave with the workflow task that ran the local activity. The gateway does not end a
  * task this way: a signal that arrives while that workflow task runs (a child task's link) makes the server refuse a
  * completion that ends the workflow, which fails the client's update-with-start and runs the local activity (the

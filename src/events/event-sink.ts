@@ -163,7 +163,6 @@ export class EventSink {
         // say) are relayed a few microtasks apart, and go in one batch rather than one transaction each.
         await new Promise(setImmediate);
         await this.before; // a held first write started meanwhile (write()) precedes the batch
-        if (this.held) break; // held again meanwhile (a first write made during a hold: holdFirst())
         const batch = this.queue.splice(0, MAX_BATCH);
         // Keys carry this attempt's prefix and a counter: never repeated, so no lookup of stored keys.
         const stored = await appendEvents(this.pool, this.tenant, this.taskId, batch, { freshKeys: true });
