@@ -30,7 +30,7 @@ import { tasksStarted } from '../src/metrics';
 import type { ForwardArgs, ForwardDeps } from './forwarding/args';
 import { classify } from './forwarding/classify';
 import { voidPreviousAttempt } from './forwarding/results';
-import { MAX_TIMER_MS, Turn, prefetched } from './forwarding/turn';
+import { HANDED_OVER, MAX_TIMER_MS, Turn, prefetched } from './forwarding/turn';
 
 export type { ForwardArgs, ForwardDeps } from './forwarding/args';
 export { classify } from './forwarding/classify';
@@ -111,6 +111,8 @@ async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs,
       // A failure retrying may help, with the agent's task named: the activity follows that task (a local activity
       // has no heartbeat details for its next attempt to re-attach with).
       if (turn.ref) return { handoff: turn.ref, why: `the first exchange failed: ${err.message}` };
+      // Its worker is stopping before the agent named a task: the activity's first attempt sends the message (again).
+      if (err.type === HANDED_OVER) return { handoff: null, why: err.message };
       // A local activity's failure reaches the workflow without its nextRetryDelay: the agent's Retry-After goes in the details.
       if (typeof err.nextRetryDelay === 'number') throw ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, details: [{ retryAfterMs: err.nextRetryDelay }] });
       throw err;
@@ -173,7 +175,9 @@ const parkedTurns = {
       turn.stop('not adopted: its activity ran elsewhere, or not at all');
     }, PARKED_MS);
     timer.unref();
-    turn.started.catch(() => undefined); // its failure is the adopting attempt's
+    // Its failure is the adopting attempt's; but its worker stopping before any adopted it, the workflow is told the
+    // task the agent named since the hand-over, for the attempt that runs elsewhere (Turn.resume asks for it).
+    turn.started.catch(() => (turn.handingOver && this.turns.get(key)?.turn === turn ? turn.handOff().catch(() => undefined) : undefined));
     this.turns.set(key, { turn, timer });
   },
   take(key: string): StartedTurn | undefined {
@@ -262,15 +266,18 @@ async function finish(ctx: Context, turn: Turn, work: Promise<ForwardResult>, fl
     if (flush) await turn.sink.flush();
     return result;
   } catch (err) {
-    // A failed attempt leaves the agent's task in its heartbeat details at once, so the next one re-attaches to it.
-    if (turn.ref) turn.heartbeat();
     await turn.sink.flush().catch(() => undefined); // what was relayed stays in the log; a retry voids it
     if (ctx.cancellationSignal.aborted) {
+      if (turn.ref) turn.heartbeat();
       // The workflow passes the cancel on to the agent's task once this call has ended: it must know the task.
       await turn.announce().catch(() => undefined);
       await ctx.cancelled; // report the cancellation, not the abort it caused
     }
-    const failure = classify(err, turn.trace);
+    if (turn.handingOver) throw await turn.handOff();
+    const failure = turn.counted(classify(err, turn.trace));
+    // A failed attempt leaves the agent's task, and the agent's failures, in its heartbeat details at once: the next
+    // attempt re-attaches to the task and goes on counting.
+    turn.heartbeat();
     await turn.abandon(failure);
     throw failure;
   } finally {

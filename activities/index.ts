@@ -48,9 +48,14 @@ export interface ActivityDeps {
   agentPush?: AgentPushDeps;
   /** SWITCHBOARD_TASK_RETENTION (ms): how long a terminal task is kept unless its tenant sets its own. Default 30 days. */
   retentionMs?: number;
+  /**
+   * Aborted when the worker running these activities stops (superviseWorker): the agent calls in flight hand their
+   * turns over at once instead of running into the worker's grace time (activities/forwarding/turn.ts handOff).
+   */
+  drain?: AbortSignal;
 }
 
-export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000 }: ActivityDeps) {
+export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, drain }: ActivityDeps) {
   // The agents' health follows what their tasks' requests meet (src/agents/task-health.ts).
   const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
@@ -73,10 +78,10 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     });
   return {
     ...createRegistryActivities({ pool, fetch, grpc, policy: registryPolicy, credentials }),
-    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => noted(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush }, args))),
+    forwardMessage: (args: ForwardArgs) => measuredForward(args, () => noted(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush, drain }, args))),
     forwardFirstExchange: (args: ForwardArgs) =>
       measuredForward(args, () =>
-        noted(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush }, args)),
+        noted(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush, drain }, args)),
       ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>

@@ -8,7 +8,7 @@ NAMESPACE="${TEMPORAL_NAMESPACE:-default}"
 # Closed workflows are kept as long as Switchboard keeps finished tasks (SWITCHBOARD_TASK_RETENTION, 30d by default;
 # Temporal's floor is 1 day). Switchboard's retention sweep deletes a purged task's workflow itself in any case.
 RETENTION="${TEMPORAL_NAMESPACE_RETENTION:-720h}"
-SEARCH_ATTRIBUTES="A2ATaskState A2AAgentId A2AContextId A2ATenant"
+SEARCH_ATTRIBUTES="A2ATaskState A2AAgentId A2AContextId A2ATenant A2APatchLevel"
 
 attempt=0
 until temporal operator cluster health --address "$ADDRESS"; do

@@ -45,6 +45,7 @@ import { REPO_ROOT } from './paths';
 /** What the started steps need undone, run in reverse order on Ctrl-C, SIGTERM or a failed start. */
 class Stops {
   private readonly steps: (() => Promise<unknown>)[] = [];
+  private readonly early: (() => Promise<unknown>)[] = [];
 
   constructor(private readonly log: Logger) {}
 
@@ -52,7 +53,13 @@ class Stops {
     this.steps.push(stop);
   }
 
+  /** Begun as soon as the stop begins, not in its turn (a step pushed too waits for it there). */
+  atOnce(begin: () => Promise<unknown>): void {
+    this.early.push(begin);
+  }
+
   async run(code: number): Promise<never> {
+    for (const begin of this.early) begin().catch((err) => this.log.error({ err }, 'shutdown step failed'));
     for (const stop of this.steps.reverse()) await stop().catch((err) => this.log.error({ err }, 'shutdown step failed'));
     process.exit(code);
   }
@@ -270,13 +277,21 @@ async function startWorker(
     fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
     retentionMs: config.SWITCHBOARD_TASK_RETENTION,
   };
-  const first = await createWorker(options);
+  const drain = new AbortController();
+  const first = await createWorker({ ...options, drain: drain.signal });
   let handedOver = false;
-  const worker = superviseWorker(async () => {
-    if (handedOver) return createWorker(options);
-    handedOver = true;
-    return first;
-  }, log);
+  const worker = superviseWorker(
+    async (signal) => {
+      if (handedOver) return createWorker({ ...options, drain: signal });
+      handedOver = true;
+      return first;
+    },
+    log,
+    drain,
+  );
+  // The worker's drain begins with the stop, beside the HTTP server's close: its agent calls hand their turns over
+  // while streams end. Temporal and PostgreSQL, stopped later, still serve it; its step waits for it to end.
+  stops.atOnce(() => worker.stop());
   stops.push(() => worker.stop());
   // Housekeeping in Temporal, one long-lived workflow per job (src/temporal/housekeeping.ts), and the retention
   // sweep's Schedule (src/temporal/retention-sweep.ts), by the processes that run workers (idempotent, so several may).

@@ -137,24 +137,35 @@ export async function createHubWorker(d: { connection: NativeConnection; namespa
 export interface SupervisedWorker {
   /** Whether a worker is polling right now (for /readyz). */
   running(): boolean;
-  /** Drains the current worker and stops restarting it. */
+  /**
+   * Drains the current worker and stops restarting it: it stops polling, and its agent calls hand their turns over
+   * at once (the drain signal), so it ends in about the time their last writes take, not its grace time. Once
+   * called, every call returns the same promise.
+   */
   stop(): Promise<void>;
 }
 
 /**
  * Runs a worker and, when it fails (Temporal unreachable for longer than the SDK retries, a fatal poll error),
  * makes a new one after a backoff (1 s doubling to 30 s), for as long as the process runs: a dependency's
- * outage must not end the process. Each failure is logged.
+ * outage must not end the process. Each failure is logged. `create` gets the signal its activities drain on
+ * (ActivityDeps.drain), aborted by stop() once the worker has stopped polling.
  */
-export function superviseWorker(create: () => Promise<Worker>, log: { warn(o: object, m: string): void; error(o: object, m: string): void }): SupervisedWorker {
+export function superviseWorker(
+  create: (drain: AbortSignal) => Promise<Worker>,
+  log: { warn(o: object, m: string): void; error(o: object, m: string): void },
+  /** The drain of a worker made before (a first one, made to fail the start early), else a new one. */
+  drain = new AbortController(),
+): SupervisedWorker {
   let current: Worker | undefined;
   let stopping = false;
+  let stopped: Promise<void> | undefined;
   let wake: (() => void) | undefined;
   const loop = (async () => {
     for (let failures = 0; !stopping; ) {
       const started = Date.now();
       try {
-        current = await create();
+        current = await create(drain.signal);
         if (stopping) break;
         await current.run();
         if (stopping) break;
@@ -173,11 +184,16 @@ export function superviseWorker(create: () => Promise<Worker>, log: { warn(o: ob
   })();
   return {
     running: () => current?.getState() === 'RUNNING',
-    async stop() {
-      stopping = true;
-      wake?.();
-      if (current && current.getState() === 'RUNNING') current.shutdown();
-      await loop;
+    stop() {
+      stopped ??= (async () => {
+        stopping = true;
+        wake?.();
+        // Polling stops first, so no attempt handed over comes back to this worker.
+        if (current && current.getState() === 'RUNNING') current.shutdown();
+        drain.abort();
+        await loop;
+      })();
+      return stopped;
     },
   };
 }

@@ -354,3 +354,5 @@ export type TaskWorkflow = (input: TaskInput) => Promise<WireTask>;
 
 /** The level the front door starts new task workflows at (workflows/levels.ts says what each level changes). */
 export const PATCH_LEVEL = 6;
+/** The oldest level this code replays and runs (workflows/levels.ts refuses the ones below). */
+export const OLDEST_LEVEL = 3;

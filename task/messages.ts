@@ -40,11 +40,17 @@ export const SA_STATE = defineSearchAttributeKey('A2ATaskState', SearchAttribute
 export const SA_AGENT = defineSearchAttributeKey('A2AAgentId', SearchAttributeType.KEYWORD);
 export const SA_CONTEXT = defineSearchAttributeKey('A2AContextId', SearchAttributeType.KEYWORD);
 export const SA_TENANT = defineSearchAttributeKey('A2ATenant', SearchAttributeType.KEYWORD);
+/**
+ * The level of the task workflow's code that started it (TaskInput.patchLevel, workflows/levels.ts), set at start:
+ * which levels open tasks are on (`switchboard tasks versions`), so an upgrade knows which it may retire.
+ */
+export const SA_LEVEL = defineSearchAttributeKey('A2APatchLevel', SearchAttributeType.KEYWORD);
 export const SEARCH_ATTRIBUTES = {
   A2ATaskState: 'Keyword',
   A2AAgentId: 'Keyword',
   A2AContextId: 'Keyword',
   A2ATenant: 'Keyword',
+  A2APatchLevel: 'Keyword',
 } as const;
 
 /** Failure types the workflow raises; the gateway maps each to an A2A error (src/a2a/errors.ts). */

@@ -1,5 +1,6 @@
 /** How the task workflow words what went wrong (deterministic helpers, no I/O). */
-import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, TimeoutFailure, patched } from '@temporalio/workflow';
+import { RESTARTS_ARE_NOT_THE_AGENTS } from './levels';
 import type { AgentRpcError } from '../task/contracts';
 
 /**
@@ -34,6 +35,19 @@ export const isTimeout = (err: unknown): boolean => {
 export function lostToDatabase(err: unknown): boolean {
   const cause = causeOf(err);
   return cause instanceof ApplicationFailure && cause.type === 'DatabaseUnavailable';
+}
+
+/**
+ * The agent call ran out of attempts to Switchboard's own restarts: its attempts were handed over by stopping workers
+ * (`HandedOver`; `WorkerShutdown` when a release before hand-overs ran out of grace time) or lost with dead ones (a
+ * heartbeat timeout). Only an activity scheduled by a release that counted those as attempts (a limited
+ * `maximumAttempts`) ends so; today's retries them without a count (workflows/task-options.ts forwardingFor).
+ */
+export function lostToRestarts(err: unknown): boolean {
+  const cause = causeOf(err);
+  const restarts = cause instanceof TimeoutFailure ? cause.timeoutType === 'HEARTBEAT' : cause instanceof ApplicationFailure && (cause.type === 'HandedOver' || cause.type === 'WorkerShutdown');
+  // (A marker where this happens, so the histories where it did not replay as they ran: workflows/levels.ts.)
+  return restarts && patched(RESTARTS_ARE_NOT_THE_AGENTS);
 }
 
 export function humanDuration(ms: number): string {

@@ -23,10 +23,17 @@
  * Levels 0–2 (workflows started before the level-3 release) are retired: their patches and ways were removed, and a
  * worker refuses their workflow tasks with RETIRED_LEVEL (docs/operations.md: drain them before upgrading).
  */
-import type { TaskInput } from '../task/contracts';
+import { OLDEST_LEVEL, type TaskInput } from '../task/contracts';
 
-/** The oldest level this code replays and runs. */
-export const OLDEST_LEVEL = 3;
+/**
+ * The one `patched()` marker, for a change that must reach workflows already running at every level: a turn whose
+ * forwarding activity was scheduled by a release that counted restarts as attempts, and ran out of them to restarts,
+ * runs again instead of failing the task (task-workflow.ts forward). Today's activities never end so (they retry
+ * without a count), so only those workflows ever record it; a history without the marker replays as it ran.
+ */
+export const RESTARTS_ARE_NOT_THE_AGENTS = 'restarts-are-not-the-agents';
+
+export { OLDEST_LEVEL };
 
 /** Whether a workflow started at `level` takes the way of level `n`. */
 export function atLevel(level: number | undefined, n: number): boolean {

@@ -44,17 +44,23 @@ export const firstExchanges = proxyLocalActivities<Activities>({
 /**
  * The forwarding activity, by the agent's retry policy. The policy bounds each exchange with the agent inside the
  * activity, not the agent's work: an attempt follows the agent's task for up to taskTimeoutMs (the activity ends
- * itself then, canceling it at the agent; Temporal's timeout is the backstop), and a dead worker is noticed by the
- * heartbeat timeout. `laterAttempts`: the attempts after a first exchange that failed (it was attempt 1): the
- * policy's, one fewer, backoff from its second interval.
+ * itself then, canceling it at the agent; Temporal's timeouts are the backstop), and a dead worker is noticed by the
+ * heartbeat timeout. The policy's maxAttempts counts the agent's failures only, so the activity counts them itself
+ * (in its heartbeat details, activities/forwarding/turn.ts TurnProgress) and fails for good at the last: Temporal
+ * retries without a count, so an attempt handed over by a stopping worker, or lost with a dead one, is never one of
+ * the agent's. `laterAttempts`: the attempts after a first exchange that failed (the agent's first failure, counted
+ * by `attemptsBefore`): backoff from the policy's second interval.
  */
 export function forwardingFor(agent: AgentTarget): { forwarding: Activities; laterAttempts: Activities } {
+  const attemptLimit = (agent.retry.taskTimeoutMs ?? DEFAULT_TASK_TIMEOUT_MS) + 2 * agent.retry.attemptTimeoutMs + 10_000;
   const options = {
-    startToCloseTimeout: (agent.retry.taskTimeoutMs ?? DEFAULT_TASK_TIMEOUT_MS) + 2 * agent.retry.attemptTimeoutMs + 10_000,
+    startToCloseTimeout: attemptLimit,
+    // The turn's deadline is counted from its first attempt (Turn.checkDeadline): however often it is handed over,
+    // the turn ends by then, and this is the backstop for all of its attempts together.
+    scheduleToCloseTimeout: attemptLimit + 60_000,
     heartbeatTimeout: Math.min(10_000, agent.retry.attemptTimeoutMs),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: {
-      maximumAttempts: agent.retry.maxAttempts,
       initialInterval: agent.retry.initialIntervalMs,
       backoffCoefficient: agent.retry.backoffCoefficient,
       nonRetryableErrorTypes: NON_RETRYABLE_FORWARD_ERRORS,
@@ -66,7 +72,6 @@ export function forwardingFor(agent: AgentTarget): { forwarding: Activities; lat
       ...options,
       retry: {
         ...options.retry,
-        maximumAttempts: agent.retry.maxAttempts - 1,
         initialInterval: agent.retry.initialIntervalMs * agent.retry.backoffCoefficient,
         maximumInterval: 100 * agent.retry.initialIntervalMs, // Temporal's default for the policy itself
       },

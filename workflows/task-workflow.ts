@@ -22,7 +22,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { TaskState, WireMessage, WireTask } from '../task/wire';
-import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase } from './failures';
+import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase, lostToRestarts } from './failures';
 import { Funding } from './funding';
 import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
@@ -436,21 +436,21 @@ class TaskMachine {
   }
 
   /**
-   * The turn's outcome from the agent. A turn lost because PostgreSQL refused its writes (every attempt) is not the
-   * agent's failure: it runs again after a pause, re-attaching to the agent's task when it is known.
+   * The turn's outcome from the agent. A turn lost to Switchboard itself (PostgreSQL refused its writes, or its
+   * attempts ran out to restarts: failures.ts) is not the agent's failure: it runs again after a pause, re-attaching.
    */
   private async forward(message: TurnMessage, start: TaskRecord | undefined, blocking: boolean): Promise<Outcome> {
     this.answeredInWorkflowTask = false;
     this.childrenAtFinish = false;
-    let lostToDatabase = 0;
+    let lost = 0;
     for (;;) {
-      const outcome = await this.forwardOnce(message, start, blocking, lostToDatabase > 0);
-      if (!('lostToDatabase' in outcome)) return outcome;
-      await sleep(Math.min(DATABASE_RETRY_FIRST_MS * 2 ** lostToDatabase++, DATABASE_RETRY_MAX_MS));
+      const outcome = await this.forwardOnce(message, start, blocking, lost > 0);
+      if (!('lostToSwitchboard' in outcome)) return outcome;
+      await sleep(Math.min(DATABASE_RETRY_FIRST_MS * 2 ** lost++, DATABASE_RETRY_MAX_MS));
     }
   }
 
-  private async forwardOnce(message: TurnMessage, start: TaskRecord | undefined, blocking: boolean, again: boolean): Promise<Outcome | { lostToDatabase: true }> {
+  private async forwardOnce(message: TurnMessage, start: TaskRecord | undefined, blocking: boolean, again: boolean): Promise<Outcome | { lostToSwitchboard: true }> {
     const { agent, tenant } = this.input;
     const { agentTaskId, agentContextId } = this;
     const { forwarding, laterAttempts } = this.forwarding;
@@ -487,7 +487,11 @@ class TaskMachine {
     } catch (err) {
       this.shown.release(false); // the state the turn ends in is shown (canceled, failed), never `working`
       if (isCancellation(err)) throw err;
-      if (!this.main.consideredCancelled && lostToDatabase(err)) return { lostToDatabase: true };
+      if (!this.main.consideredCancelled && (lostToDatabase(err) || (!isHubAgent(agent) && lostToRestarts(err)))) {
+        const beat = leftRunningAtAgent(err, this.agentTaskId); // a dead worker's last heartbeat names the agent's task
+        if (beat) this.knowAgentTask({ agentTaskId: beat });
+        return { lostToSwitchboard: true };
+      }
       // The client canceled, and the call ended otherwise before it saw the cancel: above all, its worker died
       // first, so the attempt timed out (a timed-out attempt whose cancel was requested is not retried). The
       // client's cancel wins: the task ends canceled, not failed (found by `npm run cluster`).

@@ -53,4 +53,6 @@ export interface ForwardDeps {
   hub: EventHub;
   /** Following agents' tasks by their push notifications; unset: agents are polled. */
   push?: AgentPushDeps;
+  /** Aborted when this process's worker stops: every turn running here hands over (Turn.handOff). */
+  drain?: AbortSignal;
 }

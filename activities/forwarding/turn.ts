@@ -37,6 +37,22 @@ const CANCEL_GRACE_MS = 2_000;
 /** The longest delay setTimeout keeps (2^31 - 1 ms, ~24.8 days). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/**
+ * What an attempt of a turn leaves in its heartbeat details for the next one: the agent's task, once the agent has
+ * named it (the next attempt re-attaches to it), and how many attempts the agent itself failed (`agentFailures`:
+ * the agent's `maxAttempts` counts those only, never an attempt Switchboard handed over or lost with its worker).
+ */
+export type TurnProgress = Partial<AgentTaskRef> & { agentFailures?: number };
+
+/** The failure type of an attempt handed over because its worker is stopping (see Turn.handOff). */
+export const HANDED_OVER = 'HandedOver';
+/** How soon the attempt after a hand-over may start (on another worker, or this process once it is back). */
+const HAND_OVER_RETRY_MS = 100;
+/** How long a hand-over waits to tell the workflow the agent's task before it ends the attempt anyway. */
+const HAND_OVER_ANNOUNCE_MS = 2_000;
+/** Failures of the turn that are not the agent's, and so never count against its maxAttempts. */
+const NOT_THE_AGENTS = ['DatabaseUnavailable', HANDED_OVER];
+
 /** The link with its credential already being read: the first exchange takes that read, later ones read afresh (a 401 may have replaced an OAuth token). */
 export function prefetched(link: AgentLink): AgentLink {
   if (!link.credentials) return link;
@@ -62,6 +78,8 @@ export class Turn {
   private readonly canceled = new AbortController();
   /** The task the first exchange told the workflow about when it handed the turn over. */
   private handedOver?: AgentTaskRef;
+  /** The first exchange handed the turn over (it runs on, parked, until an attempt adopts it). */
+  private parked = false;
   private readonly policy: Required<AgentRetryPolicy>;
   private readonly relay: Relay;
   private clients?: { calls: Client; streams: Client };
@@ -79,6 +97,14 @@ export class Turn {
   private answer!: (state: TaskState) => void;
   /** The turn's `working` change waits for the agent to name its task (startTurn): a Message answer logs none. */
   holdsStart = false;
+  /** The attempts of this turn the agent failed, this one's included once it fails (TurnProgress). */
+  private agentFailures: number;
+  /** The worker is stopping (ForwardDeps.drain): the turn ends its attempt and leaves the agent's task to the next. */
+  handingOver = false;
+  private readonly onDrain = () => {
+    this.handingOver = true;
+    this.canceled.abort(new Error('Switchboard is stopping: the turn is handed over'));
+  };
 
   constructor(
     private ctx: Context,
@@ -92,10 +118,14 @@ export class Turn {
     this.answered = new Promise((resolve) => (this.answer = resolve));
     this.policy = { ...DEFAULT_RETRY, ...args.retry };
     this.relay = new Relay(sink, args);
-    // An earlier attempt's heartbeat names the task the agent already runs for this turn (or the first exchange did).
-    const saved = ctx.info.heartbeatDetails as AgentTaskRef | undefined;
-    if (saved?.agentTaskId) this.ref = saved;
+    // An earlier attempt's heartbeat names the task the agent already runs for this turn (or the first exchange did),
+    // and how many attempts the agent failed so far (before the first heartbeat: the first exchange's, if it failed).
+    const saved = ctx.info.heartbeatDetails as TurnProgress | undefined;
+    if (saved?.agentTaskId) this.ref = { agentTaskId: saved.agentTaskId, ...(saved.agentContextId ? { agentContextId: saved.agentContextId } : {}) };
     else if (args.attach) this.ref = args.attach;
+    this.agentFailures = typeof saved?.agentFailures === 'number' ? saved.agentFailures : (args.attemptsBefore ?? 0);
+    if (deps.drain?.aborted) this.onDrain();
+    else deps.drain?.addEventListener('abort', this.onDrain, { once: true });
     const base = deps.push?.baseUrl();
     const { workflowExecution, activityId, scheduledTimestampMs } = ctx.info;
     if (deps.push && base && workflowExecution && followsByPush(args.endpoint)) {
@@ -108,9 +138,48 @@ export class Turn {
     }
   }
 
-  /** Heartbeats with the agent's task as details (a retried attempt re-attaches to it). */
+  /** Heartbeats with the agent's task and the agent's failures as details (a retried attempt re-attaches to it). */
   heartbeat(): void {
-    if (!this.firstExchange) this.ctx.heartbeat(this.ref);
+    if (!this.firstExchange) this.ctx.heartbeat({ ...this.ref, agentFailures: this.agentFailures } satisfies TurnProgress);
+  }
+
+  /**
+   * Counts a failure that retrying may help against the agent's maxAttempts, unless it is not the agent's (PostgreSQL,
+   * a hand-over): the attempt that reaches maxAttempts fails for good. Temporal retries every other attempt with the
+   * policy's backoff, however many times a worker stopped or died (workflows/task-options.ts forwardingFor).
+   */
+  counted(failure: ApplicationFailure): ApplicationFailure {
+    if (failure.nonRetryable || NOT_THE_AGENTS.includes(failure.type ?? '')) return failure;
+    const failures = ++this.agentFailures;
+    if (failures < this.policy.maxAttempts) return failure;
+    return ApplicationFailure.create({
+      message: `${failure.message} (attempt ${failures} of ${this.policy.maxAttempts}: retry.maxAttempts reached)`,
+      type: failure.type ?? undefined,
+      nonRetryable: true,
+      details: failure.details ?? undefined,
+    });
+  }
+
+  /**
+   * The worker is stopping: this attempt ends now and the next one (another worker, or this process once it is
+   * back) carries the turn on. The heartbeat leaves it the agent's task, which it re-attaches to (SubscribeToTask or
+   * GetTask, never a second send), and the workflow is told the task too (a first exchange has no heartbeat). An
+   * agent that had not named its task yet is sent the message again, with the same messageId. Not the agent's
+   * failure: not counted, nothing canceled at the agent.
+   */
+  async handOff(): Promise<ApplicationFailure> {
+    this.heartbeat();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // (A first exchange that has not handed over returns the task with its outcome: no signal needed.)
+    const told = (!this.firstExchange || this.parked ? this.announce(true) : Promise.resolve()).catch(() => undefined);
+    await Promise.race([told, new Promise((r) => (timer = setTimeout(r, HAND_OVER_ANNOUNCE_MS)))]);
+    clearTimeout(timer);
+    const where = this.ref ? `re-attaches to the agent's task ${this.ref.agentTaskId}` : 'sends the message again (the same messageId): the agent had not named its task';
+    return ApplicationFailure.create({
+      type: HANDED_OVER,
+      message: `Switchboard is stopping: the turn is handed over; the next attempt ${where}`,
+      nextRetryDelay: HAND_OVER_RETRY_MS,
+    });
   }
 
   private cancelWith(ctx: Context): void {
@@ -122,6 +191,7 @@ export class Turn {
   /** The first exchange hands the turn over: the task the workflow will know from its result. */
   handOver(): AgentTaskRef | undefined {
     this.handedOver = this.ref;
+    this.parked = true;
     return this.ref;
   }
 
@@ -142,6 +212,7 @@ export class Turn {
   /** Stops a parked turn nobody adopted (see parkedTurns). */
   stop(why: string): void {
     this.canceled.abort(new Error(why));
+    this.ended();
   }
 
   /**
@@ -158,7 +229,8 @@ export class Turn {
    * which the earlier attempt told as soon as the agent named its task.
    */
   async resume(): Promise<void> {
-    if (this.ref || this.ctx.info.attempt === 1 || this.args.agentTaskId) return;
+    // (A first attempt adopting a turn its first exchange parked in another process: that exchange may have told it.)
+    if (this.ref || (this.ctx.info.attempt === 1 && !this.args.adopt) || this.args.agentTaskId) return;
     const workflowId = this.ctx.info.workflowExecution?.workflowId;
     if (!workflowId) return;
     this.ref = await this.ctx.client.workflow.getHandle(workflowId).query(agentTaskQuery);
@@ -168,6 +240,8 @@ export class Turn {
   async run(): Promise<ForwardResult> {
     let task: WireTask | undefined;
     let broken: unknown;
+    // Begun while its worker stops (a first exchange in the worker's last workflow task): the next attempt sends it.
+    if (this.handingOver && !this.ref) throw this.canceled.signal.reason;
     if (!this.ref) {
       // Before the agent names its task a failure goes to Temporal's retries: there is nothing to re-attach to.
       const answer = await this.send();
@@ -193,14 +267,17 @@ export class Turn {
     return taskResult(task, this.args);
   }
 
-  /** Tells the workflow the agent's task (once), so a cancel during the call reaches it. */
-  announce(): Promise<void> {
+  /**
+   * Tells the workflow the agent's task (once), so a cancel during the call reaches it. `handingOver`: from a first
+   * exchange too, whose next attempt asks the workflow for it (resume).
+   */
+  announce(handingOver = false): Promise<void> {
     const ref = this.ref;
     const workflowId = this.ctx.info.workflowExecution?.workflowId;
     // The workflow knows the task already: an earlier turn's, or the one the first exchange handed over; a first
     // exchange hands its task over with its result (a signal would come after it, in a workflow task of its own).
     const known = ref && [this.args.agentTaskId, this.args.attach?.agentTaskId, this.handedOver?.agentTaskId].includes(ref.agentTaskId);
-    if (!ref || known || this.firstExchange || !workflowId) return Promise.resolve();
+    if (!ref || known || (this.firstExchange && !handingOver) || !workflowId) return Promise.resolve();
     this.announcing ??= this.ctx.client.workflow.getHandle(workflowId).signal(agentTaskSignal, ref);
     return this.announcing;
   }
@@ -212,6 +289,7 @@ export class Turn {
 
   /** The turn is over: a pending announcement is not needed, nor pushes. */
   ended(): void {
+    this.deps.drain?.removeEventListener('abort', this.onDrain);
     clearTimeout(this.announceTimer);
     clearTimeout(this.heartbeatTimer);
     this.push?.close();

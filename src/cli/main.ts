@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { TASK_STATES } from '../../task/wire';
 import { Api, ApiError, type StreamEvent, type TaskView, Unreachable, refusalOf } from './api';
+import type { OpenLevels } from '../temporal/task-gateway';
 
 const EXIT = { done: 0, failed: 1, usage: 2, unreachable: 3 } as const;
 const FAILED_STATES = new Set(['TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED']);
@@ -252,6 +253,13 @@ export function program(): Command {
       if (FAILED_STATES.has(task.status?.state ?? '')) process.exitCode = EXIT.failed;
     });
   tasks
+    .command('versions')
+    .description("open tasks (every tenant's) by the level of the task workflow's code that started them: which levels an upgrade must still run (admin)")
+    .action(async (_o: unknown, cmd: Command) => {
+      const v = await api(cmd).rest<OpenLevels>('GET', '/tasks/versions');
+      print(cmd, v, () => levelLines(v).join('\n'));
+    });
+  tasks
     .command('cancel <taskId>')
     .description('cancel a task (the agent is told)')
     .action(async (taskId: string, _o: unknown, cmd: Command) => {
@@ -333,6 +341,20 @@ interface ListOptions {
   limit?: number;
   all?: boolean;
   pageToken?: string;
+}
+
+/** `tasks versions` for people: a line per level, then what an upgrade may do. */
+function levelLines(v: OpenLevels): string[] {
+  const tasks = (n: number) => `${n} open task${n === 1 ? '' : 's'}`;
+  const lines = v.levels.map(({ level, open }) => {
+    const note = level === v.newest ? ' (new tasks start here)' : level === v.oldest ? ' (the oldest this release runs)' : '';
+    return `level ${level}: ${tasks(open)}${note}`;
+  });
+  lines.push(`below level ${v.oldest}: ${tasks(v.retired)}${v.retired ? ' (this release refuses them: drain them with the release that started them)' : ''}`);
+  lines.push(`unlabelled: ${tasks(v.unlabelled)}${v.unlabelled ? ` (started before tasks were labelled with their level: level ${v.oldest} to ${v.newest}, or below)` : ''}`);
+  const oldestNeeded = [...v.levels].reverse().find((l) => l.open > 0)?.level;
+  if (v.retired === 0 && v.unlabelled === 0) lines.push(oldestNeeded === undefined ? 'no open task: every level may be retired' : `the oldest level open tasks need: ${oldestNeeded}`);
+  return lines;
 }
 
 /** One page of tasks from whichever list the key may read; `rows` as the human listing prints them. */

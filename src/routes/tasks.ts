@@ -2,6 +2,7 @@
  * GET /tasks: the tenant's recent tasks for operators (the console's list), with each task's agent, state,
  * settled cost, workflow id and, when Switchboard knows where Temporal UI is, a link to the workflow there.
  * Clients list their tasks with the A2A method ListTasks; this list adds what operators look at.
+ * GET /tasks/versions: open tasks by the level of the workflow code that started them (admins, for upgrades).
  */
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
@@ -66,4 +67,13 @@ export async function taskRoutes(app: FastifyInstance, { pool, temporalUi }: { p
       throw err;
     }
   });
+
+  // Which levels of the task workflow's code open tasks are on, every tenant's (an upgrade's question: may it
+  // retire a level?). Admins only: it counts across tenants. docs/operations.md, "Upgrading".
+  const versionsSchema = {
+    tags: ['tasks'],
+    summary: "Open tasks by the level of the task workflow's code that started them, every tenant's (admin): which levels an upgrade must still run",
+    response: { 200: answer('{ newest, oldest, levels: [{ level, open }], retired, unlabelled }') },
+  };
+  app.get('/tasks/versions', { config: access.admin, schema: versionsSchema }, async () => app.temporal.gateway.openLevels());
 }

@@ -25,10 +25,10 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { AgentRpcFailure, WORKFLOW_FAILURE_KINDS, taskError } from '../../task/errors';
 import { findTask } from '../db/task-store';
-import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
+import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, SA_LEVEL, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
 import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
 import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
-import type { TaskWorkflow } from '../../task/contracts';
+import { OLDEST_LEVEL, PATCH_LEVEL, type TaskWorkflow } from '../../task/contracts';
 import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../task/contracts';
 import type { WireTask } from '../../task/wire';
 import { DependencyUnavailable, type Health, outageOf } from '../health';
@@ -66,6 +66,20 @@ const BUSY_RETRY_MS = 30_000;
 
 export { workflowIdOf };
 
+/** Open task workflows by the level of the code that started them (TaskGateway.openLevels). */
+export interface OpenLevels {
+  /** The level this release starts new tasks at. */
+  newest: number;
+  /** The oldest level this release runs. */
+  oldest: number;
+  /** Open tasks at each level this release runs, newest first. */
+  levels: { level: number; open: number }[];
+  /** Open tasks below `oldest`: this release refuses them. */
+  retired: number;
+  /** Open tasks started before tasks were labelled with their level: at `oldest` or below it. */
+  unlabelled: number;
+}
+
 export class TaskGateway {
   /**
    * Queries only open workflows: a closed one's state is the projection's, which outlives it and which the orphan
@@ -102,6 +116,7 @@ export class TaskGateway {
         { key: SA_AGENT, value: input.agent.agentId },
         { key: SA_CONTEXT, value: input.contextId },
         { key: SA_TENANT, value: input.tenant },
+        { key: SA_LEVEL, value: String(input.patchLevel ?? 0) },
       ],
       staticSummary: `A2A task ${input.taskId} → agent ${input.agent.agentId}`,
       // Backlogged tasks run in priority-key order (Genesis envelopes' priority); shown in Temporal UI.
@@ -244,6 +259,27 @@ export class TaskGateway {
     if (refusal) throw refused(refusal);
     if (task.status.state !== 'TASK_STATE_CANCELED') throw taskError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(task.status.state)})`);
     return task;
+  }
+
+  /**
+   * How many task workflows are open at each level of the task workflow's code (workflows/levels.ts), every tenant's:
+   * from this release's oldest level to its newest, those below it (refused by this release: drain them with the
+   * previous one), and those started before workflows were labelled with their level (A2APatchLevel), which are at
+   * a level this release runs or below it (docs/operations.md, "Upgrading").
+   */
+  async openLevels(): Promise<OpenLevels> {
+    const open = `WorkflowType = 'taskWorkflow' AND ExecutionStatus = 'Running'`;
+    const count = async (where: string) => (await this.o.client.workflow.count(`${open} AND ${where}`)).count;
+    const levels: { level: number; open: number }[] = [];
+    for (let level = PATCH_LEVEL; level >= OLDEST_LEVEL; level--) levels.push({ level, open: await count(`A2APatchLevel = '${level}'`) });
+    const retiredLevels = Array.from({ length: OLDEST_LEVEL }, (_, l) => `'${l}'`).join(', ');
+    return {
+      newest: PATCH_LEVEL,
+      oldest: OLDEST_LEVEL,
+      levels,
+      retired: await count(`A2APatchLevel IN (${retiredLevels})`),
+      unlabelled: await count('A2APatchLevel IS NULL'),
+    };
   }
 
   /** The agent a task runs on, from its workflow's search attributes (when PostgreSQL cannot say). */

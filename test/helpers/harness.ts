@@ -286,7 +286,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
     const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() };
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs });
+    const drain = new AbortController();
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs, drain: drain.signal });
     const make = () =>
       createWorker({
         payloadCodec,
@@ -301,7 +302,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
       });
     const first = await make();
     let handedOver = false;
-    worker = superviseWorker(async () => (handedOver ? make() : ((handedOver = true), first)), log);
+    worker = superviseWorker(async () => (handedOver ? make() : ((handedOver = true), first)), log, drain);
   }
   async function stopWorker() {
     if (!worker) return;
