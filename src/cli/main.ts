@@ -252,13 +252,7 @@ export function program(): Command {
       print(cmd, task, () => taskSummary(task));
       if (FAILED_STATES.has(task.status?.state ?? '')) process.exitCode = EXIT.failed;
     });
-  tasks
-    .command('versions')
-    .description("open tasks (every tenant's) by the level of the task workflow's code that started them: which levels an upgrade must still run (admin)")
-    .action(async (_o: unknown, cmd: Command) => {
-      const v = await api(cmd).rest<OpenLevels>('GET', '/tasks/versions');
-      print(cmd, v, () => levelLines(v).join('\n'));
-    });
+  versionsCommand(tasks);
   tasks
     .command('cancel <taskId>')
     .description('cancel a task (the agent is told)')
@@ -341,6 +335,17 @@ interface ListOptions {
   limit?: number;
   all?: boolean;
   pageToken?: string;
+}
+
+/** `tasks versions`: GET /tasks/versions (docs/operations.md, "Upgrading"). */
+function versionsCommand(tasks: Command): void {
+  tasks
+    .command('versions')
+    .description("open tasks (every tenant's) by the level of the task workflow's code that started them: which levels an upgrade must still run (admin)")
+    .action(async (_o: unknown, cmd: Command) => {
+      const v = await api(cmd).rest<OpenLevels>('GET', '/tasks/versions');
+      print(cmd, v, () => levelLines(v).join('\n'));
+    });
 }
 
 /** `tasks versions` for people: a line per level, then what an upgrade may do. */
