@@ -13,6 +13,11 @@ export interface DelegatorOptions extends AgentOptions {
   /** Where to delegate: the gateway, the agent to call there, and this agent's own agent key (role agent). */
   gateway: () => { url: string; agentId: string; key: string };
   name?: string;
+  /**
+   * Keep asking (the same messageId, which Switchboard takes for the same message) when the call to Switchboard
+   * breaks, for up to this many ms: an agent that lives through Switchboard's restarts (npm run faults' rolling drill).
+   */
+  retryForMs?: number;
 }
 
 class DelegatingExecutor extends BaseExecutor {
@@ -37,12 +42,20 @@ class DelegatingExecutor extends BaseExecutor {
       const client = await new ClientFactory(
         ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl: withParent })] }),
       ).createFromUrl(`${url}/agents/${agentId}/.well-known/agent-card.json`, '');
-      const reply = await client.sendMessage(
-        SendMessageRequest.fromJSON({
-          message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: `${this.o.name ?? 'delegator'} asks: ${textOf(ctx.userMessage)}` }], metadata: { switchboard: { parentTaskId } } },
-        }),
-        { signal: abort.signal },
-      );
+      const request = SendMessageRequest.fromJSON({
+        message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: `${this.o.name ?? 'delegator'} asks: ${textOf(ctx.userMessage)}` }], metadata: { switchboard: { parentTaskId } } },
+      });
+      const until = Date.now() + (this.o.retryForMs ?? 0);
+      let reply: Awaited<ReturnType<typeof client.sendMessage>>;
+      for (;;) {
+        try {
+          reply = await client.sendMessage(request, { signal: abort.signal });
+          break;
+        } catch (err) {
+          if (abort.signal.aborted || Date.now() > until) throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
       if (abort.signal.aborted) return;
       const child = 'status' in reply ? reply : undefined;
       const answer = child?.artifacts.flatMap((a) => a.parts).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('') ?? '';

@@ -14,7 +14,9 @@
  * Each kill drill runs the same workload: slow tasks in flight, tasks waiting for input, and new messages sent
  * during the outage (refused with 503, then resent with the same messageId). Exit code 1 when a target is missed.
  *
- * Env: FAULTS_ONLY (comma-separated: f1,f2,f3,f8,agents,fuzz,ssrf), FAULTS_STREAMS (default 100), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
+ *  - rolling: long tasks of every kind through graceful restarts of one process (upgraded from an earlier build in the
+ *    middle) and of a split cluster (test/faults/rolling.ts).
+ * Env: FAULTS_ONLY (comma-separated: f1,f2,f3,f8,agents,fuzz,ssrf,isolation,load,rolling), FAULTS_STREAMS (default 100), FAULTS_SEED (default 8), FAULTS_FUZZ_N (default 10000),
  * TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
@@ -32,7 +34,7 @@ process.env.LOG_LEVEL ??= 'silent';
 process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
 process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 
-const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f2,f3,f8,agents,fuzz,ssrf,isolation,load').split(',').map((s) => s.trim()).filter(Boolean));
+const ONLY = new Set((process.env.FAULTS_ONLY ?? 'f1,f2,f3,f8,agents,fuzz,ssrf,isolation,load,rolling').split(',').map((s) => s.trim()).filter(Boolean));
 const SEED = Number(process.env.FAULTS_SEED ?? 8);
 const FUZZ_N = Number(process.env.FAULTS_FUZZ_N ?? 10_000);
 const V1 = { 'A2A-Version': '1.0' };
@@ -835,6 +837,8 @@ async function drillSsrf(): Promise<void> {
   ssrf = { corpus: urls.length + 1, blocked, reachedInternal: reached, leaks, rebinding: { privateAnswers: Math.floor(lookups / 2), refused } };
 }
 
+const rolling: import('./rolling').RollingFigures[] = [];
+
 async function main() {
   const t0 = Date.now();
   const drills: [string, () => Promise<void>][] = [
@@ -847,6 +851,7 @@ async function main() {
     ['fuzz', drillFuzz],
     ['isolation', drillIsolation],
     ['load', drillLoad],
+    ['rolling', async () => void rolling.push(...(await (await import('./rolling')).drillRolling()))],
   ];
   for (const [name, run] of drills) {
     if (!ONLY.has(name)) continue;
@@ -902,7 +907,10 @@ async function main() {
     console.log(`gateway event-loop delay p99 under this load: ${load.loopP99Ms} ms`);
   }
 
+  if (rolling.length) for (const line of (await import('./rolling')).reportRolling(rolling)) console.log(line);
+
   const missed = [
+    ...rolling.filter((await import('./rolling')).rollingMissed).map((f) => `rolling: ${f.phase}`),
     ...results.filter((r) => r.tasksLost || r.duplicateSettlements || r.ledgerConserved !== true || r.stuckWorkflows || r.fakeSuccesses).map((r) => r.drill),
     ...agentFaults.filter((r) => !r.ok).map((r) => `agent fault ${r.mode}`),
     ...(streamsFigures && (streamsFigures.terminalMissed || streamsFigures.orderViolations || streamsFigures.textMismatches) ? ['F2 streams'] : []),

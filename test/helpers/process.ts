@@ -63,13 +63,15 @@ export async function startSwitchboard(
     keepOutput?: number;
     /** In a process group of its own, as a terminal runs a foreground job (so interrupt() is a terminal's Ctrl-C). */
     processGroup?: boolean;
+    /** Another checkout to run (an earlier release, for an upgrade drill); default this one. */
+    cwd?: string;
   } = {},
 ): Promise<SwitchboardProcess> {
   const port = env.PORT;
   if (!port || port === '0') throw new Error('startSwitchboard needs a fixed PORT');
   const url = `http://${env.HOST ?? '127.0.0.1'}:${port}`;
   const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
-    cwd: REPO_ROOT,
+    cwd: opts.cwd ?? REPO_ROOT,
     // Only what Switchboard reads, plus PATH/HOME: nothing from the test runner (NODE_TEST_CONTEXT, NODE_OPTIONS...).
     // The gRPC binding on a free port unless the test picks one (the default, 8081, may be taken).
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SWITCHBOARD_GRPC_PORT: String(await freePort()), ...env },
