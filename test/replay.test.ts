@@ -23,6 +23,8 @@
  *   agent's events and counted the child tasks itself).
  * - task-*-at-patch-level-5: the same five, recorded from the code before level 6 (a cancel told a 0.1 or NEXUS agent
  *   only of a task id it had named).
+ * - task-*-at-patch-level-6: the same five, recorded from the code before restarts were handed over (the agent call's
+ *   attempts counted by Temporal, restarts included; no RESTARTS_ARE_NOT_THE_AGENTS marker).
  * Levels 0–2 are retired (workflows/levels.ts): a worker refuses their histories with a message that says how to drain
  * them; from level 3 on they replay.
  */
