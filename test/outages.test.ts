@@ -340,7 +340,7 @@ describe('PostgreSQL refuses a running turn\'s writes (the gateway\'s fault, nev
     await agents.closeAll();
   });
 
-  test('the turn is not failed: once every attempt is lost it runs again, re-attaching to the agent\'s task, until the writes go through', async () => {
+  test('the turn is not failed: its attempts lost to the database are not counted, and it re-attaches to the agent\'s task until the writes go through', async () => {
     const slow = await agents.add(startSlowAgent({ ms: 1_500 }));
     const { rpc: url } = await register(gw, slow.url, { retry: { maxAttempts: 2, initialIntervalMs: 200, attemptTimeoutMs: 5_000 } });
     const sent = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('work'), configuration: { returnImmediately: true } } }, V1);
@@ -351,11 +351,14 @@ describe('PostgreSQL refuses a running turn\'s writes (the gateway\'s fault, nev
     // Every event the agent's answer brings is refused from now on: a real PostgreSQL error (23514) on each write.
     await db(gw).query('ALTER TABLE task_events ADD CONSTRAINT refuse_writes CHECK (false) NOT VALID');
     try {
-      // The positive signal: the turn ran out of attempts, each lost to the database, the agent's task done meanwhile.
+      // The positive signal: the turn's attempts are lost to the database, more of them than the agent's maxAttempts
+      // (they are not the agent's failures, so they are not counted), the agent's task done meanwhile.
       const lost = await eventually(async () => {
-        const { events } = await handle.fetchHistory();
-        return events?.find((e) => e.activityTaskFailedEventAttributes?.failure?.cause?.applicationFailureInfo?.type === 'DatabaseUnavailable' || e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'DatabaseUnavailable');
-      }, 30_000, 'the turn to be lost to the database');
+        const pending = (await handle.describe()).raw.pendingActivities?.[0];
+        const failure = pending?.lastFailure;
+        const type = failure?.applicationFailureInfo?.type ?? failure?.cause?.applicationFailureInfo?.type;
+        return pending && (pending.attempt ?? 0) >= 3 && type === 'DatabaseUnavailable' ? pending : undefined;
+      }, 30_000, 'the turn to be lost to the database on a third attempt');
       assert.ok(lost);
       const during = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 2, method: 'GetTask', params: { id: taskId } }, V1);
       assert.equal(during.json.result.status.state, 'TASK_STATE_WORKING', 'not failed, and not the agent\'s fault');

@@ -235,6 +235,23 @@ describe('graceful restarts (SIGTERM)', () => {
     }
   });
 
+  test('a blocking send waiting at SIGTERM is answered -32054 at once; sent again, the same message continues its task', { timeout: 120_000 }, async () => {
+    const slow = await agents.add(startSlowAgent({ ms: 10_000, streaming: false }));
+    const rpcUrl = await register(slow.url);
+    const message = userMessage('wait for me');
+    const waiting = rpc(rpcUrl, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message } });
+    await eventually(() => slow.calls.some((c) => c.method === 'GetTask') || undefined, 15_000, 'the task to be under way');
+    const stopping = gracefulRestart();
+    const refused = await waiting;
+    assert.equal(refused.status, 503, JSON.stringify(refused.json));
+    assert.equal(refused.json.error.code, -32054);
+    assert.match(refused.json.error.message, /send the request again/);
+    await stopping;
+    const again = await rpc(rpcUrl, { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message } });
+    assert.equal(again.json.result?.task?.status?.state, 'TASK_STATE_COMPLETED', JSON.stringify(again.json));
+    assert.equal([...sendsByMessage(slow).values()].join(), '1', 'the agent was sent the message once');
+  });
+
   test('an agent allowed one attempt keeps its task through a restart: the hand-over is not its failure', { timeout: 120_000 }, async () => {
     const slow = await agents.add(startSlowAgent({ ms: 12_000, streaming: false }));
     const rpcUrl = await register(slow.url, { maxAttempts: 1 });

@@ -112,6 +112,32 @@ export interface RpcStream {
 /** What the core answers: a result, an error, or a stream. */
 export type RpcAnswer = { result: unknown } | RpcFailure | RpcStream;
 
+/**
+ * The answer, unless the server closes first (a restart) while the call still waits, e.g. a blocking SendMessage
+ * waiting for its turn's end: then -32054 at once (HTTP 503, Retry-After 1), so the close waits for no turn. The call
+ * goes on without its client; sent again (the same messageId is the same message), it reaches the same task at the
+ * next process. (Streams end with where to resume instead: src/routes/sse.ts.)
+ */
+export async function answeredBeforeClose(answering: Promise<RpcAnswer>, closing: AbortSignal): Promise<RpcAnswer> {
+  if (closing.aborted) return answering;
+  let onClose!: () => void;
+  const closed = new Promise<RpcAnswer>((resolve) => {
+    onClose = () =>
+      resolve({
+        error: { code: A2A_ERRORS.Unavailable.code, message: 'Switchboard is restarting; send the request again (the same messageId continues the same task)' },
+        refused: 'unavailable',
+        retryAfterS: 1,
+      });
+    closing.addEventListener('abort', onClose, { once: true });
+  });
+  answering.catch(() => undefined); // a call still running at the close fails with it, answered already
+  try {
+    return await Promise.race([answering, closed]);
+  } finally {
+    closing.removeEventListener('abort', onClose);
+  }
+}
+
 /** What serves a valid call: a handler (built once the stream, if any, is set up), or a refusal. */
 export type RpcTarget =
   | {

@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import type { Refused, RpcCoreDeps, RpcFailure, RpcRequest, RpcResolver, RpcStream, SseFrame } from '../a2a/rpc-handler';
+import { type Refused, type RpcCoreDeps, type RpcFailure, type RpcRequest, type RpcResolver, type RpcStream, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
 import type { Actions } from '../a2a/nanda-actions';
 import { envelope, readEnvelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
@@ -42,8 +42,8 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   });
 
   const core = deps.endpoints.core;
-  // On shutdown (app.close) every open stream gets a last event naming where to resume, and ends, so the close
-  // does not wait for clients to leave.
+  // On shutdown (app.close) every open stream gets a last event naming where to resume, and ends, and a call still
+  // waiting (a blocking send) is answered -32054 to send again, so the close does not wait for clients or turns.
   const closing = new AbortController();
   app.addHook('preClose', async () => closing.abort());
   // The per-agent endpoint serves the agent in its path; the routing front door picks an agent for each new
@@ -104,7 +104,8 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
     // whose first text part is a JSON object with an `action` string is answered by src/a2a/nanda-actions.ts (an
     // agent's action comes back through the core as a routed task); every other call goes to the core as before.
-    const answer = (await at.actions?.answer(rpc, request, (call) => core.answer({ ...request, ...call }, resolve))) ?? (await core.answer(request, resolve));
+    const answering = (async () => (await at.actions?.answer(rpc, request, (call) => core.answer({ ...request, ...call }, resolve))) ?? (await core.answer(request, resolve)))();
+    const answer = await answeredBeforeClose(answering, closing.signal);
     if ('stream' in answer) {
       await writeSse(reply, framed(answer, rpc.id), gone.signal, deps.sse, closing.signal);
       return reply;

@@ -13,7 +13,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { type ErrorName, errorNameOf, restRefusal } from '../a2a/error-forms';
-import type { Refused, SseFrame } from '../a2a/rpc-handler';
+import { type Refused, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
 import { requestedVersion } from '../a2a/versions';
 import { access, callerOf } from '../auth/caller';
 import type { Health } from '../health';
@@ -161,7 +161,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
     const gone = new AbortController();
     reply.raw.on('close', () => gone.abort());
     const agentId = pathAgent ?? call.tenant;
-    const answered = await deps.endpoints.core.answer(
+    const answering = deps.endpoints.core.answer(
       {
         method: call.method,
         params,
@@ -175,6 +175,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
       },
       deps.endpoints.resolver(agentId),
     );
+    const answered = await answeredBeforeClose(answering, closing.signal);
     const media = wantsA2AMedia(req) ? 'application/a2a+json' : 'application/json';
     if ('stream' in answered) {
       const stream = { stream: mapFrames(answered.stream, restFrame), errorFrame: (err: unknown) => restFrame(answered.errorFrame(err)), cutOffFrame: (m: string, at: number) => restFrame(answered.cutOffFrame(m, at)) };
