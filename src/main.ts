@@ -269,6 +269,7 @@ async function startWorker(
     plugins,
     fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
     retentionMs: config.SWITCHBOARD_TASK_RETENTION,
+    inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
   };
   const first = await createWorker(options);
   let handedOver = false;

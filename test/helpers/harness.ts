@@ -286,7 +286,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   // worker that fails (Temporal away too long) is replaced, never left dead.
   async function startWorker(wrap = opts.wrapActivities) {
     const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() };
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs });
+    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs, inputTimeoutMs: opts.inputTimeoutMs });
     const make = () =>
       createWorker({
         payloadCodec,
