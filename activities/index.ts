@@ -49,6 +49,7 @@ export interface ActivityDeps {
   /** SWITCHBOARD_TASK_RETENTION (ms): how long a terminal task is kept unless its tenant sets its own. Default 30 days. */
   retentionMs?: number;
   /**
+<<<<<<< HEAD
    * Aborted when the worker running these activities stops (superviseWorker): the agent calls in flight hand their
    * turns over at once instead of running into the worker's grace time (activities/forwarding/turn.ts handOff).
    */
@@ -56,6 +57,17 @@ export interface ActivityDeps {
 }
 
 export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, drain }: ActivityDeps) {
+=======
+   * SWITCHBOARD_INPUT_TIMEOUT_MS, as the front door passes it: the orphan sweep starts a task whose claim was left
+   * without its workflow with it. Default 7 days (the setting's default).
+   */
+  inputTimeoutMs?: number;
+}
+
+export function createActivities({
+  pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, inputTimeoutMs = 7 * 86_400_000,
+}: ActivityDeps) {
+>>>>>>> h/orphans
   // The agents' health follows what their tasks' requests meet (src/agents/task-health.ts).
   const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
@@ -94,11 +106,22 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
     deliverPush: (args: DeliverPushArgs) => deliverPush({ pool, fetch, hub, issuer }, args),
     deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer }, args),
     finishGenesisDelivery: (f: GenesisDeliveryFinal) => finishGenesisDelivery(pool, f),
-    endOrphanedTasks: () => endOrphanedTasks({ pool, hub, unfundedAccounts }),
+    endOrphanedTasks: () =>
+      endOrphanedTasks({
+        pool,
+        hub,
+        unfundedAccounts,
+        taskDefaults: { inputTimeoutMs },
+        // One attempt of at most 10 s per task: the sweep has others to end, and the task ends failed either way.
+        cancelAtAgent: (args: CancelAtAgentArgs) => cancelAtAgent(agentLink(args.tenant ?? '', args.agentId), args, ORPHAN_CANCEL_MS),
+      }),
     purgeExpiredTasks: () => purgeExpiredTasks({ pool, retentionMs }),
     recordCertification: (o: CertificationOutcome) => recordCertification(pool, o),
   };
 }
+
+/** How long the orphan sweep waits for an agent to answer the cancel of a task whose workflow was terminated. */
+const ORPHAN_CANCEL_MS = 10_000;
 
 /** The certification workflow's activities: the task path's forwarding, and recording the outcome. */
 export type CertificationActivities = Pick<ReturnType<typeof createActivities>, 'forwardMessage' | 'recordCertification'>;

@@ -276,6 +276,7 @@ async function startWorker(
     plugins,
     fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
     retentionMs: config.SWITCHBOARD_TASK_RETENTION,
+    inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
   };
   const drain = new AbortController();
   const first = await createWorker({ ...options, drain: drain.signal });

@@ -91,7 +91,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       return { task: await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }) };
     }
     const prepared = await this.intake.prepare(message, args, push, extras.headers, extras.intent);
-    const task = await this.deps.gateway.start(prepared.input, prepared.args);
+    const task = await this.deps.gateway.start(prepared.input, prepared.args, { resent: prepared.resent });
     // The agent answered with a Message and made no task (§3.1.1): its client gets that, as it would from the agent.
     const reply = answersWithMessages(extras.intent) ? directAnswerOf(task, message.messageId) : undefined;
     return reply ? { message: reply } : { task };
@@ -147,14 +147,14 @@ export class AgentRequestHandler implements A2ARequestHandler {
     const exchange = (stop?: AbortSignal) => (answersWithMessages(extras.intent) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, 'turn', stop));
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
-      await this.deps.gateway.start(prepared.input, prepared.args);
+      await this.deps.gateway.start(prepared.input, prepared.args, { resent: prepared.resent });
       yield* exchange();
       return;
     }
     // A free task has nothing left to refuse: its first event streams while Temporal starts the workflow.
     const starting = new AbortController();
     let failure: unknown;
-    const started = this.deps.gateway.start(prepared.input, prepared.args).then(
+    const started = this.deps.gateway.start(prepared.input, prepared.args, { resent: prepared.resent }).then(
       () => undefined,
       (err: unknown) => {
         failure = err;

@@ -10,7 +10,7 @@ import type { Pool } from 'pg';
 import { type Agent, forwardingEndpoint } from '../agents/registry';
 import type { Caller } from '../auth/caller';
 import { claimWithinQuota, type TenantQuotas } from '../auth/quotas';
-import { type StoredTask, agentOfTask, claimedUnrecorded, findTask, linkChildTask } from '../db/task-store';
+import { type StoredTask, agentOfTask, claimedUnrecorded, findTask, linkChildTask, releaseClaim } from '../db/task-store';
 import { type NewEvent, appendEvents } from '../events/event-log';
 import type { EventHub } from '../events/hub';
 import { outageOf } from '../health';
@@ -47,6 +47,8 @@ export interface IntakeDeps {
 export interface PreparedTask {
   input: TaskInput;
   args: SendMessageArgs;
+  /** The message was claimed before (a resend): its task may have started already. */
+  resent: boolean;
 }
 
 export class TaskIntake {
@@ -118,13 +120,21 @@ export class TaskIntake {
     const claim = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, candidate, quotas, this.agent.id, submitted(candidate));
     const { taskId, resent } = claim;
     if (resent) await this.ownTask(taskId);
-    if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
-    args = { ...args, pushConfigIds: await this.inlinePush(taskId, push, intent?.pushDialect) };
-    // Linked before the child runs, so a cancel of the parent reaches it however soon it comes; the row first, so the
-    // parent's first exchange, which reads it once its agent has answered, knows of every signal on its way.
-    if (parent) {
-      await linkChildTask(this.deps.pool, this.tenant, parent.taskId, taskId);
-      await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
+    try {
+      if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
+      args = { ...args, pushConfigIds: await this.inlinePush(taskId, push, intent?.pushDialect) };
+      // Linked before the child runs, so a cancel of the parent reaches it however soon it comes; the row first, so the
+      // parent's first exchange, which reads it once its agent has answered, knows of every signal on its way.
+      if (parent) {
+        await linkChildTask(this.deps.pool, this.tenant, parent.taskId, taskId);
+        await this.deps.gateway.linkChild(this.tenant, parent.taskId, { taskId, agentId: this.agent.id });
+      }
+    } catch (err) {
+      // A refused request (an inline webhook URL the outbound guard refuses, say) leaves nothing: its claim is released,
+      // so the orphan sweep does not start a task whose client was told no, and the same messageId, corrected, is a
+      // new task. After an outage the claim stays, as the client is told: the same messageId starts it.
+      if (!resent && !outageOf(err)) await releaseClaim(this.deps.pool, this.tenant, message.messageId).catch(() => undefined);
+      throw err;
     }
     const stored = resent ? await appendEvents(this.deps.pool, this.tenant, taskId, submitted(taskId)) : claim.stored;
     this.deps.hub.publish(this.tenant, taskId, stored);
@@ -144,6 +154,7 @@ export class TaskIntake {
         agent: { agentId: agent.id, endpoint: forwardingEndpoint(agent), priceMinor: agent.priceMinor, retry: agent.retry },
       },
       args: { ...args, message: { ...message, contextId } },
+      resent,
     };
   }
 

@@ -255,8 +255,7 @@ export class AgentRegistry {
 
   /** The agent as PostgreSQL has it now. */
   async get(tenant: string, id: string): Promise<Agent | undefined> {
-    const { rows } = await this.pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 AND id = $2`, [tenant, id]);
-    return rows[0] && toAgent(rows[0]);
+    return findAgent(this.pool, tenant, id);
   }
 
   /** An agent by id alone, whatever its tenant: for its public card only (ids are unique across tenants). */
@@ -500,6 +499,12 @@ interface AgentRow {
   card_no_store: boolean;
   card_fetched_at: Date;
   card_fresh_until: Date | null;
+}
+
+/** The agent as PostgreSQL has it now, without a registry (the worker's sweeps have none). */
+export async function findAgent(pool: Pool, tenant: string, id: string): Promise<Agent | undefined> {
+  const { rows } = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 AND id = $2`, [tenant, id]);
+  return rows[0] && toAgent(rows[0]);
 }
 
 /**

@@ -148,6 +148,57 @@ export async function agentOfTask(pool: Pool, tenant: string, taskId: string): P
   return rows[0]?.agent_id ?? undefined;
 }
 
+/** A first message's claim whose task the projection has not recorded (migration 020's `recorded`). */
+export interface UnrecordedClaim {
+  tenant: string;
+  messageId: string;
+  taskId: string;
+  agentId?: string;
+  claimedAt: Date;
+}
+
+/**
+ * Claims older than `olderThanMs` whose task the projection has not recorded, oldest first: tasks whose workflow has
+ * not written its first row yet (queued behind busy workers), or never started (the orphan sweep's to start). Read
+ * from the partial index of unrecorded claims (020), which holds only these.
+ */
+export async function unrecordedClaims(pool: Pool, olderThanMs: number, limit: number): Promise<UnrecordedClaim[]> {
+  const { rows } = await pool.query<{ tenant: string; message_id: string; task_id: string; agent_id: string | null; created_at: Date }>(
+    `SELECT tenant, message_id, task_id, agent_id, created_at FROM message_tasks
+     WHERE NOT recorded AND created_at < now() - $1 * interval '1 millisecond' ORDER BY created_at LIMIT $2`,
+    [olderThanMs, limit],
+  );
+  return rows.map((r) => ({ tenant: r.tenant, messageId: r.message_id, taskId: r.task_id, agentId: r.agent_id ?? undefined, claimedAt: r.created_at }));
+}
+
+/**
+ * Releases a claim whose task was never started nor recorded: the same messageId sent again makes its task anew. Only
+ * while it is still unrecorded (a start that raced the release has recorded it, and keeps it). The task's log (its
+ * submitted event) goes with it when no other claim names the task: nobody was told of it.
+ * @returns whether a claim was released.
+ */
+export async function releaseClaim(pool: Pool, tenant: string, messageId: string): Promise<boolean> {
+  const { rows } = await pool.query<{ released: boolean }>(
+    `WITH claim AS (
+       DELETE FROM message_tasks WHERE tenant = $1 AND message_id = $2 AND NOT recorded RETURNING task_id),
+     unclaimed AS (
+       SELECT c.task_id FROM claim c
+       WHERE NOT EXISTS (SELECT 1 FROM message_tasks m WHERE m.tenant = $1 AND m.task_id = c.task_id AND m.message_id <> $2)
+         AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.tenant = $1 AND t.task_id = c.task_id)),
+     events AS (DELETE FROM task_events e USING unclaimed u WHERE e.tenant = $1 AND e.task_id = u.task_id),
+     heads AS (DELETE FROM task_event_heads h USING unclaimed u WHERE h.tenant = $1 AND h.task_id = u.task_id)
+     SELECT EXISTS (SELECT 1 FROM claim) AS released`,
+    [tenant, messageId],
+  );
+  return rows[0]?.released ?? false;
+}
+
+/** The task a child task was started for (linkChildTask), if any. */
+export async function parentOfTask(pool: Pool, tenant: string, childTaskId: string): Promise<string | undefined> {
+  const { rows } = await pool.query<{ parent_task_id: string }>('SELECT parent_task_id FROM task_children WHERE tenant = $1 AND child_task_id = $2 LIMIT 1', [tenant, childTaskId]);
+  return rows[0]?.parent_task_id;
+}
+
 /** The task an earlier first message started, if any (no claim is made). */
 export async function taskOfMessage(pool: Pool, tenant: string, messageId: string): Promise<string | undefined> {
   const { rows } = await pool.query<{ task_id: string }>('SELECT task_id FROM message_tasks WHERE tenant = $1 AND message_id = $2', [tenant, messageId]);

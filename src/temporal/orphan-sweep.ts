@@ -1,6 +1,8 @@
 /**
  * The orphan sweep, one long-lived workflow per deployment (its task queue; src/temporal/housekeeping.ts): every
- * interval it ends tasks whose workflow closed without a terminal A2A state (workflows/orphans-workflow.ts).
+ * interval it ends tasks whose workflow closed without a terminal A2A state, canceling the agent's task they left,
+ * and starts tasks whose first message was claimed but whose workflow never started (workflows/orphans-workflow.ts,
+ * activities/orphans.ts).
  * Started at start-up when not running; a changed interval is handed to the running one.
  */
 import type { Client } from '@temporalio/client';
@@ -34,14 +36,22 @@ export async function ensureOrphanSweep(client: Client, taskQueue: string, inter
       workflowType: 'orphanSweepWorkflow',
       taskQueue,
       args,
-      summary: `Switchboard housekeeping: every ${Math.round(intervalMs / 1000)} s, ends tasks whose workflow closed without a terminal A2A state`,
+      summary: `Switchboard housekeeping: every ${Math.round(intervalMs / 1000)} s, ends tasks whose workflow closed without a terminal A2A state and starts tasks claimed without one`,
     },
     log,
   );
 }
 
+/** What a round of the sweep did (activities/orphans.ts): tasks ended, left claims' tasks started, claims released. */
+export interface OrphanSweepRound {
+  checked: number;
+  ended: { tenant: string; taskId: string; why: string }[];
+  started?: { tenant: string; taskId: string }[];
+  released?: { tenant: string; taskId: string; why: string }[];
+}
+
 /** Runs the sweep now and waits for it (tests; operators: `temporal workflow update execute --name runNow`). */
-export async function triggerOrphanSweep(client: Client, taskQueue: string): Promise<{ checked: number; ended: { tenant: string; taskId: string; why: string }[] }> {
+export async function triggerOrphanSweep(client: Client, taskQueue: string): Promise<OrphanSweepRound> {
   return runHousekeepingNow(client, orphanSweepId(taskQueue));
 }
 

@@ -6,7 +6,8 @@
  * The other modules that call Temporal, each for its own job: src/agents/refresh-schedules.ts (the agents'
  * refresh schedules), src/temporal/orphan-sweep.ts (the sweep's schedule, and a visibility query for tasks
  * whose workflow closed early), the activities that signal or cancel a task's workflow from the worker side
- * (forward-message.ts: the agent's task id; jobs.ts: cancel a child; orphans.ts: end an orphan), src/health.ts
+ * (forward-message.ts: the agent's task id; jobs.ts: cancel a child; orphans.ts: end an orphan, through
+ * startLeftTask and agentTaskOfClosedRun below), src/health.ts
  * (a liveness ping) and src/temporal/dev-server.ts (the embedded server at start-up).
  */
 import { randomUUID } from 'node:crypto';
@@ -25,11 +26,19 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { AgentRpcFailure, WORKFLOW_FAILURE_KINDS, taskError } from '../../task/errors';
 import { findTask } from '../db/task-store';
+<<<<<<< HEAD
 import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, SA_LEVEL, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
 import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
 import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
 import { OLDEST_LEVEL, PATCH_LEVEL, type TaskWorkflow } from '../../task/contracts';
 import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../task/contracts';
+=======
+import { FailureTypes, agentTaskQuery, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
+import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
+import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
+import type { TaskWorkflow } from '../../task/contracts';
+import type { AgentRpcError, AgentTaskRef, SendMessageArgs, TaskInput } from '../../task/contracts';
+>>>>>>> h/orphans
 import type { WireTask } from '../../task/wire';
 import { DependencyUnavailable, type Health, outageOf } from '../health';
 import type { WorkerPresence } from './worker-presence';
@@ -102,6 +111,7 @@ export class TaskGateway {
    * Starts the task's workflow and delivers its first message in one call (update-with-start).
    * @returns the task when the turn ends, or at once with `returnImmediately`.
    */
+<<<<<<< HEAD
   async start(input: TaskInput, args: SendMessageArgs, opts: { priority?: Priority } = {}): Promise<WireTask> {
     const op = new WithStartWorkflowOperation<TaskWorkflow>('taskWorkflow', {
       workflowId: workflowIdOf(input.tenant, input.taskId),
@@ -123,6 +133,13 @@ export class TaskGateway {
       ...(opts.priority ? { priority: opts.priority } : {}),
       staticDetails: `tenant \`${input.tenant}\`, context \`${input.contextId}\`, agent endpoint ${input.agent.endpoint.url} (A2A ${input.agent.endpoint.protocolVersion})`,
     });
+=======
+  async start(input: TaskInput, args: SendMessageArgs, opts: { priority?: Priority; resent?: boolean } = {}): Promise<WireTask> {
+    // A resent first message whose workflow exists already (started by a send whose answer was lost, or by the orphan
+    // sweep, blocking) is the same update: it would answer when that one does. Asked to answer at once, it does.
+    if (opts.resent && args.returnImmediately && (await this.exists(input.tenant, input.taskId))) return this.get(input.tenant, input.taskId, args.historyLength);
+    const op = startOperation(this.o.taskQueue, input, opts.priority);
+>>>>>>> h/orphans
     const startIt = (signal?: AbortSignal) => {
       const call = () => this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, { args: [args], updateId: args.message.messageId, startWorkflowOperation: op });
       return signal ? this.o.client.connection.withAbortSignal(signal, call) : call();
@@ -261,6 +278,7 @@ export class TaskGateway {
     return task;
   }
 
+<<<<<<< HEAD
   /**
    * How many task workflows are open at each level of the task workflow's code (workflows/levels.ts), every tenant's:
    * from this release's oldest level to its newest, those below it (refused by this release: drain them with the
@@ -280,6 +298,16 @@ export class TaskGateway {
       retired: await count(`A2APatchLevel IN (${retiredLevels})`),
       unlabelled: await count('A2APatchLevel IS NULL'),
     };
+=======
+  /** Whether the task's workflow exists (running or closed); any doubt is left to the start, which says what went wrong. */
+  private async exists(tenant: string, taskId: string): Promise<boolean> {
+    try {
+      await this.o.client.workflow.getHandle(workflowIdOf(tenant, taskId)).describe();
+      return true;
+    } catch {
+      return false;
+    }
+>>>>>>> h/orphans
   }
 
   /** The agent a task runs on, from its workflow's search attributes (when PostgreSQL cannot say). */
@@ -324,6 +352,72 @@ export class TaskGateway {
     }
     this.o.log.error({ err, taskId }, 'unexpected Temporal error');
     return taskError('Internal', `Internal error while handling task ${taskId}`);
+  }
+}
+
+/** How every task workflow is started: its id, queue, search attributes and what Temporal UI shows of it. */
+function startOperation(taskQueue: string, input: TaskInput, priority?: Priority): WithStartWorkflowOperation<TaskWorkflow> {
+  return new WithStartWorkflowOperation<TaskWorkflow>('taskWorkflow', {
+    workflowId: workflowIdOf(input.tenant, input.taskId),
+    taskQueue,
+    args: [input],
+    // The task id comes from claimMessage: a resent first message reaches the same workflow, where the
+    // update id (the messageId) makes it a no-op. A closed task is never started again.
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    typedSearchAttributes: [
+      { key: SA_STATE, value: stateLabel('TASK_STATE_SUBMITTED') },
+      { key: SA_AGENT, value: input.agent.agentId },
+      { key: SA_CONTEXT, value: input.contextId },
+      { key: SA_TENANT, value: input.tenant },
+    ],
+    staticSummary: `A2A task ${input.taskId} → agent ${input.agent.agentId}`,
+    // Backlogged tasks run in priority-key order (Genesis envelopes' priority); shown in Temporal UI.
+    ...(priority ? { priority } : {}),
+    staticDetails: `tenant \`${input.tenant}\`, context \`${input.contextId}\`, agent endpoint ${input.agent.endpoint.url} (A2A ${input.agent.endpoint.protocolVersion})`,
+  });
+}
+
+/**
+ * The orphan sweep's start of a task whose first message was claimed but whose workflow never started (its front
+ * door died between the two, or lost Temporal then): the same update-with-start as the front door's, with the same
+ * update id (the messageId), so a client's resend joins this start instead of making a second. It waits only until
+ * the workflow has accepted the message; the turn goes on without it.
+ * @returns false when the task's workflow exists already (running or closed): nothing was sent.
+ * @throws what Temporal throws, other than "not found" and "already started".
+ */
+export async function startLeftTask(client: Client, taskQueue: string, input: TaskInput, args: SendMessageArgs): Promise<boolean> {
+  try {
+    await client.workflow.getHandle(workflowIdOf(input.tenant, input.taskId)).describe();
+    return false;
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+  }
+  try {
+    await client.workflow.startUpdateWithStart(sendMessageUpdate, {
+      args: [args],
+      updateId: args.message.messageId,
+      startWorkflowOperation: startOperation(taskQueue, input),
+      waitForStage: 'ACCEPTED',
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
+/**
+ * The agent's task a closed task workflow last knew of (its `agentTask` query, answered by replaying the run's
+ * history on a worker), for the orphan sweep to cancel it at the agent. Undefined when the run never learned one,
+ * or cannot say within 10 s (a level no worker replays any more, say).
+ */
+export async function agentTaskOfClosedRun(client: Client, tenant: string, taskId: string, runId: string): Promise<AgentTaskRef | undefined> {
+  try {
+    const handle = client.workflow.getHandle(workflowIdOf(tenant, taskId), runId);
+    return await client.connection.withDeadline(Date.now() + 10_000, () => handle.query(agentTaskQuery));
+  } catch {
+    return undefined;
   }
 }
 

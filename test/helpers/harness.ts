@@ -287,7 +287,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   async function startWorker(wrap = opts.wrapActivities) {
     const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() };
     const drain = new AbortController();
-    const real = createActivities({ pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs, drain: drain.signal });
+    const real = createActivities({
+      pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs, inputTimeoutMs: opts.inputTimeoutMs, drain: drain.signal,
+    });
     const make = () =>
       createWorker({
         payloadCodec,
