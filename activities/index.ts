@@ -49,15 +49,11 @@ export interface ActivityDeps {
   /** SWITCHBOARD_TASK_RETENTION (ms): how long a terminal task is kept unless its tenant sets its own. Default 30 days. */
   retentionMs?: number;
   /**
-<<<<<<< HEAD
    * Aborted when the worker running these activities stops (superviseWorker): the agent calls in flight hand their
    * turns over at once instead of running into the worker's grace time (activities/forwarding/turn.ts handOff).
    */
   drain?: AbortSignal;
-}
-
-export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, drain }: ActivityDeps) {
-=======
+  /**
    * SWITCHBOARD_INPUT_TIMEOUT_MS, as the front door passes it: the orphan sweep starts a task whose claim was left
    * without its workflow with it. Default 7 days (the setting's default).
    */
@@ -65,9 +61,8 @@ export function createActivities({ pool, fetch, grpc, hub = new EventHub(), issu
 }
 
 export function createActivities({
-  pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, inputTimeoutMs = 7 * 86_400_000,
+  pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, inputTimeoutMs = 7 * 86_400_000, drain,
 }: ActivityDeps) {
->>>>>>> h/orphans
   // The agents' health follows what their tasks' requests meet (src/agents/task-health.ts).
   const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).

@@ -26,19 +26,11 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { AgentRpcFailure, WORKFLOW_FAILURE_KINDS, taskError } from '../../task/errors';
 import { findTask } from '../db/task-store';
-<<<<<<< HEAD
-import { FailureTypes, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, SA_LEVEL, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
+import { FailureTypes, agentTaskQuery, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, SA_LEVEL, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
 import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
 import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
 import { OLDEST_LEVEL, PATCH_LEVEL, type TaskWorkflow } from '../../task/contracts';
-import type { AgentRpcError, SendMessageArgs, TaskInput } from '../../task/contracts';
-=======
-import { FailureTypes, agentTaskQuery, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
-import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
-import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
-import type { TaskWorkflow } from '../../task/contracts';
 import type { AgentRpcError, AgentTaskRef, SendMessageArgs, TaskInput } from '../../task/contracts';
->>>>>>> h/orphans
 import type { WireTask } from '../../task/wire';
 import { DependencyUnavailable, type Health, outageOf } from '../health';
 import type { WorkerPresence } from './worker-presence';
@@ -111,35 +103,11 @@ export class TaskGateway {
    * Starts the task's workflow and delivers its first message in one call (update-with-start).
    * @returns the task when the turn ends, or at once with `returnImmediately`.
    */
-<<<<<<< HEAD
-  async start(input: TaskInput, args: SendMessageArgs, opts: { priority?: Priority } = {}): Promise<WireTask> {
-    const op = new WithStartWorkflowOperation<TaskWorkflow>('taskWorkflow', {
-      workflowId: workflowIdOf(input.tenant, input.taskId),
-      taskQueue: this.o.taskQueue,
-      args: [input],
-      // The task id comes from claimMessage: a resent first message reaches the same workflow, where the
-      // update id (the messageId) makes it a no-op. A closed task is never started again.
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      typedSearchAttributes: [
-        { key: SA_STATE, value: stateLabel('TASK_STATE_SUBMITTED') },
-        { key: SA_AGENT, value: input.agent.agentId },
-        { key: SA_CONTEXT, value: input.contextId },
-        { key: SA_TENANT, value: input.tenant },
-        { key: SA_LEVEL, value: String(input.patchLevel ?? 0) },
-      ],
-      staticSummary: `A2A task ${input.taskId} → agent ${input.agent.agentId}`,
-      // Backlogged tasks run in priority-key order (Genesis envelopes' priority); shown in Temporal UI.
-      ...(opts.priority ? { priority: opts.priority } : {}),
-      staticDetails: `tenant \`${input.tenant}\`, context \`${input.contextId}\`, agent endpoint ${input.agent.endpoint.url} (A2A ${input.agent.endpoint.protocolVersion})`,
-    });
-=======
   async start(input: TaskInput, args: SendMessageArgs, opts: { priority?: Priority; resent?: boolean } = {}): Promise<WireTask> {
     // A resent first message whose workflow exists already (started by a send whose answer was lost, or by the orphan
     // sweep, blocking) is the same update: it would answer when that one does. Asked to answer at once, it does.
     if (opts.resent && args.returnImmediately && (await this.exists(input.tenant, input.taskId))) return this.get(input.tenant, input.taskId, args.historyLength);
     const op = startOperation(this.o.taskQueue, input, opts.priority);
->>>>>>> h/orphans
     const startIt = (signal?: AbortSignal) => {
       const call = () => this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, { args: [args], updateId: args.message.messageId, startWorkflowOperation: op });
       return signal ? this.o.client.connection.withAbortSignal(signal, call) : call();
@@ -278,7 +246,6 @@ export class TaskGateway {
     return task;
   }
 
-<<<<<<< HEAD
   /**
    * How many task workflows are open at each level of the task workflow's code (workflows/levels.ts), every tenant's:
    * from this release's oldest level to its newest, those below it (refused by this release: drain them with the
@@ -298,7 +265,8 @@ export class TaskGateway {
       retired: await count(`A2APatchLevel IN (${retiredLevels})`),
       unlabelled: await count('A2APatchLevel IS NULL'),
     };
-=======
+  }
+
   /** Whether the task's workflow exists (running or closed); any doubt is left to the start, which says what went wrong. */
   private async exists(tenant: string, taskId: string): Promise<boolean> {
     try {
@@ -307,7 +275,6 @@ export class TaskGateway {
     } catch {
       return false;
     }
->>>>>>> h/orphans
   }
 
   /** The agent a task runs on, from its workflow's search attributes (when PostgreSQL cannot say). */
@@ -370,6 +337,7 @@ function startOperation(taskQueue: string, input: TaskInput, priority?: Priority
       { key: SA_AGENT, value: input.agent.agentId },
       { key: SA_CONTEXT, value: input.contextId },
       { key: SA_TENANT, value: input.tenant },
+      { key: SA_LEVEL, value: String(input.patchLevel ?? 0) },
     ],
     staticSummary: `A2A task ${input.taskId} → agent ${input.agent.agentId}`,
     // Backlogged tasks run in priority-key order (Genesis envelopes' priority); shown in Temporal UI.
