@@ -3,7 +3,7 @@
  * Nothing else reads process.env. A bad value stops start-up with a message naming the variable.
  */
 import { z } from 'zod';
-import { DURATION_HINT, parseDuration } from './retention/duration';
+import { RETENTION_HINT, parseRetention } from './retention/duration';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' })
@@ -89,8 +89,8 @@ const EnvSchema = z.object({
     .string()
     .default('30d')
     .transform((s, ctx) => {
-      const ms = parseDuration(s);
-      if (ms === undefined || ms < 1000) ctx.addIssue({ code: 'custom', message: `${DURATION_HINT}, at least 1s` });
+      const ms = parseRetention(s);
+      if (ms === undefined) ctx.addIssue({ code: 'custom', message: RETENTION_HINT });
       return ms ?? 0;
     }),
   /** How often the retention sweep runs (ms). Default 1 h. */
