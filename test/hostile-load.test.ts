@@ -14,6 +14,7 @@ import type { Client as A2AClient } from '@a2a-js/sdk/client';
 import { AgentPool, startEchoAgent, startSlowAgent } from './agents';
 import { type Gateway, clientFactory, eventually, register, rpc, sendText, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
+import { signEnvelope } from '../src/genesis/envelope';
 
 /** Short enough to wait for in a test, long enough to tell a close at once from a close at the timeout. */
 const REQUEST_TIMEOUT_MS = 5_000;
@@ -23,13 +24,16 @@ let gw: Gateway;
 const agents = new AgentPool();
 let client: A2AClient;
 let port: number;
+let echo: { id: string; rpc: string };
+let echoUrl: string;
 /** Every raw socket a test opened, ended after the tests whatever became of them. */
 const opened: Raw[] = [];
 
 before(async () => {
   gw = await startGateway({ connections: { requestTimeoutMs: REQUEST_TIMEOUT_MS, maxPerAddress: MAX_PER_ADDRESS } });
   port = Number(new URL(gw.url).port);
-  const echo = await register(gw, (await agents.add(startEchoAgent())).url);
+  echoUrl = (await agents.add(startEchoAgent())).url;
+  echo = await register(gw, echoUrl);
   client = await clientFactory(gw.keys.client).createFromUrl(`${gw.url}/agents/${echo.id}/.well-known/agent-card.json`, '');
 });
 
@@ -99,7 +103,7 @@ const slowBody = (path: string, headers: Record<string, string> = {}) =>
 const openCount = (raws: Raw[]) => raws.filter((r) => r.closedAt === undefined).length;
 
 /** The gateway serves: its health probe answers, from an address none of the test's sockets use. */
-async function answers(): Promise<void> {
+async function probeAnswers(): Promise<void> {
   const res = await fetch(`${gw.url}/healthz`);
   assert.equal(res.status, 200);
 }
@@ -108,13 +112,12 @@ describe('slow and silent connections', () => {
   test('300 slow bodies without a key: each gets its 401 and is closed at once, not at the timeout; the process serves on', { timeout: 60_000 }, async () => {
     const raws = await openMany(300, '127.0.0.1', slowBody('/a2a'), ' ');
     const opened = Date.now();
-    await answers();
+    await probeAnswers();
     await eventually(() => (openCount(raws) === 0 ? true : undefined), REQUEST_TIMEOUT_MS + 5_000, () => `all closed (${openCount(raws)} of 300 still open)`);
     const slowest = Math.max(...raws.map((r) => r.closedAt! - r.connectedAt!));
     assert.ok(Date.now() - opened < REQUEST_TIMEOUT_MS, `closed when refused, not by the request timeout (the slowest was held ${slowest} ms)`);
     for (const r of raws) assert.match(r.received, /^HTTP\/1\.1 401 [^]*\r\nconnection: close\r\n/i);
-    const task = await sendText(client, 'still here?');
-    assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+    await stillServes();
   });
 
   test('a slow body with a valid key, a silent socket, half-sent headers: all closed by the timeouts', { timeout: 60_000 }, async () => {
@@ -125,7 +128,7 @@ describe('slow and silent connections', () => {
     const all = [...keyed, ...silent, ...halfHeaders];
     await new Promise((r) => setTimeout(r, REQUEST_TIMEOUT_MS - 1_500));
     assert.equal(openCount(keyed), 20, 'a client sending its body is given the request timeout');
-    await answers();
+    await probeAnswers();
     await eventually(() => (openCount(all) === 0 ? true : undefined), 10_000, () => `all closed (${openCount(all)} of ${all.length} still open)`);
     assert.ok(Date.now() - started < REQUEST_TIMEOUT_MS + 5_000, 'within the timeout and a check interval or two');
     for (const r of keyed) assert.match(r.received, /^HTTP\/1\.1 408 /, 'the keyed slow body is told its request timed out');
@@ -139,7 +142,7 @@ describe('slow and silent connections', () => {
     const more = await openRaw('127.0.0.3', 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await eventually(() => (more.closedAt !== undefined ? true : undefined), 2_000, 'the next connection from that address closed');
     assert.equal(more.received, '');
-    await answers();
+    await probeAnswers();
     await eventually(() => (openCount(held) === 0 ? true : undefined), REQUEST_TIMEOUT_MS + 5_000, 'the held ones closed at the headers timeout');
     // The address has its connections back.
     const again = await openRaw('127.0.0.3', 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
@@ -160,3 +163,50 @@ describe('slow and silent connections', () => {
     assert.equal(blocking.json?.result?.task?.status?.state, 'TASK_STATE_COMPLETED', blocking.text);
   });
 });
+
+describe('a NUL character (U+0000)', () => {
+  /** A request as `role`, with a JSON body. */
+  const call = async (method: string, path: string, role: 'admin' | 'operator' | 'client', body?: unknown) => {
+    const res = await gw.fetch(`${gw.url}${path}`, { method, ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }) }, role);
+    const text = await res.text();
+    return { status: res.status, text, json: JSON.parse(text || 'null') as any };
+  };
+
+  test('in a management or Genesis field is a 400 naming the field, never a 500', { timeout: 60_000 }, async () => {
+    const issued = await call('POST', `/agents/${echo.id}/genesis-secret`, 'operator');
+    assert.equal(issued.status, 201, issued.text);
+    const worker = (await register(gw, echoUrl)).id;
+    const signed = (m: Record<string, unknown>) => ({ ...m, signature: signEnvelope(m as Parameters<typeof signEnvelope>[0], issued.json.secret) });
+    const header = () => ({ id: randomUUID(), version: '1.0.0', timestamp: Date.now(), from: echo.id, to: worker, priority: 'normal', ttl: 60_000, requiresAck: false, requiresSignature: true });
+    const command = (extra: Record<string, unknown>) => signed({ ...header(), type: 'COMMAND', action: 'plan', payload: { parameters: { n: 1 } }, ...extra });
+    const event = (extra: Record<string, unknown>) =>
+      signed({ ...header(), type: 'EVENT', to: '*', eventType: 'orders', eventName: 'order.created', payload: { data: { n: 1 }, metadata: { schemaVersion: '1.0', contentType: 'application/json' } }, deliveryGuarantee: 'at-most-once', ...extra });
+    const tries: [string, Promise<{ status: number; text: string; json: any }>][] = [
+      ['name', call('POST', '/tenants', 'admin', { id: 'nul-tenant', name: 'Acme\u0000' })],
+      ['name', call('POST', '/tenants/default/keys', 'admin', { role: 'client', name: 'key\u0000' })],
+      ['name', call('POST', '/tenants/default/enrollment-tokens', 'operator', { name: 'token\u0000' })],
+      ['name', call('POST', '/agents', 'operator', { url: echoUrl, name: 'Billing\u0000' })],
+      ['url', call('POST', '/agents', 'operator', { url: `${echoUrl}/\u0000` })],
+      ['idempotencyKey', call('POST', '/accounts/requester:nul-test/deposits', 'admin', { amountMinor: 100, idempotencyKey: 'dep\u0000' })],
+      ['idempotencyKey', call('POST', '/accounts/requester:nul-test/withdrawals', 'admin', { amountMinor: 1, idempotencyKey: 'wd\u0000' })],
+      ['eventType', call('POST', '/genesis/subscriptions', 'operator', { agentId: echo.id, eventType: 'orders\u0000', url: 'https://hooks.example/x' })],
+      ['id', call('POST', '/genesis/messages', 'client', command({ id: `${randomUUID()}\u0000` }))],
+      ['payload.parameters.n', call('POST', '/genesis/messages', 'client', command({ payload: { parameters: { n: 'one\u0000' } } }))],
+      ['eventType', call('POST', '/genesis/messages', 'client', event({ eventType: 'orders\u0000' }))],
+      ['payload.data.n', call('POST', '/genesis/messages', 'client', event({ payload: { data: { n: 'one\u0000' }, metadata: { schemaVersion: '1.0', contentType: 'application/json' } } }))],
+      ['id', call('GET', `/agents/${encodeURIComponent('x\u0000')}`, 'operator')],
+    ];
+    const got = await Promise.all(tries.map(async ([field, r]) => ({ field, ...(await r) })));
+    for (const a of got) {
+      assert.equal(a.status, 400, `${a.field}: ${a.status} ${a.text}`);
+      assert.match(a.json.error, new RegExp(`${a.field.replace(/\./g, '\\.')} contains a NUL character`), a.text);
+    }
+    await stillServes();
+  });
+});
+
+/** The gateway still serves a task. */
+async function stillServes(): Promise<void> {
+  const task = await sendText(client, 'still here?');
+  assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
+}
