@@ -210,3 +210,23 @@ async function stillServes(): Promise<void> {
   const task = await sendText(client, 'still here?');
   assert.equal(task.status.state, 'TASK_STATE_COMPLETED');
 }
+
+describe('card-less registrations', () => {
+  test('with "protocol": "0.1" or "genesis", a loopback, private or metadata URL is refused (422) as on every other path', { timeout: 60_000 }, async () => {
+    // A second gateway on the same database and Temporal, refusing private addresses as in production.
+    const strict = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, allowPrivate: false, listen: false });
+    try {
+      for (const protocol of ['0.1', 'genesis', 'nexus']) {
+        for (const url of ['http://127.0.0.1:8080/a2a', 'http://[::1]:8080/', 'http://10.0.0.1/agent', 'http://169.254.169.254/latest/meta-data/']) {
+          const r = await strict.inject({ method: 'POST', url: '/agents', as: 'operator', body: { url, protocol, name: `Private ${protocol}` } });
+          assert.equal(r.status, 422, `${protocol} ${url}: ${r.status} ${r.text}`);
+          assert.match(r.json.error, /refusing to connect/, r.text);
+        }
+      }
+      const { rows } = await gw.db.pool.query(`SELECT count(*)::int AS n FROM agents WHERE name LIKE 'Private %'`);
+      assert.equal(rows[0].n, 0, 'nothing registered');
+    } finally {
+      await strict.close();
+    }
+  });
+});
