@@ -20,6 +20,8 @@ export const BATCH = 200;
 export interface RetentionSweep {
   /** Per tenant that had anything to purge: how many tasks were purged. */
   purged: Record<string, number>;
+  /** Per tenant whose purge failed: why. The other tenants' purges went on; the next sweep tries it again. */
+  failed: Record<string, string>;
 }
 
 export interface RetentionDeps {
@@ -33,11 +35,18 @@ const GRPC_NOT_FOUND = 5;
 export async function purgeExpiredTasks(deps: RetentionDeps): Promise<RetentionSweep> {
   const ctx = activityContext();
   const { rows: tenants } = await deps.pool.query<{ id: string; retention_ms: string | null }>('SELECT id, retention_ms FROM tenants ORDER BY id');
-  const sweep: RetentionSweep = { purged: {} };
+  const sweep: RetentionSweep = { purged: {}, failed: {} };
   for (const t of tenants) {
     const retentionMs = t.retention_ms === null ? deps.retentionMs : Number(t.retention_ms);
-    const n = await purgeTenant(deps.pool, t.id, retentionMs, ctx);
-    if (n > 0) sweep.purged[t.id] = n;
+    // One tenant's failure (a retention PostgreSQL cannot subtract from now(), written before MAX_RETENTION_MS was
+    // checked; a table it alone locks) must not leave every other tenant's tasks unpurged.
+    try {
+      const n = await purgeTenant(deps.pool, t.id, retentionMs, ctx);
+      if (n > 0) sweep.purged[t.id] = n;
+    } catch (err) {
+      sweep.failed[t.id] = (err as Error).message;
+      ctx.log.warn('retention sweep: a tenant\'s purge failed; the others go on', { tenant: t.id, retentionMs, error: (err as Error).message });
+    }
   }
   return sweep;
 }
@@ -46,7 +55,7 @@ type Ctx = ReturnType<typeof activityContext>;
 
 function activityContext() {
   const ctx = Context.current();
-  return { heartbeat: () => ctx.heartbeat(), client: ctx.client, namespace: ctx.info.workflowNamespace };
+  return { heartbeat: () => ctx.heartbeat(), client: ctx.client, namespace: ctx.info.workflowNamespace, log: ctx.log };
 }
 
 async function purgeTenant(pool: Pool, tenant: string, retentionMs: number, ctx: Ctx): Promise<number> {

@@ -30,6 +30,7 @@ import { installOpenApi } from './routes/openapi';
 import type { EncryptionCodec } from './temporal/encryption-codec';
 import type { AgentPushTokens } from './push/agent-push';
 import { jsonBodies } from './plugins/json-bodies';
+import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, connectionsPlugin, serverTimeouts } from './plugins/connections';
 import { pgPlugin } from './plugins/pg';
 import { healthPlugin } from './plugins/health';
 import { authPlugin } from './plugins/auth';
@@ -97,6 +98,8 @@ export interface AppDeps {
    * from SWITCHBOARD_SECRETS_KEY as in every process. Unset: no such route (agents are polled).
    */
   agentPush?: { tokens: AgentPushTokens };
+  /** SWITCHBOARD_REQUEST_TIMEOUT_MS and SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS (src/plugins/connections.ts). */
+  connections?: Partial<ConnectionLimits>;
 }
 
 export interface AppAuth {
@@ -120,6 +123,8 @@ const openApi = fp(installOpenApi, { name: 'switchboard-openapi', fastify: '5.x'
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(deps));
+  // First, so that every answer, a refusal by any hook included, closes a connection whose body never came.
+  await app.register(connectionsPlugin, { maxPerAddress: limitsOf(deps).maxPerAddress });
   // JSON bodies pass the peer-input guard; then a request's span covers its authentication too (a no-op unless
   // tracing was started); then, before authentication, which reveals more, an A2A request in an unsupported
   // version or content type is refused in its binding's form, and so is a URL no route serves.
@@ -179,6 +184,7 @@ export interface WorkerAppDeps {
   /** The process's event hub, whose notices reach the key cache at once (a revoked admin key stops working). */
   events?: EventHub;
   health?: Health;
+  connections?: Partial<ConnectionLimits>;
 }
 
 /**
@@ -188,6 +194,7 @@ export interface WorkerAppDeps {
  */
 export async function buildWorkerApp(deps: WorkerAppDeps): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(deps));
+  await app.register(connectionsPlugin, { maxPerAddress: limitsOf(deps).maxPerAddress });
   await app.register(pgPlugin, { pool: deps.pool });
   await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
   await app.register(authPlugin, { ...deps.auth, events: deps.events, log: deps.log });
@@ -195,13 +202,18 @@ export async function buildWorkerApp(deps: WorkerAppDeps): Promise<FastifyInstan
   return app;
 }
 
-function serverOptions(deps: { log: Logger; bodyLimit?: number }): FastifyServerOptions {
+function limitsOf(deps: { connections?: Partial<ConnectionLimits> }): ConnectionLimits {
+  return { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
+}
+
+function serverOptions(deps: { log: Logger; bodyLimit?: number; connections?: Partial<ConnectionLimits> }): FastifyServerOptions {
   return {
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: deps.bodyLimit ?? 1024 * 1024,
-    // Node's own request timeout is off when these are 0 (the default); a stuck client must not hold a socket forever.
+    // Receiving a request is timed (headers, then the whole body: src/plugins/connections.ts); an idle socket is
+    // not (connectionTimeout 0), since a blocking send waits for its agent without a byte either way.
     connectionTimeout: 0,
-    requestTimeout: 0,
+    ...serverTimeouts(limitsOf(deps)),
     keepAliveTimeout: 72_000,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',

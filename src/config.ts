@@ -3,7 +3,7 @@
  * Nothing else reads process.env. A bad value stops start-up with a message naming the variable.
  */
 import { z } from 'zod';
-import { DURATION_HINT, parseDuration } from './retention/duration';
+import { RETENTION_HINT, parseRetention } from './retention/duration';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' })
@@ -48,6 +48,16 @@ const EnvSchema = z.object({
   TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
   /** Temporal UI's base URL, for the console's links to each task's workflow; default: the embedded dev server's UI. */
   TEMPORAL_UI_URL: optionalUrl(/^https?$/),
+  /**
+   * How long a client has to send a whole request, headers and body (ms); past it the connection is closed. Only
+   * receiving: a stream's or a blocking send's answer may take as long as it takes.
+   */
+  SWITCHBOARD_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
+  /**
+   * Open HTTP connections one client address may hold (an IPv6 client: its /64); past it a new one is closed at
+   * once. Behind a reverse proxy every client has the proxy's address: raise it there.
+   */
+  SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(1).default(1_000),
   /** SSE: a comment is sent on a stream idle this long (ms). */
   SWITCHBOARD_SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).default(15_000),
   /** SSE: bytes buffered for a slow reader before Switchboard waits for it, and how long it waits (ms). */
@@ -79,8 +89,8 @@ const EnvSchema = z.object({
     .string()
     .default('30d')
     .transform((s, ctx) => {
-      const ms = parseDuration(s);
-      if (ms === undefined || ms < 1000) ctx.addIssue({ code: 'custom', message: `${DURATION_HINT}, at least 1s` });
+      const ms = parseRetention(s);
+      if (ms === undefined) ctx.addIssue({ code: 'custom', message: RETENTION_HINT });
       return ms ?? 0;
     }),
   /** How often the retention sweep runs (ms). Default 1 h. */
@@ -201,4 +211,9 @@ export function quotaDefaultsOf(c: Config) {
     requestsPerSecond: c.SWITCHBOARD_RATE_LIMIT_TENANT_RPS,
     requestsPerSecondPerKey: c.SWITCHBOARD_RATE_LIMIT_KEY_RPS,
   };
+}
+
+/** What one client's connections may hold (src/plugins/connections.ts). */
+export function connectionLimitsOf(c: Config) {
+  return { requestTimeoutMs: c.SWITCHBOARD_REQUEST_TIMEOUT_MS, maxPerAddress: c.SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS };
 }

@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
 import { buildApp, buildWorkerApp } from './app';
-import { type Config, ConfigError, codecCorsOriginsOf, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
+import { type Config, ConfigError, codecCorsOriginsOf, connectionLimitsOf, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
 import { AgentHub } from './hub/hub';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
@@ -328,6 +328,7 @@ async function serveWorkerProbes(
     runtimeMetricsUrl: d.where.runtimeMetricsUrl,
     auth: { keys: new KeyStore(d.pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY }), redisUrl: config.REDIS_URL, quotaDefaults: quotaDefaultsOf(config) },
     events: d.shared.hub,
+    connections: connectionLimitsOf(config),
   });
   stops.push(() => app.close());
   const url = await app.listen({ host: config.HOST, port: config.PORT });
@@ -397,6 +398,7 @@ async function serveApi(
     grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL } : undefined,
     agentHub,
     agentPush: { tokens: agentPushTokens },
+    connections: connectionLimitsOf(config),
   });
   stops.push(() => app.close());
   const url = await app.listen({ host: config.HOST, port: config.PORT });

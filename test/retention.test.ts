@@ -41,6 +41,14 @@ describe('retention', () => {
     for await (const _ of gw.env.client.workflow.list({ query: `WorkflowType = "retentionSweepWorkflow" AND TaskQueue = "${gw.taskQueue}" AND ExecutionStatus = "Completed"` })) n++;
     return n;
   };
+  /** The result of the retention sweep that closed last. */
+  const lastSweep = async () => {
+    let last: { workflowId: string; runId: string; closeTime?: Date } | undefined;
+    for await (const w of gw.env.client.workflow.list({ query: `WorkflowType = "retentionSweepWorkflow" AND TaskQueue = "${gw.taskQueue}" AND ExecutionStatus = "Completed"` })) {
+      if (!last || (w.closeTime && last.closeTime && w.closeTime > last.closeTime)) last = w;
+    }
+    return (await gw.env.client.workflow.getHandle(last!.workflowId, last!.runId).result()) as { purged: Record<string, number>; failed?: Record<string, string> };
+  };
   const sweep = async () => {
     const before = await completedSweeps();
     await triggerRetentionSweep(gw.env.client, gw.taskQueue);
@@ -124,5 +132,29 @@ describe('retention', () => {
     assert.equal(incremental.window.full, false);
     assert.ok(Date.parse(incremental.window.since) > Date.parse(full.checkedAt) - 6 * 60_000, 'the window starts shortly before the last clean run');
     assert.equal((await gw.fetch(`${gw.url}/ledger/reconcile?full=maybe`, {}, 'operator')).status, 400);
+  });
+
+  test('an absurd retention is refused; one already in the database fails only its own tenant\'s purge (issue 46)', async () => {
+    const absurd = await patchTenant({ retention: '10000000d' });
+    assert.equal(absurd.status, 400, absurd.text);
+    assert.match(absurd.json.error, /3650d[^]*retention/, 'naming the longest and the field');
+    assert.equal((await patchTenant({ retention: '3651d' })).status, 400);
+    assert.equal((await patchTenant({ retention: '3650d' })).status, 200, 'ten years is the longest');
+    assert.equal((await patchTenant({ retention: null })).status, 200);
+
+    // A tenant sorted before `default`, whose retention was written before the check: its cut-off is out of
+    // PostgreSQL's range. The sweep reports it and purges `default`'s tasks all the same.
+    const made = await gw.inject({ method: 'POST', url: '/tenants', as: 'admin', body: { id: '0-absurd', name: 'Absurd retention' } });
+    assert.equal(made.status, 201, made.text);
+    await gw.db.pool.query(`UPDATE tenants SET retention_ms = $1 WHERE id = '0-absurd'`, [10_000_000 * 86_400_000]);
+    const { rpc: echoRpc } = await register(gw, (await agents.add(startEchoAgent())).url);
+    const done = (await call(echoRpc, 'SendMessage', { message: userMessage('purge me too') })).json.result.task;
+    assert.equal(done.status.state, 'TASK_STATE_COMPLETED');
+    await new Promise((r) => setTimeout(r, RETENTION_MS + 500));
+    await sweep();
+    const gone = await call(echoRpc, 'GetTask', { id: done.id });
+    assert.equal(gone.json.error?.code, -32001, `default's task is purged: ${gone.text}`);
+    const result = await lastSweep();
+    assert.match(result.failed?.['0-absurd'] ?? '', /out of range/, JSON.stringify(result));
   });
 });

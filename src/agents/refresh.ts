@@ -10,6 +10,7 @@ import type { Pool } from 'pg';
 import type { AgentBinding, AgentDialect, AgentEndpoint } from '../../task/contracts';
 import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from './agent-client';
 import type { GrpcChannels } from '../http/outbound-grpc';
+import { OutboundError } from '../http/outbound';
 import { type AgentCardJson, CardError, parseAgentCard, type ParsedCard } from './cards';
 import { checkCardSignatures, jcs, type SignatureCheck } from './signatures';
 import { type AgentCredentials, authorizedFetch } from './agent-credentials';
@@ -78,7 +79,8 @@ export function freshUntil(at: Date, d: CacheDirectives, policy: Pick<RefreshPol
 export type CardFetch =
   | { outcome: 'fetched'; raw: unknown; etag?: string; cache: CacheDirectives; latencyMs: number }
   | { outcome: 'not-modified'; etag?: string; cache: CacheDirectives; latencyMs: number }
-  | { outcome: 'failed'; error: string; latencyMs: number };
+  /** `blocked`: the outbound guard refused the URL's address (private, loopback, …): no card, and no agent there. */
+  | { outcome: 'failed'; error: string; latencyMs: number; blocked?: true };
 
 /**
  * GETs a card, conditionally when an ETag is known. Never throws: a failure is an outcome to record.
@@ -109,7 +111,8 @@ export async function fetchCard(fetchImpl: typeof fetch, url: string, opts: { et
     }
     return { outcome: 'fetched', raw, etag, cache, latencyMs: elapsed() };
   } catch (err) {
-    return { outcome: 'failed', error: describeError(err, url, opts.timeoutMs), latencyMs: elapsed() };
+    const blocked = err instanceof OutboundError && err.code === 'BLOCKED_ADDRESS' ? { blocked: true as const } : {};
+    return { outcome: 'failed', error: describeError(err, url, opts.timeoutMs), latencyMs: elapsed(), ...blocked };
   }
 }
 

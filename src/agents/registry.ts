@@ -445,6 +445,9 @@ export class AgentRegistry {
       const fetchImpl = Object.keys(headers).length ? authorizedFetch(this.outbound.fetch, async () => headers) : this.outbound.fetch;
       const res = await fetchCard(fetchImpl, cardUrl, { timeoutMs: this.policy.requestTimeoutMs });
       if (res.outcome === 'fetched') return { ...res, cardUrl };
+      // A card-less agent (0.1, Genesis) is called at this URL later: an address the outbound guard refuses is
+      // refused now, as on every other path, not registered to fail at its first task.
+      if (optional && res.outcome === 'failed' && res.blocked) throw new RegistrationError(res.error);
       problems.push(res.outcome === 'failed' ? res.error : `${cardUrl}: HTTP 304`);
     }
     if (optional) return undefined;

@@ -13,7 +13,7 @@
  */
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { JsonLimitError, parseJson } from '../http/json-guard';
+import { JsonLimitError, parseJson, pathOfNul } from '../http/json-guard';
 import { DELIVERY_GUARANTEES, type DeliveryGuarantee } from '../../task/contracts';
 
 export { DELIVERY_GUARANTEES, type DeliveryGuarantee };
@@ -218,6 +218,9 @@ export function decryptFields(key: Buffer, e: Encryption): Record<string, unknow
     fields = undefined;
   }
   if (!fields || typeof fields !== 'object' || Array.isArray(fields)) throw new EnvelopeError(400, 'encryption: the plaintext must be a JSON object of the envelope\'s confidential fields');
+  // The body's NUL check (src/plugins/json-bodies.ts) saw ciphertext: PostgreSQL stores no U+0000, so it is refused here.
+  const nul = pathOfNul(fields);
+  if (nul !== undefined) throw new EnvelopeError(400, `encryption: the plaintext's ${nul} contains a NUL character (U+0000)`);
   const misplaced = Object.keys(fields).filter((k) => HEADER_FIELDS.has(k));
   if (misplaced.length) throw new EnvelopeError(400, `encryption: the plaintext may not set header fields (${misplaced.join(', ')}); they are signed in the clear`);
   return fields as Record<string, unknown>;

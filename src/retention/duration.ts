@@ -18,3 +18,17 @@ export function formatDuration(ms: number): string {
 }
 
 export const DURATION_HINT = 'must be a duration: a whole number and ms, s, m, h or d (e.g. 30d, 4s)';
+
+/**
+ * The longest task retention accepted: ten years. The sweep's cut-off is `now()` less the retention, and
+ * PostgreSQL's timestamps begin in 4713 BC: a tenant's `10000000d` made every sweep fail with "timestamp out of range".
+ */
+export const MAX_RETENTION_MS = 3650 * UNITS.d!;
+
+export const RETENTION_HINT = `${DURATION_HINT}, from 1s to ${formatDuration(MAX_RETENTION_MS)}`;
+
+/** @returns a task retention in ms (a duration from 1 s to MAX_RETENTION_MS), or undefined when `text` is not one. */
+export function parseRetention(text: string): number | undefined {
+  const ms = parseDuration(text);
+  return ms !== undefined && ms >= 1000 && ms <= MAX_RETENTION_MS ? ms : undefined;
+}

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { ROLES, access } from '../auth/caller';
 import { KeyConflictError, type KeyStore, UnknownTenantError } from '../auth/keys';
 import { QuotaPatchSchema, type TenantQuotas } from '../auth/quotas';
-import { DURATION_HINT, parseDuration } from '../retention/duration';
+import { RETENTION_HINT, parseRetention } from '../retention/duration';
 import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
 export interface TenantRoutesDeps {
@@ -34,12 +34,12 @@ const CreateKeyBody = z
   .refine((b) => (b.role === 'agent') === (b.agentId !== undefined), { message: 'agentId is required for role agent, and only for it', path: ['agentId'] })
   .refine((b) => b.expiresAt === undefined || Date.parse(b.expiresAt) > Date.now(), { message: 'expiresAt must be in the future', path: ['expiresAt'] });
 
-/** A tenant's task retention: a duration of at least 1s, as ms; null puts it back to SWITCHBOARD_TASK_RETENTION. */
+/** A tenant's task retention: a duration from 1s to 3650d, as ms; null puts it back to SWITCHBOARD_TASK_RETENTION. */
 const Retention = z
   .string()
   .transform((s, ctx) => {
-    const ms = parseDuration(s);
-    if (ms === undefined || ms < 1000) ctx.addIssue({ code: 'custom', message: `${DURATION_HINT}, at least 1s` });
+    const ms = parseRetention(s);
+    if (ms === undefined) ctx.addIssue({ code: 'custom', message: RETENTION_HINT });
     return ms ?? 0;
   })
   .nullable();

@@ -12,7 +12,7 @@ import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleOption }
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Pool } from 'pg';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type StreamSettings } from '../../src/app';
+import { type AppDeps, buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
@@ -251,6 +251,8 @@ export interface GatewayOptions {
   retentionMs?: number;
   /** How long a send waits before it asks whether any worker polls the task queue (default 3 s). */
   noWorkerCheckMs?: number;
+  /** SWITCHBOARD_REQUEST_TIMEOUT_MS and SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS (default: the process defaults). */
+  connections?: AppDeps['connections'];
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -337,6 +339,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     agentHub,
     agentPush: { tokens: agentPushTokens },
     noWorkerCheckMs: opts.noWorkerCheckMs,
+    connections: opts.connections,
   });
   // Fastify's inject sends `Host: localhost:80`, so the URLs the app builds from a request's host say that.
   const url = opts.listen === false ? 'http://localhost:80' : await app.listen({ host: '127.0.0.1', port: 0 });
