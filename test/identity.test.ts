@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { ClientFactory } from '@a2a-js/sdk/client';
+import { A2AClient as A2AClient03 } from 'a2a-sdk-03/client';
 import { AgentPool, startAskingAgent, startEchoAgent, startSlowAgent, type TestAgent } from './agents';
 import { type Gateway, agentKey, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
@@ -356,14 +357,17 @@ describe('agent endpoints answer only for their own agent', () => {
 describe('the cards say how to authenticate, and SDK clients with a key just work', () => {
   test('1.0 securitySchemes + securityRequirements, and 0.3 security for 0.3 readers, on agent and front-door cards', async () => {
     for (const path of [`/agents/${echoId}/.well-known/agent-card.json`, '/.well-known/agent-card.json']) {
-      const card = (await call('GET', path)).json;
+      const card = (await call('GET', path, { headers: { 'A2A-Version': '1.0' } })).json;
       assert.deepEqual(card.securitySchemes.bearer, { httpAuthSecurityScheme: { scheme: 'Bearer', bearerFormat: 'Switchboard API key (sb_…) or JWT' } });
       assert.deepEqual(card.securitySchemes.apiKey, { apiKeySecurityScheme: { location: 'header', name: 'X-API-Key' } });
       assert.deepEqual(card.securityRequirements, [{ schemes: { bearer: { list: [] } } }, { schemes: { apiKey: { list: [] } } }]);
-      const card03 = (await call('GET', path, { headers: { 'A2A-Version': '0.3' } })).json;
-      assert.equal(card03.securitySchemes.bearer.type, 'http');
-      assert.equal(card03.securitySchemes.apiKey.in, 'header');
-      assert.deepEqual(card03.security, [{ bearer: [] }, { apiKey: [] }]);
+      // A reader that names no version is a 0.3 reader (1.0 §3.6.2).
+      for (const headers of [{ 'A2A-Version': '0.3' }, {}] as Record<string, string>[]) {
+        const card03 = (await call('GET', path, { headers })).json;
+        assert.equal(card03.securitySchemes.bearer.type, 'http');
+        assert.equal(card03.securitySchemes.apiKey.in, 'header');
+        assert.deepEqual(card03.security, [{ bearer: [] }, { apiKey: [] }]);
+      }
     }
   });
 
@@ -380,18 +384,16 @@ describe('the cards say how to authenticate, and SDK clients with a key just wor
       headers.set('x-api-key', gw.keys.client);
       return fetch(input, { ...init, headers });
     };
-    const legacyCompat = { enabled: true };
-    const legacy = new ClientFactory(
-      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-        transports: [new JsonRpcTransportFactory({ legacyCompat, fetchImpl: apiKeyFetch })],
-        cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
-      }),
-    );
-    // Over the wire: the card's URLs are the ones the request came to, and the client calls them.
-    const card03 = await (await fetch(cardUrl, { headers: { 'A2A-Version': '0.3' } })).json();
-    const client03 = await legacy.createFromAgentCard(card03 as never);
-    const t2 = Task.toJSON((await client03.sendMessage(SendMessageRequest.fromJSON({ message: userMessage('by api key') }))) as Task) as any;
-    assert.equal(t2.status.state, 'TASK_STATE_COMPLETED');
+    // A 0.3 client (@a2a-js/sdk 0.3.13) reads the card with no A2A-Version and calls the card's URL.
+    const client03 = await A2AClient03.fromCardUrl(cardUrl, { fetchImpl: apiKeyFetch });
+    const sent = await client03.sendMessage({ message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'by api key' }] } });
+    assert.ok(!('error' in sent) && sent.result.kind === 'task', JSON.stringify(sent));
+    const taskId = sent.result.id;
+    const t2 = await eventually(async () => {
+      const got = await client03.getTask({ id: taskId });
+      return 'result' in got && got.result.status.state === 'completed' ? got.result : undefined;
+    });
+    assert.equal(t2.status.state, 'completed');
   });
 });
 

@@ -6,11 +6,10 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import { SendMessageRequest, Task, TaskState, type Message } from '@a2a-js/sdk';
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { isLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
+import type { Task as Task03 } from 'a2a-sdk-03';
+import { A2AClient as A2AClient03 } from 'a2a-sdk-03/client';
 import { RPC_PATH, startEchoAgent, startLegacyAgent, type TestAgent } from './agents';
-import { type Gateway, authFetch, keysFor, rpc, startGateway } from './helpers/harness';
+import { type Gateway, authFetch, eventually, keysFor, rpc, startGateway } from './helpers/harness';
 import { GATEWAY_SECURITY } from '../src/agents/gateway-card';
 
 // ---- a tiny card server: serves fixed documents at fixed paths and records every request ----
@@ -173,8 +172,6 @@ async function refused(g: Gateway, body: unknown, status: number, ...patterns: R
   assert.equal(await agentCount(g), before, 'a refused registration stores nothing');
   return message;
 }
-
-const artifactText = (t: Task) => t.artifacts.flatMap((a) => a.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : ''))).join('');
 
 // ---- tests ----
 
@@ -361,37 +358,48 @@ describe('the card the gateway publishes', () => {
     'securityRequirements', 'securitySchemes', 'signatures', 'skills', 'supportedInterfaces', 'version',
   ];
 
-  it('agent-card.json is a 1.0 card (nothing of 0.3 in it) pointing every interface at the gateway, 0.3 JSON-RPC among them', async () => {
-    for (const headers of [{}, { 'A2A-Version': '1.0' }] as Record<string, string>[]) {
-      const a = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`, headers);
+  const v1 = { 'A2A-Version': '1.0' };
+  const interfaces = () => [
+    { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+    { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+    { url: rpcUrl.replace(/\/a2a$/, '/rest'), protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
+  ];
+
+  it('a 1.0 reader (A2A-Version 1.0, header or query) gets a 1.0 card (nothing of 0.3 in it), 0.3 JSON-RPC among its interfaces', async () => {
+    const cardUrl = `${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`;
+    const byHeader = await get(cardUrl, v1);
+    const byQuery = await get(`${cardUrl}?A2A-Version=1.0`);
+    const atAgentJson = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent.json`, v1);
+    for (const a of [byHeader, byQuery, atAgentJson]) {
       assert.equal(a.status, 200);
       assert.match(a.headers.get('cache-control') ?? '', /max-age=\d+/);
       const card = a.body;
       assert.deepEqual(Object.keys(card).filter((k) => !V1_CARD_FIELDS.includes(k)), [], 'only 1.0 fields');
       assert.deepEqual(Object.keys(card.capabilities).sort(), ['extendedAgentCard', 'pushNotifications', 'streaming']);
-      assert.deepEqual(card.supportedInterfaces, [
-        { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
-        { url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
-        { url: rpcUrl.replace(/\/a2a$/, '/rest'), protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
-      ]);
+      assert.deepEqual(card.supportedInterfaces, interfaces());
       assert.ok(!JSON.stringify(card).includes(`${echo.url}${RPC_PATH}`), "the agent's own endpoint is not published");
     }
   });
 
-  it('a 0.3 reader (A2A-Version 0.3, or the 0.1/0.2 path agent.json) gets a 0.3 card', async () => {
+  it('a reader that names no version (1.0 §3.6.2: that is 0.3) or 0.3 gets a 0.3 card, the 1.0 interfaces beside it', async () => {
+    const bare = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
     const byHeader = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`, { 'A2A-Version': '0.3' });
     const byPath = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent.json`);
-    assert.deepEqual(byHeader.body, byPath.body);
-    const card = byPath.body;
+    const underRpc = await get(`${rpcUrl}/.well-known/agent-card.json`);
+    for (const other of [byHeader, byPath, underRpc]) assert.deepEqual(other.body, bare.body);
+    const card = bare.body;
     assert.equal(card.url, rpcUrl);
     assert.equal(card.preferredTransport, 'JSONRPC');
     assert.equal(card.protocolVersion, '0.3.0');
     assert.deepEqual(card.additionalInterfaces, [{ url: rpcUrl, transport: 'JSONRPC' }]);
     assert.deepEqual(card.security, GATEWAY_SECURITY.v03.security);
-    assert.ok(!('supportedInterfaces' in card));
+    assert.deepEqual(card.securitySchemes, GATEWAY_SECURITY.v03.securitySchemes);
+    assert.equal(card.supportsAuthenticatedExtendedCard, false);
     for (const field of ['capabilities', 'defaultInputModes', 'defaultOutputModes', 'description', 'name', 'protocolVersion', 'skills', 'url', 'version']) {
       assert.ok(card[field] !== undefined, `0.3 requires ${field}`);
     }
+    // a2a-python 1.x reads the card with no A2A-Version and prefers supportedInterfaces: it finds the 1.0 endpoints.
+    assert.deepEqual(card.supportedInterfaces, interfaces());
   });
 
   it('is cacheable as 1.0 §8.6 says: ETag, Last-Modified, Vary A2A-Version; 304 for a current copy', async () => {
@@ -407,12 +415,14 @@ describe('the card the gateway publishes', () => {
     assert.equal(again.headers.get('etag'), etag);
     assert.equal((await fetch(url, { headers: { 'if-modified-since': lastModified! } })).status, 304);
     assert.equal((await fetch(url, { headers: { 'if-none-match': '"stale"' } })).status, 200);
-    const v03 = await fetch(url, { headers: { 'if-none-match': etag!, 'A2A-Version': '0.3' } });
-    assert.equal(v03.status, 200, 'the 0.3 card is another representation, with its own ETag');
+    assert.equal((await fetch(url, { headers: { 'if-none-match': etag!, 'A2A-Version': '0.3' } })).status, 304, 'no version is 0.3: the same card');
+    const v10 = await fetch(url, { headers: { 'if-none-match': etag!, ...v1 } });
+    assert.equal(v10.status, 200, 'the 1.0 card is another representation, with its own ETag');
+    assert.notEqual(v10.headers.get('etag'), etag);
   });
 
   it('advertises what the gateway offers: streaming and push (whatever the agent says), no extended card', async () => {
-    const { body: card } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`);
+    const { body: card } = await get(`${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`, v1);
     assert.equal((echo.card as { capabilities: { pushNotifications: boolean } }).capabilities.pushNotifications, false);
     assert.equal(card.capabilities.streaming, true);
     assert.equal(card.capabilities.pushNotifications, true);
@@ -433,7 +443,7 @@ describe('the card the gateway publishes', () => {
 
     const signed = await registered(gw, { url: `${cards.url}/signed.json` });
     assert.equal(signed.card.signatures.length, 1, 'the stored card is the agent card, signatures included');
-    const { body: card } = await get(`${gw.url}/agents/${signed.id}/.well-known/agent-card.json`);
+    const { body: card } = await get(`${gw.url}/agents/${signed.id}/.well-known/agent-card.json`, v1);
     assert.ok(!('signatures' in card), 'signatures must not be published');
     // The agent's own security is Switchboard's business, not the client's: the card names Switchboard's schemes only.
     assert.deepEqual(card.securitySchemes, GATEWAY_SECURITY.v1.securitySchemes);
@@ -465,53 +475,76 @@ describe('the card the gateway publishes', () => {
   });
 });
 
-describe('a 0.3 client (@a2a-js/sdk legacyCompat) through the gateway', () => {
+describe('a 0.3 client (@a2a-js/sdk 0.3.13, what 0.3 deployments run) through the gateway', () => {
+  type Sent = { url: string; method?: string; version: string | null; body: any };
   /**
-   * A 0.3 client: the SDK's legacy JSON-RPC transport, fed the gateway card as a 0.3 client reads it (`url`,
-   * `protocolVersion`, `preferredTransport`; 0.3 has no supportedInterfaces). Every request it makes is recorded.
+   * A2AClient of @a2a-js/sdk 0.3.13 made as its users make it: from the gateway card's URL, which it fetches with no
+   * A2A-Version (0.3 clients send none). Every request it makes is recorded.
    */
-  async function legacyClient(agentId: string) {
-    const sent: { url: string; method: string; body: any }[] = [];
+  async function client03(agentId: string) {
+    const sent: Sent[] = [];
     const recordingFetch: typeof fetch = async (input, init) => {
       const body = typeof init?.body === 'string' ? JSON.parse(init.body) : undefined;
-      sent.push({ url: String(input instanceof Request ? input.url : input), method: body?.method, body });
+      const url = String(input instanceof Request ? input.url : input);
+      sent.push({ url, method: body?.method, version: new Headers(init?.headers).get('a2a-version'), body });
       return authFetch(gw.keys.client)(input, init);
     };
-    const legacyCompat = { enabled: true };
-    const factory = new ClientFactory(
-      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-        transports: [new JsonRpcTransportFactory({ legacyCompat, fetchImpl: recordingFetch })],
-        cardResolver: new DefaultAgentCardResolver({ legacyCompat }),
-      }),
-    );
-    // What a 0.3 client is served: it asks for A2A-Version 0.3 (a 1.0 card lists the 0.3 interface too).
-    const { body: published } = await get(`${gw.url}/agents/${agentId}/.well-known/agent-card.json`, { 'A2A-Version': '0.3' });
-    assert.ok(isLegacyAgentCard(published), 'the gateway card a 0.3 client gets is a valid 0.3 card');
-    const client = await factory.createFromAgentCard(published as never);
+    const client = await A2AClient03.fromCardUrl(`${gw.url}/agents/${agentId}/.well-known/agent-card.json`, { fetchImpl: recordingFetch });
     return { client, sent };
   }
 
-  async function sendThrough(agentUrl: string, text: string) {
+  const message03 = (text: string) => ({ kind: 'message' as const, messageId: randomUUID(), role: 'user' as const, parts: [{ kind: 'text' as const, text }] });
+  const text03 = (t: Task03) => (t.artifacts ?? []).flatMap((a) => a.parts.map((p) => (p.kind === 'text' ? p.text : ''))).join('');
+
+  /** Sends `text` to the agent at `agentUrl` through the gateway, streamed or not; the completed task and what went over the wire. */
+  async function sendThrough(agentUrl: string, text: string, stream = false) {
     const agent = await registered(gw, { url: agentUrl });
-    const { client, sent } = await legacyClient(agent.id);
-    const request = SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } });
-    const reply: Message | Task = await client.sendMessage(request);
-    assert.ok('status' in reply, `expected a task, got ${JSON.stringify(reply)}`);
-    assert.equal(reply.status?.state, TaskState.TASK_STATE_COMPLETED);
-    assert.equal(artifactText(reply), `echo: ${text}`);
-    // What went over the wire to the gateway: one 0.3 message/send, to the gateway's endpoint for this agent.
-    assert.deepEqual(
-      sent.map((s) => [s.url, s.method]),
-      [[`${gw.url}/agents/${agent.id}/a2a`, 'message/send']],
-    );
-    assert.equal(sent[0].body.params.message.kind, 'message');
-    assert.equal(sent[0].body.params.message.role, 'user');
-    // The gateway's task can be read back in 0.3 too.
-    const got = await client.getTask({ tenant: '', id: reply.id, historyLength: undefined });
-    assert.equal(got.status?.state, TaskState.TASK_STATE_COMPLETED);
-    assert.equal(sent.at(-1)?.method, 'tasks/get');
-    return { task: reply, messageId: request.message!.messageId };
+    const { client, sent } = await client03(agent.id);
+    const card = await client.getAgentCard();
+    assert.equal(card.url, `${gw.url}/agents/${agent.id}/a2a`, 'the card a 0.3 client reads points it at the gateway');
+    const message = message03(text);
+    let task: Task03;
+    if (stream) {
+      const events: { kind: string }[] = [];
+      for await (const e of client.sendMessageStream({ message })) events.push(e);
+      const first = events[0] as Task03;
+      assert.equal(first.kind, 'task', JSON.stringify(events));
+      assert.equal((events.at(-1) as { status?: { state: string } }).status?.state, 'completed', JSON.stringify(events.map((e) => e.kind)));
+      task = await getTask03(client, first.id);
+    } else {
+      const reply = await client.sendMessage({ message });
+      assert.ok(!('error' in reply), JSON.stringify(reply));
+      assert.equal(reply.result.kind, 'task', JSON.stringify(reply.result));
+      task = await getTask03(client, reply.result.id);
+    }
+    assert.equal(text03(task), `echo: ${text}`);
+    // What went over the wire: the card, then 0.3 methods only, to the gateway's endpoint for this agent, and never
+    // an A2A-Version (a 0.3 client's requests are 0.3 because they name none).
+    assert.equal(sent[0]!.url, `${gw.url}/agents/${agent.id}/.well-known/agent-card.json`);
+    for (const s of sent.slice(1)) {
+      assert.equal(s.url, `${gw.url}/agents/${agent.id}/a2a`);
+      assert.match(s.method ?? '', /^(message\/send|message\/stream|tasks\/get)$/);
+    }
+    assert.deepEqual([...new Set(sent.map((s) => s.version))], [null]);
+    return { task, messageId: message.messageId };
   }
+
+  /** tasks/get until the task is completed (a 0.3 message/send may answer before the agent has). */
+  async function getTask03(client: A2AClient03, id: string): Promise<Task03> {
+    return eventually(async () => {
+      const got = await client.getTask({ id });
+      assert.ok(!('error' in got), JSON.stringify(got));
+      return got.result.status.state === 'completed' ? got.result : undefined;
+    });
+  }
+
+  it('fetches the gateway card, which has the url and preferredTransport 0.3 clients need', async () => {
+    const agent = await registered(gw, { url: echo.url });
+    const { client } = await client03(agent.id);
+    const card = await client.getAgentCard();
+    assert.equal(card.preferredTransport, 'JSONRPC');
+    assert.equal(card.protocolVersion, '0.3.0');
+  });
 
   it('to the echo agent (1.0): a completed task with the echo artifact', async () => {
     const before = echo.calls.length;
@@ -533,9 +566,9 @@ describe('a 0.3 client (@a2a-js/sdk legacyCompat) through the gateway', () => {
     assert.deepEqual(call.params.message.parts, [{ kind: 'text', text: 'old to old' }]);
   });
 
-  it('to the legacy agent that streams: the agent receives a 0.3 call (message/stream) and the client a completed task', async () => {
+  it('streamed (message/stream) to the legacy agent that streams: the agent receives a 0.3 call, the client the task to its end', async () => {
     const before = legacy.calls.length;
-    const { messageId } = await sendThrough(legacy.url, 'old, streamed');
+    const { messageId } = await sendThrough(legacy.url, 'old, streamed', true);
     const call = legacy.calls.slice(before).find((c) => c.params?.message?.messageId === messageId);
     assert.ok(call, 'the legacy agent got the message');
     assert.match(call.method, /^message\/(send|stream)$/, 'a 0.3 method, never a 1.0 one');

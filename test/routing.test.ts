@@ -10,7 +10,8 @@ import { randomUUID } from 'node:crypto';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { startAskingAgent, type TestAgent } from './agents';
 import { startMutableAgent } from './agents/mutable';
-import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
+import { A2AClient as A2AClient03 } from 'a2a-sdk-03/client';
+import { type Gateway, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
 
 let gw: Gateway;
@@ -84,6 +85,23 @@ describe('the front door card', () => {
     assert.equal(task.metadata.switchboard.routing.reason, 'search');
     const got = await client.getTask({ tenant: '', id: task.id, historyLength: undefined });
     assert.equal(got.id, task.id);
+  });
+
+  test('a 0.3 client (@a2a-js/sdk 0.3.13) made from the card, read with no A2A-Version, runs a routed task', async () => {
+    const client = await A2AClient03.fromCardUrl(`${gw.url}/.well-known/agent-card.json`, { fetchImpl: authFetch(gw.keys.client) });
+    assert.equal((await client.getAgentCard()).url, `${gw.url}/a2a`);
+    const before = callsTo('currency');
+    const sent = await client.sendMessage({
+      message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'convert 20 dollars to euros at today’s exchange rate' }] },
+    });
+    assert.ok(!('error' in sent) && sent.result.kind === 'task', JSON.stringify(sent));
+    assert.equal((sent.result.metadata as any).switchboard.routing.agentId, ids.currency, 'the routing decision, in the answer');
+    const taskId = sent.result.id;
+    await eventually(async () => {
+      const got = await client.getTask({ id: taskId });
+      return 'result' in got && got.result.status.state === 'completed' ? got.result : undefined;
+    });
+    assert.equal(callsTo('currency'), before + 1, 'the currency agent did the work');
   });
 });
 

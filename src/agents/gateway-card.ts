@@ -1,11 +1,13 @@
 /**
  * The cards Switchboard publishes: for a registered agent (its card, pointing clients at the gateway) and for the
- * routing front door. A card is served in the dialect its reader asks for (`A2A-Version`, as the @a2a-js/sdk card
- * handler does): a 1.0 card by default, valid against the 1.0 schema (no 0.3 field in it), which lists the 0.3
- * JSON-RPC interface in `supportedInterfaces` with `protocolVersion: "0.3"`; a 0.3 card (`url`, `preferredTransport`,
- * `additionalInterfaces`, `protocolVersion`, OpenAPI `security`) to a reader that asks for 0.3, and at the 0.1/0.2
- * path `agent.json`, whose readers predate 1.0. Only what the gateway itself implements is advertised; the agent's
- * own interfaces, security and signatures are replaced (the card changed).
+ * routing front door. A card is served in the dialect its reader asks for with `A2A-Version` (as the @a2a-js/sdk
+ * card handler does with legacyCompat): a 1.0 card to a 1.x reader, valid against the 1.0 schema (no 0.3 field in
+ * it), which lists the 0.3 JSON-RPC interface in `supportedInterfaces` with `protocolVersion: "0.3"`; to a reader
+ * that names no version ("Agents MUST interpret empty value as 0.3 version", 1.0 §3.6.2) or 0.x, a 0.3 card (`url`,
+ * `preferredTransport`, `additionalInterfaces`, `protocolVersion`, OpenAPI `security`) with the 1.0 card's
+ * `supportedInterfaces` beside them, so a 1.0 reader that sends no version (a2a-python's card resolver) still finds
+ * its interfaces, as a2a-python's card route and a2a-js's legacy card handler serve it. Only what the gateway itself
+ * implements is advertised; the agent's own interfaces, security and signatures are replaced (the card changed).
  */
 import type { AgentCardJson } from './cards';
 
@@ -67,10 +69,14 @@ export const GATEWAY_SECURITY = {
 
 export type CardDialect = '1.0' | '0.3';
 
-/** The card dialect a reader asks for: 0.3 by `A2A-Version: 0.3` or the pre-1.0 path `agent.json`, else 1.0. */
-export function cardDialectOf(requestedVersion: string | undefined, path: string): CardDialect {
-  if (requestedVersion !== undefined && /^0\.[0-9]/.test(requestedVersion.trim())) return '0.3';
-  return path.endsWith('/agent.json') ? '0.3' : '1.0';
+/**
+ * The card dialect a reader asks for with its `A2A-Version` (header or query parameter): 1.0 for 1.x (and any later
+ * version, whose readers know 1.0's card), 0.3 for 0.x and for none at all (§3.6.2: an empty version is 0.3; 0.3
+ * readers send none, and pre-1.0 ones read the 0.1/0.2 path `agent.json`).
+ */
+export function cardDialectOf(requestedVersion: string | undefined): CardDialect {
+  const v = requestedVersion?.trim();
+  return !v || /^0\./.test(v) ? '0.3' : '1.0';
 }
 
 type Json = Record<string, unknown>;
@@ -84,6 +90,17 @@ const V1_PROVIDER = ['organization', 'url'] as const;
 /** The gateway card in the dialect asked for. */
 export function gatewayCard(agentCard: AgentCardJson, endpoints: GatewayEndpoints, dialect: CardDialect = '1.0'): Json {
   return dialect === '1.0' ? v1Card(agentCard, endpoints) : v03Card(agentCard, endpoints);
+}
+
+/** The 1.0 interfaces: JSON-RPC for 1.0 and 0.3 first (preferred), then HTTP+JSON and gRPC (1.0). */
+function supportedInterfaces({ jsonRpc, rest, grpc }: GatewayEndpoints): Json[] {
+  return [
+    { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+    { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+    ...(rest ? [{ url: rest, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' }] : []),
+    // The gRPC port is shared: the A2A `tenant` of every request names the agent (SDK clients send it).
+    ...(grpc ? [{ url: grpc.target, protocolBinding: 'GRPC', protocolVersion: '1.0', ...(grpc.tenant ? { tenant: grpc.tenant } : {}) }] : []),
+  ];
 }
 
 function common(agentCard: AgentCardJson): { capabilities: Json; skills: Json[]; rest: Json } {
@@ -106,33 +123,32 @@ function common(agentCard: AgentCardJson): { capabilities: Json; skills: Json[];
   };
 }
 
-/** A 1.0 card: the 1.0 schema's fields only. JSON-RPC for 1.0 and 0.3 first (preferred), then HTTP+JSON and gRPC (1.0). */
-function v1Card(agentCard: AgentCardJson, { jsonRpc, rest, grpc }: GatewayEndpoints): Json {
+/** A 1.0 card: the 1.0 schema's fields only. */
+function v1Card(agentCard: AgentCardJson, endpoints: GatewayEndpoints): Json {
   const { capabilities, skills, rest: fields } = common(agentCard);
   return {
     ...fields,
-    supportedInterfaces: [
-      { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
-      { url: jsonRpc, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
-      ...(rest ? [{ url: rest, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' }] : []),
-      // The gRPC port is shared: the A2A `tenant` of every request names the agent (SDK clients send it).
-      ...(grpc ? [{ url: grpc.target, protocolBinding: 'GRPC', protocolVersion: '1.0', ...(grpc.tenant ? { tenant: grpc.tenant } : {}) }] : []),
-    ],
+    supportedInterfaces: supportedInterfaces(endpoints),
     capabilities: { ...capabilities, extendedAgentCard: false },
     skills,
     ...GATEWAY_SECURITY.v1,
   };
 }
 
-/** A 0.3 card: 0.3 lists the interfaces of its own protocol version only, so JSON-RPC (HTTP+JSON and gRPC are served in 1.0). */
-function v03Card(agentCard: AgentCardJson, { jsonRpc }: GatewayEndpoints): Json {
+/**
+ * A 0.3 card: 0.3 lists the interfaces of its own protocol version only, so JSON-RPC (HTTP+JSON and gRPC are served
+ * in 1.0); `supportedInterfaces` beside them lists the 1.0 card's, for 1.0 readers that send no version (0.3
+ * readers ignore it: the 0.3 schema allows fields it does not name).
+ */
+function v03Card(agentCard: AgentCardJson, endpoints: GatewayEndpoints): Json {
   const { capabilities, skills, rest: fields } = common(agentCard);
   return {
     ...fields,
     protocolVersion: '0.3.0',
-    url: jsonRpc,
+    url: endpoints.jsonRpc,
     preferredTransport: 'JSONRPC',
-    additionalInterfaces: [{ url: jsonRpc, transport: 'JSONRPC' }],
+    additionalInterfaces: [{ url: endpoints.jsonRpc, transport: 'JSONRPC' }],
+    supportedInterfaces: supportedInterfaces(endpoints),
     capabilities: { ...capabilities, stateTransitionHistory: false },
     skills,
     supportsAuthenticatedExtendedCard: false,

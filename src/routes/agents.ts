@@ -164,9 +164,9 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     return reply.code(204).send();
   });
 
-  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json (they get a 0.3 card, as a client asking
-  // for A2A-Version 0.3 does: gateway-card.ts). A card is a discovery document, readable without a key (agent ids are
-  // unique across tenants); calling needs one. Clients given only the RPC URL derive the card from it
+  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json; both answer in the dialect asked for
+  // (A2A-Version; none is 0.3: gateway-card.ts). A card is a discovery document, readable without a key (agent ids
+  // are unique across tenants); calling needs one. Clients given only the RPC URL derive the card from it
   // (`<rpc url>/.well-known/…`): it is served there too.
   for (const file of ['agent-card.json', 'agent.json']) {
     const cardSchema = {

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { cardDialectOf, type CardDialect } from '../agents/gateway-card';
+import { requestedVersion } from '../a2a/versions';
 import { firstValue } from './base-url';
 
 export interface CardReply {
@@ -16,9 +17,9 @@ export interface CardReply {
   vary?: string[];
 }
 
-/** The card dialect this request asks for (its `A2A-Version`, and the path it asked at). */
+/** The card dialect this request asks for: its `A2A-Version` header, else its `A2A-Version` query parameter. */
 export function requestedCardDialect(req: FastifyRequest): CardDialect {
-  return cardDialectOf(firstValue(req.headers['a2a-version']), req.url.split('?', 1)[0]!.replace(/\/$/, ''));
+  return cardDialectOf(requestedVersion(req));
 }
 
 export function sendCard(req: FastifyRequest, reply: FastifyReply, card: unknown, o: CardReply): FastifyReply {

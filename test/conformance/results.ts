@@ -32,3 +32,8 @@ export function compare(direct: TckResult, through: TckResult): { onlyThrough: s
   const both = [...through.failed.keys()].filter((t) => direct.failed.has(t)).sort();
   return { onlyThrough, both };
 }
+
+/** Two runs of disjoint parts of a suite, as one run. */
+export function merge(a: TckResult, b: TckResult): TckResult {
+  return { passed: new Set([...a.passed, ...b.passed]), failed: new Map([...a.failed, ...b.failed]), skipped: a.skipped + b.skipped };
+}

@@ -1,36 +1,59 @@
 /**
- * `npm run conformance`: the official A2A TCK (a2aproject/a2a-tck, in ../shared/conformance) run against the
- * @a2a-js/sdk system under test directly, then against the same agent through Switchboard, on every binding its
- * card declares (JSON-RPC, HTTP+JSON, gRPC). Prints both results and the tests that fail only through Switchboard,
- * and exits 1 when there is any: "any A2A client works through Switchboard as it does directly", measured.
+ * `npm run conformance`: the official A2A TCKs (a2aproject/a2a-tck, in ../shared/conformance) run against their
+ * @a2a-js/sdk systems under test directly, then against the same agents through Switchboard: the 1.0 suite on every
+ * binding its card declares (JSON-RPC, HTTP+JSON, gRPC), and the 0.3 suite (v03/, its mandatory tests, over
+ * JSON-RPC) against an @a2a-js/sdk 0.3.13 agent, as 0.3 clients, which name no A2A-Version, reach it. Prints each
+ * suite's results and the tests that fail only through Switchboard, and exits 1 when there is any: "any A2A client
+ * works through Switchboard as it does directly", measured.
+ *
+ * What each suite cannot say for itself is added by a proxy (./proxy.ts): the 0.3 suite has no auth option and reads
+ * the card at the URL's root (the proxy adds the key and serves the agent's gateway card there); the 1.0 suite reads
+ * the card with no A2A-Version, which the 1.0 specification reads as 0.3 (§3.6.2), so it would get the 0.3 card
+ * (1.0 interfaces included, but 0.3 fields the 1.0 schema does not allow: CARD-STRUCT-001). It is given
+ * `A2A-Version: 1.0` on that request, as 1.0 clients (@a2a-js/sdk's card resolver) send; its calls go to the gateway
+ * directly.
  *
  * Switchboard runs as `npm start` runs it (a child process, an embedded Temporal dev server, a fresh database: a
  * fresh data directory, or a fresh database on DATABASE_URL's server when that is set). Environment:
- * CONFORMANCE_DIR (default: ../shared/conformance beside the checkout), TEMPORAL_CLI (else scripts/ensure-temporal.sh).
+ * CONFORMANCE_DIR (default: ../shared/conformance beside the checkout), TEMPORAL_CLI (else scripts/ensure-temporal.sh),
+ * CONFORMANCE_VERBOSE (print the suites' whole output through Switchboard).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { freePort, startSwitchboard, type SwitchboardProcess } from '../helpers/process';
-import { compare, parseTck, type TckResult } from './results';
+import { startProxy } from './proxy';
+import { compare, merge, parseTck, type TckResult } from './results';
 
 const REPO_ROOT = resolve(__dirname, '../..');
 
 function conformanceDir(): string {
   const candidates = [process.env.CONFORMANCE_DIR, resolve(REPO_ROOT, '../shared/conformance'), '/work/shared/conformance'].filter(Boolean) as string[];
-  const found = candidates.find((d) => existsSync(join(d, 'run.sh')) && existsSync(join(d, 'sut.cjs')));
-  if (!found) throw new Error(`the A2A TCK is not found (looked in ${candidates.join(', ')}): set CONFORMANCE_DIR to the folder holding run.sh and sut.cjs`);
+  const found = candidates.find((d) => existsSync(join(d, 'run.sh')) && existsSync(join(d, 'sut.cjs')) && existsSync(join(d, 'v03/run.sh')));
+  if (!found) throw new Error(`the A2A TCKs are not found (looked in ${candidates.join(', ')}): set CONFORMANCE_DIR to the folder holding run.sh, sut.cjs and v03/`);
   return found;
 }
 
-/** The SDK system under test, on a free port; resolves once it prints where it listens. */
-async function startSut(dir: string): Promise<{ url: string; stop(): void }> {
+/**
+ * Where the 0.3 system under test finds @a2a-js/sdk 0.3.13 (this checkout's a2a-sdk-03) and express: a NODE_PATH
+ * folder, so nothing is installed into the suite's folder.
+ */
+function sdk03Modules(scratch: string): string {
+  const modules = join(scratch, 'node_modules');
+  mkdirSync(join(modules, '@a2a-js'), { recursive: true });
+  symlinkSync(join(REPO_ROOT, 'node_modules/a2a-sdk-03'), join(modules, '@a2a-js/sdk'), 'dir');
+  symlinkSync(join(REPO_ROOT, 'node_modules/express'), join(modules, 'express'), 'dir');
+  return modules;
+}
+
+/** A system under test (`script [port]`) on a free port; resolves once it prints where it listens. */
+async function startSut(script: string, env: Record<string, string> = {}): Promise<{ url: string; stop(): void }> {
   const port = await freePort();
   // Run from the checkout: its node_modules has @a2a-js/sdk, express and @grpc/grpc-js.
-  const child = spawn(process.execPath, [join(dir, 'sut.cjs'), String(port)], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [script, String(port)], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const url = await new Promise<string>((ok, fail) => {
     const timer = setTimeout(() => fail(new Error(`the system under test did not start:\n${out}`)), 30_000);
@@ -98,10 +121,10 @@ async function call(url: string, key: string, body: unknown, method = 'POST'): P
   return json;
 }
 
-/** run.sh against one card host; its whole output is kept for the report. */
-function runTck(dir: string, host: string, key?: string, tenant?: string): Promise<{ result: TckResult; output: string }> {
+/** A suite's run.sh with `args`; its whole output is kept for the report. */
+function runTck(runSh: string, args: string[]): Promise<{ result: TckResult; output: string }> {
   return new Promise((ok) => {
-    const child = spawn('bash', [join(dir, 'run.sh'), host, key ?? '', tenant ?? ''], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [runSh, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -111,41 +134,96 @@ function runTck(dir: string, host: string, key?: string, tenant?: string): Promi
 
 const line = (r: TckResult) => `${r.passed.size} passed, ${r.failed.size} failed, ${r.skipped} skipped`;
 
+/** One suite's run directly, checked to have run at all. */
+async function direct(suite: string, runSh: string, args: string[]): Promise<TckResult> {
+  const started = Date.now();
+  const { result, output } = await runTck(runSh, args);
+  console.log(`conformance: ${suite} directly: ${line(result)} (${Math.round((Date.now() - started) / 1000)} s)`);
+  if (result.passed.size === 0) {
+    console.log(output.slice(-4000));
+    throw new Error(`the ${suite} TCK passed nothing against the agent directly: it did not run`);
+  }
+  return result;
+}
+
+/**
+ * One suite's run through Switchboard (one or more runs of disjoint parts of it, taken together), compared with its
+ * run directly; the number of tests failing only through Switchboard.
+ */
+async function through(suite: string, before: TckResult, runSh: string, runs: string[][]): Promise<number> {
+  const started = Date.now();
+  const outputs: string[] = [];
+  let result: TckResult = { passed: new Set(), failed: new Map(), skipped: 0 };
+  for (const args of runs) {
+    const run = await runTck(runSh, args);
+    result = merge(result, run.result);
+    outputs.push(run.output);
+  }
+  console.log(`conformance: ${suite} through Switchboard: ${line(result)} (${Math.round((Date.now() - started) / 1000)} s)`);
+  if (result.passed.size === 0) {
+    console.log(outputs.map((o) => o.slice(-4000)).join('\n'));
+    throw new Error(`the ${suite} TCK passed nothing through Switchboard: it did not run`);
+  }
+  const { onlyThrough, both } = compare(before, result);
+  if (both.length) console.log(`conformance: ${suite}, failing directly too (the agent's own gaps, ${both.length}):\n${both.map((t) => `  ${t}`).join('\n')}`);
+  console.log(`conformance: ${suite}, failing only through Switchboard: ${onlyThrough.length}`);
+  for (const t of onlyThrough) console.log(`  ${t}${result.failed.get(t) ? ` - ${result.failed.get(t)}` : ''}`);
+  if (process.env.CONFORMANCE_VERBOSE) console.log(outputs.join('\n'));
+  return onlyThrough.length;
+}
+
+/**
+ * The 0.3 test that sends a request with no credentials to see it refused: through the proxy that adds the key it
+ * would measure the proxy, so it runs through one that adds none (the card is public).
+ */
+const WITHOUT_KEY_03 = 'test_authentication_required_when_declared';
+
 async function main(): Promise<number> {
   const dir = conformanceDir();
-  const dataDir = mkdtempSync(join(tmpdir(), 'sb-conformance-'));
+  const v1Sh = join(dir, 'run.sh');
+  const v03Sh = join(dir, 'v03/run.sh');
+  const scratch = mkdtempSync(join(tmpdir(), 'sb-conformance-'));
+  const dataDir = join(scratch, 'data');
   const adminKey = `sb-admin-${randomBytes(24).toString('hex')}`;
   const db = await freshDatabase();
-  const sut = await startSut(dir);
+  const stops: (() => unknown)[] = [];
   let gw: SwitchboardProcess | undefined;
   try {
-    console.log(`conformance: system under test at ${sut.url}`);
-    const direct = await runTck(dir, sut.url);
-    console.log(`conformance: directly: ${line(direct.result)}`);
-    if (direct.result.passed.size === 0) {
-      console.log(direct.output.slice(-4000));
-      throw new Error('the TCK passed nothing against the agent directly: it did not run');
-    }
+    const sut = await startSut(join(dir, 'sut.cjs'));
+    stops.push(() => sut.stop());
+    const sut03 = await startSut(join(dir, 'v03/sut/tck03-sut.cjs'), { NODE_PATH: sdk03Modules(scratch) });
+    stops.push(() => sut03.stop());
+    console.log(`conformance: systems under test at ${sut.url} (1.0) and ${sut03.url} (0.3)`);
+    const direct10 = await direct('1.0', v1Sh, [sut.url]);
+    const direct03 = await direct('0.3', v03Sh, [`${sut03.url}/`]);
 
     gw = await startGateway(dataDir, db?.url, adminKey);
-    const agent = await call(`${gw.url}/agents`, adminKey, { url: sut.url, name: 'tck-sut' });
-    const { key } = await call(`${gw.url}/tenants/default/keys`, adminKey, { role: 'client', name: 'conformance' });
-    const host = `${gw.url}/agents/${agent.id}`;
-    console.log(`conformance: through Switchboard at ${host} (gRPC tenant ${agent.id})`);
-    const through = await runTck(dir, host, key, agent.id);
-    console.log(`conformance: through Switchboard: ${line(through.result)}`);
+    const agent = (await call(`${gw.url}/agents`, adminKey, { url: sut.url, name: 'tck-sut' })) as { id: string };
+    const agent03 = (await call(`${gw.url}/agents`, adminKey, { url: sut03.url, name: 'tck03-sut' })) as { id: string };
+    const { key } = (await call(`${gw.url}/tenants/default/keys`, adminKey, { role: 'client', name: 'conformance' })) as { key: string };
 
-    const { onlyThrough, both } = compare(direct.result, through.result);
-    if (both.length) console.log(`conformance: failing directly too (the agent's own gaps, ${both.length}):\n${both.map((t) => `  ${t}`).join('\n')}`);
-    console.log(`conformance: failing only through Switchboard: ${onlyThrough.length}`);
-    for (const t of onlyThrough) console.log(`  ${t}${through.result.failed.get(t) ? ` - ${through.result.failed.get(t)}` : ''}`);
-    if (process.env.CONFORMANCE_VERBOSE) console.log(through.output);
-    return onlyThrough.length === 0 ? 0 : 1;
+    // The 1.0 TCK's card request is given A2A-Version 1.0 (see the top of this file); its calls go to the gateway.
+    const card10 = await startProxy(gw.url, { cardVersion: '1.0', host: 'target' });
+    stops.push(() => card10.close());
+    console.log(`conformance: 1.0 through Switchboard at ${gw.url}/agents/${agent.id} (gRPC tenant ${agent.id}; the card read with A2A-Version 1.0)`);
+    const only10 = await through('1.0', direct10, v1Sh, [[`${card10.url}/agents/${agent.id}`, key, agent.id]]);
+
+    // The 0.3 TCK, as a 0.3 client: no A2A-Version anywhere; the proxy adds the key and serves the card at its root.
+    const cardPath = `/agents/${agent03.id}/.well-known/agent-card.json`;
+    const auth03 = await startProxy(gw.url, { key, cardPath, host: 'client' });
+    const keyless03 = await startProxy(gw.url, { cardPath, host: 'client' });
+    stops.push(() => auth03.close(), () => keyless03.close());
+    console.log(`conformance: 0.3 through Switchboard at ${gw.url}/agents/${agent03.id}/a2a (no A2A-Version; the key added by a proxy)`);
+    const only03 = await through('0.3', direct03, v03Sh, [
+      [`${auth03.url}/agents/${agent03.id}/a2a`, '--', '-k', `not ${WITHOUT_KEY_03}`],
+      [`${keyless03.url}/agents/${agent03.id}/a2a`, '--', '-k', WITHOUT_KEY_03],
+    ]);
+    return only10 + only03 === 0 ? 0 : 1;
   } finally {
-    sut.stop();
+    for (const stop of stops.reverse()) await stop();
     await gw?.kill();
     await db?.drop().catch((err: Error) => console.error(`conformance: could not drop the database: ${err.message}`));
-    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(scratch, { recursive: true, force: true });
   }
 }
 
