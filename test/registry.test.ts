@@ -402,6 +402,24 @@ describe('the card the gateway publishes', () => {
     assert.deepEqual(card.supportedInterfaces, interfaces());
   });
 
+  it("an agent that speaks 1.0 only answers a reader that names no version with its 1.0 card, and so does its gateway card (the official 1.0 TCK reads it so)", async () => {
+    const only10 = await startEchoAgent({ legacyCompat: false });
+    try {
+      const direct = await fetch(`${only10.url}/.well-known/agent-card.json`).then((r) => r.json() as Promise<Record<string, unknown>>);
+      assert.equal(direct.url, undefined, 'the agent itself: a 1.0 card');
+      const agent = await registered(gw, { url: only10.url });
+      const bare = await get(`${gw.url}/agents/${agent.id}/.well-known/agent-card.json`);
+      assert.deepEqual(Object.keys(bare.body).filter((k) => !V1_CARD_FIELDS.includes(k)), [], 'nothing the 1.0 schema does not allow');
+      assert.ok(Array.isArray(bare.body.supportedInterfaces) && bare.body.supportedInterfaces.length > 0);
+      // A 0.3 reader still gets a card it can use by naming its version.
+      const asked03 = await get(`${gw.url}/agents/${agent.id}/.well-known/agent-card.json`, { 'A2A-Version': '0.3' });
+      assert.equal(asked03.body.url, `${gw.url}/agents/${agent.id}/a2a`);
+      assert.notEqual(bare.headers.get('etag'), asked03.headers.get('etag'));
+    } finally {
+      await only10.close();
+    }
+  });
+
   it('is cacheable as 1.0 §8.6 says: ETag, Last-Modified, Vary A2A-Version; 304 for a current copy', async () => {
     const url = `${gw.url}/agents/${echoAgent.id}/.well-known/agent-card.json`;
     const first = await fetch(url);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RegisterAgentBody } from '../agents/registration';
 import { AgentCredentialSpec } from '../agents/agent-credentials';
 import { type GrpcAdvert, gatewayCard, gatewayEndpoints } from '../agents/gateway-card';
-import { requestedCardDialect, sendCard } from './card-reply';
+import { agentCardDialect, sendCard } from './card-reply';
 import { AGENT_STATUSES } from '../agents/refresh';
 import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } from '../agents/registry';
 import { access, callerOf } from '../auth/caller';
@@ -179,7 +179,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
         const agent = await registry.getPublic(req.params.id);
         if (!agent) return reply.code(404).send(notFound(req.params.id));
         const base = baseUrlOf(req, publicUrl);
-        const card = gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpc), requestedCardDialect(req));
+        const card = gatewayCard(agent.card, gatewayEndpoints(base, agent.id, grpc), agentCardDialect(req, agent));
         return sendCard(req, reply, card, { cacheControl: 'public, max-age=60', lastModified: new Date(agent.cardChangedAt) });
       });
     }

@@ -22,6 +22,27 @@ export function requestedCardDialect(req: FastifyRequest): CardDialect {
   return cardDialectOf(requestedVersion(req));
 }
 
+/**
+ * An agent's gateway card for this request: the dialect it asks for; asking none, the one the agent itself answers
+ * such a reader with. An agent that speaks 0.x (its card is a 0.x card, or lists a 0.x interface; card-less 0.1,
+ * NEXUS, NANDA and Genesis agents) serves 0.3 readers, who name no version (1.0 §3.6.2), so its gateway card is the
+ * 0.3 card with the 1.0 interfaces beside it; an agent that speaks 1.0 only answers a reader that names none with its
+ * 1.0 card, and so does its gateway card (a 1.0 client, such as the official TCK, that sends no version reads it; a
+ * 0.3 client could not use that agent directly either). Either way, `A2A-Version` picks.
+ */
+export function agentCardDialect(req: FastifyRequest, agent: { card: Record<string, unknown>; endpoint: { protocolVersion: string } }): CardDialect {
+  if (requestedVersion(req) !== undefined) return requestedCardDialect(req);
+  return speaksOnly10(agent) ? '1.0' : '0.3';
+}
+
+function speaksOnly10({ card, endpoint }: { card: Record<string, unknown>; endpoint: { protocolVersion: string } }): boolean {
+  if (!/^1\./.test(endpoint.protocolVersion)) return false;
+  const legacy = (v: unknown) => typeof v === 'string' && /^0\./.test(v);
+  if (legacy(card.protocolVersion) || typeof card.url === 'string') return false;
+  const interfaces = [card.supportedInterfaces, card.additionalInterfaces].flatMap((l) => (Array.isArray(l) ? (l as { protocolVersion?: unknown }[]) : []));
+  return !interfaces.some((i) => legacy(i?.protocolVersion));
+}
+
 export function sendCard(req: FastifyRequest, reply: FastifyReply, card: unknown, o: CardReply): FastifyReply {
   const body = JSON.stringify(card);
   const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;

@@ -1,7 +1,6 @@
 /**
  * A reverse proxy in front of Switchboard for a suite that cannot send what a client of Switchboard sends: the
- * 0.3 TCK has no auth option and reads the card at the URL's root (like ../shared/conformance/v03/auth-proxy.mjs);
- * the 1.0 TCK reads the card with no A2A-Version, which the 1.0 specification reads as 0.3 (see run.ts).
+ * 0.3 TCK has no auth option and reads the card at the URL's root (like ../shared/conformance/v03/auth-proxy.mjs).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,8 +13,6 @@ export interface ProxyOptions {
   key?: string;
   /** Where `GET /.well-known/agent-card.json` is served from (the agent's gateway card). */
   cardPath?: string;
-  /** The A2A-Version a card request that names none is given. */
-  cardVersion?: string;
   /**
    * `client`: the gateway sees the client's Host, so the URLs of its cards point at the proxy and every call comes
    * through it; `target`: they point at the gateway, and only the card is read through the proxy.
@@ -31,11 +28,9 @@ export interface Proxy {
 export async function startProxy(target: string, o: ProxyOptions): Promise<Proxy> {
   const t = new URL(target);
   const server = http.createServer((req, res) => {
-    const isCard = req.method === 'GET' && /\/\.well-known\/agent-card\.json\/?(\?|$)/.test(req.url ?? '');
     const path = o.cardPath && req.url === '/.well-known/agent-card.json' ? o.cardPath : (req.url ?? '/');
     const headers = { ...req.headers };
     if (o.key && headers.authorization === undefined && headers['x-api-key'] === undefined) headers.authorization = `Bearer ${o.key}`;
-    if (o.cardVersion && isCard && headers['a2a-version'] === undefined) headers['a2a-version'] = o.cardVersion;
     if (o.host === 'target') headers.host = t.host;
     const up = http.request({ host: t.hostname, port: t.port, method: req.method, path, headers }, (r) => {
       res.writeHead(r.statusCode ?? 502, r.headers);

@@ -6,12 +6,11 @@
  * suite's results and the tests that fail only through Switchboard, and exits 1 when there is any: "any A2A client
  * works through Switchboard as it does directly", measured.
  *
- * What each suite cannot say for itself is added by a proxy (./proxy.ts): the 0.3 suite has no auth option and reads
- * the card at the URL's root (the proxy adds the key and serves the agent's gateway card there); the 1.0 suite reads
- * the card with no A2A-Version, which the 1.0 specification reads as 0.3 (§3.6.2), so it would get the 0.3 card
- * (1.0 interfaces included, but 0.3 fields the 1.0 schema does not allow: CARD-STRUCT-001). It is given
- * `A2A-Version: 1.0` on that request, as 1.0 clients (@a2a-js/sdk's card resolver) send; its calls go to the gateway
- * directly.
+ * The 1.0 suite runs through Switchboard as it is run directly, unchanged: it reads the card with no A2A-Version,
+ * and its system under test speaks 1.0 only, so the gateway card is the 1.0 card the agent itself answers such a
+ * reader with (src/routes/card-reply.ts agentCardDialect). What the 0.3 suite cannot say for itself is added by a
+ * proxy (./proxy.ts): it has no auth option and reads the card at the URL's root (the proxy adds the key and serves
+ * the agent's gateway card there; the card, read with no A2A-Version, is the 0.3 card its 0.3 agent answers).
  *
  * Switchboard runs as `npm start` runs it (a child process, an embedded Temporal dev server, a fresh database: a
  * fresh data directory, or a fresh database on DATABASE_URL's server when that is set). Environment:
@@ -202,11 +201,9 @@ async function main(): Promise<number> {
     const agent03 = (await call(`${gw.url}/agents`, adminKey, { url: sut03.url, name: 'tck03-sut' })) as { id: string };
     const { key } = (await call(`${gw.url}/tenants/default/keys`, adminKey, { role: 'client', name: 'conformance' })) as { key: string };
 
-    // The 1.0 TCK's card request is given A2A-Version 1.0 (see the top of this file); its calls go to the gateway.
-    const card10 = await startProxy(gw.url, { cardVersion: '1.0', host: 'target' });
-    stops.push(() => card10.close());
-    console.log(`conformance: 1.0 through Switchboard at ${gw.url}/agents/${agent.id} (gRPC tenant ${agent.id}; the card read with A2A-Version 1.0)`);
-    const only10 = await through('1.0', direct10, v1Sh, [[`${card10.url}/agents/${agent.id}`, key, agent.id]]);
+    // The 1.0 TCK as it runs directly: its card read with no A2A-Version, every call straight to the gateway.
+    console.log(`conformance: 1.0 through Switchboard at ${gw.url}/agents/${agent.id} (gRPC tenant ${agent.id})`);
+    const only10 = await through('1.0', direct10, v1Sh, [[`${gw.url}/agents/${agent.id}`, key, agent.id]]);
 
     // The 0.3 TCK, as a 0.3 client: no A2A-Version anywhere; the proxy adds the key and serves the card at its root.
     const cardPath = `/agents/${agent03.id}/.well-known/agent-card.json`;
