@@ -17,6 +17,8 @@ import { type DeliveryGuarantee, type Encryption, decryptFields, encryptFields, 
 
 export interface GenesisDeliveryDeps {
   pool: Pool;
+  /** The store with the secret box: a subscriber's Genesis secret signs what it is sent. Absent: no secrets. */
+  secrets?: GenesisStore;
   /** The guarded outbound fetch: subscriber URLs are user input. */
   fetch: typeof fetch;
   issuer?: string;
@@ -55,8 +57,9 @@ export async function deliverGenesisEvent(deps: GenesisDeliveryDeps, args: Genes
   }
   const attempt = activityAttempt();
   const deliveryId = args.guarantee === 'exactly-once' ? `${messageId}:${subscriptionId}` : `${messageId}:${subscriptionId}:${attempt}`;
-  // The envelope's bytes as the publisher sent them (rows from before migration 028: re-serialised).
-  const body = message.envelopeText ?? JSON.stringify(message.envelope);
+  // The envelope's bytes as the publisher sent them (rows from before migration 028: re-serialised), signed for
+  // the subscriber: with its own Genesis secret when it has one.
+  const body = signedFor(message.envelopeText ?? JSON.stringify(message.envelope), await deps.secrets?.secretOf(tenant, subscription.agentId));
   const headers = {
     'content-type': 'application/json',
     ...(await signDelivery(await signingKey(deps.pool), {
@@ -83,6 +86,18 @@ export async function deliverGenesisEvent(deps: GenesisDeliveryDeps, args: Genes
   }
   await store.recordAttempt(tenant, messageId, subscriptionId, { error: `attempt ${attempt}: ${failure}`, attempted: true, final: args.guarantee === 'at-most-once' ? 'failed' : undefined });
   throw ApplicationFailure.retryable(`genesis delivery ${deliveryId} to ${subscription.url} failed: ${failure}`, 'GenesisDeliveryFailed');
+}
+
+/**
+ * An EVENT as a subscriber with a Genesis secret checks it: the seed's verifySignature recomputes the HMAC of
+ * `{id, type, from, to, timestamp}` with the secret the subscriber holds, which is its own (secrets are per agent),
+ * so the signature is made again with it, over the fields as sent (their key order kept by JSON.parse). Everything
+ * else is as sent; the whitespace of the sender's JSON is not. Without a secret: the bytes as sent.
+ */
+function signedFor(text: string, secret: string | undefined): string {
+  if (!secret) return text;
+  const envelope = JSON.parse(text) as Record<string, unknown> & Parameters<typeof signEnvelope>[0];
+  return JSON.stringify({ ...envelope, signature: signEnvelope(envelope, secret) });
 }
 
 /** Records why a delivery ended without an acknowledgement (its retries ran out, or its ttl passed). */
@@ -153,7 +168,9 @@ export function genesisLink(store: GenesisStore, hub: EventHub, call: { tenant: 
   };
 }
 
-/** The agent id of an AgentIdentity as sent (an id, or an object with one). */
+/** How an AgentIdentity names its agent, as sent (an id or a name, or an object with one): what pair keys are derived from. */
 function identityId(identity: unknown): string {
-  return identity && typeof identity === 'object' ? String((identity as { id?: unknown }).id) : String(identity);
+  if (!identity || typeof identity !== 'object') return String(identity);
+  const { id, name } = identity as { id?: unknown; name?: unknown };
+  return String(id ?? name);
 }

@@ -99,7 +99,7 @@ export function createActivities({
     settleTask: (req: SettlementRequest) => settleTask(pool, unfundedAccounts, req),
     finishTask: (rec: TaskRecord, req: SettlementRequest, opts?: FinishOptions) => finishTask(pool, hub, unfundedAccounts, rec, req, opts),
     deliverPush: (args: DeliverPushArgs) => deliverPush({ pool, fetch, hub, issuer }, args),
-    deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer }, args),
+    deliverGenesisEvent: (args: GenesisDeliveryArgs) => deliverGenesisEvent({ pool, fetch, issuer, secrets: credentials ? genesis : undefined }, args),
     finishGenesisDelivery: (f: GenesisDeliveryFinal) => finishGenesisDelivery(pool, f),
     endOrphanedTasks: () =>
       endOrphanedTasks({

@@ -513,9 +513,9 @@ describe('an agent that speaks envelopes', () => {
     const r = await post(m);
     assert.equal(r.status, 200, JSON.stringify(r.json));
     assert.equal(r.json.status, 'SUCCESS');
-    assert.equal(r.json.data.state, 'completed');
-    assert.deepEqual(r.json.data.response.data, { did: 'summarize', parameters: { n: 2 } }, "the agent's own RESPONSE data");
-    assert.equal(r.json.data.response.confidence, 0.9);
+    assert.deepEqual(r.json.result, { taskId: r.json.result.taskId, state: 'completed' });
+    assert.deepEqual(r.json.data, { did: 'summarize', parameters: { n: 2 } }, "the agent's own RESPONSE data, at the top where the seed's sender reads it");
+    assert.equal(r.json.confidence, 0.9);
     assert.equal(await verifySignature(r.json, secret), true, 'the sender checks the answer as before');
     const [got] = receivedOf(m.id);
     assert.ok(got, 'the agent got the envelope under the COMMAND\'s id');
@@ -534,7 +534,7 @@ describe('an agent that speaks envelopes', () => {
     const failed = await post(await signed(command('fail', { to: to() })));
     assert.equal(failed.status, 200, JSON.stringify(failed.json));
     assert.equal(failed.json.status, 'FAILURE');
-    assert.equal(failed.json.data.state, 'failed');
+    assert.equal(failed.json.result.state, 'failed');
     assert.deepEqual(failed.json.error, { code: 'E_REFUSED', message: 'refused: the plan is unsafe' });
     const m = await signed(command('flaky', { to: to() }));
     const r = await post(m);
@@ -575,8 +575,8 @@ describe('an agent that speaks envelopes', () => {
       const v = (await get(`/genesis/messages/${m.id}`)).json;
       return v.result?.status === 'SUCCESS' ? v : undefined;
     }, 15_000, 'the task completed by the later RESPONSE');
-    assert.equal(done.result.data.state, 'completed');
-    assert.deepEqual(done.result.data.response.data, { summary: 'all done' });
+    assert.equal(done.result.result.state, 'completed');
+    assert.deepEqual(done.result.data, { summary: 'all done' });
     assert.equal(receivedOf(m.id).length, 1, 'sent once');
   });
 
@@ -586,8 +586,8 @@ describe('an agent that speaks envelopes', () => {
     const r = await post(m);
     assert.equal(r.status, 200, JSON.stringify(r.json));
     const inner = decrypt(pairKey(secret, sender, to()), r.json.encryption);
-    assert.equal(inner.data.state, 'completed');
-    assert.deepEqual(inner.data.response.data, { did: 'secret-plan', parameters: { q: 'classified' } });
+    assert.equal(inner.result.state, 'completed');
+    assert.deepEqual(inner.data, { did: 'secret-plan', parameters: { q: 'classified' } });
     const [got] = receivedOf(m.id);
     assert.equal(got!.encrypted, true, 'not in the clear on the way to the agent');
     assert.equal(got!.verified, true);
@@ -600,7 +600,7 @@ describe('an agent that speaks envelopes', () => {
     const q = async (resourceId: string) => post(await signed({ ...command(''), to: to(), type: 'QUERY', action: 'get_status', payload: { resourceId } }));
     const known = await q(cmd.id);
     assert.equal(known.json.status, 'SUCCESS', JSON.stringify(known.json));
-    assert.deepEqual(known.json.data.response.data, { resourceId: cmd.id, state: 'done' });
+    assert.deepEqual(known.json.data, { resourceId: cmd.id, state: 'done' });
     const unknown = await q('nothing-here');
     assert.equal(unknown.json.status, 'FAILURE');
     assert.deepEqual(unknown.json.error, { code: 'NOT_FOUND', message: 'no resource nothing-here' });

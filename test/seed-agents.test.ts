@@ -531,7 +531,66 @@ async function startNandaNode() {
   );
 }
 
+/**
+ * A NANDA node that checks what the seed's -32600 names ("missing jsonrpc/method/message") before it looks at the
+ * method: any call without a message is -32600, whatever its method; then a method other than message/send is
+ * -32601, and an action it does not know -32601 too ("unknown action").
+ */
+async function startShapeFirstNandaNode() {
+  return standIn(
+    () => ({}),
+    ['/a2a'],
+    ({ id, method, params }) => {
+      if (!params?.message) return (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32600, message: 'Invalid request: missing jsonrpc/method/message' } });
+      if (method !== 'message/send') return undefined;
+      const { action, cert_id } = JSON.parse(params.message.parts[0].text);
+      if (action !== 'certificate.check') return (res) => json(res, 200, { jsonrpc: '2.0', id, error: { code: -32601, message: `Method not found: unknown action ${action}` } });
+      return result(id, { role: 'agent', parts: [{ text: JSON.stringify({ status: 'valid', cert_id }) }] });
+    },
+  );
+}
+
+/** The seed's request, verbatim. */
+const SEED_REQUEST = {
+  jsonrpc: '2.0',
+  method: 'message/send',
+  params: { message: { role: 'user', parts: [{ text: '{"action": "certificate.check", "cert_id": "cert-abc-123"}' }] } },
+  id: 'req-001',
+};
+
 describe('NANDA nodes', () => {
+  test('a node that refuses a call without a message (-32600) before it looks at the method is found to speak message/send, not 0.1, and its actions work', async () => {
+    const node = await startShapeFirstNandaNode();
+    const { id, rpc: rpcUrl } = await register(gw, node.url);
+    const view = await agentView(id);
+    assert.deepEqual([view.endpoint.protocolVersion, view.endpoint.url], ['0.3', `${node.url}/a2a`], JSON.stringify(node.probes.map((p) => [p.method, p.params])));
+    const raw = await rpc(rpcUrl, SEED_REQUEST);
+    assert.deepEqual(raw.json.result?.role, 'agent', JSON.stringify(raw.json));
+    assert.deepEqual(JSON.parse(raw.json.result.parts[0].text), { status: 'valid', cert_id: 'cert-abc-123' });
+    assert.equal(node.calls.filter((c) => c.method !== 'message/send').length, 0, 'every call a task made was the seed\'s message/send');
+  });
+
+  test('"protocol": "nanda" registers a card-less node by its URL, found at /a2a, without asking which dialect', async () => {
+    const node = await startShapeFirstNandaNode();
+    const { id } = await register(gw, node.url, { protocol: 'nanda', name: 'certifier' });
+    const view = await agentView(id);
+    assert.deepEqual([view.endpoint.protocolVersion, view.endpoint.url, view.name], ['0.3', `${node.url}/a2a`, 'certifier']);
+    assert.deepEqual(node.probes.map((c) => c.method), ['message/send'], 'asked at /a2a (the URL itself is no endpoint): message/send only');
+    const res = await gw.fetch(`${gw.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: `${node.url}/nothing`, protocol: 'nanda' }) }, 'operator');
+    assert.equal(res.status, 422);
+  });
+
+  test("the seed's request verbatim at the node's own endpoint (/agents/<id>/a2a) is answered with the seed's bare message", async () => {
+    const node = await startNandaNode();
+    const { rpc: rpcUrl } = await register(gw, node.url);
+    const raw = await rpc(rpcUrl, SEED_REQUEST);
+    assert.equal(raw.json.id, 'req-001');
+    assert.equal(raw.json.result?.role, 'agent', JSON.stringify(raw.json));
+    assert.deepEqual(JSON.parse(raw.json.result.parts[0].text), { status: 'valid', cert_id: 'cert-abc-123' });
+    const sent = node.calls.find((c) => c.method === 'message/send');
+    assert.equal(sent!.params.message.parts[0].text, SEED_REQUEST.params.message.parts[0].text, 'the node gets the action as the client sent it');
+  });
+
   test('a node without a card registers with its URL alone (found by asking its endpoint) and its kind-less answers reach the client', async () => {
     const node = await startNandaNode();
     const { id } = await register(gw, node.url);

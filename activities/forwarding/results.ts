@@ -59,6 +59,8 @@ export class StreamAccumulator {
 export class Relay {
   /** Parts relayed per artifact id, to tell a complete stream from one that broke off. */
   private readonly relayed = new Map<string, number>();
+  /** The Genesis RESPONSE last logged as progress (its id). */
+  private progressed?: string;
 
   constructor(
     private readonly sink: EventSink,
@@ -93,6 +95,23 @@ export class Relay {
       this.relayed.set(artifact.artifactId, artifact.parts.length);
       await this.sink.push({ artifactUpdate: { ...ids, artifact, append: false, lastChunk } });
     }
+  }
+
+  /**
+   * A Genesis agent's PARTIAL RESPONSE (its task working, the RESPONSE in metadata `genesisResponse`: the Genesis
+   * transport's reading) as the task's progress: a working status with the RESPONSE's data as its message and the
+   * RESPONSE in its metadata, each RESPONSE once. A synchronous COMMAND's sender is answered with it
+   * (src/genesis/service.ts firstAnswer). Any other task: nothing.
+   */
+  async progress(task: WireTask): Promise<void> {
+    const response = task.metadata?.genesisResponse as { id?: unknown; status?: unknown } | undefined;
+    if (response?.status !== 'PARTIAL' || task.status.state !== 'TASK_STATE_WORKING') return;
+    const key = typeof response.id === 'string' ? response.id : JSON.stringify(response);
+    if (key === this.progressed) return;
+    this.progressed = key;
+    const ids = { taskId: this.args.gatewayTaskId, contextId: this.args.gatewayContextId };
+    const message = task.status.message && { ...task.status.message, ...ids };
+    await this.sink.push({ statusUpdate: { ...ids, status: { ...task.status, ...(message ? { message } : {}) }, metadata: { genesisResponse: response } } });
   }
 
   /** A re-attached stream starts with the task so far: its artifacts replace what was relayed of them. */

@@ -357,6 +357,7 @@ export class Turn {
     const task = Task.toJSON(reply) as WireTask;
     if (!SETTLED(task.status.state)) {
       this.named(task);
+      await this.relay.progress(task);
       // Followed by push, the task is not read at once: the workflow is told it if it has not settled shortly.
       if (this.push) this.announceSoon();
     }
@@ -436,7 +437,7 @@ export class Turn {
         polls++;
         task = Task.toJSON(await this.exchange('GetTask', (o) => calls.getTask({ tenant: '', id }, o))) as WireTask;
         failures = 0;
-        if (!SETTLED(task.status.state)) await this.named(task).announce();
+        if (!SETTLED(task.status.state)) await Promise.all([this.named(task).announce(), this.relay.progress(task)]);
       } catch (err) {
         if (this.canceled.signal.aborted) throw err;
         failed = err;

@@ -322,16 +322,43 @@ function bareMessage(result: unknown, dialect: '0.3' | '1.0'): Record<string, un
  */
 function routedTo(ar: ActionRequest, skillId: string): { method: string; params: unknown } {
   const m = ar.envelope.params.message;
-  const parts = ar.dialect === '0.3' ? m.parts.map((p) => ({ kind: 'text', ...p })) : m.parts;
-  const message = {
+  const message = ar.dialect === '0.3' ? withKinds(m) : { ...m, messageId: typeof m.messageId === 'string' && m.messageId ? m.messageId : randomUUID(), role: 'ROLE_USER' };
+  return { method: ar.envelope.method, params: { ...ar.envelope.params, message: { ...message, metadata: { ...(m.metadata as Record<string, unknown> | undefined), skillId } } } };
+}
+
+/** Seed 001's kind-less message as 0.3's: `kind`s from the parts' shapes, a messageId minted when it has none. */
+function withKinds(m: Record<string, unknown> & { parts: Record<string, unknown>[] }): Record<string, unknown> {
+  const kindOf = (p: Record<string, unknown>) => (p.kind ?? (p.text !== undefined ? 'text' : p.data !== undefined ? 'data' : 'file'));
+  return {
     ...m,
+    kind: 'message',
     messageId: typeof m.messageId === 'string' && m.messageId ? m.messageId : randomUUID(),
-    role: ar.dialect === '0.3' ? 'user' : 'ROLE_USER',
-    ...(ar.dialect === '0.3' ? { kind: 'message' } : {}),
-    parts,
-    metadata: { ...(m.metadata as Record<string, unknown> | undefined), skillId },
+    role: m.role === 'agent' ? 'agent' : 'user',
+    parts: m.parts.map((p) => ({ kind: kindOf(p), ...p })),
   };
-  return { method: ar.envelope.method, params: { ...ar.envelope.params, message } };
+}
+
+/**
+ * Whether a `message/send` is in seed 001's shape (its message and parts without `kind`; not NEXUS's `type`
+ * parts or `params.id`, which NEXUS's dialect reads), which 0.3 refuses.
+ */
+function seedShaped(rpc: RpcEnvelope): boolean {
+  // `params.id` on message/send is NEXUS's (a client-chosen task id): that dialect reads it.
+  if (rpc.method !== 'message/send' || (rpc.params as { id?: unknown } | undefined)?.id !== undefined) return false;
+  const m = (rpc.params as { message?: unknown } | undefined)?.message as { kind?: unknown; parts?: unknown } | undefined;
+  if (!m || typeof m !== 'object' || m.kind !== undefined || !Array.isArray(m.parts) || !m.parts.length) return false;
+  return m.parts.every((p: unknown) => !!p && typeof p === 'object' && (p as { kind?: unknown }).kind === undefined && (p as { type?: unknown }).type === undefined);
+}
+
+/**
+ * Seed 001's message shape (`{"role": "user", "parts": [{"text": …}]}`, no `kind`, no `messageId`) at any
+ * JSON-RPC endpoint, an agent's own (`/agents/<id>/a2a`) included: the message goes on as 0.3's, and a completed
+ * task is answered as the seed's bare message, as a routed action is. Undefined for any other request.
+ */
+export async function answerSeedShaped(rpc: RpcEnvelope, forward: (call: { method: string; params: unknown }) => Promise<RpcAnswer>): Promise<RpcAnswer | undefined> {
+  if (!seedShaped(rpc)) return undefined;
+  const params = rpc.params as { message: Record<string, unknown> & { parts: Record<string, unknown>[] } };
+  return toAgentAnswer(await forward({ method: rpc.method, params: { ...params, message: withKinds(params.message) } }), '0.3');
 }
 
 /**

@@ -47,11 +47,43 @@ async function ask(link: AgentLink, url: string, method: string, params: Record<
   }
 }
 
+type Presence = 'present' | 'absent' | 'no-endpoint';
+
 /** Whether `url` has JSON-RPC `method` (any answer but -32601 means it has the method). */
-async function presenceOf(link: AgentLink, url: string, method: string, timeoutMs: number): Promise<'present' | 'absent' | 'no-endpoint'> {
-  const answer = await ask(link, url, method, {}, timeoutMs);
+async function presenceOf(link: AgentLink, url: string, method: string, timeoutMs: number, params: Record<string, unknown> = {}): Promise<Presence> {
+  const answer = await ask(link, url, method, params, timeoutMs);
   if (answer === 'no-endpoint') return answer;
   return answer.code === -32601 ? 'absent' : 'present';
+}
+
+/** A method no server has: what a server answers it tells whether its refusals say anything about methods. */
+const NO_SUCH_METHOD = 'switchboard/no-such-method';
+/** A message with nothing in it: past a server's shape check, and too empty for any method to act on. */
+const EMPTY_MESSAGE = { message: { role: 'user', parts: [] } };
+
+/**
+ * Whether `url` serves A2A 0.1, once `tasks/send` with empty params was refused as a call it has. A server that
+ * checks a request's shape before its method (seed 001's NANDA nodes: -32600 "missing jsonrpc/method/message")
+ * refuses every method so, one nobody has included: then both are asked again with a message in their params,
+ * which gets such a server past its shape check, so that its refusal names the method it lacks (-32601).
+ */
+async function servesV01(link: AgentLink, url: string, timeoutMs: number): Promise<{ v01: boolean; shapeFirst: boolean }> {
+  if ((await presenceOf(link, url, NO_SUCH_METHOD, timeoutMs)) === 'absent') return { v01: true, shapeFirst: false };
+  const send = await presenceOf(link, url, 'tasks/send', timeoutMs, EMPTY_MESSAGE);
+  const none = await presenceOf(link, url, NO_SUCH_METHOD, timeoutMs, EMPTY_MESSAGE);
+  return { v01: send === 'present' && none === 'absent', shapeFirst: true };
+}
+
+/**
+ * Where seed 001's NANDA node registered with `"protocol": "nanda"` serves `message/send`: the URL, else `<url>/a2a`.
+ * @returns undefined when neither has it.
+ */
+export async function findMessageSend(link: AgentLink, url: string, timeoutMs: number): Promise<string | undefined> {
+  const root = url.replace(/\/+$/, '');
+  for (const candidate of root.endsWith('/a2a') ? [url] : [url, `${root}/a2a`]) {
+    if ((await presenceOf(link, candidate, 'message/send', timeoutMs)) === 'present') return candidate;
+  }
+  return undefined;
 }
 
 /**
@@ -71,10 +103,12 @@ export async function sniffDialect(
   const root = url.replace(/\/+$/, '');
   const urls = /\/(a2a|rpc)$/.test(root) ? [url] : [url, `${root}/a2a`, `${root}/rpc`];
   for (const candidate of urls) {
-    const v01 = await presenceOf(link, candidate, 'tasks/send', timeoutMs);
-    if (v01 === 'no-endpoint') continue;
-    if (v01 === 'present') return { url: candidate, dialect: '0.1' };
-    if ((await presenceOf(link, candidate, 'message/send', timeoutMs)) !== 'present') continue;
+    const sends = await presenceOf(link, candidate, 'tasks/send', timeoutMs);
+    if (sends === 'no-endpoint') continue;
+    const { v01, shapeFirst } = sends === 'present' ? await servesV01(link, candidate, timeoutMs) : { v01: false, shapeFirst: false };
+    if (v01) return { url: candidate, dialect: '0.1' };
+    // A server that refuses shapes first has been found to lack tasks/send: message/send is the one it documents.
+    if (!shapeFirst && (await presenceOf(link, candidate, 'message/send', timeoutMs)) !== 'present') continue;
     if (opts.nexusFirst) return { url: candidate, dialect: 'nexus' };
     const unknown = await ask(link, candidate, 'tasks/get', { id: `${PROBE_ID}-${randomUUID()}` }, timeoutMs);
     return { url: candidate, dialect: unknown !== 'no-endpoint' && unknown.code === NEXUS_TASK_NOT_FOUND ? 'nexus' : '0.3' };

@@ -13,10 +13,11 @@ export const RegisterAgentBody = z.object({
   binding: z.enum(['JSONRPC', 'HTTP+JSON', 'GRPC']).optional(),
   /**
    * The dialect Switchboard calls the agent in, when its card does not say (or there is no card): `1.0`, `0.3`,
-   * `0.2` (the 0.3 wire), `0.1` (`tasks/send`), `nexus`, `genesis` (Genesis Nexus envelopes POSTed to the URL).
-   * With `0.1`, `nexus` or `genesis` the agent needs no card.
+   * `0.2` (the 0.3 wire), `0.1` (`tasks/send`), `nexus`, `genesis` (Genesis Nexus envelopes POSTed to the URL),
+   * `nanda` (seed 001's nodes: the 0.3 wire as they speak it, `message/send` at the URL or `<url>/a2a`; kept as 0.3).
+   * With `0.1`, `nexus`, `genesis` or `nanda` the agent needs no card.
    */
-  protocol: z.enum(['1.0', '0.3', '0.2', '0.1', 'nexus', 'genesis']).optional(),
+  protocol: z.enum(['1.0', '0.3', '0.2', '0.1', 'nexus', 'genesis', 'nanda']).optional(),
   /** For an agent without a card: what its card would say (searchable, shown on the gateway card). */
   description: z.string().max(10_000).optional(),
   skills: z

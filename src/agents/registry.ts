@@ -10,7 +10,7 @@ import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
 import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
 import { type AgentCardJson, BindingError, CARDLESS_PROTOCOLS, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
-import { sniffDialect } from './dialect-probe';
+import { findMessageSend, sniffDialect } from './dialect-probe';
 import {
   type AgentStatus,
   cacheColumns,
@@ -386,6 +386,7 @@ export class AgentRegistry {
    * seed 000's NEXUS nodes; an envelope speaker), with the URL it answered at. @throws RegistrationError when there is neither a card nor an endpoint that answers.
    */
   private async cardOrDialect(body: RegisterAgent, headers: Record<string, string>): Promise<{ fetched?: CardFound; protocol?: RegisteredProtocol; url: string }> {
+    if (body.protocol === 'nanda') return this.nandaNode(body, headers);
     // 0.1, NEXUS and Genesis agents may publish no card: the registration then says what a card would.
     const cardOptional = body.protocol !== undefined && CARDLESS_PROTOCOLS.includes(body.protocol);
     try {
@@ -398,6 +399,18 @@ export class AgentRegistry {
       }
       return { protocol: sniffed.dialect, url: sniffed.url };
     }
+  }
+
+  /**
+   * A NANDA node (seed 001) registered as one: its card if it has one, else its `message/send` endpoint (the URL
+   * or `<url>/a2a`), called as 0.3 (its kind-less answers are read as 0.3's; src/agents/transports/v03-tolerance.ts).
+   */
+  private async nandaNode(body: RegisterAgent, headers: Record<string, string>): Promise<{ fetched?: CardFound; protocol: RegisteredProtocol; url: string }> {
+    const fetched = await this.fetchFirstCard(body.url, headers, true);
+    if (fetched) return { fetched, protocol: '0.3', url: body.url };
+    const url = await findMessageSend(this.linkWith(headers), body.url, this.policy.requestTimeoutMs);
+    if (!url) throw new RegistrationError(`no card, and no JSON-RPC endpoint answered message/send at ${body.url} or ${body.url.replace(/\/+$/, '')}/a2a (a NANDA node serves POST /a2a)`);
+    return { protocol: '0.3', url };
   }
 
   /**

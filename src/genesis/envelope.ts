@@ -3,7 +3,8 @@
  * the AES-256-GCM encryption of their confidential fields, and their priority as a Temporal priority key.
  *
  * What the seed leaves open, decided here (docs/dialects.md "Genesis Nexus envelopes"):
- * - `from`/`to` (AgentIdentity) are an agent id, or an object with an `id`; the signature covers them as sent.
+ * - `from`/`to` (AgentIdentity) are an agent id or the name it registered with, or an object with an `id` or a
+ *   `name`; the signature covers them as sent, and the pair key is derived from them as sent.
  * - `ttl` is in milliseconds from `timestamp`; 0 means no expiry.
  * - `priority` is `critical`, `high`, `normal` or `low` (any case): Temporal priority keys 1, 2, 3 and 4.
  * - `encryption`: `iv`, `ciphertext` and `authTag` are base64 (iv 12 bytes, tag 16); the plaintext is a JSON
@@ -28,7 +29,7 @@ export const PRIORITY_KEYS = { critical: 1, high: 2, normal: 3, low: 4 } as cons
 export type PriorityName = keyof typeof PRIORITY_KEYS;
 
 const agentId = z.string().min(1).max(200);
-const AgentIdentity = z.union([agentId, z.looseObject({ id: agentId })]);
+const AgentIdentity = z.union([agentId, z.looseObject({ id: agentId }), z.looseObject({ name: agentId })]);
 const base64 = (bytes?: number) =>
   z
     .string()
@@ -106,8 +107,9 @@ export const Envelope = z.discriminatedUnion('type', [
 ]);
 export type Envelope = z.infer<typeof Envelope>;
 
-/** The agent id of an AgentIdentity. */
-export const idOf = (identity: EnvelopeHeader['from']): string => (typeof identity === 'string' ? identity : identity.id);
+/** How an AgentIdentity names its agent, as sent: an id or a registered name (service.ts resolves it). */
+export const idOf = (identity: EnvelopeHeader['from']): string =>
+  typeof identity === 'string' ? identity : typeof identity.id === 'string' ? identity.id : (identity as { name: string }).name;
 
 /** The seed's signature payload, exactly: `JSON.stringify({id, type, from, to, timestamp})`, fields as sent. */
 export function signaturePayload(m: { id: unknown; type: unknown; from: unknown; to: unknown; timestamp: unknown }): string {
@@ -227,7 +229,7 @@ export function decryptFields(key: Buffer, e: Encryption): Record<string, unknow
 }
 
 /** The fields of an envelope that an encrypted answer carries inside its ciphertext. */
-export const CONFIDENTIAL_ANSWER_FIELDS = ['data', 'error', 'result'] as const;
+export const CONFIDENTIAL_ANSWER_FIELDS = ['data', 'error', 'confidence', 'sources', 'result'] as const;
 
 export interface AnswerOptions {
   /** The request answered. */
@@ -235,6 +237,11 @@ export interface AnswerOptions {
   status: ResponseStatus;
   data?: unknown;
   error?: { code: string | number; message: string };
+  /** The receiving agent's own, from its RESPONSE: a seed sender reads them at the top, beside `data`. */
+  confidence?: number;
+  sources?: string[];
+  /** What Switchboard adds: the task that ran the request and its state. */
+  result?: unknown;
   /** `ack`: the immediate acknowledgement of a request with requiresAck (its result follows). */
   action?: string;
   /** The requester's secret: signs the answer so the requester can check it came from Switchboard. */
@@ -260,6 +267,9 @@ export function answerEnvelope(o: AnswerOptions): Record<string, unknown> {
   const confidential: Record<string, unknown> = {};
   if (o.data !== undefined) confidential.data = o.data;
   if (o.error) confidential.error = o.error;
+  if (o.confidence !== undefined) confidential.confidence = o.confidence;
+  if (o.sources !== undefined) confidential.sources = o.sources;
+  if (o.result !== undefined) confidential.result = o.result;
   return {
     ...header,
     correlationId: o.request.correlationId ?? o.request.id,

@@ -24,9 +24,12 @@ import type { WireMessage, WireTask } from '../../task/wire';
 import { outageOf } from '../health';
 import { reputationOf } from '../trust/reputation';
 import { workflowIdOf } from '../temporal/task-gateway';
-import { isTerminal, stateLabel } from '../../task/rules';
+import { endsTurn, isTerminal, stateLabel } from '../../task/rules';
+import { closesStream } from '../events/event-log';
+import { followEvents } from '../events/follow';
 import type { GenesisEventWorkflow } from '../../task/contracts';
 import {
+  type AnswerOptions,
   Envelope,
   EnvelopeError,
   EnvelopeHeader,
@@ -76,6 +79,15 @@ interface Checked {
   key?: Buffer;
   /** When the gateway took the envelope in: an answer's processingTime counts from here. */
   receivedAt: number;
+  /** Aborts when the sender stops waiting (its connection closed). */
+  signal?: AbortSignal;
+}
+
+/** The sender closed its connection before its answer was ready: nothing to answer, nothing to log. */
+export class SenderGone extends Error {
+  constructor() {
+    super('the sender closed its connection before the answer was ready');
+  }
 }
 
 export class GenesisService {
@@ -85,22 +97,22 @@ export class GenesisService {
    * @returns the HTTP status and the JSON text to answer with: a replay gets the first answer's bytes again.
    * @throws EnvelopeError for a refusal (nothing applied).
    */
-  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>, text?: string): Promise<SentAnswer> {
+  async handle(caller: Caller, body: unknown, headers: Record<string, string | string[] | undefined>, text?: string, signal?: AbortSignal): Promise<SentAnswer> {
     const header = EnvelopeHeader.safeParse(body);
     if (!header.success) throw new EnvelopeError(400, `Invalid envelope: ${z.prettifyError(header.error)}`);
     const h = header.data;
     const raw = body as Record<string, unknown>;
-    const fromId = idOf(h.from);
-    const toId = idOf(h.to);
     const tenant = caller.tenant;
+    // `from` and `to` as sent (ids or registered names): the pair key is derived from them, as the sender did.
+    const [fromRef, toRef] = [idOf(h.from), idOf(h.to)];
+    const fromId = await this.agentIdOf(tenant, fromRef, 'from');
     if (caller.role === 'agent' && caller.agentId !== fromId) {
       throw new EnvelopeError(403, `An agent key sends envelopes only from its own agent (${caller.agentId}), not from ${fromId}`);
     }
-    if (!(await this.d.registry.get(tenant, fromId))) throw new EnvelopeError(404, `from: no agent ${fromId} in this tenant`);
-    const broadcast = h.type === 'EVENT' && toId === '*';
+    const broadcast = h.type === 'EVENT' && toRef === '*';
     // A RESPONSE to a COMMAND the gateway made from an A2A message goes back to the gateway itself.
-    const toGateway = h.type === 'RESPONSE' && toId === GATEWAY_IDENTITY;
-    if (!broadcast && !toGateway && !(await this.d.registry.get(tenant, toId))) throw new EnvelopeError(404, `to: no agent ${toId} in this tenant`);
+    const toGateway = h.type === 'RESPONSE' && toRef === GATEWAY_IDENTITY;
+    const toId = broadcast || toGateway ? toRef : await this.agentIdOf(tenant, toRef, 'to');
 
     // A sender with a secret always signs: otherwise anyone with a key of the tenant could speak for it.
     const secret = await this.d.store.secretOf(tenant, fromId);
@@ -134,14 +146,14 @@ export class GenesisService {
     let fields: Record<string, unknown> = raw;
     if (h.encryption) {
       if (!secret) throw new EnvelopeError(400, `encryption: agent ${fromId} has no Genesis secret, so there is no pair key to decrypt with`);
-      key = pairKey(secret, fromId, toId);
+      key = pairKey(secret, fromRef, toRef);
       const { encryption: _sealed, ...clear } = raw;
       fields = { ...clear, ...decryptFields(key, h.encryption) };
     }
     // Numeric enum members (see envelope.ts) by name, as the header read them.
     const parsed = Envelope.safeParse({ ...fields, type: h.type, priority: h.priority });
     if (!parsed.success) throw new EnvelopeError(400, `Invalid ${h.type} envelope: ${z.prettifyError(parsed.error)}`);
-    const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key, receivedAt: now };
+    const checked: Checked = { envelope: parsed.data, fromId, toId, secret, key, receivedAt: now, signal };
 
     const { encryption: _e, ...stored } = parsed.data;
     const claimed = await this.d.store.claim({
@@ -170,6 +182,8 @@ export class GenesisService {
     try {
       answer = await this.apply(caller, checked, headers);
     } catch (err) {
+      // The sender went away while its COMMAND ran: the claim stays unanswered, so sending it again waits anew.
+      if (signal?.aborted) throw new SenderGone();
       const rpc = err instanceof EnvelopeError || outageOf(err) ? undefined : toJsonRpcError(protocolError(err));
       if (!rpc || rpc.code === -32603) {
         // A refusal, an outage (503) or a bug: nothing is remembered, so sending it again applies it.
@@ -216,15 +230,26 @@ export class GenesisService {
     return answerEnvelope({
       request: env,
       status: responseStatusOf(task),
-      data: taskData(task),
-      ...agentError(task),
+      ...answerFields(task),
       secret,
-      key: row.encrypted && secret ? pairKey(secret, row.fromAgent, row.toAgent) : undefined,
+      key: row.encrypted && secret ? pairKey(secret, idOf(env.from), idOf(env.to)) : undefined,
     });
   }
 
-  private answer(c: Checked, status: ResponseStatus, more: { data?: unknown; error?: { code: string | number; message: string }; action?: string } = {}) {
+  private answer(c: Checked, status: ResponseStatus, more: Omit<AnswerOptions, 'request' | 'status' | 'secret' | 'key' | 'processingTime'> = {}) {
     return answerEnvelope({ request: c.envelope, status, ...more, secret: c.secret, key: c.key, processingTime: Date.now() - c.receivedAt });
+  }
+
+  /**
+   * The agent an AgentIdentity names: its id, or the name it registered with (the one agent of the tenant so
+   * named). @throws EnvelopeError 404 for none, 409 when several agents share the name.
+   */
+  private async agentIdOf(tenant: string, ref: string, field: 'from' | 'to'): Promise<string> {
+    if (await this.d.registry.get(tenant, ref)) return ref;
+    const named = await this.d.store.agentsNamed(tenant, ref);
+    if (named.length === 1) return named[0]!;
+    if (named.length > 1) throw new EnvelopeError(409, `${field}: ${named.length} agents of this tenant are named ${ref} (${named.join(', ')}); address one by its id`);
+    throw new EnvelopeError(404, `${field}: no agent ${ref} in this tenant (by id or registered name)`);
   }
 
   private async apply(caller: Caller, c: Checked, headers: Record<string, string | string[] | undefined>): Promise<StoredAnswer> {
@@ -277,14 +302,38 @@ export class GenesisService {
       metadata: { genesis: origin },
     };
     const intake = new TaskIntake(agent, caller, this.d.intake, '1.0');
-    const prepared = await intake.prepare(message, { returnImmediately: e.requiresAck }, undefined, headers);
+    // Started without waiting for the turn to end, also for a synchronous COMMAND: that one is answered by
+    // firstAnswer, which does not wait past a PARTIAL.
+    const prepared = await intake.prepare(message, { returnImmediately: true }, undefined, headers);
     if (e.ttl > 0) prepared.input.expiresAt = e.timestamp + e.ttl;
     await this.d.store.setTask(caller.tenant, e.id, prepared.input.taskId);
-    const task = await this.d.intake.gateway.start(prepared.input, prepared.args, { priority: { priorityKey: PRIORITY_KEYS[e.priority] } });
+    const started = await this.d.intake.gateway.start(prepared.input, prepared.args, { priority: { priorityKey: PRIORITY_KEYS[e.priority] } });
     if (e.requiresAck) {
-      return { status: 202, body: this.answer(c, 'PARTIAL', { action: 'ack', data: { acknowledged: true, taskId: task.id, state: stateLabel(task.status.state), result: `/genesis/messages/${e.id}` } }) };
+      return { status: 202, body: this.answer(c, 'PARTIAL', { action: 'ack', data: { acknowledged: true, taskId: started.id, state: stateLabel(started.status.state), result: `/genesis/messages/${e.id}` } }) };
     }
-    return { status: 200, body: this.answer(c, responseStatusOf(task), { data: taskData(task), ...agentError(task) }) };
+    const task = await this.firstAnswer(caller.tenant, started, c.signal);
+    return { status: 200, body: this.answer(c, responseStatusOf(task), answerFields(task)) };
+  }
+
+  /**
+   * A synchronous COMMAND's answer: its task once the turn ends (done, failed, or waiting for input), or as soon as
+   * its agent answers PARTIAL (an envelope-speaking agent's RESPONSE, which the forwarding logs as the task's
+   * progress: a working status with the RESPONSE in metadata `genesisResponse`). The seed's sender gets that
+   * PARTIAL RESPONSE as the agent gave it; what follows is at GET /genesis/messages/:id.
+   * @throws SenderGone when the sender stops waiting first.
+   */
+  private async firstAnswer(tenant: string, started: WireTask, signal?: AbortSignal): Promise<WireTask> {
+    const { pool, hub, gateway } = this.d.intake;
+    if (endsTurn(started.status.state)) return started;
+    for await (const { event } of followEvents({ pool, hub, tenant, taskId: started.id, afterSeq: 0, signal })) {
+      if (!('statusUpdate' in event)) continue;
+      if (closesStream(event)) return gateway.get(tenant, started.id);
+      const response = event.statusUpdate.metadata?.genesisResponse as { status?: unknown } | undefined;
+      if (response?.status !== 'PARTIAL') continue;
+      const task = await gateway.get(tenant, started.id);
+      return isTerminal(task.status.state) ? task : { ...task, status: event.statusUpdate.status, metadata: { ...task.metadata, genesisResponse: response } };
+    }
+    throw new SenderGone();
   }
 
   private async query(tenant: string, action: Extract<Envelope, { type: 'QUERY' }>['action'], resourceId: string): Promise<unknown> {
@@ -346,17 +395,32 @@ const reusedId = (id: string) =>
   new EnvelopeError(409, `id ${id} was already used by an envelope with other content: an id names one envelope; send new content under a new id (a replay must repeat the first envelope exactly)`);
 
 /**
- * What a COMMAND's task produced: its state, the agent's last message and its artifacts, and an envelope-speaking
- * agent's own RESPONSE (`response`: its status, data, error…).
+ * What the answer to a COMMAND (or a forwarded QUERY) carries. From an envelope-speaking agent, its own RESPONSE's
+ * `data`, `error`, `confidence` and `sources`, where the seed's sender reads them (at the top), and in `result` the
+ * task that ran it. From an A2A agent, `data` is what its task produced: its state, the agent's last message and
+ * its artifacts.
  */
-function taskData(task: WireTask): Record<string, unknown> {
-  const response = task.metadata?.genesisResponse;
+export function answerFields(task: WireTask): Omit<AnswerOptions, 'request' | 'status'> {
+  const taskId = task.id;
+  const state = stateLabel(task.status.state);
+  const response = task.metadata?.genesisResponse as { data?: unknown; confidence?: unknown; sources?: unknown } | undefined;
+  if (response) {
+    return {
+      ...(response.data !== undefined ? { data: response.data } : {}),
+      ...agentError(task),
+      ...(typeof response.confidence === 'number' ? { confidence: response.confidence } : {}),
+      ...(Array.isArray(response.sources) ? { sources: response.sources as string[] } : {}),
+      result: { taskId, state },
+    };
+  }
   return {
-    taskId: task.id,
-    state: stateLabel(task.status.state),
-    ...(task.status.message ? { message: task.status.message } : {}),
-    ...(task.artifacts?.length ? { artifacts: task.artifacts } : {}),
-    ...(response ? { response } : {}),
+    data: {
+      taskId,
+      state,
+      ...(task.status.message ? { message: task.status.message } : {}),
+      ...(task.artifacts?.length ? { artifacts: task.artifacts } : {}),
+    },
+    ...agentError(task),
   };
 }
 

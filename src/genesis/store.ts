@@ -92,6 +92,12 @@ export class GenesisStore {
     return this.requireBox().open(rows[0].key_id, rows[0].sealed, aadOf(tenant, agentId)).toString('utf8');
   }
 
+  /** The ids of the tenant's agents registered under `name` (a Genesis sender may address an agent by it); at most 5. */
+  async agentsNamed(tenant: string, name: string): Promise<string[]> {
+    const { rows } = await this.pool.query<{ id: string }>('SELECT id FROM agents WHERE tenant = $1 AND name = $2 ORDER BY id LIMIT 5', [tenant, name]);
+    return rows.map((r) => r.id);
+  }
+
   private requireBox(): SecretBox {
     if (!this.box) throw new Error('Genesis secrets need SWITCHBOARD_SECRETS_KEY (the app was built without agent credentials)');
     return this.box;

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { access, callerOf, type Caller } from '../auth/caller';
 import { EnvelopeError, EnvelopeHeader } from '../genesis/envelope';
-import type { GenesisService } from '../genesis/service';
+import { type GenesisService, SenderGone } from '../genesis/service';
 import type { GenesisStore } from '../genesis/store';
 import { checkWebhookUrl } from '../push/webhook-url';
 import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
@@ -53,12 +53,16 @@ export async function genesisRoutes(app: FastifyInstance, { service, store, allo
     },
   };
   app.post('/genesis/messages', { config: senders, schema: postSchema }, async (req, reply) => {
+    // A synchronous COMMAND waits for its task: the sender closing its connection ends the wait.
+    const gone = new AbortController();
+    reply.raw.on('close', () => gone.abort());
     try {
       // The answer's bytes as first sent: a replay is answered byte for byte.
-      const { status, text } = await service.handle(callerOf(req), req.body, req.headers, req.jsonText);
+      const { status, text } = await service.handle(callerOf(req), req.body, req.headers, req.jsonText, gone.signal);
       return reply.code(status).type('application/json; charset=utf-8').send(text);
     } catch (err) {
       if (err instanceof EnvelopeError) return reply.code(err.status).send({ error: err.message });
+      if (err instanceof SenderGone) return reply; // nobody to answer: sending the envelope again waits anew
       throw err;
     }
   });

@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import { type Refused, type RpcCoreDeps, type RpcFailure, type RpcRequest, type RpcResolver, type RpcStream, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
-import type { Actions } from '../a2a/nanda-actions';
+import { type Actions, answerSeedShaped } from '../a2a/nanda-actions';
 import { envelope, readEnvelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf, firstValue } from './base-url';
@@ -104,7 +104,9 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
     // whose first text part is a JSON object with an `action` string is answered by src/a2a/nanda-actions.ts (an
     // agent's action comes back through the core as a routed task); every other call goes to the core as before.
-    const answering = (async () => (await at.actions?.answer(rpc, request, (call) => core.answer({ ...request, ...call }, resolve))) ?? (await core.answer(request, resolve)))();
+    // Seed 001's kind-less message, which is no action, at any endpoint: as 0.3's, answered with the seed's bare message.
+    const forward = (call: { method: string; params: unknown }) => core.answer({ ...request, ...call }, resolve);
+    const answering = (async () => (await at.actions?.answer(rpc, request, forward)) ?? (await answerSeedShaped(rpc, forward)) ?? (await core.answer(request, resolve)))();
     const answer = await answeredBeforeClose(answering, closing.signal);
     if ('stream' in answer) {
       await writeSse(reply, framed(answer, rpc.id), gone.signal, deps.sse, closing.signal);
