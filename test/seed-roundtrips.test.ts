@@ -1,0 +1,140 @@
+/**
+ * Round trips of the seeds' flows that used to fail (issue 39, section 2): the seed's side unchanged, only the URL and a
+ * key changed. NEXUS (000) parts whose data is an object keep every key, both ways, and a text part's data may be
+ * anything; NEXUS's own path answers an unknown task as the seed says. A dialog of NEXUS and Society AI (0.1) clients
+ * where the user gives the same answer twice in a row goes on (a retry is the same request: the same JSON-RPC id).
+ * Real Switchboard (Temporal, PostgreSQL, worker), a real @a2a-js/sdk agent, and a NEXUS agent built from the seed's
+ * text (plain node:http, no SDK).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { TaskState } from '@a2a-js/sdk';
+import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
+import type { TestAgent } from './agents';
+import { BaseExecutor, startV1Agent, statusEvent, taskEvent, textOf } from './agents/v1';
+import { type Gateway, register, rpc, startGateway } from './helpers/harness';
+
+let gw: Gateway;
+const agents: TestAgent[] = [];
+const closers: (() => Promise<void>)[] = [];
+let dialog: { id: string; rpc: string; agent: TestAgent };
+
+/** Three questions, one per turn; the third answer completes the task with every answer it got. */
+const QUESTIONS = ['Proceed?', 'Are you sure?', 'Really sure?'];
+class DialogExecutor extends BaseExecutor {
+  /** Each task's answers, in the order they were delivered (the first message is the request, not an answer). */
+  private readonly answers = new Map<string, string[]>();
+
+  async run(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    bus.publish(taskEvent(ctx, TaskState.TASK_STATE_WORKING));
+    const answers = this.answers.get(ctx.taskId) ?? [];
+    if (ctx.task) answers.push(textOf(ctx.userMessage));
+    this.answers.set(ctx.taskId, answers);
+    if (answers.length < QUESTIONS.length) {
+      bus.publish(statusEvent(ctx.taskId, ctx.contextId, TaskState.TASK_STATE_INPUT_REQUIRED, { text: QUESTIONS[answers.length]! }));
+      return;
+    }
+    this.complete(ctx, bus, `done: ${answers.join(', ')}`);
+  }
+}
+
+/**
+ * A NEXUS agent as seed 000 describes one: `message/send` with `{type, data}` parts at its root URL, answered
+ * `{id, status, messages, artifacts}`. It answers with the parts it was sent, and a few of its own.
+ */
+async function startNexusAgent() {
+  const calls: any[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      // No card (the seed: "agents work without an agent card"): JSON-RPC POSTs at the root only.
+      if (req.method !== 'POST' || req.url !== '/') return void res.writeHead(404).end();
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const reply = (x: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: body.id, ...(x as object) }));
+      const p = body.params ?? {};
+      if (body.method !== 'message/send') return reply({ error: { code: -32601, message: `Method not found: ${body.method}` } });
+      if (!p.message) return reply({ error: { code: -32602, message: 'Invalid params' } });
+      calls.push(p);
+      const own = [
+        { type: 'image', data: { url: 'https://example.com/chart.png', alt: 'the chart', width: 640 } },
+        { type: 'text', data: { summary: 'three parts', count: 3 } },
+      ];
+      const agent = { role: 'agent', parts: [{ type: 'text', data: 'Here they are' }] };
+      reply({ result: { id: p.id, status: 'completed', messages: [p.message, agent], artifacts: [{ name: 'echo', parts: [...p.message.parts, ...own] }] } });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  closers.push(() => new Promise<void>((r) => server.close(() => r())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, calls };
+}
+
+before(async () => {
+  gw = await startGateway();
+  const agent = await startV1Agent(new DialogExecutor(), 'Confirmer', 'Asks three times before it acts', {});
+  agents.push(agent);
+  dialog = { ...(await register(gw, agent.url)), agent };
+});
+after(async () => {
+  await gw?.close();
+  await Promise.all([...agents.map((a) => a.close().catch(() => {})), ...closers.map((c) => c())]);
+});
+
+describe('NEXUS (seed 000) parts: data is "any"', () => {
+  test('an object with url keeps alt, width and duration both ways, and a text part whose data is an object goes and comes back as it was', async () => {
+    const nexus = await startNexusAgent();
+    const { rpc: endpoint, id: agentId } = await register(gw, nexus.url, { protocol: 'nexus', name: 'Media agent' });
+    const parts = [
+      { type: 'text', data: 'Caption these' },
+      { type: 'image', data: { url: 'https://example.com/cat.png', alt: 'a cat', width: 800, height: 600 } },
+      { type: 'video', data: { url: 'https://example.com/clip.mp4', mimeType: 'video/mp4', duration: 12.5 } },
+      { type: 'file', data: { uri: 'https://example.com/a.pdf', name: 'a.pdf', pages: 3 } },
+      { type: 'text', data: { lang: 'en', text: 'structured' } },
+      { type: 'text', data: 42 },
+    ];
+    const message = { role: 'user', parts };
+    const taskId = `nx-media-${randomUUID()}`;
+    const answer = (await rpc(endpoint, { jsonrpc: '2.0', id: taskId, method: 'message/send', params: { id: taskId, message } })).json;
+    assert.equal(answer.result?.status, 'completed', JSON.stringify(answer));
+    // Client → agent: the NEXUS agent gets every part as the client sent it.
+    assert.deepEqual(nexus.calls[0].message, message);
+    // Agent → client: its parts (the client's, echoed, and its own) come back as it wrote them.
+    const own = [
+      { type: 'image', data: { url: 'https://example.com/chart.png', alt: 'the chart', width: 640 } },
+      { type: 'text', data: { summary: 'three parts', count: 3 } },
+    ];
+    assert.deepEqual(answer.result.artifacts[0].parts, [...parts, ...own]);
+    assert.deepEqual(answer.result.messages[0], message);
+    // A 1.0 client reading the same task sees a file part (the keys it has no field for in its metadata) and data parts.
+    const v1 = (await rpc(`${gw.url}/agents/${agentId}/a2a`, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: taskId } }, { 'A2A-Version': '1.0' })).json.result;
+    const image = v1.artifacts[0].parts[1];
+    assert.equal(image.url, 'https://example.com/cat.png');
+    assert.deepEqual(image.metadata.nexusData, { alt: 'a cat', width: 800, height: 600 });
+    assert.deepEqual(v1.artifacts[0].parts[4].data, { lang: 'en', text: 'structured' });
+  });
+
+  test('a text part without data (nor text) is -32602 naming the field', async () => {
+    const bad = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'n1', method: 'message/send', params: { message: { role: 'user', parts: [{ type: 'text' }] } } })).json;
+    assert.equal(bad.id, 'n1');
+    assert.equal(bad.error.code, -32602);
+    assert.deepEqual(bad.error.data.map((v: any) => v.field), ['message.parts.0.data']);
+  });
+});
+
+describe("NEXUS's own path /api/v1/a2a names the dialect", () => {
+  test('an unknown task is -32602 there, as the seed says; -32001 (the spec) on /a2a and at an agent', async () => {
+    for (const method of ['tasks/get', 'tasks/cancel']) {
+      const nexusPath = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'u1', method, params: { id: 'no-such-task' } })).json;
+      assert.deepEqual([nexusPath.id, nexusPath.error?.code], ['u1', -32602], JSON.stringify(nexusPath));
+      assert.match(nexusPath.error.message, /no-such-task/);
+      const spec = (await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 'u2', method, params: { id: 'no-such-task' } })).json;
+      assert.equal(spec.error?.code, -32001);
+    }
+    // 1.0 names its dialect itself: the spec's code on NEXUS's path too.
+    const v1 = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'u3', method: 'GetTask', params: { id: 'no-such-task' } }, { 'A2A-Version': '1.0' })).json;
+    assert.equal(v1.error?.code, -32001);
+  });
+});
