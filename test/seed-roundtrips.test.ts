@@ -83,6 +83,8 @@ after(async () => {
   await Promise.all([...agents.map((a) => a.close().catch(() => {})), ...closers.map((c) => c())]);
 });
 
+const sends = (a: TestAgent) => a.calls.filter((c) => /^(SendMessage|SendStreamingMessage)$/.test(c.method)).length;
+
 describe('NEXUS (seed 000) parts: data is "any"', () => {
   test('an object with url keeps alt, width and duration both ways, and a text part whose data is an object goes and comes back as it was', async () => {
     const nexus = await startNexusAgent();
@@ -136,5 +138,53 @@ describe("NEXUS's own path /api/v1/a2a names the dialect", () => {
     // 1.0 names its dialect itself: the spec's code on NEXUS's path too.
     const v1 = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'u3', method: 'GetTask', params: { id: 'no-such-task' } }, { 'A2A-Version': '1.0' })).json;
     assert.equal(v1.error?.code, -32001);
+  });
+});
+
+describe('the same answer twice in a row (NEXUS and Society AI 0.1)', () => {
+  const nexusSend = (taskId: string, rpcId: string | number, data: string) =>
+    rpc(dialog.rpc, { jsonrpc: '2.0', id: rpcId, method: 'message/send', params: { id: taskId, message: { role: 'user', parts: [{ type: 'text', data }] } } });
+  const send01 = (taskId: string, rpcId: string | number, text: string) =>
+    rpc(dialog.rpc, { jsonrpc: '2.0', id: rpcId, method: 'tasks/send', params: { id: taskId, sessionId: `s-${taskId}`, message: { role: 'user', parts: [{ type: 'text', text }] } } });
+  const question = (t: any) => t.messages?.at(-1)?.parts[0].data ?? t.status?.message?.parts[0].text;
+
+  test("NEXUS's gateway (the task id as every request's JSON-RPC id): yes, yes, yes each answer the next question", async () => {
+    const taskId = `nx-dialog-${randomUUID()}`;
+    const first = (await nexusSend(taskId, taskId, 'deploy')).json.result;
+    assert.deepEqual([first.status, question(first)], ['input-required', 'Proceed?']);
+    const second = (await nexusSend(taskId, taskId, 'yes')).json.result;
+    assert.deepEqual([second.status, question(second)], ['input-required', 'Are you sure?']);
+    const third = (await nexusSend(taskId, taskId, 'yes')).json.result;
+    assert.deepEqual([third.status, question(third)], ['input-required', 'Really sure?'], JSON.stringify(third));
+    const done = (await nexusSend(taskId, taskId, 'yes')).json.result;
+    assert.deepEqual([done.status, done.artifacts[0].parts[0].data], ['completed', 'done: yes, yes, yes']);
+  });
+
+  test('a client that numbers every request 1: the same answer twice is two answers', async () => {
+    const taskId = `one-${randomUUID()}`;
+    assert.equal(question((await send01(taskId, 1, 'deploy')).json.result), 'Proceed?');
+    assert.equal(question((await send01(taskId, 1, 'yes')).json.result), 'Are you sure?');
+    assert.equal(question((await send01(taskId, 1, 'yes')).json.result), 'Really sure?');
+    const done = (await send01(taskId, 1, 'yes')).json.result;
+    assert.deepEqual([done.status.state, done.artifacts[0].parts[0].text], ['completed', 'done: yes, yes, yes']);
+  });
+
+  test('Society AI (a JSON-RPC id per request): a new id is a new answer; the same request again is a retry, answered and never delivered', async () => {
+    const taskId = `soc-${randomUUID()}`;
+    assert.equal(question((await send01(taskId, 'req-1', 'deploy')).json.result), 'Proceed?');
+    // The first message again, as its own request (its answer lost): a retry, the task as it is.
+    const before = sends(dialog.agent);
+    assert.equal(question((await send01(taskId, 'req-1', 'deploy')).json.result), 'Proceed?');
+    assert.equal(sends(dialog.agent), before, 'the retry reached nobody');
+    assert.equal(question((await send01(taskId, 'req-2', 'yes')).json.result), 'Are you sure?');
+    // req-2 again (its answer lost): a retry; then "yes" as req-3: the answer to "Are you sure?".
+    assert.equal(question((await send01(taskId, 'req-2', 'yes')).json.result), 'Are you sure?');
+    assert.equal(sends(dialog.agent), before + 1, 'the retry of req-2 reached nobody');
+    assert.equal(question((await send01(taskId, 'req-3', 'yes')).json.result), 'Really sure?');
+    // The first message as a new request is an answer too, whatever it says.
+    const done = (await send01(taskId, 'req-4', 'deploy')).json.result;
+    assert.deepEqual([done.status.state, done.artifacts[0].parts[0].text], ['completed', 'done: yes, yes, deploy']);
+    const history = (await rpc(dialog.rpc, { jsonrpc: '2.0', id: 'h', method: 'tasks/get', params: { id: taskId } })).json.result.history;
+    assert.deepEqual(history.filter((m: any) => m.role === 'user').map((m: any) => m.parts[0].text), ['deploy', 'yes', 'yes', 'deploy']);
   });
 });

@@ -118,7 +118,7 @@ export class TaskIntake {
     const claim = await claimWithinQuota(this.deps.pool, this.tenant, message.messageId, candidate, quotas, this.agent.id, submitted(candidate));
     const { taskId, resent } = claim;
     if (resent) await this.ownTask(taskId);
-    if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
+    if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata, intent.record.request);
     args = { ...args, pushConfigIds: await this.inlinePush(taskId, push, intent?.pushDialect) };
     // Linked before the child runs, so a cancel of the parent reaches it however soon it comes; the row first, so the
     // parent's first exchange, which reads it once its agent has answered, knows of every signal on its way.

@@ -101,6 +101,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       base: baseUrlOf(req, deps.publicUrl),
       signal: gone.signal,
       agentId: at.agentId,
+      requestId: rpc.id,
     };
     // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
     // whose first text part is a JSON object with an `action` string is answered by src/a2a/nanda-actions.ts (an

@@ -12,7 +12,7 @@ import { fromNexusPart, toNexusPart } from '../../../task/nexus-parts';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import type { DialectContext, DialectDef } from './dialect';
 import { type TaskRef, TaskRefParams, withId } from './v03';
-import { ClientTaskId, plainError, renderTask, sendByClientId, state01, taskMetadata } from './v01';
+import { ClientTaskId, plainError, renderTask, requestKey, requestMessageId, sendByClientId, state01, taskMetadata } from './v01';
 
 const metadata = z.record(z.string(), z.unknown());
 
@@ -62,6 +62,8 @@ export function nexusSend(p: NexusSend, ctx: DialectContext, configuration?: Rec
   const message = nexusWireMessage(p.message, p.metadata);
   const record = { dialect: 'nexus' as const };
   if (p.id === undefined) {
+    // A new task of the gateway's id: its message names the request, as a later turn's does (v01.ts retriesLatest).
+    message.messageId = requestMessageId(ctx.requestId === undefined ? undefined : requestKey(ctx.requestId));
     return { method: 'SendMessage', params: { message, ...(configuration && { configuration }), ...(p.metadata && { metadata: p.metadata }) }, intent: { record } };
   }
   return sendByClientId(ctx, { id: p.id, message, streaming: false, configuration, metadata: p.metadata }, record, (task) => ({ method: 'GetTask', params: { id: task.id } }));
