@@ -4,7 +4,8 @@
  * anything; NEXUS's own path answers an unknown task as the seed says. A dialog of NEXUS and Society AI (0.1) clients
  * where the user gives the same answer twice in a row goes on (a retry is the same request: the same JSON-RPC id).
  * Real Switchboard (Temporal, PostgreSQL, worker), a real @a2a-js/sdk agent, and a NEXUS agent built from the seed's
- * text (plain node:http, no SDK).
+ * text (plain node:http, no SDK). And the smaller surprises, fixed or kept on purpose (docs/dialects.md says why):
+ * an agent's parent task, Switchboard's own NANDA action names, a reported cost without a hold, a hub agent's URL.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,9 +14,11 @@ import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { TaskState } from '@a2a-js/sdk';
 import type { ExecutionEventBus, RequestContext } from '@a2a-js/sdk/server';
-import type { TestAgent } from './agents';
+import WebSocket from 'ws';
+import { type TestAgent, startEchoAgent } from './agents';
+import { startMutableAgent } from './agents/mutable';
 import { BaseExecutor, startV1Agent, statusEvent, taskEvent, textOf } from './agents/v1';
-import { type Gateway, register, rpc, startGateway } from './helpers/harness';
+import { type Gateway, agentKey, eventually, register, rpc, startGateway } from './helpers/harness';
 
 let gw: Gateway;
 const agents: TestAgent[] = [];
@@ -73,7 +76,7 @@ async function startNexusAgent() {
 }
 
 before(async () => {
-  gw = await startGateway();
+  gw = await startGateway({ hub: {} });
   const agent = await startV1Agent(new DialogExecutor(), 'Confirmer', 'Asks three times before it acts', {});
   agents.push(agent);
   dialog = { ...(await register(gw, agent.url)), agent };
@@ -186,5 +189,77 @@ describe('the same answer twice in a row (NEXUS and Society AI 0.1)', () => {
     assert.deepEqual([done.status.state, done.artifacts[0].parts[0].text], ['completed', 'done: yes, yes, deploy']);
     const history = (await rpc(dialog.rpc, { jsonrpc: '2.0', id: 'h', method: 'tasks/get', params: { id: taskId } })).json.result.history;
     assert.deepEqual(history.filter((m: any) => m.role === 'user').map((m: any) => m.parts[0].text), ['deploy', 'yes', 'yes', 'deploy']);
+  });
+});
+
+describe('smaller surprises (issue 39, section 2, item 6)', () => {
+  const V1 = { 'A2A-Version': '1.0' };
+  const userMessage = (text: string, metadata?: Record<string, unknown>) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(metadata && { metadata }) });
+  const received = (a: TestAgent) => a.calls.filter((c) => /^(SendMessage|SendStreamingMessage)$/.test(c.method)).map((c) => c.params.message.metadata?.switchboard);
+
+  test("fixed: an agent gets its task's id as metadata.switchboard.taskId, and parentTaskId only for a child task: its parent's", async () => {
+    const parentAgent = await startEchoAgent();
+    const childAgent = await startEchoAgent();
+    agents.push(parentAgent, childAgent);
+    const p = await register(gw, parentAgent.url);
+    const c = await register(gw, childAgent.url);
+    const root = (await rpc(p.rpc, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('root') } }, V1)).json.result.task;
+    assert.deepEqual(received(parentAgent), [{ taskId: root.id }], 'a root task has no parent');
+    // The parent's agent starts a child with its agent key, naming the parent as the docs say (the header).
+    const key = await agentKey(gw, p.id);
+    const headers = { ...V1, authorization: `Bearer ${key}`, 'x-switchboard-parent-task': root.id };
+    const child = (await rpc(c.rpc, { jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message: userMessage('child') } }, headers)).json.result.task;
+    assert.deepEqual(received(childAgent), [{ taskId: child.id, parentTaskId: root.id }]);
+  });
+
+  test("kept: Switchboard's own NANDA action names stay Switchboard's; a node declaring certificate.* gets the prefix's other actions", async () => {
+    const node = await startMutableAgent({ name: 'Certifier node', description: 'Certificates as NANDA actions', skills: [{ id: 'certificate.*', name: 'Certificates', description: 'certificate actions', tags: [] }] });
+    agents.push(node);
+    const { id } = await register(gw, node.url);
+    const action = (fields: Record<string, unknown>) =>
+      rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 'a', method: 'message/send', params: { message: { role: 'user', parts: [{ text: JSON.stringify(fields) }] } } });
+    const before = node.calls.length;
+    const own = (await action({ action: 'certificate.check', cert_id: 'cert-abc-123' })).json;
+    assert.equal(own.result?.metadata?.switchboard?.agentId, undefined, JSON.stringify(own));
+    assert.equal(node.calls.length, before, "Switchboard's own certificate.check never reaches the node");
+    const theirs = (await action({ action: 'certificate.inspect', cert_id: 'cert-abc-123' })).json;
+    assert.equal(theirs.result?.metadata?.switchboard?.agentId, id, JSON.stringify(theirs));
+    assert.equal(theirs.result.metadata.switchboard.skillId, 'certificate.*');
+  });
+
+  test("kept: an agent's reported cost is charged up to the task's hold: nothing for an agent without a price, what it reports for one with", async () => {
+    const free = await startEchoAgent({ cost: 42 });
+    const priced = await startEchoAgent({ cost: 42 });
+    agents.push(free, priced);
+    const costOf = async (agentUrl: string, extra: Record<string, unknown>) => {
+      const a = await register(gw, agentUrl, extra);
+      const task = (await rpc(a.rpc, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: userMessage('work') } }, V1)).json.result.task;
+      assert.equal(task.metadata.cost, 42, 'the reported cost is kept on the task either way');
+      return eventually(async () => {
+        const listed = (await (await gw.fetch(`${gw.url}/tasks?agentId=${a.id}`, {}, 'operator')).json()) as any;
+        return listed.tasks.find((t: any) => t.id === task.id && t.costMinor !== null)?.costMinor;
+      }, 15_000, 'the settlement');
+    };
+    assert.equal(await costOf(free.url, {}), 0, 'no price, no hold: nothing is charged');
+    assert.equal(await costOf(priced.url, { priceMinor: 100 }), 42, 'the reported cost, within the hold');
+  });
+
+  test("kept: a hub agent's card says ws-agent://<its id>, where the gateway reaches it, not the ws-agent://<name> it sent", async () => {
+    const reg = (await (await gw.fetch(`${gw.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: 'ws-agent://', name: 'openclaw' }) }, 'operator')).json()) as any;
+    const key = await agentKey(gw, reg.id);
+    const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/hub`, { headers: { authorization: `Bearer ${key}` } });
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    try {
+      // Society AI's card, with the seed's example URL.
+      const card = { name: 'openclaw', description: 'An agent behind NAT', url: 'ws-agent://openclaw-abc123', version: '1.0.0', capabilities: { streaming: false }, skills: [] };
+      const answer = new Promise<any>((resolve) => ws.on('message', (d) => resolve(JSON.parse(d.toString()))));
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'agent.register', params: card }));
+      assert.equal((await answer).result?.url, `ws-agent://${reg.id}`);
+      const view = (await (await gw.fetch(`${gw.url}/agents/${reg.id}`, {}, 'operator')).json()) as any;
+      assert.equal(view.card.url, `ws-agent://${reg.id}`);
+      assert.equal(view.card.description, 'An agent behind NAT', 'the rest of the card as sent');
+    } finally {
+      ws.close();
+    }
   });
 });
