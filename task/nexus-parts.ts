@@ -13,18 +13,25 @@ import type { WirePart } from './wire';
 const TYPE = 'nexusType';
 /** How the part's file data was written: `string` (a URL or base64 content) or `url` (an object with `url`, not `uri`). */
 const FORM = 'nexusForm';
+/** The keys of a file part's data object besides the file's own (`alt`, `width`, `duration`…), given back as they came. */
+const EXTRA = 'nexusData';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
- * A NEXUS part that is not text, as the wire form (text parts are the callers': the client dialect refuses a text
- * part without a string, the agent transport reads what it can).
+ * A NEXUS part as the wire form. A text part is text when its data is a string (or, 0.1 style, its `text` is);
+ * other data (the seed: `data: any`) goes as a data part typed `text`, given back as it came. A text part with
+ * neither is the callers' to refuse (the client dialect) or read as best it can (the agent transport).
  */
-export function fromNexusPart(type: string, data: unknown, metadata?: Record<string, unknown>): WirePart {
+export function fromNexusPart(type: string, data: unknown, metadata?: Record<string, unknown>, text?: string): WirePart {
   const meta = (extra: Record<string, unknown>) => {
     const all = { ...metadata, ...extra };
     return Object.keys(all).length ? { metadata: all } : {};
   };
+  if (type === 'text') {
+    if (typeof data === 'string' || (data === undefined && text !== undefined)) return { text: typeof data === 'string' ? data : text!, ...meta({}) };
+    return { data: data ?? null, mediaType: 'application/json', ...meta({ [TYPE]: type }) };
+  }
   const typed = type === 'data' || type === 'file' ? {} : { [TYPE]: type };
   if (type === 'data' || type === 'json') return { data: data ?? null, mediaType: 'application/json', ...meta(typed) };
   if (typeof data === 'string') {
@@ -33,16 +40,22 @@ export function fromNexusPart(type: string, data: unknown, metadata?: Record<str
   }
   const f = isObject(data) ? data : {};
   const named = { ...(typeof f.name === 'string' && { filename: f.name }), ...(typeof f.mimeType === 'string' && { mediaType: f.mimeType }) };
-  if (typeof f.bytes === 'string') return { raw: f.bytes, ...named, ...meta(typed) };
-  if (typeof f.uri === 'string') return { url: f.uri, ...named, ...meta(typed) };
-  if (typeof f.url === 'string') return { url: f.url, ...named, ...meta({ ...typed, [FORM]: 'url' }) };
+  // What the wire part does not carry itself (an image's `alt`, `width`; a clip's `duration`) rides in its metadata.
+  const carried = (k: string, used: string) => k === used || ((k === 'name' || k === 'mimeType') && typeof f[k] === 'string');
+  const extra = (used: string) => {
+    const rest = Object.fromEntries(Object.entries(f).filter(([k]) => !carried(k, used)));
+    return Object.keys(rest).length ? { [EXTRA]: rest } : {};
+  };
+  if (typeof f.bytes === 'string') return { raw: f.bytes, ...named, ...meta({ ...typed, ...extra('bytes') }) };
+  if (typeof f.uri === 'string') return { url: f.uri, ...named, ...meta({ ...typed, ...extra('uri') }) };
+  if (typeof f.url === 'string') return { url: f.url, ...named, ...meta({ ...typed, [FORM]: 'url', ...extra('url') }) };
   // Any other content keeps its type, unwrapped.
   return { data: data ?? null, mediaType: 'application/json', ...meta({ [TYPE]: type }) };
 }
 
 /** A wire part as NEXUS writes it: the type and data it came in with, or the closest NEXUS has (1.0 parts). */
 export function toNexusPart(p: WirePart): { type: string; data: unknown; metadata?: Record<string, unknown> } {
-  const { [TYPE]: nexusType, [FORM]: form, ...rest } = p.metadata ?? {};
+  const { [TYPE]: nexusType, [FORM]: form, [EXTRA]: extra, ...rest } = p.metadata ?? {};
   const metadata = Object.keys(rest).length ? { metadata: rest } : {};
   if (typeof p.text === 'string') return { type: 'text', data: p.text, ...metadata };
   const type = typeof nexusType === 'string' ? nexusType : undefined;
@@ -50,7 +63,8 @@ export function toNexusPart(p: WirePart): { type: string; data: unknown; metadat
     const fileType = type ?? (p.mediaType?.startsWith('image/') ? 'image' : 'file');
     if (form === 'string') return { type: fileType, data: p.raw ?? p.url, ...metadata };
     const at = p.raw !== undefined ? { bytes: p.raw } : { [form === 'url' ? 'url' : 'uri']: p.url };
-    return { type: fileType, data: { ...(p.filename && { name: p.filename }), ...(p.mediaType && { mimeType: p.mediaType }), ...at }, ...metadata };
+    const data = { ...(isObject(extra) && extra), ...(p.filename && { name: p.filename }), ...(p.mediaType && { mimeType: p.mediaType }), ...at };
+    return { type: fileType, data, ...metadata };
   }
   return { type: type ?? 'data', data: p.data ?? null, ...metadata };
 }

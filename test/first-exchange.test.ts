@@ -305,7 +305,7 @@ describe('the first exchange of a blocking turn', () => {
     let answered = false;
     const blocked = sendText(client, 'cancel me soon').finally(() => (answered = true));
     const sent = await eventually(() => methods(agent, 'SendMessage')[0], 15_000, 'the agent to be called');
-    const taskId = sent.params.message.metadata.switchboard.parentTaskId as string;
+    const taskId = sent.params.message.metadata.switchboard.taskId as string;
     assert.equal(answered, false, 'the cancel goes while the turn runs');
     // The update waits for the workflow task that runs the turn: the task has completed by then.
     await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), /cannot be canceled|not cancelable/i);
@@ -357,7 +357,7 @@ describe('a blocking turn past its first exchange', { concurrency: true }, () =>
     const blocked = sendText(client, 'never mind');
     const agentTaskId = await eventually(() => methods(agent, 'GetTask')[0]?.params.id as string | undefined, 15_000, 'the agent to name its task');
     // The gateway's task id, as the agent got it (the parent of any task it starts through Switchboard).
-    const taskId = methods(agent, 'SendMessage')[0]!.params.message.metadata.switchboard.parentTaskId as string;
+    const taskId = methods(agent, 'SendMessage')[0]!.params.message.metadata.switchboard.taskId as string;
     // Handed over: the activity is scheduled (the workflow takes cancels again).
     await eventually(async () => ((await historyOf(taskId)).activities.length > 0 ? true : undefined), 15_000, 'the hand-over');
     const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: taskId, metadata: undefined })) as { status: { state: string } };

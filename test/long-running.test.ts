@@ -107,7 +107,7 @@ describe('agent tasks that outlast the attempt timeout', { concurrency: true }, 
       await eventually(() => executor.runs > 0 || undefined, 15_000, 'the agent to start');
       // Mid-task: the workflow knows the agent's task (the first exchange handed it over), so an attempt cut by the
       // restart re-attaches to it.
-      const taskId = methods(agent, 'SendMessage', 'SendStreamingMessage')[0]!.params.message.metadata.switchboard.parentTaskId as string;
+      const taskId = methods(agent, 'SendMessage', 'SendStreamingMessage')[0]!.params.message.metadata.switchboard.taskId as string;
       const workflow = gw.env.client.workflow.getHandle(workflowIdOf('default', taskId));
       await eventually(() => workflow.query(agentTaskQuery).catch(() => undefined), 15_000, "the workflow to know the agent's task");
       await agent.restart(2_000);

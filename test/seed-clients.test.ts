@@ -431,8 +431,8 @@ describe('NEXUS (seed 000)', () => {
     assert.match(((await badBody.json()) as any).error, /message/);
   });
 
-  test('bad input: a text part whose data is not a string is -32602 in NEXUS (plain) form', async () => {
-    const bad = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'n1', method: 'message/send', params: { message: { role: 'user', parts: [{ type: 'text', data: 5 }] } } })).json;
+  test('bad input: a text part without data is -32602 in NEXUS (plain) form', async () => {
+    const bad = (await rpc(`${gw.url}/api/v1/a2a`, { jsonrpc: '2.0', id: 'n1', method: 'message/send', params: { message: { role: 'user', parts: [{ type: 'text' }] } } })).json;
     assert.equal(bad.id, 'n1');
     assert.equal(bad.error.code, -32602);
     assert.deepEqual(bad.error.data.map((v: any) => v.field), ['message.parts.0.data']);

@@ -425,7 +425,7 @@ describe('stream limits', () => {
     const letGo = async () => {
       let opened = false;
       await eventually(() => {
-        const taskId = chunky.calls[0]?.params?.message?.metadata?.switchboard?.parentTaskId as string | undefined;
+        const taskId = chunky.calls[0]?.params?.message?.metadata?.switchboard?.taskId as string | undefined;
         const readers = taskId === undefined ? 0 : gw.hub.readers('default', taskId);
         opened ||= readers > 0;
         return opened && readers === 0;

@@ -321,7 +321,7 @@ export class Turn {
    */
   private async send(): Promise<WireMessage | { task?: WireTask; broken?: unknown }> {
     const { calls, streams } = await this.agent();
-    const switchboard = { ...(this.args.message.metadata?.switchboard as object), parentTaskId: this.args.gatewayTaskId };
+    const switchboard = { ...(this.args.message.metadata?.switchboard as object), taskId: this.args.gatewayTaskId };
     const request = SendMessageRequest.fromJSON({
       // The agent knows its task by its own ids, never by the gateway's.
       message: {

@@ -88,7 +88,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (message.taskId) {
       await this.intake.ownTask(message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
-      return { task: await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message, pushConfigIds }) };
+      return { task: await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, message: await this.intake.followUp(message), pushConfigIds }) };
     }
     const prepared = await this.intake.prepare(message, args, push, extras.headers, extras.intent);
     const task = await this.deps.gateway.start(prepared.input, prepared.args, { resent: prepared.resent });
@@ -137,7 +137,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
       // waits for input, so nothing else is logged in between.
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
-      await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message, pushConfigIds });
+      await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message: await this.intake.followUp(message), pushConfigIds });
       yield* this.follow(message.taskId, after, 'turn');
       return;
     }

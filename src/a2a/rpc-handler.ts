@@ -20,7 +20,7 @@ import { type StreamCursor, StreamLimitError } from './task-stream';
 import type { Dialect, WireTask } from '../../task/wire';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/params';
-import { clientMetadataOf, dialectOfTask } from '../db/task-dialects';
+import { clientMetadataOf, dialectOfTask, firstRequestOf } from '../db/task-dialects';
 import { openTasksOfContext } from '../db/task-store';
 import { isInterrupted } from '../../task/rules';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
@@ -71,6 +71,8 @@ export interface RpcRequest {
   signal: AbortSignal;
   /** The agent of a per-agent endpoint (a 0.3 resume by contextId looks only at its tasks). */
   agentId?: string;
+  /** The JSON-RPC request's `id`, where the transport has one (0.1/NEXUS tell a client's retry from a new request by it). */
+  requestId?: string | number | null;
   /**
    * For an in-process caller that translated the call itself (NEXUS's POST /api/v1/tasks): what a new task records.
    * Transports never set it from what a client sent.
@@ -295,7 +297,7 @@ export class RpcCore {
       return say.fail(a2aError('InvalidParams', `Invalid params for ${method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
     }
     // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
-    const ctx = this.dialectContext(caller.tenant, req.agentId);
+    const ctx = this.dialectContext(caller.tenant, req.agentId, req.requestId);
     let internal: InternalCall;
     try {
       internal = spec.translate ? await spec.translate(checked.params, ctx) : { method, params: checked.params, intent: req.intent };
@@ -382,7 +384,7 @@ export class RpcCore {
   }
 
   /** What a dialect's translation and rendering may look up, in the caller's tenant (and endpoint agent). */
-  private dialectContext(tenant: string, agentId: string | undefined): DialectContext {
+  private dialectContext(tenant: string, agentId: string | undefined, requestId?: string | number | null): DialectContext {
     const { gateway, pool } = this.deps;
     const task = async (taskId: string): Promise<WireTask | undefined> => {
       try {
@@ -394,6 +396,7 @@ export class RpcCore {
     };
     return {
       tenant,
+      requestId: requestId ?? undefined,
       task,
       // The projection can trail the workflow by the change being written (a client answering at once): a task it
       // shows as still working is asked directly.
@@ -403,6 +406,7 @@ export class RpcCore {
         return open.filter((_, i) => states[i] === 'TASK_STATE_INPUT_REQUIRED').map((t) => t.taskId);
       },
       clientMetadata: (taskIds) => clientMetadataOf(pool, tenant, taskIds),
+      firstRequest: (taskId) => firstRequestOf(pool, tenant, taskId),
     };
   }
 }

@@ -107,6 +107,8 @@ export class TaskIntake {
     // Governance (issue 12): an enforced policy that denies the agent refuses the task before anything is claimed.
     await enforcePolicies(this.deps.pool, this.tenant, this.agent, enforced);
     const parent = await this.parentOf(message, headers);
+    // The agent reads its task's parent in the message, however the sender named it (see followUp).
+    if (parent) message = namingParent(message, parent.taskId);
     if (!quotas) throw a2aError('Internal', `tenant ${this.tenant} has no quotas (it does not exist)`);
     const candidate = intent?.taskId ?? randomUUID();
     const contextId = message.contextId || randomUUID();
@@ -121,7 +123,7 @@ export class TaskIntake {
     const { taskId, resent } = claim;
     if (resent) await this.ownTask(taskId);
     try {
-      if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata);
+      if (intent?.record) await recordTaskDialect(this.deps.pool, this.tenant, taskId, intent.record.dialect, intent.record.metadata, intent.record.request);
       args = { ...args, pushConfigIds: await this.inlinePush(taskId, push, intent?.pushDialect) };
       // Linked before the child runs, so a cancel of the parent reaches it however soon it comes; the row first, so the
       // parent's first exchange, which reads it once its agent has answered, knows of every signal on its way.
@@ -187,6 +189,17 @@ export class TaskIntake {
   }
 
   /**
+   * A follow-up message as its agent gets it: `metadata.switchboard.parentTaskId`, when the sender wrote one, is the
+   * task's own parent (or gone, for a task without one), never what the sender said: only a new task's parent is
+   * checked (parentOf), and an agent takes that key for its task's parent.
+   */
+  async followUp(message: WireMessage): Promise<WireMessage> {
+    const claimed = (message.metadata?.switchboard as { parentTaskId?: unknown } | undefined)?.parentTaskId;
+    if (claimed === undefined || !message.taskId) return message;
+    return namingParent(message, (await findTask(this.deps.pool, this.tenant, message.taskId))?.parentTaskId);
+  }
+
+  /**
    * Multi-agent jobs: a task started by an agent on behalf of a Switchboard task names that task in the
    * `X-Switchboard-Parent-Task` header or `metadata.switchboard.parentTaskId` (Switchboard sends both when it
    * forwards). Only an agent key may name one, and only a task its own agent runs: the link is the agent's
@@ -239,3 +252,11 @@ export class TaskIntake {
 
 /** How long a child's front door waits for its parent's first row (parentBeingRecorded): a write, not a workflow's start. */
 const PARENT_RECORD_WAIT_MS = 5_000;
+
+/** The message with `metadata.switchboard.parentTaskId` set to `parentTaskId` (removed when there is none). */
+function namingParent(message: WireMessage, parentTaskId: string | undefined): WireMessage {
+  const { parentTaskId: _said, ...switchboard } = (message.metadata?.switchboard ?? {}) as Record<string, unknown>;
+  const named = { ...switchboard, ...(parentTaskId !== undefined && { parentTaskId }) };
+  const { switchboard: _was, ...metadata } = message.metadata ?? {};
+  return { ...message, metadata: { ...metadata, ...(Object.keys(named).length && { switchboard: named }) } };
+}

@@ -13,6 +13,7 @@ import { envelope, readEnvelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../auth/caller';
 import { baseUrlOf, firstValue } from './base-url';
 import { FRONT_DOOR_PATHS } from './front-door';
+import { NEXUS_PATH, onNexusPath } from '../a2a/dialects/nexus';
 import { type SseOptions, type SseStream, mapFrames, writeSse } from './sse';
 import { answer, describeOnly } from './openapi';
 import { refuse } from './refusals';
@@ -80,11 +81,11 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
   const frontDoor = deps.endpoints.resolver(undefined);
   for (const path of FRONT_DOOR_PATHS) {
     app.post(path, { config: access.jsonRpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant; NANDA action requests') }, (req, reply) =>
-      send(req, reply, frontDoor, { actions: deps.actions }),
+      send(req, reply, frontDoor, { actions: deps.actions, nexus: path === NEXUS_PATH }),
     );
   }
 
-  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, at: { agentId?: string; actions?: Actions }): Promise<unknown> {
+  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, at: { agentId?: string; actions?: Actions; nexus?: boolean }): Promise<unknown> {
     // The body is read once, here: the envelope, or the error that answers a body that is none.
     const rpc = readEnvelope(Buffer.isBuffer(req.body) ? req.body : '');
     if ('error' in rpc) return reply.code(200).send(envelope(rpc.id, rpc.error));
@@ -100,6 +101,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       base: baseUrlOf(req, deps.publicUrl),
       signal: gone.signal,
       agentId: at.agentId,
+      requestId: rpc.id,
     };
     // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
     // whose first text part is a JSON object with an `action` string is answered by src/a2a/nanda-actions.ts (an
@@ -114,6 +116,8 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     }
     if (!('error' in answer)) return reply.code(200).send({ jsonrpc: '2.0', id: rpc.id, result: answer.result });
     const status = jsonRpcStatus(answer);
+    // NEXUS's own path (seed 000) names its dialect: its codes where the seed and the spec differ.
+    if (at.nexus) answer.error = onNexusPath(rpc.method, answer.error);
     if (answer.error.code === A2A_ERRORS.Internal.code && status === 200) req.log.warn({ error: answer.error }, 'internal error answered');
     if (answer.retryAfterS !== undefined) reply.header('retry-after', String(answer.retryAfterS));
     return reply.code(status).send(envelope(rpc.id, answer.error));

@@ -28,7 +28,8 @@ class DelegatingExecutor extends BaseExecutor {
 
   async run(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
     bus.publish(taskEvent(ctx, TaskState.TASK_STATE_WORKING));
-    const parentTaskId = (ctx.userMessage.metadata as { switchboard?: { parentTaskId?: string } } | undefined)?.switchboard?.parentTaskId ?? '';
+    // The task Switchboard runs this turn for: the parent of the task it starts.
+    const parentTaskId = (ctx.userMessage.metadata as { switchboard?: { taskId?: string } } | undefined)?.switchboard?.taskId ?? '';
     const { url, agentId, key } = this.o.gateway();
     const withParent: typeof fetch = (input, init) => {
       const headers = new Headers(init?.headers);

@@ -16,7 +16,7 @@ export interface CallIntent {
   /** A new task takes this id (a 0.1/NEXUS client-chosen task id) instead of a minted one. */
   taskId?: string;
   /** Recorded with a new task (task_dialects): the dialect later calls on it are answered in, and client metadata. */
-  record?: { dialect: DialectName; metadata?: Record<string, unknown> };
+  record?: { dialect: DialectName; metadata?: Record<string, unknown>; request?: string };
   /**
    * The send repeats a message the task (message.taskId) has had, or reaches a task that has ended (a 0.1/NEXUS
    * client's retry, which carries no messageId): nothing is delivered. The answer is the task once the turn in
@@ -39,6 +39,10 @@ export interface DialectContext {
   waitingInContext(contextId: string): Promise<string[]>;
   /** Client metadata recorded with these tasks when they were started (0.1: requester, user_id, chat_id…). */
   clientMetadata(taskIds: string[]): Promise<Map<string, Record<string, unknown>>>;
+  /** The JSON-RPC `id` of the request being translated, when it came over JSON-RPC with one. */
+  requestId?: string | number;
+  /** The request key (requestKey) of the request that started this 0.1/NEXUS task, when it was recorded. */
+  firstRequest(taskId: string): Promise<string | undefined>;
 }
 
 /** A call as the engine runs it: a 1.0 (or 0.3) method name and its params in that method's form. */

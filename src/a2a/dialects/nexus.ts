@@ -6,13 +6,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { a2aError } from '../errors';
+import { A2A_ERRORS, a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
 import { fromNexusPart, toNexusPart } from '../../../task/nexus-parts';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import type { DialectContext, DialectDef } from './dialect';
 import { type TaskRef, TaskRefParams, withId } from './v03';
-import { ClientTaskId, plainError, renderTask, sendByClientId, state01, taskMetadata } from './v01';
+import { ClientTaskId, plainError, renderTask, requestKey, requestMessageId, sendByClientId, state01, taskMetadata } from './v01';
 
 const metadata = z.record(z.string(), z.unknown());
 
@@ -24,17 +24,11 @@ export const NexusSendParams = z.object({ id: ClientTaskId.optional(), message: 
 export type NexusSend = z.infer<typeof NexusSendParams>;
 
 function toWirePart(p: z.infer<typeof NexusPart>, i: number): WirePart {
-  const meta = p.metadata ? { metadata: p.metadata } : {};
-  const { type, data } = p;
-  if (type === 'text') {
-    const text = typeof data === 'string' ? data : p.text;
-    if (text === undefined) {
-      const field = `message.parts.${i}.data`;
-      throw a2aError('InvalidParams', `Invalid params for message/send: ${field} of a text part must be a string`, [{ field, description: 'must be a string' }]);
-    }
-    return { text, ...meta };
+  if (p.type === 'text' && p.data === undefined && p.text === undefined) {
+    const field = `message.parts.${i}.data`;
+    throw a2aError('InvalidParams', `Invalid params for message/send: ${field} is missing (a text part's content)`, [{ field, description: 'is required' }]);
   }
-  return fromNexusPart(type, data, p.metadata);
+  return fromNexusPart(p.type, p.data, p.metadata, p.text);
 }
 
 /** A NEXUS message in the 1.0 wire form (it has no messageId: one is minted, or derived for a chosen task id). */
@@ -68,6 +62,8 @@ export function nexusSend(p: NexusSend, ctx: DialectContext, configuration?: Rec
   const message = nexusWireMessage(p.message, p.metadata);
   const record = { dialect: 'nexus' as const };
   if (p.id === undefined) {
+    // A new task of the gateway's id: its message names the request, as a later turn's does (v01.ts retriesLatest).
+    message.messageId = requestMessageId(ctx.requestId === undefined ? undefined : requestKey(ctx.requestId));
     return { method: 'SendMessage', params: { message, ...(configuration && { configuration }), ...(p.metadata && { metadata: p.metadata }) }, intent: { record } };
   }
   return sendByClientId(ctx, { id: p.id, message, streaming: false, configuration, metadata: p.metadata }, record, (task) => ({ method: 'GetTask', params: { id: task.id } }));
@@ -80,6 +76,20 @@ const nexusShaped = (params: unknown) => {
   const parts = Array.isArray(p?.message?.parts) ? (p.message.parts as Record<string, unknown>[]) : [];
   return p?.id !== undefined || parts.some((x) => x && typeof x === 'object' && 'type' in x && !('kind' in x));
 };
+
+/** NEXUS's own A2A endpoint (seed 000: "POST /api/v1/a2a"): the path names the dialect. */
+export const NEXUS_PATH = '/api/v1/a2a';
+
+/**
+ * An error answered on NEXUS's path as the seed has it: a task-addressed call (`tasks/get`, `tasks/cancel`) of a task
+ * the tenant does not have is -32602 ("bad parameters (e.g., task not found)"), not the spec's -32001. 1.0 methods
+ * name their dialect themselves and keep the spec's code.
+ */
+export function onNexusPath(method: string, error: { code: number; message: string; data?: unknown }) {
+  const taskAddressed = method === 'tasks/get' || method === 'tasks/cancel';
+  if (!taskAddressed || error.code !== A2A_ERRORS.TaskNotFound.code) return error;
+  return { code: A2A_ERRORS.InvalidParams.code, message: `Invalid params: ${error.message}`, data: [{ field: 'id', description: 'no such task' }] };
+}
 
 export const NEXUS: DialectDef = {
   name: 'nexus',

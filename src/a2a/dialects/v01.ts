@@ -11,7 +11,7 @@
  * new id claim it once (message_tasks) and reach one workflow (update-with-start, updateId = messageId), and a resend
  * while that first turn runs waits for it like the original.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { endsTurn, isInterrupted, isTerminal, stateLabel } from '../../../task/rules';
 import { a2aError } from '../errors';
@@ -74,23 +74,34 @@ const CLIENT_METADATA = ['requester', 'executor', 'skill_used', 'user_id', 'chat
 /** The messageId of a client-chosen task's first message: the same for every send of that new id (see top). */
 export const firstMessageId = (taskId: string) => `first-message:${taskId}`;
 
+/** A JSON-RPC request id as a key: hashed, so that any id fits in a message id, and `1` and `"1"` differ. */
+export const requestKey = (id: string | number) => createHash('sha256').update(JSON.stringify(id)).digest('base64url').slice(0, 16);
+
+/** A message id that names the request that sent the message (`rq.<requestKey>.<uuid>`), when it had an id. */
+export const requestMessageId = (key: string | undefined) => (key === undefined ? randomUUID() : `rq.${key}.${randomUUID()}`);
+
+const keyOfMessageId = (messageId: string) => /^rq\.([A-Za-z0-9_-]{16})\./.exec(messageId)?.[1];
+
 /**
  * A send naming a client-chosen task id (0.1 `tasks/send`/`tasks/sendSubscribe`, NEXUS `message/send` with
  * `params.id`): a new task with that id; the next turn of the task when it waits for input; -32602 when the message
- * names another context than the task's. These clients send no messageId, so a retry is told by its content:
+ * names another context than the task's. These clients send no messageId, so a retry is told by its content and its
+ * JSON-RPC id (docs/dialects.md, "Resends"):
  * - a task that has ended: a send gets the task as it ended, a stream one event of its final status;
- * - the same message as one the task has had, while a later (or that) turn runs, or the same message as the latest
- *   while the task waits for the answer to it: a retry, delivered to nobody, answered as the original was, with the
- *   task once its turn in progress has ended (a stream: its status, then that turn's events);
+ * - the same message as one the task has had, while a later (or that) turn runs: a retry (nothing else may be sent
+ *   then); while the task waits for input, only the latest message sent again by the same request (retriesLatest).
+ *   A retry is delivered to nobody and answered as the original was, with the task once its turn in progress has
+ *   ended (a stream: its status, then that turn's events);
  * - another message while a turn runs: -32004 from the task (busy), as in every dialect.
  */
 export async function sendByClientId(
   ctx: DialectContext,
   send: { id: string; message: WireMessage; streaming: boolean; historyLength?: number; configuration?: Record<string, unknown>; metadata?: Record<string, unknown>; pushDialect?: PushDialect },
-  record: NonNullable<InternalCall['intent']>['record'],
+  record: NonNullable<NonNullable<InternalCall['intent']>['record']>,
   getTask: (task: WireTask) => InternalCall,
 ): Promise<InternalCall> {
   const { id, message, streaming, pushDialect } = send;
+  const request = ctx.requestId === undefined ? undefined : requestKey(ctx.requestId);
   const method = streaming ? 'SendStreamingMessage' : 'SendMessage';
   const configuration = { ...send.configuration, ...(send.historyLength !== undefined && { historyLength: send.historyLength }) };
   const call = (m: WireMessage, intent?: CallIntent): InternalCall => ({
@@ -106,14 +117,27 @@ export async function sendByClientId(
   const sent = (existing?.history ?? []).filter((m) => m.role === 'ROLE_USER');
   const firstTurn = !existing || (!endsTurn(existing.status.state) && sent.length <= 1);
   // The first turn, new or resent: its messageId is the claim's, so a resend reaches the same update and waits for it.
-  if (firstTurn) return call({ ...message, messageId: firstMessageId(id) }, { taskId: id, record });
+  if (firstTurn) return call({ ...message, messageId: firstMessageId(id) }, { taskId: id, record: { ...record, request } });
   const { state } = existing.status;
   if (isTerminal(state) && !streaming) return getTask(existing);
-  // Waiting for input, only the latest message repeated is a retry (an earlier one may well be the answer, "yes" again).
-  const retry = isInterrupted(state) ? sameMessage(sent.at(-1), message) : sent.some((m) => sameMessage(m, message));
+  const retry = isInterrupted(state) ? await retriesLatest(ctx, id, sent, message, request) : sent.some((m) => sameMessage(m, message));
   if (isTerminal(state) || retry) return call({ ...message, messageId: randomUUID(), taskId: id }, { resend: true });
   // Waiting for input: its next turn. Still working on a turn: the task refuses it (-32004, busy).
-  return call({ ...message, messageId: randomUUID(), taskId: id });
+  return call({ ...message, messageId: requestMessageId(request), taskId: id });
+}
+
+/**
+ * Whether a send to a task that waits for input is a retry of the message it waits on, not the answer (which may
+ * well say the same: "yes", then "yes" to the next question). A retry resends the same request: the same message
+ * with the same JSON-RPC id, an id that was that request's own. An id that names the task (NEXUS's gateway gives
+ * every request of a task the task's id) or that the message before came with too (a client that numbers every
+ * request 1) says nothing, and the send is an answer: a lost answer is then read with tasks/get, never resent.
+ */
+async function retriesLatest(ctx: DialectContext, taskId: string, sent: WireMessage[], message: WireMessage, request: string | undefined): Promise<boolean> {
+  const latest = sent.at(-1);
+  if (!latest || request === undefined || ctx.requestId === taskId || !sameMessage(latest, message)) return false;
+  const keyOf = async (m: WireMessage | undefined) => (m === undefined ? undefined : m.messageId === firstMessageId(taskId) ? ctx.firstRequest(taskId) : keyOfMessageId(m.messageId));
+  return (await keyOf(latest)) === request && (await keyOf(sent.at(-2))) !== request;
 }
 
 /** Whether two messages say the same (role, parts, metadata), whatever their ids: a retry of an id-less client's send. */

@@ -74,10 +74,10 @@ function fromNexusTask(result: unknown, id: string, contextId = ''): WireTask {
   };
 }
 
-/** `{type:"text", data}` is text (what is not a string, as JSON text); any other part as task/nexus-parts.ts reads it. */
+/** A NEXUS agent's part as task/nexus-parts.ts reads it (a part without a type is text; text without data, empty). */
 function partFromAgent(raw: unknown): WirePart {
   const p = objectOr(raw) ?? {};
   const type = typeof p.type === 'string' ? p.type : 'text';
-  if (type === 'text') return { text: typeof p.data === 'string' ? p.data : typeof p.text === 'string' ? p.text : JSON.stringify(p.data ?? '') };
-  return fromNexusPart(type, p.data, objectOr(p.metadata));
+  const text = typeof p.text === 'string' ? p.text : type === 'text' && p.data === undefined ? '' : undefined;
+  return fromNexusPart(type, p.data, objectOr(p.metadata), text);
 }
