@@ -332,7 +332,8 @@ describe('through the gateway', () => {
   test('an OAuth agent whose token endpoint fails: a clear refusal without the secret', async () => {
     const tokens = await startTokenServer({ fail: true });
     try {
-      const res = await operator('POST', '/agents', { url: agent.url, credentials: { type: 'oauth2', tokenUrl: tokens.url, clientId: 'c', clientSecret: 'oauth-never-shown' } });
+      // A URL of its own: the agent's is registered already (a second registration of it would be a 409 first).
+      const res = await operator('POST', '/agents', { url: `${agent.url}/?as=oauth`, credentials: { type: 'oauth2', tokenUrl: tokens.url, clientId: 'c', clientSecret: 'oauth-never-shown' } });
       const text = await res.text();
       assert.equal(res.status, 422);
       assert.match(text, /HTTP 500/);

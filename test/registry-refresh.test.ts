@@ -197,7 +197,8 @@ describe('card refresh', () => {
   it('picks up a changed card: stored card, a name taken from the card, the endpoint, and search', async () => {
     const agent = await newAgent({ name: 'Mutable one' });
     const a = await register(agent);
-    const pinned = await register(agent, { name: 'Pinned name' });
+    // The same agent a second time, as another registration: a URL of its own (a tenant registers a URL once).
+    const pinned = await register(agent, { name: 'Pinned name', url: `${agent.url}/?as=pinned` });
 
     agent.state.card = {
       ...agent.state.card,

@@ -420,8 +420,14 @@ export async function refreshAgent(deps: RefreshDeps, tenant: string, agentId: s
          card_fresh_until = CASE WHEN $7 THEN $10 ELSE card_fresh_until END,
          card_fetched_at = CASE WHEN $7 THEN now() ELSE card_fetched_at END,
          signature = COALESCE($11, signature),
-         -- a name the registrant chose is kept; one taken from the card follows the card
-         name = CASE WHEN $12::jsonb IS NOT NULL AND name = card->>'name' THEN $12::jsonb->>'name' ELSE name END,
+         -- a name the registrant chose is kept; one taken from the card (or its free variant, "Echo (2)") follows a
+         -- new name on the card when that name is free in the tenant (migration 034), else stays as it is
+         name = CASE WHEN $12::jsonb IS NOT NULL AND $12::jsonb->>'name' IS DISTINCT FROM card->>'name'
+                      AND (name = card->>'name' OR (starts_with(name, card->>'name') AND substr(name, length(card->>'name') + 1) ~ '^ \(\d+\)$'))
+                      AND switchboard_agent_name_key($12::jsonb->>'name') <> ''
+                      AND NOT EXISTS (SELECT 1 FROM agents o WHERE o.tenant = $1 AND o.id <> $2
+                                         AND switchboard_agent_name_key(o.name) = switchboard_agent_name_key($12::jsonb->>'name'))
+                     THEN $12::jsonb->>'name' ELSE name END,
          card_changed_at = CASE WHEN $12::jsonb IS NOT NULL AND $12::jsonb IS DISTINCT FROM card THEN now() ELSE card_changed_at END,
          card = COALESCE($12, card),
          endpoint_url = COALESCE($13, endpoint_url),

@@ -8,7 +8,11 @@ export const RegisterAgentBody = z.object({
   url: z.url({ protocol: /^(https?|ws-agent)$/ }),
   /** What Switchboard presents when it calls the agent (bearer, apiKey or oauth2 client credentials); never shown again. */
   credentials: AgentCredentialSpec.optional(),
-  name: z.string().min(1).max(200).optional(),
+  /**
+   * The name asked for (trimmed): refused with 409 when another agent of the tenant has a name that compares equal
+   * (src/agents/agent-names.ts). Without it the card's name is used, or a free variant of it ("Echo (2)").
+   */
+  name: z.string().trim().min(1).max(200).optional(),
   /** The binding Switchboard calls the agent over; default: the card's JSON-RPC, else HTTP+JSON, else gRPC interface. */
   binding: z.enum(['JSONRPC', 'HTTP+JSON', 'GRPC']).optional(),
   /**

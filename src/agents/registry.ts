@@ -5,7 +5,7 @@
  * any other call.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
 import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
@@ -29,6 +29,7 @@ import { z } from 'zod';
 import { cursorReal, cursorText, cursorTimestamp, decodePageToken, encodePageToken } from '../db/page-token';
 import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
+import { BlankName, checkNameFree, insertUnique, urlHolder, urlTaken } from './agent-names';
 
 export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
   maxAttempts: 3,
@@ -153,9 +154,13 @@ export class AgentRegistry {
    * which probes the endpoint at once and then every interval. The probe is left to the schedule so that a
    * hanging endpoint cannot hold up the registration, and so that registering sends the agent nothing but the
    * card request. A bad signature does not refuse the agent: it is what the agent's `signature` shows.
-   * @throws RegistrationError when no valid card can be fetched from the URL.
+   * A URL the tenant has registered, and a name asked for that compares equal to another agent's, are refused
+   * before the card is fetched, and again, race-proof, at the insert (src/agents/agent-names.ts); a name taken
+   * from the card becomes a free variant of itself ("Echo (2)") instead.
+   * @throws RegistrationError when no valid card can be fetched from the URL; AgentConflict for a URL or name taken.
    */
   async register(tenant: string, body: RegisterAgent): Promise<Agent> {
+    await this.refuseTaken(tenant, body);
     if (body.url.startsWith('ws-agent:')) return this.registerHubAgent(tenant, body);
     const { credentials } = this.opts;
     if (body.credentials && !credentials) throw new RegistrationError('this Switchboard stores no agent credentials (SWITCHBOARD_SECRETS_KEY is unset)');
@@ -192,19 +197,19 @@ export class AgentRegistry {
     const read = fetched ? 'the card was read' : 'no card is published: it was composed from the registration';
     const reason = this.opts.scheduler ? `registered: ${read}; the first probe of the endpoint is under way` : `registered: ${read}; the endpoint has not been probed`;
 
-    const name = body.name ?? parsed.name;
-    // Random enough to be unique across tenants (ids are global for the public cards) and not worth guessing.
-    const id = `${slug(name)}-${randomBytes(6).toString('hex')}`;
     const retry = { ...DEFAULT_RETRY, ...body.retry };
-    const { rows } = await this.pool.query<AgentRow>(
-      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, binding, price_minor, retry,
-                           status, status_reason, signature, card_etag, card_no_store, card_fresh_until, protocol)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'healthy', $13, $14, $15, $16, $17, $18) RETURNING ${COLUMNS}`,
-      [
-        tenant, id, name, body.url, fetched?.cardUrl ?? null, parsed.card, endpoint.url, endpoint.protocolVersion, endpoint.streaming, endpoint.binding ?? 'JSONRPC',
-        body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil, dialect ?? null,
-      ],
+    const rows = await this.insertUnique(tenant, { url: body.url, name: body.name ?? parsed.name, asked: body.name !== undefined }, (db, name) =>
+      db.query<AgentRow>(
+        `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, binding, price_minor, retry,
+                             status, status_reason, signature, card_etag, card_no_store, card_fresh_until, protocol)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'healthy', $13, $14, $15, $16, $17, $18) RETURNING ${COLUMNS}`,
+        [
+          tenant, newId(name), name, body.url, fetched?.cardUrl ?? null, parsed.card, endpoint.url, endpoint.protocolVersion, endpoint.streaming, endpoint.binding ?? 'JSONRPC',
+          body.priceMinor ?? 0, retry, reason, signature, cache.etag, cache.noStore, cache.freshUntil, dialect ?? null,
+        ],
+      ),
     );
+    const { id } = rows[0]!;
     if (body.credentials && credentials) {
       try {
         await credentials.put(tenant, id, body.credentials);
@@ -234,14 +239,33 @@ export class AgentRegistry {
   private async registerHubAgent(tenant: string, body: RegisterAgent): Promise<Agent> {
     if (!body.name) throw new RegistrationError('a hub agent (ws-agent://) has no card to read its name from: give "name"', 400);
     if (body.credentials || body.binding) throw new RegistrationError('a hub agent (ws-agent://) connects to Switchboard itself: it takes no credentials or binding', 400);
-    const id = `${slug(body.name)}-${randomBytes(6).toString('hex')}`;
+    const id = newId(body.name);
     const url = `ws-agent://${id}`;
-    const { rows } = await this.pool.query<AgentRow>(
-      `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry, status, status_reason, signature)
-       VALUES ($1, $2, $3, $4, $4, $5, $4, '0.3', false, $6, $7, 'down', 'not connected to the hub yet (GET /hub with an agent key)', $8) RETURNING ${COLUMNS}`,
-      [tenant, id, body.name, url, { name: body.name, url, skills: [] }, body.priceMinor ?? 0, { ...DEFAULT_RETRY, ...body.retry }, { status: 'unsigned', checkedAt: new Date().toISOString() }],
+    const rows = await this.insertUnique(tenant, { url, name: body.name, asked: true }, (db, name) =>
+      db.query<AgentRow>(
+        `INSERT INTO agents (tenant, id, name, source_url, card_url, card, endpoint_url, protocol_version, streaming, price_minor, retry, status, status_reason, signature)
+         VALUES ($1, $2, $3, $4, $4, $5, $4, '0.3', false, $6, $7, 'down', 'not connected to the hub yet (GET /hub with an agent key)', $8) RETURNING ${COLUMNS}`,
+        [tenant, id, name, url, { name, url, skills: [] }, body.priceMinor ?? 0, { ...DEFAULT_RETRY, ...body.retry }, { status: 'unsigned', checkedAt: new Date().toISOString() }],
+      ),
     );
     return toAgent(rows[0]!);
+  }
+
+  /**
+   * A registration whose URL the tenant has registered, or whose name (asked for) another agent holds, is refused
+   * before any request goes out for it (the insert checks again: this is only the early, cheap answer).
+   * @throws AgentConflict naming the holder; RegistrationError (400) for a name with no visible character.
+   */
+  private async refuseTaken(tenant: string, body: RegisterAgent): Promise<void> {
+    // A hub agent's URL is made from its new id: only its name can be taken.
+    const sameUrl = body.url.startsWith('ws-agent:') ? undefined : await urlHolder(this.pool, tenant, body.url);
+    if (sameUrl) throw urlTaken(body.url, sameUrl);
+    if (body.name !== undefined) await blankAsRegistrationError(() => checkNameFree(this.pool, tenant, body.name!));
+  }
+
+  /** insertUnique (src/agents/agent-names.ts) with a blank name answered as a registration error (400). */
+  private async insertUnique(tenant: string, want: { url: string; name: string; asked: boolean }, insert: (db: PoolClient, name: string) => Promise<{ rows: AgentRow[] }>): Promise<AgentRow[]> {
+    return blankAsRegistrationError(async () => (await insertUnique(this.pool, tenant, want, insert)).rows);
   }
 
   /**
@@ -559,6 +583,20 @@ function toAgent(r: AgentRow): Agent {
       freshUntil: r.card_fresh_until?.toISOString() ?? null,
     },
   };
+}
+
+/** A new agent's id: its name's slug and 48 random bits, unique across tenants (ids are global for the public cards) and not worth guessing. */
+function newId(name: string): string {
+  return `${slug(name)}-${randomBytes(6).toString('hex')}`;
+}
+
+async function blankAsRegistrationError<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof BlankName) throw new RegistrationError(`Invalid registration: name: ${err.message}`, 400);
+    throw err;
+  }
 }
 
 export function slug(name: string): string {

@@ -1,8 +1,8 @@
 /**
  * Hub enrollment (issue 30): an agent that connected to GET /hub with an enrollment token registers itself with
  * `agent.register` and its card. In one transaction: the card's name must be free in the token's tenant (no agent of
- * the tenant has it), one of the token's uses is taken, the agent is stored as a hub agent (`ws-agent://<id>`,
- * healthy: it is connected) with the card, and an agent key is made for it. The key is in agent.register's answer,
+ * the tenant has a name that compares equal to it: src/agents/agent-names.ts; the unique index decides races), one
+ * of the token's uses is taken, the agent is stored as a hub agent (`ws-agent://<id>`, healthy: it is connected) with the card, and an agent key is made for it. The key is in agent.register's answer,
  * once: the agent reconnects with it (the token may be used up or expired by then), as any hub agent does.
  */
 import { randomBytes } from 'node:crypto';
@@ -12,6 +12,7 @@ import { DEFAULT_RETRY, slug } from '../agents/registry';
 import { useEnrollmentToken } from '../auth/enrollment';
 import { generateKey, hashKey } from '../auth/keys';
 import { writeAudit } from '../auth/audit';
+import { type AgentRef, isNameConflict, nameHolder } from '../agents/agent-names';
 
 /** Why an enrollment was refused: a JSON-RPC code and message; `lapsed` when the token no longer holds (the socket closes, 4001). */
 export class EnrollError extends Error {
@@ -41,16 +42,15 @@ const INVALID_REQUEST = -32600;
  */
 export async function enrollHubAgent(pool: Pool, opts: { tenant: string; tokenId: string; card: Record<string, unknown>; name: string; requestId: string }): Promise<Enrolled> {
   const { tenant, tokenId, name } = opts;
+  const refuse = (holder: AgentRef) =>
+    new EnrollError(
+      INVALID_PARAMS,
+      `agent.register: the name "${name}" is taken in this tenant (agent ${holder.id}${holder.name === name ? '' : `, named "${holder.name}": names compare ignoring case, white space, invisible and look-alike characters`}); register under another name, or, if you are that agent, reconnect with the agent key your registration gave you`,
+    );
   const enrolled = await inTransaction(pool, async (db) => {
-    // Two agents asking for the same name at once: one waits for the other's answer.
-    await db.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`hub-enroll\n${tenant}\n${name}`]);
-    const taken = await db.query<{ id: string }>('SELECT id FROM agents WHERE tenant = $1 AND name = $2 LIMIT 1', [tenant, name]);
-    if (taken.rows[0]) {
-      throw new EnrollError(
-        INVALID_PARAMS,
-        `agent.register: the name "${name}" is taken in this tenant (agent ${taken.rows[0].id}); register under another name, or, if you are that agent, reconnect with the agent key your registration gave you`,
-      );
-    }
+    const { key, holder } = await nameHolder(db, tenant, name);
+    if (!key) throw new EnrollError(INVALID_PARAMS, `agent.register: the card's name ${JSON.stringify(name)} has no visible character`);
+    if (holder) throw refuse(holder);
     if (!(await useEnrollmentToken(db, tenant, tokenId))) {
       throw new EnrollError(INVALID_REQUEST, 'agent.register: the enrollment token no longer holds (revoked, expired or used up since the socket opened)', true);
     }
@@ -67,6 +67,12 @@ export async function enrollHubAgent(pool: Pool, opts: { tenant: string; tokenId
       keyId, tenant, 'agent', agentId, `${name} (hub enrollment ${tokenId})`.slice(0, 200), hashKey(agentKey),
     ]);
     return { agentId, url, agentKey, keyId };
+  }).catch(async (err: unknown) => {
+    // The unique name index (migration 034) decides a race with another enrollment, an operator's registration or
+    // a hub agent's rename: the holder is committed by now, and the token's use was rolled back with the rest.
+    if (!isNameConflict(err)) throw err;
+    const { holder } = await nameHolder(pool, tenant, name);
+    throw holder ? refuse(holder) : err;
   });
   // The trail says which token registered which agent (and made which key), as an operator's registration would.
   await writeAudit(pool, { tenant, actor: tokenId, role: 'agent', action: 'agent.enroll', target: enrolled.agentId, status: 201, requestId: opts.requestId }).catch(() => undefined);

@@ -33,6 +33,7 @@ import { JsonLimitError, MAX_AGENT_JSON_DEPTH, parseJson } from '../http/json-gu
 import { type AgentHub, HUB_CLOSE, type HubConnection } from './hub';
 import { type OpenTurn, type TurnResult, turnKeyText } from './turns';
 import { EnrollError, enrollHubAgent } from './enroll';
+import { isNameConflict, nameHolder } from '../agents/agent-names';
 import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
 
 const RATE_LIMITED = -32053;
@@ -319,21 +320,27 @@ export class HubSession implements HubConnection {
     if (this.enrolling) return this.enroll(card, card.name.trim().slice(0, 200));
     const url = `ws-agent://${this.agentId}`;
     const stored = { ...card, url };
-    const name = card.name.slice(0, 200);
-    // A hub agent renaming itself takes a name no other agent of the tenant has (as an enrollment does).
-    const taken = await this.deps.hub.pool.query<{ id: string }>(
-      `SELECT o.id FROM agents o JOIN agents me ON me.tenant = o.tenant AND me.id = $3 AND me.endpoint_url = $4 AND me.name <> $2
-        WHERE o.tenant = $1 AND o.name = $2 AND o.id <> $3 LIMIT 1`,
-      [this.tenant, name, this.agentId, url],
-    );
-    if (taken.rows[0]) throw new HubRpcError(A2A_ERRORS.InvalidParams.code, `agent.register: the name "${name}" is taken in this tenant (agent ${taken.rows[0].id}); keep your name or pick a free one`);
+    const name = card.name.trim().slice(0, 200);
+    // A hub agent renaming itself takes a name no other agent of the tenant has (as an enrollment does), compared by
+    // key (src/agents/agent-names.ts) so that a look-alike is taken too. The unique index is the check: it decides a
+    // race with another rename, an enrollment or a registration alike, and the update below meets it.
+    const { pool } = this.deps.hub;
+    if (!(await nameHolder(pool, this.tenant, name)).key) throw new FrameError(`the card's name ${JSON.stringify(name)} has no visible character`);
     // Only an agent registered as a hub agent (ws-agent://) is the hub's to describe: an HTTP agent's key must not
     // turn its entry into a socket's, nor rename it (its tasks would then go to whoever holds the key).
-    const { rowCount } = await this.deps.hub.pool.query(
-      `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
-        WHERE tenant = $1 AND id = $2 AND endpoint_url = $5`,
-      [this.tenant, this.agentId, name, stored, url],
-    );
+    const rename = () =>
+      pool.query(
+        `UPDATE agents SET name = $3, card_changed_at = CASE WHEN card IS DISTINCT FROM $4::jsonb THEN now() ELSE card_changed_at END, card = $4, source_url = $5, card_url = $5, endpoint_url = $5, streaming = false, updated_at = now()
+          WHERE tenant = $1 AND id = $2 AND endpoint_url = $5`,
+        [this.tenant, this.agentId, name, stored, url],
+      );
+    const { rowCount } = await rename().catch(async (err: unknown) => {
+      if (!isNameConflict(err)) throw err;
+      const { holder } = await nameHolder(pool, this.tenant, name, this.agentId);
+      if (!holder) throw err;
+      const alike = holder.name === name ? '' : `, named "${holder.name}": names compare ignoring case, white space, invisible and look-alike characters`;
+      throw new HubRpcError(A2A_ERRORS.InvalidParams.code, `agent.register: the name "${name}" is taken in this tenant (agent ${holder.id}${alike}); keep your name or pick a free one`);
+    });
     if (!rowCount) {
       throw new HubRpcError(
         A2A_ERRORS.UnsupportedOperation.code,

@@ -10,6 +10,7 @@ import { type AgentRegistry, QueryError, type RankedAgent, RegistrationError } f
 import { access, callerOf } from '../auth/caller';
 import type { KeyStore } from '../auth/keys';
 import { baseUrlOf } from './base-url';
+import { AgentConflict } from '../agents/agent-names';
 import { answer, describeOnly, errorBody, noContent, requestSchema } from './openapi';
 
 export interface AgentRoutesDeps {
@@ -24,6 +25,14 @@ export interface AgentRoutesDeps {
 /** A query parameter that may be repeated (`?tag=a&tag=b`) or, for status, comma-separated. */
 const repeated = <T extends z.ZodType>(item: T, max: number) =>
   z.preprocess((v) => (Array.isArray(v) ? v : [v]), z.array(item).min(1).max(max, `at most ${max} values`));
+
+/** 409 of POST /agents: the URL or name is the tenant's already; the agent that has it is named. */
+const conflictBody = {
+  description: 'The URL is registered already, or the name (compared ignoring case, white space, invisible and look-alike characters) is taken: the agent that has it is named',
+  type: 'object',
+  properties: { error: { type: 'string' }, conflict: { type: 'string', enum: ['url', 'name'] }, agentId: { type: 'string' }, agentName: { type: 'string' } },
+  required: ['error', 'conflict', 'agentId', 'agentName'],
+};
 
 /**
  * `GET /agents` parameters. Strict: a misspelt parameter (`tags=`, `page=`) is an error rather than a filter
@@ -75,7 +84,12 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     tags: ['agents'],
     summary: 'Register an agent: fetch, validate and store its card',
     body: requestSchema(RegisterAgentBody),
-    response: { 201: agentView, 400: errorBody('Invalid registration, naming the field'), 422: errorBody('The card could not be fetched or is not a valid agent card') },
+    response: {
+      201: agentView,
+      400: errorBody('Invalid registration, naming the field'),
+      409: conflictBody,
+      422: errorBody('The card could not be fetched or is not a valid agent card'),
+    },
   };
   app.post('/agents', { config: { ...access.operator, audit: 'agent.register' }, schema: registerSchema }, async (req, reply) => {
     const body = RegisterAgentBody.safeParse(req.body);
@@ -85,6 +99,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
       req.auditTarget = agent.id;
       return reply.code(201).send((await views([agent], agent.tenant, baseUrlOf(req, publicUrl)))[0]);
     } catch (err) {
+      if (err instanceof AgentConflict) return reply.code(409).send({ error: err.message, conflict: err.field, agentId: err.holder.id, agentName: err.holder.name });
       if (err instanceof RegistrationError) return reply.code(err.status).send({ error: err.message });
       throw err;
     }

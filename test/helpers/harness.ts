@@ -402,9 +402,28 @@ async function injectInto(app: FastifyInstance, keys: TestKeys, req: InjectReque
   return { status: res.statusCode, json, text: res.body, headers: res.headers };
 }
 
-/** Registers an agent on the gateway (in-process, as its operator) and returns its id and the gateway URLs for it. */
+/** The URLs each gateway's register() has registered, and how often: see copyOf. */
+const registeredUrls = new WeakMap<Gateway, Map<string, number>>();
+
+/**
+ * The URL to register an agent server at once more. Tests register one agent server as several agents (other
+ * prices, retry policies, bindings); a tenant registers a URL once (409 otherwise, migration 034), so each further
+ * registration gets a query of its own (`?copy=2`), which the agent's card fetch and routes ignore.
+ */
+export function copyOf(gw: Gateway, agentUrl: string): string {
+  const seen = registeredUrls.get(gw) ?? new Map<string, number>();
+  registeredUrls.set(gw, seen);
+  const n = (seen.get(agentUrl) ?? 0) + 1;
+  seen.set(agentUrl, n);
+  return n === 1 ? agentUrl : `${agentUrl}${agentUrl.includes('?') ? '&' : '?'}copy=${n}`;
+}
+
+/**
+ * Registers an agent on the gateway (in-process, as its operator) and returns its id and the gateway URLs for it.
+ * A URL this gateway registered before is registered as a copy (copyOf).
+ */
 export async function register(gw: Gateway, agentUrl: string, extra: Record<string, unknown> = {}) {
-  const res = await gw.inject({ method: 'POST', url: '/agents', as: 'operator', body: { url: agentUrl, ...extra } });
+  const res = await gw.inject({ method: 'POST', url: '/agents', as: 'operator', body: { url: copyOf(gw, agentUrl), ...extra } });
   if (res.status !== 201) throw new Error(`registration failed: ${res.status} ${res.text}`);
   const { id } = res.json as { id: string };
   return { id, base: `${gw.url}/agents/${id}`, rpc: `${gw.url}/agents/${id}/a2a` };
