@@ -130,6 +130,7 @@ const MATRIX: Record<string, Row> = {
   'POST /agents/:id/refresh': { allowed: OPS, request: () => ({ path: '/agents/no-such-agent/refresh' }), ok: 404 },
   'DELETE /agents/:id': { allowed: OPS, request: () => ({ path: '/agents/no-such-agent' }), ok: 404 },
   'GET /tasks': { allowed: OPS, request: () => ({ path: '/tasks' }), ok: 200 },
+  'GET /tasks/versions': { allowed: ADMIN, request: () => ({ path: '/tasks/versions' }), ok: 200 },
   'GET /tasks/:id/route': { allowed: ALL, request: () => ({ path: `/tasks/${taskId}/route` }), ok: 200 },
   'GET /accounts': { allowed: OPS, request: () => ({ path: '/accounts' }), ok: 200 },
   'POST /accounts/:account/deposits': { allowed: ADMIN, request: () => ({ path: '/accounts/requester:default/deposits', body: {} }), ok: 400 },
