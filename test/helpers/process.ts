@@ -73,8 +73,9 @@ export async function startSwitchboard(
   const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
     cwd: opts.cwd ?? REPO_ROOT,
     // Only what Switchboard reads, plus PATH/HOME: nothing from the test runner (NODE_TEST_CONTEXT, NODE_OPTIONS...).
-    // The gRPC binding on a free port unless the test picks one (the default, 8081, may be taken).
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SWITCHBOARD_GRPC_PORT: String(await freePort()), ...env },
+    // The gRPC binding on a free port unless the test picks one (the default, 8081, may be taken), below the ephemeral
+    // range: a port from there may be given to an outgoing connection before the process binds it.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SWITCHBOARD_GRPC_PORT: String(await restartablePort()), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: opts.processGroup ?? false,
   });
