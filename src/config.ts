@@ -80,7 +80,7 @@ const EnvSchema = z.object({
     .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
     .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) origins' }))),
   /** How often tasks whose workflow closed without a terminal state (e.g. terminated in Temporal UI) are ended (ms). */
-  SWITCHBOARD_ORPHAN_SWEEP_MS: z.coerce.number().int().min(1000).default(60_000),
+  SWITCHBOARD_ORPHAN_SWEEP_MS: z.coerce.number().int().min(1000).default(30_000),
   /**
    * How long a task is kept after it reached a terminal state (a duration: `30d`, `12h`, `4s`); then the retention
    * sweep purges it (src/temporal/retention-sweep.ts). A tenant may set its own (PATCH /tenants/:id).
