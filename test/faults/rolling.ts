@@ -34,7 +34,7 @@ export interface RollingFigures {
   messagesSentTwice: number;
   maxSendsPerMessage: number;
   cancelsAtAgents: number;
-  /** The longest time a client got no answer: a GetTask that failed until one answered, a stream broken until it resumed. */
+  /** The longest time a client got no answer: a GetTask that failed until one answered, a stream broken until a process took it again. */
   longestPauseMs: number;
   stopsMs: number[];
   notes: string[];
@@ -165,7 +165,9 @@ class Clients {
         while (!TERMINAL.test(last.state ?? '') && Date.now() < this.deadline) {
           this.pauses.failed(name);
           if (!taskId) throw new Error(`${name}: the stream named no task`);
-          const read = await sse(this.url(agentId), { method: 'SubscribeToTask', params: { id: taskId }, headers, lastEventId: last.id ?? 0, onEvent: (e) => (this.pauses.answered(name), keep(e)) }).catch(() => undefined);
+          // Answered once a process takes the stream again (a silent task sends nothing until it ends).
+          const onOpen = (status: number) => status === 200 && this.pauses.answered(name);
+          const read = await sse(this.url(agentId), { method: 'SubscribeToTask', params: { id: taskId }, headers, lastEventId: last.id ?? 0, onEvent: keep, onOpen }).catch(() => undefined);
           if (read?.status !== 200) await new Promise((r) => setTimeout(r, 500));
         }
         return { taskId, state: last.state ?? 'unknown' };

@@ -34,6 +34,8 @@ export interface SseCall {
   onEvent?(e: SseEvent): void;
   /** Called for each comment (a heartbeat) as it arrives. */
   onComment?(text: string): void;
+  /** Called once the answer's status and headers are in (a stream opened, or refused). */
+  onOpen?(status: number): void;
   signal?: AbortSignal;
 }
 
@@ -60,6 +62,7 @@ export async function sse(url: string, call: SseCall): Promise<SseRead> {
     body: JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method: call.method, params: call.params }),
     signal: aborter.signal,
   });
+  call.onOpen?.(res.status);
   const contentType = res.headers.get('content-type') ?? '';
   const out: SseRead = { status: res.status, contentType, events: [], comments: [], ended: false };
   if (!contentType.startsWith('text/event-stream')) {
