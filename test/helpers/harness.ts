@@ -103,15 +103,25 @@ export async function startTemporal(extraArgs: string[] = []): Promise<TestWorkf
   // The dev server `npm start` runs (same settings, same readiness check: the namespace answers, the search
   // attributes exist), on a free port, without its UI.
   const dir = mkdtempSync(join(tmpdir(), 'sb-temporal-'));
-  const server = await startDevServer({
-    binary,
-    dbFilename: join(dir, 'temporal.sqlite'),
-    port: await freePort(),
-    headless: true,
-    searchAttributes: SEARCH_ATTRIBUTES,
-    log: () => {},
-    extraArgs,
-  });
+  // A server that dies at start (a port it derives from ours, e.g. its HTTP API's, taken meanwhile by another test's
+  // process: a Go panic from its dependency injection) is started again on another port, twice at most.
+  let server: Awaited<ReturnType<typeof startDevServer>>;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      server = await startDevServer({
+        binary,
+        dbFilename: join(dir, `temporal-${attempt}.sqlite`),
+        port: await freePort(),
+        headless: true,
+        searchAttributes: SEARCH_ATTRIBUTES,
+        log: () => {},
+        extraArgs,
+      });
+      break;
+    } catch (err) {
+      if (attempt >= 3 || !/exited early/.test(String(err))) throw err;
+    }
+  }
   const env = await TestWorkflowEnvironment.createFromExistingServer({ address: server.address });
   // The environment's teardown closes its connections; the server and its files are ours.
   const closeConnections = env.teardown.bind(env);
