@@ -27,7 +27,9 @@ else
 fi
 # One file at a time: every file runs its own Temporal server and the box has 2 cores.
 # TAP on stdout as before; the failures, gathered, on stderr at the end, where a truncated log still shows them.
-exec npx tsx --test --test-concurrency=1 \
+# --test-force-exit: a file whose tests have all ended is ended too, even if something it opened still holds its
+# event loop (a before-hook that failed half-way leaves what it had opened): a failure, never a run hung for good.
+exec npx tsx --test --test-concurrency=1 --test-force-exit \
   --test-reporter=tap --test-reporter-destination=stdout \
   --test-reporter=./scripts/failures-reporter.mjs --test-reporter-destination=stderr \
   "${files[@]}"
