@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
 import { agentTaskQuery, workflowIdOf } from '../task/messages';
-import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
+import { TEST_ADMIN_KEY, childProcessEnv, createTestDb, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { KeyStore } from '../src/auth/keys';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
@@ -36,18 +36,7 @@ const agents = new AgentPool();
 
 before(async () => {
   [env, db] = await Promise.all([startTemporal(), createTestDb()]);
-  const url = new URL(DATABASE_URL);
-  url.searchParams.set('options', `-c search_path=${db.schema}`); // the child works in this file's schema
-  sbEnv = {
-    DATABASE_URL: url.toString(),
-    TEMPORAL_ADDRESS: env.address,
-    TEMPORAL_TASK_QUEUE: `crash-${randomBytes(3).toString('hex')}`,
-    HOST: '127.0.0.1',
-    PORT: String(await freePort()),
-    SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
-    SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
-    LOG_LEVEL: 'warn',
-  };
+  sbEnv = await childProcessEnv({ temporalAddress: env.address, schema: db.schema, taskQueue: `crash-${randomBytes(3).toString('hex')}` });
   sb = await startSwitchboard(sbEnv);
   // The clients of this file use a client key of tenant default; every restart keeps the URL (and the key).
   const client = (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'crash test' })).key;

@@ -21,49 +21,7 @@ import { createWorker } from '../src/worker';
 import { workflowIdOf } from '../task/messages';
 import { type Jwks, verifyDelivery } from '../src/push/signing';
 
-// ---- the seed's Security section, verbatim (types: the seed's A2AMessage is any envelope) ----
-type A2AMessage = any;
-
-async function signMessage(
-message: A2AMessage,
-secretKey: string
-): Promise<string> {
-const payload = JSON.stringify({
-id: message.id,
-type: message.type,
-from: message.from,
-to: message.to,
-timestamp: message.timestamp,
-});
-
-const encoder = new TextEncoder();
-const key = await crypto.subtle.importKey(
-'raw',
-encoder.encode(secretKey),
-{ name: 'HMAC', hash: 'SHA-256' },
-false,
-['sign']
-);
-
-const signature = await crypto.subtle.sign(
-'HMAC',
-key,
-encoder.encode(payload)
-);
-
-return Array.from(new Uint8Array(signature))
-.map(b => b.toString(16).padStart(2, '0'))
-.join('');
-}
-
-async function verifySignature(
-message: A2AMessage,
-secretKey: string
-): Promise<boolean> {
-const expected = await signMessage(message, secretKey);
-return message.signature === expected;
-}
-// ---- end of the seed ----
+import { type A2AMessage, signMessage, verifySignature } from './fixtures/genesis-seed';
 
 let gw: Gateway;
 const agents = new AgentPool();

@@ -17,10 +17,10 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { AgentPool, chunkedText, startChunkyAgent, startSlowAgent, type TestAgent } from './agents';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { TEST_ADMIN_KEY, createTestDb, DATABASE_URL, eventually, keysFor, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
+import { TEST_ADMIN_KEY, childProcessEnv, createTestDb, eventually, keysFor, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { OLDEST_LEVEL, PATCH_LEVEL } from '../task/contracts';
 import { KeyStore } from '../src/auth/keys';
-import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
+import { startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 
 let env: TestWorkflowEnvironment;
@@ -36,18 +36,7 @@ const GRACE_MS = 10_000;
 
 before(async () => {
   [env, db] = await Promise.all([startTemporal(), createTestDb()]);
-  const url = new URL(DATABASE_URL);
-  url.searchParams.set('options', `-c search_path=${db.schema}`);
-  sbEnv = {
-    DATABASE_URL: url.toString(),
-    TEMPORAL_ADDRESS: env.address,
-    TEMPORAL_TASK_QUEUE: `restarts-${randomBytes(3).toString('hex')}`,
-    HOST: '127.0.0.1',
-    PORT: String(await freePort()),
-    SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
-    SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
-    LOG_LEVEL: 'warn',
-  };
+  sbEnv = await childProcessEnv({ temporalAddress: env.address, schema: db.schema, taskQueue: `restarts-${randomBytes(3).toString('hex')}` });
   sb = await startSwitchboard(sbEnv);
   const client = (await new KeyStore(db.pool).create({ tenant: 'default', role: 'client', name: 'restarts test' })).key;
   rememberKeys(sb.url, { admin: TEST_ADMIN_KEY, operator: TEST_ADMIN_KEY, client });

@@ -276,15 +276,8 @@ async function runPhase(phase: Phase, taskMs: number): Promise<RollingFigures> {
 
 /** The environment of a Switchboard process of the drill, in the phase's schema. */
 async function processEnv(schema: string, temporalAddress: string, taskQueue: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
-  const { DATABASE_URL, TEST_ADMIN_KEY } = await import('../helpers/harness');
-  const { freePort } = await import('../helpers/process');
-  const url = new URL(DATABASE_URL);
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  return {
-    DATABASE_URL: url.toString(), TEMPORAL_ADDRESS: temporalAddress, TEMPORAL_TASK_QUEUE: taskQueue, HOST: '127.0.0.1',
-    PORT: String(await freePort()), SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true', SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
-    SWITCHBOARD_UNFUNDED_ACCOUNTS: 'unlimited', LOG_LEVEL: 'warn', ...extra,
-  };
+  const { childProcessEnv } = await import('../helpers/harness');
+  return childProcessEnv({ temporalAddress, schema, taskQueue }, { SWITCHBOARD_UNFUNDED_ACCOUNTS: 'unlimited', ...extra });
 }
 
 type Proc = import('../helpers/process').SwitchboardProcess;

@@ -143,6 +143,26 @@ export interface TestDb {
 /** A fresh schema in the local PostgreSQL (DATABASE_URL), migrated; dropped at the end. */
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/**
+ * The environment of a Switchboard child process (test/helpers/process.ts startSwitchboard) on a test's Temporal
+ * server and PostgreSQL schema: on loopback, private agent URLs allowed, the test admin key, warnings only.
+ */
+export async function childProcessEnv(o: { temporalAddress: string; schema: string; taskQueue: string }, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${o.schema}`); // the child works in this schema
+  return {
+    DATABASE_URL: url.toString(),
+    TEMPORAL_ADDRESS: o.temporalAddress,
+    TEMPORAL_TASK_QUEUE: o.taskQueue,
+    HOST: '127.0.0.1',
+    PORT: String(await freePort()),
+    SWITCHBOARD_ALLOW_PRIVATE_URLS: 'true',
+    SWITCHBOARD_ADMIN_KEY: TEST_ADMIN_KEY,
+    LOG_LEVEL: 'warn',
+    ...extra,
+  };
+}
+
 export async function createTestDb(): Promise<TestDb> {
   const url = DATABASE_URL;
   const schema = `sb_test_${randomBytes(4).toString('hex')}`;
