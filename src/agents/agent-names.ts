@@ -7,6 +7,7 @@
  * key (`switchboard_agent_url_key`) under an advisory lock per tenant and URL key, around the check and the insert.
  * The keys live in SQL only, so the code and the index can never disagree about what counts as the same.
  */
+import { randomBytes } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { inTransaction } from '../db/tx';
 
@@ -125,4 +126,13 @@ export async function insertUnique<T>(
       if (attempt >= 5) throw err;
     }
   }
+}
+
+/** A new agent's id: its name's slug and 48 random bits, unique across tenants (ids are global for the public cards) and not worth guessing. */
+export function newId(name: string): string {
+  return `${slug(name)}-${randomBytes(6).toString('hex')}`;
+}
+
+export function slug(name: string): string {
+  return name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'agent';
 }

@@ -4,7 +4,7 @@
  * and probe requests go through the guarded outbound client, so a private or redirecting URL is refused like
  * any other call.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
@@ -29,7 +29,7 @@ import { z } from 'zod';
 import { cursorReal, cursorText, cursorTimestamp, decodePageToken, encodePageToken } from '../db/page-token';
 import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
-import { BlankName, checkNameFree, insertUnique, urlHolder, urlTaken } from './agent-names';
+import { BlankName, checkNameFree, insertUnique, newId, urlHolder, urlTaken } from './agent-names';
 
 export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
   maxAttempts: 3,
@@ -585,11 +585,6 @@ function toAgent(r: AgentRow): Agent {
   };
 }
 
-/** A new agent's id: its name's slug and 48 random bits, unique across tenants (ids are global for the public cards) and not worth guessing. */
-function newId(name: string): string {
-  return `${slug(name)}-${randomBytes(6).toString('hex')}`;
-}
-
 async function blankAsRegistrationError<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -597,8 +592,4 @@ async function blankAsRegistrationError<T>(work: () => Promise<T>): Promise<T> {
     if (err instanceof BlankName) throw new RegistrationError(`Invalid registration: name: ${err.message}`, 400);
     throw err;
   }
-}
-
-export function slug(name: string): string {
-  return name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'agent';
 }

@@ -49,6 +49,9 @@ const ListAgentsQuery = z.strictObject({
   pageToken: z.string().min(1).max(2000).optional(),
 });
 
+const notFound = (id: string) => ({ error: `No agent ${id}` });
+const unknown = errorBody('No such agent in the caller\'s tenant');
+
 export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, grpc, keys }: AgentRoutesDeps): Promise<void> {
   describeOnly(app);
   const tenantOf = (req: FastifyRequest) => callerOf(req).tenant;
@@ -76,8 +79,6 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     gateway: { card: `${base}/agents/${a.id}/.well-known/agent-card.json`, ...gatewayEndpoints(base, a.id, grpc) },
     card: a.card,
   });
-  const notFound = (id: string) => ({ error: `No agent ${id}` });
-  const unknown = errorBody('No such agent in the caller\'s tenant');
   const agentView = answer('The agent: registration, status, liveness, signature check, gateway URLs, card; credentials only as {type}');
 
   const registerSchema = {
@@ -179,10 +180,16 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     return reply.code(204).send();
   });
 
-  // 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json; both answer in the dialect asked for
-  // (A2A-Version; none is 0.3: gateway-card.ts). A card is a discovery document, readable without a key (agent ids
-  // are unique across tenants); calling needs one. Clients given only the RPC URL derive the card from it
-  // (`<rpc url>/.well-known/…`): it is served there too.
+  gatewayCardRoutes(app, registry, publicUrl, grpc);
+}
+
+/**
+ * 0.3+ clients look for agent-card.json, 0.1/0.2 clients for agent.json; both answer in the dialect asked for
+ * (A2A-Version; none: the agent's own, card-reply.ts agentCardDialect). A card is a discovery document, readable
+ * without a key (agent ids are unique across tenants); calling needs one. Clients given only the RPC URL derive the
+ * card from it (`<rpc url>/.well-known/…`): it is served there too.
+ */
+function gatewayCardRoutes(app: FastifyInstance, registry: AgentRegistry, publicUrl: string | undefined, grpc: GrpcAdvert | undefined): void {
   for (const file of ['agent-card.json', 'agent.json']) {
     const cardSchema = {
       tags: ['agents', 'a2a'],
