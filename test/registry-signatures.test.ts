@@ -34,8 +34,13 @@ async function newAgent() {
   return agent;
 }
 
+/** Registers the agent at `url`; registered already (its card changed since), the earlier registration is replaced: a URL is registered once per tenant. */
 async function register(url: string, on = gw) {
-  const res = await call('POST', `${on.url}/agents`, { url });
+  let res = await call('POST', `${on.url}/agents`, { url });
+  if (res.status === 409 && res.body?.conflict === 'url') {
+    assert.equal((await call('DELETE', `${on.url}/agents/${res.body.agentId}`)).status, 204);
+    res = await call('POST', `${on.url}/agents`, { url });
+  }
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return res.body;
 }

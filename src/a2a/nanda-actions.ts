@@ -345,8 +345,10 @@ function withKinds(m: Record<string, unknown> & { parts: Record<string, unknown>
 function seedShaped(rpc: RpcEnvelope): boolean {
   // `params.id` on message/send is NEXUS's (a client-chosen task id): that dialect reads it.
   if (rpc.method !== 'message/send' || (rpc.params as { id?: unknown } | undefined)?.id !== undefined) return false;
-  const m = (rpc.params as { message?: unknown } | undefined)?.message as { kind?: unknown; parts?: unknown } | undefined;
+  const m = (rpc.params as { message?: unknown } | undefined)?.message as { kind?: unknown; role?: unknown; parts?: unknown } | undefined;
   if (!m || typeof m !== 'object' || m.kind !== undefined || !Array.isArray(m.parts) || !m.parts.length) return false;
+  // A 1.0 message (`ROLE_USER`) sent as 0.3's is the client's mistake, refused as such (-32602); the seed says `user`.
+  if (typeof m.role === 'string' && /^ROLE_/.test(m.role)) return false;
   return m.parts.every((p: unknown) => !!p && typeof p === 'object' && (p as { kind?: unknown }).kind === undefined && (p as { type?: unknown }).type === undefined);
 }
 
