@@ -194,6 +194,11 @@ export interface ForwardResult {
    * the Message (task-state.ts directAnswerOf); the gateway's task records the exchange all the same.
    */
   message?: MessageAnswer;
+  /**
+   * The agent kept its stream open at this interruption (a 0.x agent's `final: false` at input-required or
+   * auth-required): a 0.x client's stream of the task stays open too, to the next terminal state (keepsStreamOpen).
+   */
+  streamOpen?: boolean;
 }
 
 /** How an agent's Message answer is marked on the gateway's task (`metadata.switchboard.answer`) and its last event. */

@@ -49,6 +49,12 @@ export function takeAnswer(task: WireTask, r: ForwardResult): void {
   if (r.metadata) task.metadata = { ...task.metadata, ...r.metadata, ...(task.metadata?.switchboard ? { switchboard: task.metadata.switchboard } : {}) };
   // A Message answer (§3.1.1): marked, so its client is given the Message, not this task (directAnswerOf).
   if (r.message) task.metadata = { ...task.metadata, switchboard: { ...(task.metadata?.switchboard as object), answer: r.message } };
+  // The agent keeps its stream open while the task waits (0.x `final: false`): marked until its next answer.
+  const own = task.metadata?.switchboard as Record<string, unknown> | undefined;
+  if (r.streamOpen || own?.streamOpen) {
+    const { streamOpen: _, ...rest } = own ?? {};
+    task.metadata = { ...task.metadata, switchboard: { ...rest, ...(r.streamOpen ? { streamOpen: true } : {}) } };
+  }
 }
 
 /**
@@ -57,9 +63,9 @@ export function takeAnswer(task: WireTask, r: ForwardResult): void {
  */
 export function recordOf(base: Omit<TaskRecord, 'task' | 'version' | 'event'>, task: WireTask, version: number, snapshot = false): TaskRecord {
   const answer = answerMarkOf(task.metadata);
-  const event = snapshot
-    ? { task: viewTask(task) }
-    : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status, ...(answer ? { metadata: { switchboard: { answer } } } : {}) } };
+  const streamOpen = isInterrupted(task.status.state) && (task.metadata?.switchboard as { streamOpen?: boolean } | undefined)?.streamOpen === true;
+  const mark = answer || streamOpen ? { metadata: { switchboard: { ...(answer ? { answer } : {}), ...(streamOpen ? { streamOpen } : {}) } } } : {};
+  const event = snapshot ? { task: viewTask(task) } : { statusUpdate: { taskId: task.id, contextId: task.contextId, status: task.status, ...mark } };
   return { ...base, task, version, event: { key: `v${version}`, event } };
 }
 
@@ -72,6 +78,14 @@ export function recordOf(base: Omit<TaskRecord, 'task' | 'version' | 'event'>, t
 export function directAnswerOf(task: WireTask, messageId: string): WireMessage | undefined {
   const answer = answerMarkOf(task.metadata);
   return answer?.inReplyTo === messageId ? replyOf(task.status.message, answer) : undefined;
+}
+
+/**
+ * An interruption whose agent keeps its stream open (ForwardResult.streamOpen, marked by recordOf): a stream whose
+ * dialect says `final` (0.x) stays open past it, as the agent's own would.
+ */
+export function keepsStreamOpen(e: StreamEvent): boolean {
+  return 'statusUpdate' in e && isInterrupted(e.statusUpdate.status.state) && (e.statusUpdate.metadata?.switchboard as { streamOpen?: boolean } | undefined)?.streamOpen === true;
 }
 
 /** The same from the log: the task's final status update, which carries the mark (recordOf), answering the turn it ends. */

@@ -11,9 +11,10 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import { SendMessageRequest, Task } from '@a2a-js/sdk';
+import { SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
-import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
+import { A2AClient as A2AClient03 } from 'a2a-sdk-03/client';
+import { type Gateway, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 
 let gw: Gateway;
 const servers: StandIn[] = [];
@@ -218,8 +219,9 @@ async function startNexusAgent(opts: { card: boolean; rpcPath: '/' | '/rpc' }) {
 /**
  * coding-agent-a2a (seed 004), 0.3: message/stream starts with a status-update (no Task). A prompt with "rm" asks
  * for approval: input-required, final: false, and the stream stays open; the answer (same taskId) resumes it.
+ * `closesAtQuestion`: the question is `final: true` instead, and the agent ends its stream there.
  */
-async function startCodingAgent() {
+async function startCodingAgent(opts: { closesAtQuestion?: boolean } = {}) {
   const waiting = new Set<string>();
   const known = new Set<string>();
   const paused: ServerResponse[] = [];
@@ -264,7 +266,8 @@ async function startCodingAgent() {
         waiting.add(taskId);
         return (res) => {
           paused.push(res);
-          bareSse([status('working', false), status('input-required', false, 'Approve running `rm -rf build`? (y/n)')], true)(res);
+          const question = status('input-required', opts.closesAtQuestion === true, 'Approve running `rm -rf build`? (y/n)');
+          bareSse([status('working', false), question], !opts.closesAtQuestion)(res);
         };
       }
       return bareSse([status('working', false), artifact(`done: ${textOf(m.parts)}`), status('completed', true)]);
@@ -317,6 +320,11 @@ async function send(client: Client, text: string, extra: Record<string, unknown>
   assert.ok(!('messageId' in reply), 'the gateway answers with a task');
   return Task.toJSON(reply as Task);
 }
+
+/** A 0.3 client (@a2a-js/sdk 0.3.13, as the coding-agent seed's users have) of the gateway's agent `id`, from its card. */
+const client03Of = (id: string) => A2AClient03.fromCardUrl(`${gw.url}/agents/${id}/.well-known/agent-card.json`, { fetchImpl: authFetch(gw.keys.client) });
+
+const message03 = (text: string) => ({ kind: 'message' as const, messageId: randomUUID(), role: 'user' as const, parts: [{ kind: 'text' as const, text }] });
 
 const agentView = async (id: string): Promise<any> => (await gw.fetch(`${gw.url}/agents/${id}`, {}, 'operator')).json();
 
@@ -499,6 +507,50 @@ describe('coding-agent-style streams (0.3)', () => {
     const streams = agent.calls.filter((c) => c.method === 'message/stream');
     assert.equal(streams.length, 2, 'the turn was sent once, never re-sent');
     assert.ok(streams[1]!.params.message.taskId, 'the answer names the agent task');
+  });
+
+  test("a 0.3 client's message/stream stays open at input-required when the agent's did (final: false), and ends at the task's end after the answer", async () => {
+    const agent = await startCodingAgent();
+    const { id } = await register(gw, agent.url);
+    const client03 = await client03Of(id);
+    const events: any[] = [];
+    let answer: any;
+    for await (const e of client03.sendMessageStream({ message: message03('rm the build directory') })) {
+      events.push(e);
+      if (e.kind === 'status-update' && e.status.state === 'input-required') {
+        assert.equal(e.final, false, 'the question is not final: the stream stays open, as the agent keeps its own');
+        // The seed's resume: message/send with the answer, on the same task; the open stream shows the rest.
+        answer = await client03.sendMessage({ message: { ...message03('y'), taskId: e.taskId, contextId: e.contextId } });
+      }
+    }
+    assert.ok(answer && !('error' in answer), JSON.stringify(answer));
+    const shown = events.map((e) => [e.kind, e.status?.state ?? textOf(e.artifact?.parts), e.final ?? null]);
+    assert.deepEqual(shown.at(-1), ['status-update', 'completed', true], JSON.stringify(shown));
+    assert.ok(shown.some(([kind, what]) => kind === 'artifact-update' && what === 'approved with "y": build removed'), JSON.stringify(shown));
+    assert.ok(shown.slice(0, -1).every(([, , final]) => final !== true), `only the last event is final: ${JSON.stringify(shown)}`);
+    assert.equal(agent.calls.filter((c) => c.method === 'message/stream').length, 2, 'each message reached the agent once');
+  });
+
+  test('an agent that ends its stream at input-required (final: true) ends the 0.3 stream there; a 1.0 stream ends there either way', async () => {
+    const closing = await startCodingAgent({ closesAtQuestion: true });
+    const closingId = (await register(gw, closing.url)).id;
+    const last03 = async (agentId: string) => {
+      const events: any[] = [];
+      for await (const e of (await client03Of(agentId)).sendMessageStream({ message: message03('rm the build directory') })) events.push(e);
+      return events.at(-1);
+    };
+    const end03 = await last03(closingId);
+    assert.deepEqual([end03.kind, end03.status?.state, end03.final], ['status-update', 'input-required', true]);
+    // The agent that keeps its stream open, to a 1.0 client: 1.0 has no `final`, its stream ends with the turn.
+    const open = await startCodingAgent();
+    const client = await clientOf((await register(gw, open.url)).id);
+    const states: string[] = [];
+    const request = SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'rm the build directory' }] } });
+    for await (const e of client.sendMessageStream(request)) {
+      const json = StreamResponse.toJSON(e) as any;
+      states.push(json.statusUpdate?.status.state ?? json.task?.status.state ?? Object.keys(json)[0]);
+    }
+    assert.equal(states.at(-1), 'TASK_STATE_INPUT_REQUIRED', JSON.stringify(states));
   });
 
   test("a cancel reaches the agent as the seed reads it ({taskId}) and the paused task ends canceled", async () => {

@@ -72,6 +72,8 @@ export function prefetched(link: AgentLink): AgentLink {
 /** One turn with the agent: the send, then following the agent's task until it settles. */
 export class Turn {
   readonly trace: HttpTrace = {};
+  /** The agent's stream said `final: false` where the task became interrupted: it would have stayed open. */
+  private keptOpen = false;
   /** The agent's task this turn runs as, once the agent has named it. */
   ref?: AgentTaskRef;
   /** Aborted when the attempt running the turn is canceled (after a hand-over: the adopting one), or the turn is stopped. */
@@ -264,7 +266,8 @@ export class Turn {
     // Artifacts that arrived whole (a task snapshot) or whose stream broke off are logged now; after a re-attached
     // stream, every artifact (its live events may have overlapped the snapshot it started with).
     await this.relay.remaining(task.artifacts ?? [], { all: this.reattached });
-    return taskResult(task, this.args);
+    const result = taskResult(task, this.args);
+    return this.keptOpen && INTERRUPTED(task.status.state) ? { ...result, streamOpen: true } : result;
   }
 
   /**
@@ -496,6 +499,7 @@ export class Turn {
     const cancel = this.ref ? this.canceled.signal : this.graceSignal();
     // Closed once the agent's task is interrupted: an agent may keep its stream open then (below).
     const interrupted = new AbortController();
+    this.trace.openAtInterruption = undefined;
     try {
       for await (const event of open({ signal: AbortSignal.any([first.signal, overdue.signal, cancel, interrupted.signal]) })) {
         clearTimeout(timer);
@@ -509,6 +513,8 @@ export class Turn {
         // input-required with the stream left open (the coding-agent seed: "Not final; stream stays open"): the
         // turn ends here for the client, and the answer goes to the same agent task as a new message.
         if (acc.task && INTERRUPTED(acc.task.status.state)) {
+          // Its 0.x clients' streams stay open as the agent's would have (ForwardResult.streamOpen).
+          this.keptOpen = this.trace.openAtInterruption === true;
           interrupted.abort(); // an agent that keeps the stream open gets it closed
           return;
         }

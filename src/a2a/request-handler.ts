@@ -59,6 +59,8 @@ export type TaskList = Awaited<ReturnType<typeof listTasks>>;
 export class AgentRequestHandler implements A2ARequestHandler {
   protected readonly intake: TaskIntake;
   private readonly tenant: string;
+  /** Where a streaming send's stream ends: 0.x streams say `final`, and stay open where the agent's did (StreamEnd). */
+  private readonly turnEnd: Exclude<StreamEnd, 'task'>;
 
   /**
    * @param agent the agent of the endpoint; the front door's stand-in (id '') serves every agent's tasks.
@@ -74,6 +76,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   ) {
     this.tenant = caller.tenant;
     this.intake = new TaskIntake(agent, caller, deps, dialect);
+    this.turnEnd = dialect === '1.0' ? 'turn' : 'final';
   }
 
   /** The card of this endpoint. */
@@ -125,7 +128,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (known) await this.intake.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
       await this.requireTask(known);
-      yield* this.follow(known, stream.lastEventId, 'turn');
+      yield* this.follow(known, stream.lastEventId, this.turnEnd);
       return;
     }
     if (message.taskId && extras.intent?.resend) {
@@ -138,13 +141,13 @@ export class AgentRequestHandler implements A2ARequestHandler {
       const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
       await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message: await this.intake.followUp(message), pushConfigIds });
-      yield* this.follow(message.taskId, after, 'turn');
+      yield* this.follow(message.taskId, after, this.turnEnd);
       return;
     }
     const prepared = await this.intake.prepare(message, { ...args, returnImmediately: true }, push, extras.headers, extras.intent);
     const { taskId } = prepared.input;
     // 0.1 and NEXUS have no Message answer: their streams are the task's.
-    const exchange = (stop?: AbortSignal) => (answersWithMessages(extras.intent) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, 'turn', stop));
+    const exchange = (stop?: AbortSignal) => (answersWithMessages(extras.intent) ? this.followExchange(taskId, stop) : this.follow(taskId, 0, this.turnEnd, stop));
     if (holdOf(prepared.input) > 0) {
       // A paid task is answered once its hold is decided: a client without the funds gets a plain -32050.
       await this.deps.gateway.start(prepared.input, prepared.args, { resent: prepared.resent });
@@ -218,7 +221,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
     stream.seq = head;
     stream.closing = endsTurn(snapshot.status.state);
     yield { task: snapshot };
-    if (!stream.closing) yield* this.follow(taskId, head, 'turn');
+    if (!stream.closing) yield* this.follow(taskId, head, this.turnEnd);
   }
 
   /** The task as of its log's head, and that position: the log answers without a workflow query, which can take seconds right after a worker restart. */
@@ -239,7 +242,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
   }
 
   private followExchange(taskId: string, stop?: AbortSignal): AsyncGenerator<ExchangeEvent, void, undefined> {
-    return followExchange(this.deps, this.requireStream(), this.tenant, taskId, stop);
+    return followExchange(this.deps, this.requireStream(), this.tenant, taskId, this.turnEnd, stop);
   }
 
   private requireStream(): StreamCursor {

@@ -7,14 +7,16 @@ import type { Pool } from 'pg';
 import { closesStream, lastEvent } from '../events/event-log';
 import { followEvents } from '../events/follow';
 import type { EventHub } from '../events/hub';
-import { directAnswerOfEvent, isTerminal } from '../../task/rules';
+import { directAnswerOfEvent, isTerminal, keepsStreamOpen } from '../../task/rules';
 import type { StreamEvent, WireMessage } from '../../task/wire';
 
 /**
- * Where a stream ends: at the end of the turn (a terminal or interrupted state: a streaming send, §3.1.2 and §11.7), or
- * at the end of the task (a terminal state only: SubscribeToTask, §3.1.6, so a follow-up sent by anyone shows on it).
+ * Where a stream ends: at the end of the turn (a terminal or interrupted state: a streaming send, §3.1.2 and §11.7); for
+ * a client whose dialect marks the last event `final` (0.x), at the end of the turn unless the agent kept its own
+ * stream open there (`final: false` at input-required: the seeds' coding agent), then at the next such end; or at the
+ * end of the task (a terminal state only: SubscribeToTask, §3.1.6, so a follow-up sent by anyone shows on it).
  */
-export type StreamEnd = 'turn' | 'task';
+export type StreamEnd = 'turn' | 'final' | 'task';
 
 /** An event of a new exchange's stream: the task's, or the agent's Message answer (followExchange). */
 export type ExchangeEvent = StreamEvent | { message: WireMessage };
@@ -75,7 +77,7 @@ export async function* followTask(
 ): AsyncGenerator<StreamEvent, void, undefined> {
   checkStreamCap(deps, tenant, taskId);
   const { pool } = deps;
-  const ends = until === 'turn' ? closesStream : endsTask;
+  const ends = until === 'task' ? endsTask : until === 'turn' ? closesStream : (e: StreamEvent) => closesStream(e) && !keepsStreamOpen(e);
   // A reconnect after the stream's last event: if that event closed the stream, nothing more is coming.
   const last = await lastEvent(pool, tenant, taskId);
   if (last && afterSeq >= last.seq && ends(last.event)) return;
@@ -104,11 +106,12 @@ export async function* followExchange(
   cursor: StreamCursor,
   tenant: string,
   taskId: string,
+  until: Exclude<StreamEnd, 'task'>,
   stop?: AbortSignal,
 ): AsyncGenerator<ExchangeEvent, void, undefined> {
   let held: { seq: number; event: StreamEvent } | undefined;
   let first = true;
-  for await (const event of followTask(deps, cursor, tenant, taskId, 0, 'turn', stop)) {
+  for await (const event of followTask(deps, cursor, tenant, taskId, 0, until, stop)) {
     if (first && 'task' in event) {
       first = false;
       held = { seq: cursor.seq, event };

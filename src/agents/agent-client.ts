@@ -48,6 +48,11 @@ export interface HttpTrace {
   grpcCode?: number;
   /** Its details text (grpc-js says "Received message larger than max" there, for one). */
   grpcDetails?: string;
+  /**
+   * A 0.3 JSON-RPC agent's stream said `final: false` at its latest input-required or auth-required event: it keeps
+   * the stream open while the task waits (src/agents/transports/v03-tolerance.ts reads it; the SDK drops `final`).
+   */
+  openAtInterruption?: boolean;
 }
 
 /** How to reach agents: the guarded transports, and the agent's credential. */
@@ -155,7 +160,7 @@ export async function agentClient(endpoint: AgentEndpoint, link: AgentLink, trac
       return res;
     };
     // 0.2/0.3 JSON-RPC agents as they are in the wild: bare SSE events, kind-less messages, `{taskId}` readers.
-    const fetchImpl = binding === 'JSONRPC' && endpoint.protocolVersion === '0.3' ? tolerant03Fetch(tracingFetch) : tracingFetch;
+    const fetchImpl = binding === 'JSONRPC' && endpoint.protocolVersion === '0.3' ? tolerant03Fetch(tracingFetch, trace) : tracingFetch;
     const options = { fetchImpl, legacyCompat: { enabled: true } };
     const legacy = binding === 'JSONRPC' ? LEGACY_DIALECTS[endpoint.protocolVersion] : undefined;
     if (legacy) transport = legacy({ fetchImpl: tracingFetch, newTaskId: opts.newTaskId }, link);

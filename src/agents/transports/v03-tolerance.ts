@@ -8,21 +8,27 @@
  *   parts without `kind`: given the kinds their shape says (`text`, `data`, `file`), and a messageId if it has none;
  * - `tasks/get`, `tasks/cancel` and `tasks/resubscribe` name the task both as the spec's `id` and as `taskId`
  *   (seed 004 reads `params.taskId`); an agent reading either finds it.
- * Everything else passes through byte for byte.
+ * Everything else passes through byte for byte. One thing the SDK drops is noted on the way: whether a stream's
+ * input-required or auth-required event is `final: false` (the agent keeps its stream open while the task waits).
  */
 import { randomUUID } from 'node:crypto';
 
 const TASK_REF_METHODS = new Set(['tasks/get', 'tasks/cancel', 'tasks/resubscribe']);
 
+/** What the fetch notes of a stream for the turn reading it (HttpTrace.openAtInterruption). */
+export interface StreamNotes {
+  openAtInterruption?: boolean;
+}
+
 /** A fetch for a 0.2/0.3 JSON-RPC agent that reads the variants above as the SDK expects them. */
-export function tolerant03Fetch(inner: typeof fetch): typeof fetch {
+export function tolerant03Fetch(inner: typeof fetch, notes: StreamNotes = {}): typeof fetch {
   return async (input, init) => {
     const request = parseRequest(init?.body);
     const body = request ? withTaskRef(request) : undefined;
     const res = await inner(input, body === undefined ? init : { ...init, body });
     if (!request) return res;
     const type = res.headers.get('content-type') ?? '';
-    if (type.startsWith('text/event-stream') && res.body) return rebuilt(res, res.body.pipeThrough(sseRewriter(request.id)));
+    if (type.startsWith('text/event-stream') && res.body) return rebuilt(res, res.body.pipeThrough(sseRewriter(request.id, notes)));
     if (type.includes('json') && request.method === 'message/send') {
       const text = await res.text();
       return rebuilt(res, normalizedAnswer(text));
@@ -92,7 +98,7 @@ function partWithKind(part: unknown): unknown {
  * Rewrites an SSE stream event by event: an event whose data is not a JSON-RPC response (no `jsonrpc`, no
  * `result`/`error`) is wrapped as the result of request `id`; a kind-less message result gets its kinds.
  */
-function sseRewriter(id: unknown): TransformStream<Uint8Array, Uint8Array> {
+function sseRewriter(id: unknown, notes: StreamNotes): TransformStream<Uint8Array, Uint8Array> {
   const decoder = new TextDecoder();
   const encoder = new TextEncoder();
   let buffer = '';
@@ -102,9 +108,9 @@ function sseRewriter(id: unknown): TransformStream<Uint8Array, Uint8Array> {
       if (!match) break;
       const block = buffer.slice(0, match.index);
       buffer = buffer.slice(match.index + match[0].length);
-      controller.enqueue(encoder.encode(`${rewriteEvent(block, id)}\n\n`));
+      controller.enqueue(encoder.encode(`${rewriteEvent(block, id, notes)}\n\n`));
     }
-    if (final && buffer.trim()) controller.enqueue(encoder.encode(`${rewriteEvent(buffer, id)}\n\n`));
+    if (final && buffer.trim()) controller.enqueue(encoder.encode(`${rewriteEvent(buffer, id, notes)}\n\n`));
   };
   return new TransformStream({
     transform(chunk, controller) {
@@ -118,7 +124,7 @@ function sseRewriter(id: unknown): TransformStream<Uint8Array, Uint8Array> {
   });
 }
 
-function rewriteEvent(block: string, id: unknown): string {
+function rewriteEvent(block: string, id: unknown, notes: StreamNotes): string {
   const lines = block.split(/\r?\n/);
   const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
   if (data.length === 0) return block;
@@ -132,10 +138,18 @@ function rewriteEvent(block: string, id: unknown): string {
   const isResponse = payload.jsonrpc !== undefined || payload.result !== undefined || payload.error !== undefined;
   const response = isResponse ? payload : { jsonrpc: '2.0', id, result: payload };
   const result = response.result;
+  noteInterruption(result, notes);
   const fixed = isObject(result) && result.kind === undefined ? { ...response, result: withKinds(result) } : response;
   if (fixed === payload) return block;
   const others = lines.filter((l) => !l.startsWith('data:'));
   return [...others, `data: ${JSON.stringify(fixed)}`].join('\n');
+}
+
+/** A status-update to input-required or auth-required: whether the agent keeps its stream open after it. */
+function noteInterruption(result: unknown, notes: StreamNotes): void {
+  if (!isObject(result) || result.kind !== 'status-update' || !isObject(result.status)) return;
+  if (result.status.state !== 'input-required' && result.status.state !== 'auth-required') return;
+  notes.openAtInterruption = result.final === false;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
