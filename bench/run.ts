@@ -10,7 +10,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
- * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `fairness` (bench/fairness.ts: BENCH_FAIR_RATE, BENCH_FAIR_S, BENCH_FAIR_FLOODERS), `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -26,6 +26,7 @@ import { type BindingsReport, benchBindings, printBindings } from './bindings';
 import { type GenesisReport, benchGenesis, printGenesis } from './genesis';
 import { type NandaReport, benchNanda, printNanda } from './nanda';
 import { type HubReport, benchHub, printHub } from './hub';
+import { type FairnessReport, benchFairness, printFairness } from './fairness';
 import { type FloorReport, measureFloor, printFloor } from './floor';
 import { THREAD_GROUPS, markBefore } from './threads';
 import { type PausedReport, benchPaused, printPaused } from './paused';
@@ -34,6 +35,7 @@ import { PHASES, type Phase, profilePhases } from './phases';
 import { formatProcessCpu } from './processes';
 import { cpuMeter } from './threads';
 import { COMPILED, REPO_ROOT } from '../src/paths';
+import { admissionOf, loadConfig } from '../src/config';
 import { sqlMeter } from './sql-count';
 import { measureTimeline, printTimeline, type TimelineReport } from './timeline';
 
@@ -56,7 +58,7 @@ const TARGET_FLOOR_TPS_RATIO = 0.5;
 const TARGET_START_TPS_RATIO = 3;
 const START_TPS = Number(process.env.BENCH_START_TPS ?? NaN);
 const ONLY = process.env.BENCH_ONLY ?? '';
-const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'paused', 'growth'];
+const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'fairness', 'paused', 'growth'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_TIMELINE = ONLY === '' || ONLY === 'tasks' || ONLY === 'timeline';
@@ -68,6 +70,7 @@ const RUN_BINDINGS = ONLY === '' || ONLY === 'bindings';
 const RUN_GENESIS = ONLY === '' || ONLY === 'genesis';
 const RUN_NANDA = ONLY === '' || ONLY === 'nanda';
 const RUN_HUB = ONLY === '' || ONLY === 'hub';
+const RUN_FAIRNESS = ONLY === '' || ONLY === 'fairness';
 // 10,000 paused tasks take minutes: only on request.
 const RUN_PAUSED = ONLY === 'paused';
 
@@ -125,7 +128,7 @@ async function main() {
   console.error('bench: starting Temporal dev server, PostgreSQL schema, worker, gateway and echo agents...');
   markBefore(); // the node threads that appear from here on are the worker's workflow threads
   if (RUN_PAUSED) instrumentWorkflowThreads(); // their heaps, for the memory breakdown (bench/memory.ts)
-  const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true, hub: {} }), startEchoAgent(), startEchoAgent({ streaming: false })]);
+  const [gw, echo, echoBlocking] = await Promise.all([startGateway({ grpc: true, hub: {}, admission: admissionOf(loadConfig(process.env)) }), startEchoAgent(), startEchoAgent({ streaming: false })]);
   const results: Result[] = [];
   let floor: FloorReport | undefined;
   let activations: Activations | undefined;
@@ -139,6 +142,7 @@ async function main() {
   let genesis: GenesisReport | undefined;
   let nanda: NandaReport | undefined;
   let hub: HubReport | undefined;
+  let fairness: FairnessReport | undefined;
   try {
     if (RUN_TASKS) {
       const factory = new ClientFactory();
@@ -178,6 +182,8 @@ async function main() {
     if (RUN_NANDA) nanda = await benchNanda(gw, echoBlocking.url, deadline);
     // The same echo behaviour through the WebSocket hub and over HTTP (bench/hub.ts).
     if (RUN_HUB) hub = await benchHub(gw, deadline);
+    // A light tenant's latency alone and beside a flooding tenant (bench/fairness.ts).
+    if (RUN_FAIRNESS) fairness = await benchFairness(gw);
   } finally {
     await gw.close();
     await Promise.all([echo.close(), echoBlocking.close()]);
@@ -190,6 +196,7 @@ async function main() {
   if (genesis) printGenesis(genesis);
   if (nanda) printNanda(nanda);
   if (hub) printHub(hub);
+  if (fairness) printFairness(fairness);
 }
 
 /** CPU per task by phase: the main thread's, split as a CPU profile of it shares it out; the other threads' as measured. */

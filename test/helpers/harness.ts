@@ -4,6 +4,7 @@
  * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire. A test that only calls Switchboard's own
  * routes uses `gw.inject` (Fastify's inject: no socket), and with `listen: false` the app opens no port at all.
  */
+import type { FairGateOptions } from '../../src/a2a/fair-gate';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -228,6 +229,8 @@ export interface Gateway {
 
 export interface GatewayOptions {
   inputTimeoutMs?: number;
+  /** Fair admission per tenant (src/a2a/fair-gate.ts); default: the config's defaults. */
+  admission?: Partial<FairGateOptions>;
   /** Extra `temporal server start-dev` arguments, e.g. lower history limits. */
   temporalArgs?: string[];
   /** Reuse a database (it is then left for its owner to drop), e.g. to bring a gateway up on another Temporal. */
@@ -358,6 +361,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     pushRetryInitialMs: opts.pushRetryInitialMs,
     maxHops: opts.maxHops,
     streams: opts.streams,
+    admission: opts.admission,
     unfundedAccounts,
     temporalUi: opts.temporalUi,
     pool: db.pool,
