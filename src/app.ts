@@ -5,7 +5,8 @@
  * what it opened in `onClose`, then the routes, which read those resources. buildWorkerApp is the small app of a
  * worker process: health, readiness and metrics only.
  */
-import { DEFAULTS, streamSettingsOf } from './config';
+import { DEFAULTS, admissionOf, streamSettingsOf } from './config';
+import type { FairGateOptions } from './a2a/fair-gate';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -100,6 +101,8 @@ export interface AppDeps {
   agentPush?: { tokens: AgentPushTokens };
   /** SWITCHBOARD_REQUEST_TIMEOUT_MS and SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS (src/plugins/connections.ts). */
   connections?: Partial<ConnectionLimits>;
+  /** Fair admission per tenant, SWITCHBOARD_ADMISSION_* (src/a2a/fair-gate.ts); default: the config's defaults. */
+  admission?: Partial<FairGateOptions>;
 }
 
 export interface AppAuth {
@@ -166,6 +169,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     agentHub: deps.agentHub,
     agentPush: deps.agentPush,
     unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
+    admission: { ...admissionOf(DEFAULTS), ...deps.admission },
   });
   return app;
 }

@@ -2,6 +2,7 @@
  * Switchboard's configuration: read from the environment once, here, and validated with zod.
  * Nothing else reads process.env. A bad value stops start-up with a message naming the variable.
  */
+import os from 'node:os';
 import { z } from 'zod';
 import { RETENTION_HINT, parseRetention } from './retention/duration';
 
@@ -58,6 +59,17 @@ const EnvSchema = z.object({
    * once. Behind a reverse proxy every client has the proxy's address: raise it there.
    */
   SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(1).default(1_000),
+  /**
+   * Fair admission per tenant (src/a2a/fair-gate.ts): sends in their busy phase at once, across tenants; past it a
+   * send waits, and a freed place goes to the waiting tenant holding the fewest. 0: as many as the CPUs this process
+   * may use (on 2 cores twice that let a flood triple a light tenant's p50: bench/fairness.ts). With split roles,
+   * size it to the workers behind this api process.
+   */
+  SWITCHBOARD_ADMISSION_CONCURRENCY: z.coerce.number().int().min(0).default(0),
+  /** The longest a send holds its place (ms): a task still running then waits on its agent and lets others in. */
+  SWITCHBOARD_ADMISSION_HOLD_MS: z.coerce.number().int().min(1).default(250),
+  /** The longest a send waits for a place before it is refused (-32053, nothing started) (ms). */
+  SWITCHBOARD_ADMISSION_WAIT_MS: z.coerce.number().int().min(1).default(30_000),
   /** SSE: a comment is sent on a stream idle this long (ms). */
   SWITCHBOARD_SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).default(15_000),
   /** SSE: bytes buffered for a slow reader before Switchboard waits for it, and how long it waits (ms). */
@@ -210,6 +222,15 @@ export function quotaDefaultsOf(c: Config) {
     streamsPerKey: c.SWITCHBOARD_QUOTA_STREAMS_PER_KEY,
     requestsPerSecond: c.SWITCHBOARD_RATE_LIMIT_TENANT_RPS,
     requestsPerSecondPerKey: c.SWITCHBOARD_RATE_LIMIT_KEY_RPS,
+  };
+}
+
+/** Fair admission's settings (src/a2a/fair-gate.ts). */
+export function admissionOf(c: Config) {
+  return {
+    capacity: c.SWITCHBOARD_ADMISSION_CONCURRENCY || os.availableParallelism(),
+    holdMs: c.SWITCHBOARD_ADMISSION_HOLD_MS,
+    maxWaitMs: c.SWITCHBOARD_ADMISSION_WAIT_MS,
   };
 }
 

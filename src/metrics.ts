@@ -68,6 +68,12 @@ export const quotaRefusals = new Counter({
   registers: [registry],
 });
 
+export const admissionWaiting = new Gauge({
+  name: 'switchboard_admission_waiting',
+  help: 'Sends waiting for a place in a saturated gateway (fair admission per tenant, src/a2a/fair-gate.ts)',
+  registers: [registry],
+});
+
 export interface ScrapeSources {
   pool: Pool;
   /** Open SSE streams in this process. */

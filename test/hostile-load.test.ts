@@ -230,3 +230,42 @@ describe('card-less registrations', () => {
     }
   });
 });
+
+describe('a flooding tenant (fair admission, src/a2a/fair-gate.ts)', () => {
+  test("beside another tenant a flood waits for places; the other tenant's send gets the next one, before the flood's queue", { timeout: 60_000 }, async () => {
+    // A second gateway on the same database and Temporal, with one place for sends while tenants share it.
+    const fair = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, admission: { capacity: 1, holdMs: 60_000 } });
+    try {
+      const admin = async (path: string, body: unknown, key = fair.keys.admin) => {
+        const res = await fetch(`${fair.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+        const text = await res.text();
+        assert.equal(res.status, 201, `${path}: ${text}`);
+        return JSON.parse(text) as Record<string, string>;
+      };
+      const tenant = `flood-${randomUUID().slice(0, 8)}`;
+      await admin('/tenants', { id: tenant, name: 'Flooding tenant' });
+      const operator = (await admin(`/tenants/${tenant}/keys`, { role: 'operator', name: 'operator' })).key!;
+      const floodKey = (await admin(`/tenants/${tenant}/keys`, { role: 'client', name: 'client' })).key!;
+      const slowUrl = (await agents.add(startSlowAgent({ ms: 1_500 }))).url;
+      const slow = (await admin('/agents', { url: slowUrl }, operator)).id!;
+      const flood = await clientFactory(floodKey).createFromUrl(`${fair.url}/agents/${slow}/.well-known/agent-card.json`, '');
+      const light = await clientFactory(fair.keys.client).createFromUrl(`${fair.url}/agents/${echo.id}/.well-known/agent-card.json`, '');
+      await sendText(light, 'here'); // the light tenant is about: the flood shares with it now
+      const t0 = Date.now();
+      const ended: Record<string, number> = {};
+      const floods = [1, 2, 3].map((i) => sendText(flood, `flood ${i}`).then((t) => ((ended[`flood ${i}`] = Date.now() - t0), t)));
+      await new Promise((r) => setTimeout(r, 200)); // the flood's first holds the one place; the others wait
+      const mine = await sendText(light, 'mine');
+      ended.light = Date.now() - t0;
+      assert.equal(mine.status.state, 'TASK_STATE_COMPLETED');
+      for (const t of await Promise.all(floods)) assert.equal(t.status.state, 'TASK_STATE_COMPLETED', 'the flood waited; none of it failed');
+      const [first, ...rest] = ['flood 1', 'flood 2', 'flood 3'].map((k) => ended[k]!).sort((a, b) => a - b);
+      // The flood's first held the place; when it gave it back, the light send (none held) got it before the flood's
+      // two queued earlier, which ran after it (each takes 1.5 s at the agent), not beside the first.
+      assert.ok(first! < ended.light! && rest.every((t) => ended.light! < t), `the light send came next: ${JSON.stringify(ended)}`);
+      assert.ok(rest.every((t) => t - first! >= 1_000), `the flood waited for its place: ${JSON.stringify(ended)}`);
+    } finally {
+      await fair.close();
+    }
+  });
+});

@@ -4,6 +4,7 @@
  * task's workflow (TaskGateway), its event log (task-stream.ts) or the projection. It also implements the SDK's
  * A2A server interface, for the SDK's 0.3 transport only.
  */
+import type { Release } from './fair-gate';
 import {
   AgentCard,
   type CancelTaskRequest,
@@ -84,10 +85,20 @@ export class AgentRequestHandler implements A2ARequestHandler {
     return gatewayCard(this.agent.card, { jsonRpc: this.rpcUrl }) as Record<string, unknown>;
   }
 
-  /** SendMessage: a new task, or the next turn of an interrupted one. */
+  /** SendMessage: a new task, or the next turn of an interrupted one, once the tenant has its share (admitted). */
   async send(params: SendParams, extras: CallExtras = {}): Promise<SendAnswer> {
-    const { message, args, push } = sendArgs(params);
+    const { message, args } = sendArgs(params);
     if (message.taskId && extras.intent?.resend) return { task: await this.resent(message.taskId, args.historyLength, extras.signal) };
+    const release = await this.admitted(extras.signal);
+    try {
+      return await this.deliver(params, extras);
+    } finally {
+      release();
+    }
+  }
+
+  private async deliver(params: SendParams, extras: CallExtras): Promise<SendAnswer> {
+    const { message, args, push } = sendArgs(params);
     if (message.taskId) {
       await this.intake.ownTask(message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
@@ -123,7 +134,7 @@ export class AgentRequestHandler implements A2ARequestHandler {
    */
   async *sendStream(params: SendParams, extras: CallExtras = {}): AsyncGenerator<ExchangeEvent, void, undefined> {
     const stream = this.requireStream();
-    const { message, args, push } = sendArgs(params);
+    const { message } = sendArgs(params);
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
     if (known) await this.intake.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
@@ -135,6 +146,16 @@ export class AgentRequestHandler implements A2ARequestHandler {
       yield* this.resentStream(message.taskId);
       return;
     }
+    const release = await this.admitted(stream.signal);
+    try {
+      yield* this.deliverStream(params, extras);
+    } finally {
+      release();
+    }
+  }
+
+  private async *deliverStream(params: SendParams, extras: CallExtras): AsyncGenerator<ExchangeEvent, void, undefined> {
+    const { message, args, push } = sendArgs(params);
     if (message.taskId) {
       // The turn's events are the ones after the current head: the update is only accepted while the task
       // waits for input, so nothing else is logged in between.
@@ -235,6 +256,11 @@ export class AgentRequestHandler implements A2ARequestHandler {
   private async requireTask(taskId: string): Promise<void> {
     if ((await headSeq(this.deps.pool, this.tenant, taskId)) > 0) return;
     await this.deps.gateway.get(this.tenant, taskId);
+  }
+
+  /** A place in the gateway's busy phase for this send, once the tenant's share allows (src/a2a/fair-gate.ts). */
+  private admitted(signal?: AbortSignal): Promise<Release> {
+    return this.deps.admission?.enter(this.tenant, signal) ?? Promise.resolve(() => undefined);
   }
 
   private follow(taskId: string, afterSeq: number, until: StreamEnd, stop?: AbortSignal): AsyncGenerator<ExchangeEvent, void, undefined> {

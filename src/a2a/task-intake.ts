@@ -4,6 +4,7 @@
  * workflow starts: the budget and parent checks, the task id (the messageId claim, within the tenant's quotas),
  * inline push configs, the link to a parent, and the task's first event in its log. No SDK types here.
  */
+import type { FairGate } from './fair-gate';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Pool } from 'pg';
@@ -41,6 +42,8 @@ export interface IntakeDeps {
   quotas: TenantQuotas;
   /** The tenants' enforced policies: a new task for an agent one denies is refused. */
   policies: EnforcedPolicies;
+  /** Fair admission per tenant (src/a2a/fair-gate.ts): a send waits here for its tenant's share of a saturated gateway. */
+  admission?: FairGate;
 }
 
 /** A new task, ready to start: its workflow's input and its first message. */

@@ -3,6 +3,7 @@
  * routing front door's card, JSON-RPC, HTTP+JSON, gRPC (SWITCHBOARD_GRPC_PORT), NEXUS's task API, Genesis Nexus
  * envelopes, agents' push notifications and the WebSocket hub.
  */
+import { FairGate, type FairGateOptions } from '../a2a/fair-gate';
 import type { UnfundedPolicy } from '../ledger/postings';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -48,6 +49,8 @@ export interface A2ABindingOptions {
   streams: StreamSettings;
   credentials?: AgentCredentials;
   genesis: { maxSkewMs: number; eventRetryInitialMs?: number };
+  /** Fair admission per tenant of every binding's sends (src/a2a/fair-gate.ts). */
+  admission: FairGateOptions;
   /** The gRPC binding: the port it listens on and the target the cards advertise; the caller listens (`app.grpc.listen`). */
   grpc?: GrpcAdvert;
   agentHub?: AgentHub;
@@ -75,6 +78,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
       maxHops: o.maxHops,
       streamLimits: { maxPerTask: streams.maxPerTask, maxTotal: streams.maxTotal },
       credentialWatch,
+      admission: new FairGate(o.admission),
     };
     const endpoints = new A2AEndpoints(rpcDeps);
     const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
