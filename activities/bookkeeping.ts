@@ -35,6 +35,13 @@ export interface FinishOptions {
    * links and finishes again.
    */
   knownChildren?: number;
+  /**
+   * A first exchange's answer that this statement finishes its task with (patch level 7, ForwardArgs.settle): kept
+   * with the task's claim of its first message (`message_tasks.first_answer`, migration 035), in the same
+   * transaction, so a rerun of the workflow task that ran it reads the answer (answeredBefore) instead of calling the
+   * agent again. Only with knownChildren, and only when the statement settles.
+   */
+  answer?: { messageId: string; value: unknown };
 }
 
 /** What finishTask did: the settlement, or (with FinishOptions.knownChildren) the children that held it back. */
@@ -60,7 +67,7 @@ export async function finishTask(
   req: SettlementRequest,
   opts: FinishOptions = {},
 ): Promise<FinishOutcome> {
-  if (opts.knownChildren !== undefined) return finishCounting(pool, hub, policy, rec, req, opts.relayed ?? [], opts.knownChildren);
+  if (opts.knownChildren !== undefined) return finishCounting(pool, hub, policy, rec, req, opts.relayed ?? [], opts.knownChildren, opts.answer);
   const { upsert, projection } = projectionOf(rec);
   const events = [...(opts.relayed ?? []), ...(rec.event ? [rec.event] : [])];
   // The append as one row whatever it stored (an aggregate always yields one), and the settlement always one row:
@@ -90,23 +97,38 @@ export async function finishTask(
  * reads the count as a subquery, a constant for the planner, which checks it before it runs the function; a join's
  * column (the lateral `k.n`) would be checked on the function's rows, after it ran (test/economics.test.ts checks).
  */
-async function finishCounting(pool: Pool, hub: EventHub, policy: UnfundedPolicy, rec: TaskRecord, req: SettlementRequest, relayed: NewEvent[], known: number): Promise<FinishOutcome> {
+async function finishCounting(
+  pool: Pool,
+  hub: EventHub,
+  policy: UnfundedPolicy,
+  rec: TaskRecord,
+  req: SettlementRequest,
+  relayed: NewEvent[],
+  known: number,
+  answer?: FinishOptions['answer'],
+): Promise<FinishOutcome> {
   const { upsert, projection } = projectionOf(rec, '(SELECT n FROM kids) <= $12');
   const whole = [...relayed, ...(rec.event ? [rec.event] : [])];
   // appendParams: [tenant, taskId, batch, freshKeys, channel]; the batch is chosen by the count.
   const [, , wholeBatch, , channel] = appendParams(rec.tenant, rec.task.id, whole);
   const [, , relayedBatch] = appendParams(rec.tenant, rec.task.id, relayed);
+  const settleArgs = settleParams(policy, req);
+  const m = 16 + settleArgs.length; // the answer's parameters follow the settlement's
+  const memo = answer
+    ? `, memo AS (UPDATE message_tasks SET first_answer = $${m + 1}::jsonb
+         WHERE tenant = $1 AND message_id = $${m} AND task_id = $2 AND (SELECT n FROM kids) <= $12)`
+    : '';
   const { rows } = await pool.query<Partial<SettledRow> & AppendedRow & { n: number }>(
     prepared(
       `WITH kids AS (SELECT count(*)::int AS n FROM task_children WHERE tenant = $1 AND parent_task_id = $2),
-     projection AS (${upsert})
+     projection AS (${upsert})${memo}
      SELECT k.n, a.seqs, a.keys, s.settlement_id, s.created, s.charged_minor
        FROM kids k
        CROSS JOIN LATERAL (
          SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys
            FROM switchboard_append_events($1, $2, (CASE WHEN k.n <= $12 THEN $13 ELSE $14 END)::jsonb, false, $15)) AS a
        LEFT JOIN (SELECT * FROM ${settleCall(16)} WHERE (SELECT n FROM kids) <= $12) AS s ON true`,
-      [...projection, known, wholeBatch, relayedBatch, channel, ...settleParams(policy, req)],
+      [...projection, known, wholeBatch, relayedBatch, channel, ...settleArgs, ...(answer ? [answer.messageId, JSON.stringify(answer.value)] : [])],
     ),
   );
   const row = rows[0]!;
@@ -119,6 +141,17 @@ async function finishCounting(pool: Pool, hub: EventHub, policy: UnfundedPolicy,
   settled(req, outcome);
   await healthAfter(pool, req);
   return outcome;
+}
+
+/**
+ * The answer a first exchange finished its task with (FinishOptions.answer), when the statement that settled the
+ * task committed: for a rerun of the workflow task that ran it (SettleAtAnswer.again).
+ */
+export async function answeredBefore(pool: Pool, tenant: string, taskId: string, messageId: string): Promise<unknown> {
+  const { rows } = await pool.query<{ first_answer: unknown }>(
+    prepared('SELECT first_answer FROM message_tasks WHERE tenant = $1 AND message_id = $2 AND task_id = $3 AND first_answer IS NOT NULL', [tenant, messageId, taskId]),
+  );
+  return rows[0]?.first_answer ?? undefined;
 }
 
 /** The append's row of finishTask's statements: the events stored, as arrays (null when none was). */

@@ -21,11 +21,11 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { childTasksLinked } from '../src/db/task-store';
-import { isTerminal } from '../task/rules';
+import { finalOfFirstTurn, isTerminal } from '../task/rules';
 import { DEFAULT_RETRY } from '../src/agents/registry';
 import { FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type NewEvent, type TaskRecord } from '../task/contracts';
 import { EventSink, writeFailed } from '../src/events/event-sink';
-import { recordTask } from './bookkeeping';
+import { answeredBefore, finishTask, recordTask } from './bookkeeping';
 import { tasksStarted } from '../src/metrics';
 import type { ForwardArgs, ForwardDeps } from './forwarding/args';
 import { classify } from './forwarding/classify';
@@ -63,6 +63,11 @@ export async function forwardMessage(deps: ForwardDeps, args: ForwardArgs): Prom
  */
 export async function forwardFirstExchange(deps: ForwardDeps, args: ForwardArgs): Promise<FirstExchange> {
   const ctx = Context.current();
+  // A rerun of the workflow task that finished the task here: the answer it finished with, not a second call.
+  if (args.settle?.again) {
+    const before = await answeredBefore(deps.pool, args.tenant, args.gatewayTaskId, args.message.messageId);
+    if (before) return before as FirstExchange;
+  }
   const turn = startTurn(ctx, deps, args, true);
   // The events the agent relays are held for a moment, and so is a fresh task's `working` change (startTurn): a turn
   // that ends in that time, terminal, hands them to the workflow, whose finishTask logs them with the final state
@@ -120,7 +125,8 @@ async function firstExchange(ctx: Context, deps: ForwardDeps, args: ForwardArgs,
     if (!isTerminal(result.state)) return result;
     if (args.atFinish) {
       const held = await heldBack(turn, args.record);
-      return 'handoff' in held ? held : { ...result, ...held };
+      if ('handoff' in held) return held;
+      return args.settle ? settleHere(ctx, deps, args, result, held.relayed) : { ...result, ...held };
     }
     const childrenLinked = (await children) ?? (await childTasksLinked(deps.pool, args.tenant, args.gatewayTaskId));
     return { ...result, childrenLinked };
@@ -155,6 +161,40 @@ async function heldBack(turn: StartedTurn, start: TaskRecord | undefined): Promi
     const failure = writeFailed("the agent's answer could not be logged", err);
     if (turn.ref) return { handoff: turn.ref, why: `the first exchange failed: ${failure.message}` };
     throw failure;
+  }
+}
+
+/** The largest answer a first exchange finishes its task with (it is kept with the claim, and is in history already). */
+const ANSWER_KEPT_BYTES = 64 * 1024;
+
+/**
+ * A fresh task its agent ended at once is finished here (ForwardArgs.settle, patch level 7): its relayed events, its
+ * final record and its settlement, as the workflow would write them next (task/rules.ts finalOfFirstTurn), in
+ * finishTask's one statement, with the answer kept for a rerun of this workflow task (SettleAtAnswer.again). The
+ * workflow, told so (`finish.written`), writes nothing more and may end in the workflow task that ran this: the
+ * task costs one workflow task and one local activity. The statement counts the child tasks the agent started
+ * meanwhile: with more than the workflow knows it logs the events only, and the workflow finishes the task once it
+ * has their links. A statement that failed, or an answer too big to keep, leaves the task to the workflow's
+ * finishTask (idempotent: a statement that committed after all is not written twice), never a reason to call the
+ * agent again.
+ */
+async function settleHere(ctx: Context, deps: ForwardDeps, args: ForwardArgs, answer: ForwardResult, relayed?: NewEvent[]): Promise<FirstExchange> {
+  const left: FirstExchange = { ...answer, ...(relayed ? { relayed } : {}) };
+  const at = new Date().toISOString();
+  const finished: FirstExchange = { ...answer, finish: { at, written: true } };
+  if (!deps.unfunded || !args.record || Buffer.byteLength(JSON.stringify(finished)) > ANSWER_KEPT_BYTES) return left;
+  const s = args.settle!;
+  const { record, settlement } = finalOfFirstTurn(args.record, answer, at, s);
+  try {
+    const done = await finishTask(deps.pool, deps.hub, deps.unfunded, record, settlement, {
+      ...(relayed ? { relayed } : {}),
+      knownChildren: s.knownChildren,
+      answer: { messageId: args.message.messageId, value: finished },
+    });
+    return done.childrenLinked === undefined ? finished : { ...answer, childrenLinked: done.childrenLinked };
+  } catch (err) {
+    ctx.log.warn('the first exchange could not finish its task; the workflow finishes it', { taskId: args.gatewayTaskId, error: String(err) });
+    return left;
   }
 }
 

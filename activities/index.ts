@@ -88,7 +88,9 @@ export function createActivities({
     forwardMessage: (args: ForwardArgs) => measuredForward(args, () => noted(args, () => forwardMessage({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush, drain }, args))),
     forwardFirstExchange: (args: ForwardArgs) =>
       measuredForward(args, () =>
-        noted(args, () => forwardFirstExchange({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush, drain }, args)),
+        noted(args, () =>
+          forwardFirstExchange({ link: agentLink(args.tenant, args.agentId, args.gatewayTaskId), pool, hub, push: agentPush, drain, unfunded: unfundedAccounts }, args),
+        ),
       ),
     hubQueueOf: (args: HubQueueArgs) => hubQueueOf(pool, args),
     cancelAtAgent: (args: CancelAtAgentArgs) =>

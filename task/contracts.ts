@@ -226,9 +226,9 @@ export type FirstExchange = (ForwardResult & FirstAnswer) | { handoff: AgentTask
 /** What the first exchange adds to an agent's terminal answer: the workflow settles the task in the same workflow task. */
 export interface FirstAnswer {
   /**
-   * Only in histories recorded at patch level 3: that level's first exchange could finish a fresh task itself
-   * (its final status time, and whether it wrote the final record and the settlement). Today's never does: the
-   * workflow replays such a result as it was (workflows/levels.ts), and settles every other task itself.
+   * A first exchange that finished a fresh task itself (ForwardArgs.settle, patch level 7; and level 3's): its final
+   * status time, and whether it wrote the final record and the settlement. The workflow applies the answer with that
+   * time, so its task is the one recorded, and does not write them again.
    */
   finish?: { at: string; written: boolean };
   /**
@@ -357,7 +357,25 @@ export type GenesisEventWorkflow = (input: GenesisEventInput) => Promise<Record<
 /** The task workflow, as clients start it (workflows/task-workflow.ts). */
 export type TaskWorkflow = (input: TaskInput) => Promise<WireTask>;
 
+/**
+ * What a fresh task's first exchange needs to finish the task itself when the agent ends it at once (ForwardArgs.settle,
+ * patch level 7): the settlement's terms the workflow knows (the task itself is in ForwardArgs.record).
+ */
+export interface SettleAtAnswer {
+  requester: string;
+  priceMinor: number;
+  heldMinor: number;
+  /** The child tasks the workflow knows of: the statement settles only if no more are linked in PostgreSQL. */
+  knownChildren: number;
+  /**
+   * The workflow task that runs this may have run before (the server refused its completion, or it timed out): an
+   * earlier attempt's settled answer is read first (bookkeeping.ts answeredBefore) and returned instead of calling
+   * the agent again.
+   */
+  again?: boolean;
+}
+
 /** The level the front door starts new task workflows at (workflows/levels.ts says what each level changes). */
-export const PATCH_LEVEL = 6;
+export const PATCH_LEVEL = 7;
 /** The oldest level this code replays and runs (workflows/levels.ts refuses the ones below). */
 export const OLDEST_LEVEL = 3;

@@ -5,7 +5,7 @@
  */
 import type { StreamEvent, TaskState, WireMessage, WireTask } from './wire';
 import type { FailureTypes } from './messages';
-import type { ForwardResult, MessageAnswer, SettlementRequest, TaskInput, TaskRecord, TrustOutcome } from './contracts';
+import type { ForwardResult, MessageAnswer, SettleAtAnswer, SettlementRequest, TaskInput, TaskRecord, TrustOutcome } from './contracts';
 
 const TERMINAL: ReadonlySet<TaskState> = new Set([
   'TASK_STATE_COMPLETED',
@@ -128,6 +128,21 @@ export function settlementOf(
     startedAt: rec.createdAt,
     endedAt: p.endedAt,
   };
+}
+
+/**
+ * A fresh task ended by its first answer, as the workflow will hold it (TaskMachine.apply, then finish): the turn's
+ * start record's task with the answer taken and the terminal status at `at`, its final record (the next version) and
+ * its settlement. The first exchange that finishes the task (ForwardArgs.settle) writes these; the workflow, applying
+ * the same answer with the same time, ends with the same task.
+ */
+export function finalOfFirstTurn(start: TaskRecord, answer: ForwardResult, at: string, s: SettleAtAnswer): { record: TaskRecord; settlement: SettlementRequest } {
+  const task: WireTask = { ...start.task, status: { ...start.task.status } };
+  takeAnswer(task, answer);
+  task.status = statusOf(answer.state, at, answer.statusMessage);
+  const base = { tenant: start.tenant, agentId: start.agentId, createdAt: start.createdAt, parentTaskId: start.parentTaskId, depth: start.depth };
+  const amountMinor = ownCostOf(answer.state, answer.costMinor, s.priceMinor, s.heldMinor);
+  return { record: recordOf(base, task, start.version + 1), settlement: settlementOf(base, task, { requester: s.requester, amountMinor, endedAt: at }) };
 }
 
 /** `TASK_STATE_INPUT_REQUIRED` → `input-required`: the spelling operators see in Temporal UI and the 0.3 dialect uses. */

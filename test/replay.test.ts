@@ -25,6 +25,10 @@
  *   only of a task id it had named).
  * - task-*-at-patch-level-6: the same five, recorded from the code before restarts were handed over (the agent call's
  *   attempts counted by Temporal, restarts included; no RESTARTS_ARE_NOT_THE_AGENTS marker).
+ * - task-*-at-patch-level-6-restarts-handed-over: the same five, recorded from the code before level 7 (a first
+ *   exchange that left the final record and the settlement to the workflow's finishTask, and a 1 ms timer before the
+ *   workflow's end).
+ * - task-*-at-patch-level-7: the same five at level 7 (a simple task in one workflow task).
  * Levels 0–2 are retired (workflows/levels.ts): a worker refuses their histories with a message that says how to drain
  * them; from level 3 on they replay.
  */

@@ -19,6 +19,11 @@
  *    every child (else it waits for their links, as level 4, and finishes again). Two statements fewer per task.
  * 6. A cancel tells a 0.1 or NEXUS agent `tasks/cancel` with the gateway task's id (the id it was sent the task with)
  *    even before the agent has answered the first call (a blocking first turn); below 6 only a task id the agent named.
+ * 7. A simple task in one workflow task: a fresh task's first exchange, asked by the workflow (ForwardArgs.settle),
+ *    writes the final record and the settlement of an answer that ends the task in finishTask's statement, and keeps
+ *    the answer with the task's claim; the workflow, told so (`finish.written`), ends in that workflow task, with no
+ *    timer. A rerun of that workflow task (the server refused the completion: a signal came) reads the kept answer
+ *    instead of calling the agent again, and a cancel or a message that came meanwhile waits for it (firstLook).
  *
  * Levels 0–2 (workflows started before the level-3 release) are retired: their patches and ways were removed, and a
  * worker refuses their workflow tasks with RETIRED_LEVEL (docs/operations.md: drain them before upgrading).

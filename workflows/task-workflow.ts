@@ -7,32 +7,21 @@
  * the events the agent streams. A cancel (`cancel`) ends the task canceled. Once terminal, `finish` records the final
  * state and settles the task exactly once. Deterministic: only @temporalio/workflow APIs, no I/O.
  */
-import {
-  ApplicationFailure,
-  CancelledFailure,
-  CancellationScope,
-  allHandlersFinished,
-  condition,
-  continueAsNew,
-  isCancellation,
-  setHandler,
-  sleep,
-  TimeoutFailure,
-  uuid4,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ApplicationFailure, CancelledFailure, CancellationScope, allHandlersFinished, condition, continueAsNew, isCancellation, setHandler, sleep, uuid4, workflowInfo } from '@temporalio/workflow';
 import type { TaskState, WireMessage, WireTask } from '../task/wire';
-import { agentErrorOf, causeOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase, lostToRestarts } from './failures';
+import { agentErrorOf, describeFailure, humanDuration, isTimeout, leftRunningAtAgent, lostToDatabase, lostToRestarts } from './failures';
 import { Funding } from './funding';
-import { cancelThroughHub, forwardThroughHub, isHubAgent } from './hub';
+import { forwardThroughHub, isHubAgent } from './hub';
 import { Job } from './job';
 import { atLevel, refuseRetiredLevel } from './levels';
 import { FailureTypes, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskSignal, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../task/messages';
 import { PushDelivery } from './push-delivery';
-import { agentControl, agentControlAfterFailure, bookkeeping, firstExchanges, forwardingFor, NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
+import { bookkeeping, firstExchanges, forwardingFor, NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
+import { cancelAtAgent, cancelLeftRunning } from './agent-cancel';
+import { type FirstExchangeArgs, firstExchangeArgs, firstRetryDelay } from './first-exchange';
 import { TaskShown, textOf } from './task-shown';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from '../task/rules';
-import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, agentTaskIsGatewayTask, followsByPush, type SendMessageArgs, type NewEvent, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
+import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, agentTaskIsGatewayTask, followsByPush, type SendMessageArgs, type NewEvent, type SettleAtAnswer, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
 
 export { NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 
@@ -43,9 +32,10 @@ const DATABASE_RETRY_FIRST_MS = 1_000;
 const DATABASE_RETRY_MAX_MS = 60_000;
 /** How long a task whose agent linked child tasks waits for their links (their signals) before it settles anyway. */
 const CHILD_LINKS_WAIT = '1 minute';
+/** A run's history when its first workflow task starts: started, workflow task scheduled, workflow task started. */
+const FIRST_WORKFLOW_TASK_EVENTS = 3;
 
 type Outcome = (ForwardResult & FirstAnswer) | { failure: string; leftRunning?: string };
-type FirstExchangeArgs = Parameters<typeof firstExchanges.forwardFirstExchange>[0];
 /** A turn's message and its request's metadata, as the forwarding activity's input carries them. */
 type TurnMessage = { message: WireMessage; metadata?: Record<string, unknown> };
 
@@ -90,8 +80,14 @@ class TaskMachine {
    */
   private childrenAtFinish = false;
   private relayed?: NewEvent[];
-  /** Level 3 only: that level's first exchange wrote the final record and the settlement (workflows/levels.ts). */
+  /** The first exchange wrote the final record and the settlement (levels 3 and 7: workflows/levels.ts). */
   private settledByFirstExchange = false;
+  /**
+   * Level 7: this may rerun the workflow task that took the first message (its completion refused: a signal came), whose
+   * first exchange may have finished the task. Until it has read so (SettleAtAnswer.again), a cancel and a further
+   * message wait, and are answered as they would have been after that answer.
+   */
+  private firstLook: boolean;
   /** The scope turns run in: a cancel cancels it. */
   private readonly main = new CancellationScope();
   private readonly funding: Funding;
@@ -121,6 +117,7 @@ class TaskMachine {
       changed: () => this.showDetails(),
     });
     this.forwarding = forwardingFor(input.agent);
+    this.firstLook = atLevel(input.patchLevel, 7) && !carry && workflowInfo().historyLength > FIRST_WORKFLOW_TASK_EVENTS;
     this.listen();
   }
 
@@ -183,6 +180,7 @@ class TaskMachine {
 
   /** A client's message: queued for the next turn; a blocking sender is answered when its turn ends. */
   private async onMessage({ message, returnImmediately, historyLength, pushConfigIds, metadata }: SendMessageArgs): Promise<WireTask> {
+    if (this.firstLook && this.turnsAccepted > 0) await this.afterFirstLook(() => refuseMessage(this.task, false, message.contextId));
     const turn = ++this.turnsAccepted;
     for (const id of pushConfigIds ?? []) this.push.watch(id);
     const own = { ...message, taskId: this.task.id, contextId: this.task.contextId };
@@ -208,12 +206,20 @@ class TaskMachine {
 
   /** A client's cancel (A2A CancelTask): the turns' scope canceled, answered once the task has ended. */
   private async onCancel(): Promise<WireTask> {
+    if (this.firstLook) await this.afterFirstLook(() => refuseCancel(this.task));
     if (!isTerminal(this.state)) {
       this.main.cancel();
       void this.job.cancelChildren();
       await CancellationScope.nonCancellable(() => condition(() => isTerminal(this.state)));
     }
     return viewTask(this.task);
+  }
+
+  /** A call on a rerun of the first workflow task (firstLook): it waits for the first exchange, then is refused as it would be after it. */
+  private async afterFirstLook(refusalOf: () => ReturnType<typeof refuseCancel>): Promise<void> {
+    await condition(() => !this.firstLook);
+    const refusal = refusalOf();
+    if (refusal) throw ApplicationFailure.create({ ...refusal, nonRetryable: true });
   }
 
   private knowAgentTask(ref: AgentTaskRef): void {
@@ -237,11 +243,12 @@ class TaskMachine {
       }
       const { message, blocking, metadata } = this.inbox.shift()!;
       const leftRunning = await this.turn(message, blocking, metadata);
+      this.firstLook = false;
       this.turnsDone++;
       // The turn's last attempt was lost (its worker died: a timeout; or a retryable failure ran out of attempts)
       // with the agent's task running: canceled there, as the activity does with a task it gives up on, so runs do
       // not pile up at the agent. The client has its answer already (this activation completes its update).
-      if (leftRunning) await this.cancelLeftRunning(leftRunning);
+      if (leftRunning) await cancelLeftRunning(this.input.agent, this.input.tenant, leftRunning);
       if (isTerminal(this.state)) return;
       await this.record();
       if (workflowInfo().continueAsNewSuggested) await this.continueAsNew();
@@ -305,16 +312,7 @@ class TaskMachine {
     if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
     // Level 6: a 0.1 or NEXUS agent's task id is the gateway's, known before its first answer (a blocking first call).
     const agentTaskId = this.agentTaskId ?? (atLevel(this.input.patchLevel, 6) && agentTaskIsGatewayTask(agent.endpoint) ? this.task.id : undefined);
-    if (isHubAgent(agent)) {
-      const untold = await cancelThroughHub(agent, tenant, this.task.id);
-      if (untold) note += `; ${untold}`;
-    } else if (agentTaskId && !this.agentTaskEnded) {
-      try {
-        await agentControl.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId, tenant, agentId: agent.agentId });
-      } catch (cancelErr) {
-        note += `; the agent did not confirm the cancel (${describeFailure(cancelErr)})`;
-      }
-    }
+    note += await cancelAtAgent(agent, tenant, this.task.id, this.agentTaskEnded ? undefined : agentTaskId);
     this.setStatus('TASK_STATE_CANCELED', this.gatewayMessage(note));
   }
 
@@ -425,16 +423,6 @@ class TaskMachine {
 
   // ---- calling the agent ----
 
-  /** Cancels the agent's task of a failed turn, for a minute at most (the settlement waits); the task has failed either way. */
-  private async cancelLeftRunning(id: string): Promise<void> {
-    const { agent, tenant } = this.input;
-    try {
-      await agentControlAfterFailure.cancelAtAgent({ endpoint: agent.endpoint, agentTaskId: id, tenant, agentId: agent.agentId });
-    } catch (cancelErr) {
-      if (isCancellation(cancelErr)) throw cancelErr;
-    }
-  }
-
   /**
    * The turn's outcome from the agent. A turn lost to Switchboard itself (PostgreSQL refused its writes, or its
    * attempts ran out to restarts: failures.ts) is not the agent's failure: it runs again after a pause, re-attaching.
@@ -473,9 +461,8 @@ class TaskMachine {
       if (again) return await forwarding.forwardMessage({ ...args, ...(agentTaskId ? { attach: { agentTaskId, ...(agentContextId ? { agentContextId } : {}) } } : {}) });
       // A client waiting for the turn's end: its first exchange runs in this workflow task (no activity task and no
       // workflow task more for an agent that answers at once); the activity takes over what remains.
-      // (Level 5: a terminal answer's children are counted and its relayed events logged by finishTask: settle().)
-      const firstArgs = atLevel(this.input.patchLevel, 5) ? { ...args, atFinish: true } : args;
-      const first = this.runsFirstExchange(blocking) ? await this.firstExchange(firstArgs) : undefined;
+      const first = this.runsFirstExchange(blocking) ? await this.firstExchange(firstExchangeArgs(args, this.input.patchLevel, this.settleAtAnswer(start))) : undefined;
+      this.firstLook = false;
       // An answer's state is shown as it is applied, `working` never; a turn that goes on shows `working` now.
       const answered = first !== undefined && 'answer' in first;
       this.shown.release(!answered);
@@ -519,7 +506,8 @@ class TaskMachine {
       return { failed: true };
     }
     if (!('handoff' in first)) {
-      this.answeredInWorkflowTask = true;
+      // Level 7: a task the first exchange finished may end in this workflow task: a rerun reads its answer again.
+      this.answeredInWorkflowTask = !(atLevel(this.input.patchLevel, 7) && first.finish?.written === true);
       this.childrenLinked = first.childrenLinked ?? 0;
       this.childrenAtFinish = args.atFinish === true && isTerminal(first.state);
       this.relayed = first.relayed;
@@ -529,16 +517,20 @@ class TaskMachine {
     return { handOver: { ...(first.handoff ? { attach: first.handoff } : {}), ...(first.adopt ? { adopt: first.adopt } : {}) } };
   }
 
-  /** A failed first exchange: rethrown unless retrying may help; else the policy's first interval (or the agent's Retry-After) waited. */
+  /** A failed first exchange: rethrown unless retrying may help; else the pause before the activity's next attempt. */
   private async retryFirstExchange(err: unknown): Promise<void> {
-    const cause = causeOf(err);
-    const retryable =
-      cause instanceof TimeoutFailure || (cause instanceof ApplicationFailure && !cause.nonRetryable && !NON_RETRYABLE_FORWARD_ERRORS.includes(cause.type ?? ''));
-    if (!retryable || this.input.agent.retry.maxAttempts <= 1) throw err;
+    const delay = firstRetryDelay(err, this.input.agent.retry);
+    if (delay === undefined) throw err;
     this.shown.release(true); // before the backoff ends this workflow task
-    // The agent's Retry-After (a local activity's failure carries it in its details: forwardFirstExchange).
-    const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
-    await sleep(typeof retryAfter === 'number' ? retryAfter : this.input.agent.retry.initialIntervalMs);
+    await sleep(delay);
+  }
+
+  /** A fresh task's first turn, nothing else queued and no cancel: the terms its first exchange may settle it on. */
+  private settleAtAnswer(start: TaskRecord | undefined): SettleAtAnswer | undefined {
+    const { input, funding, job } = this;
+    if (!start || this.inbox.length > 0 || this.main.consideredCancelled) return undefined;
+    const settle = { requester: input.requester, priceMinor: input.agent.priceMinor, heldMinor: funding.heldMinor, knownChildren: job.children.length };
+    return this.firstLook ? { ...settle, again: true } : settle;
   }
 
   /** Whether a turn's first exchange runs as a local activity (a hub agent's turn never gets this far). */

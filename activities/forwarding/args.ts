@@ -4,7 +4,8 @@
 import type { Pool } from 'pg';
 import type { EventHub } from '../../src/events/hub';
 import type { AgentLink } from '../../src/agents/agent-client';
-import type { AgentEndpoint, AgentRetryPolicy, AgentTaskRef, TaskRecord } from '../../task/contracts';
+import type { AgentEndpoint, AgentRetryPolicy, AgentTaskRef, SettleAtAnswer, TaskRecord } from '../../task/contracts';
+import type { UnfundedPolicy } from '../../src/ledger/postings';
 import type { WireMessage } from '../../task/wire';
 import type { AgentPushDeps } from '../push-follow';
 
@@ -44,6 +45,12 @@ export interface ForwardArgs {
    * counts nor logs them then: its result carries the events (`relayed`). Unset (levels 3 and 4): it does both.
    */
   atFinish?: boolean;
+  /**
+   * Patch level 7, a fresh task's first exchange (implies atFinish): an answer that ends the task is finished here,
+   * its relayed events, final record and settlement in finishTask's statement, and the answer kept with the task's
+   * claim for a rerun of the workflow task (SettleAtAnswer.again). See activities/forward-message.ts settleHere.
+   */
+  settle?: SettleAtAnswer;
 }
 
 export interface ForwardDeps {
@@ -53,6 +60,8 @@ export interface ForwardDeps {
   hub: EventHub;
   /** Following agents' tasks by their push notifications; unset: agents are polled. */
   push?: AgentPushDeps;
+  /** How settlements treat accounts without funds (a first exchange that settles its task: ForwardArgs.settle). */
+  unfunded?: UnfundedPolicy;
   /** Aborted when this process's worker stops: every turn running here hands over (Turn.handOff). */
   drain?: AbortSignal;
 }

@@ -107,11 +107,16 @@ export class TaskGateway {
     // A resent first message whose workflow exists already (started by a send whose answer was lost, or by the orphan
     // sweep, blocking) is the same update: it would answer when that one does. Asked to answer at once, it does.
     if (opts.resent && args.returnImmediately && (await this.exists(input.tenant, input.taskId))) return this.get(input.tenant, input.taskId, args.historyLength);
-    const op = startOperation(this.o.taskQueue, input, opts.priority);
-    const startIt = (signal?: AbortSignal) => {
-      const call = () => this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, { args: [args], updateId: args.message.messageId, startWorkflowOperation: op });
-      return signal ? this.o.client.connection.withAbortSignal(signal, call) : call();
-    };
+    // (An operation is used once: each call, a retry's too, makes its own.)
+    const send = () =>
+      againAfterWorkflowTaskFailure(() =>
+        this.o.client.workflow.executeUpdateWithStart(sendMessageUpdate, {
+          args: [args],
+          updateId: args.message.messageId,
+          startWorkflowOperation: startOperation(this.o.taskQueue, input, opts.priority),
+        }),
+      );
+    const startIt = (signal?: AbortSignal) => (signal ? this.o.client.connection.withAbortSignal(signal, send) : send());
     try {
       // Temporal dying while the call is out is seen by the health probe within ~3 s: the client hears so then.
       const started = this.o.health ? this.o.health.untilDown('temporal', startIt) : startIt();
@@ -319,6 +324,29 @@ export class TaskGateway {
     }
     this.o.log.error({ err, taskId }, 'unexpected Temporal error');
     return taskError('Internal', `Internal error while handling task ${taskId}`);
+  }
+}
+
+/**
+ * Temporal fails an update-with-start whose workflow task failed before it accepted the update: the update was not
+ * taken, and the workflow, started, takes it when it is sent again (the same update id). It happens when the server
+ * refuses a workflow task that completes the workflow because a signal arrived while it ran (patch level 7: a simple
+ * task ends in the workflow task that took its message), and when the worker running it died. The rerun of the
+ * workflow task reads the first exchange's kept answer (activities/forward-message.ts settleHere): the agent is not
+ * called again.
+ */
+const WORKFLOW_TASK_FAILED = /unexpected workflow task failure/i;
+const WORKFLOW_TASK_FAILED_TRIES = 5;
+
+async function againAfterWorkflowTaskFailure<T>(call: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await call();
+    } catch (err) {
+      const text = `${(err as Error)?.message} ${((err as Error)?.cause as Error | undefined)?.message}`;
+      if (tries >= WORKFLOW_TASK_FAILED_TRIES || !WORKFLOW_TASK_FAILED.test(text)) throw err;
+      await new Promise((r) => setTimeout(r, 50 * 2 ** tries));
+    }
   }
 }
 
