@@ -111,3 +111,13 @@ export async function runTasks(t: Target, c: number, n: number): Promise<PhaseRe
     lastTaskIds: ids.slice(-KEEP_IDS),
   };
 }
+
+/** `n` tasks/get calls for task `id` from `c` loops (what a TAG client's polls cost its gateway, bench/peer.ts). */
+export async function getTaskCalls(t: Target, id: string, c: number, n: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (next++ < n) await rpc(t, 'tasks/get', { id });
+    }),
+  );
+}

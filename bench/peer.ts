@@ -16,7 +16,7 @@ import { temporal as proto } from '@temporalio/proto';
 import type { Client } from '@temporalio/client';
 import { REPO_ROOT } from '../src/paths';
 import { workflowIdOf } from '../task/messages';
-import { type PhaseResult, runTasks, type Target } from './peer-load';
+import { getTaskCalls, type PhaseResult, runTasks, type Target } from './peer-load';
 import { type PeerStack, startPeerStack, tagBinaries, tagDir } from './peer-stack';
 import { cpuMsOf, machineBusyMs, temporalServerPids } from './processes';
 
@@ -27,6 +27,8 @@ const N16 = int('BENCH_PEER_N16', 400);
 const WARMUP1 = 10;
 const WARMUP16 = 32;
 const HISTORIES = 20;
+/** tasks/get calls that price one of TAG's polls (its gateway's CPU per call), after each round's c=16 phase. */
+const POLL_CALLS = 1_000;
 
 type Name = Target['name'];
 /** CPU ms per task of a c=16 phase, by process (or group of processes). */
@@ -39,7 +41,10 @@ export interface PeerRound {
   c16: Record<Name, PhaseResult & { cpu: Cpu }>;
   /** TAG: gateway + echo worker; Switchboard: its process. */
   cpuPerTask: Record<Name, number>;
-  ratios: { p50: number; tps: number; cpu: number };
+  /** TAG's gateway CPU per tasks/get call (ms), and TAG's CPU per task at c=16 less its client's polls. */
+  tagPollMs: number;
+  tagCpuWithoutPolls: number;
+  ratios: { p50: number; tps: number; cpu: number; cpuWithoutPolls: number };
   loadAverage: number;
 }
 
@@ -54,7 +59,7 @@ export interface HistoryFigures {
 
 export interface PeerReport {
   rounds: PeerRound[];
-  medians: { p50: number; tps: number; cpu: number };
+  medians: { p50: number; tps: number; cpu: number; cpuWithoutPolls: number };
   histories: Record<Name, HistoryFigures>;
   settings: { rounds: number; n1: number; n16: number; warmup1: number; warmup16: number };
 }
@@ -101,6 +106,17 @@ async function phase(stack: PeerStack, t: Target, c: number, n: number, warmup: 
   return { ...r, cpu };
 }
 
+/**
+ * What one of TAG's polls costs its gateway: CPU ms per tasks/get, from POLL_CALLS calls at c=16 for a completed task
+ * (a completed task's answer carries its artifacts: a little more than a poll of a working one).
+ */
+async function tagPollMs(stack: PeerStack, t: Target, id: string): Promise<number> {
+  const pid = stack.tag.gatewayPid;
+  const before = cpuMsOf([pid]).get(pid) ?? NaN;
+  await getTaskCalls(t, id, 16, POLL_CALLS);
+  return ((cpuMsOf([pid]).get(pid) ?? NaN) - before) / POLL_CALLS;
+}
+
 /** Event counts of the Temporal histories of `workflowIds` (each waited for to close first, at most 10 s). */
 async function histories(client: Client, workflowIds: string[]): Promise<HistoryFigures> {
   const lengths: number[] = [];
@@ -133,13 +149,22 @@ async function measure(stack: PeerStack): Promise<PeerReport> {
     for (const name of order) c1[name] = await phase(stack, targets[name], 1, N1, WARMUP1, false);
     for (const name of order) c16[name] = await phase(stack, targets[name], 16, N16, WARMUP16, true);
     const cpuPerTask = { TAG: c16.TAG.cpu['TAG gateway'] + c16.TAG.cpu['TAG echo worker'], Switchboard: c16.Switchboard.cpu.Switchboard };
+    const pollMs = await tagPollMs(stack, targets.TAG, c16.TAG.lastTaskIds[c16.TAG.lastTaskIds.length - 1]);
+    const tagCpuWithoutPolls = cpuPerTask.TAG - c16.TAG.pollsPerTask * pollMs;
     rounds.push({
       round,
       order,
       c1,
       c16,
       cpuPerTask,
-      ratios: { p50: c1.Switchboard.p50 / c1.TAG.p50, tps: c16.Switchboard.tps / c16.TAG.tps, cpu: cpuPerTask.Switchboard / cpuPerTask.TAG },
+      tagPollMs: pollMs,
+      tagCpuWithoutPolls,
+      ratios: {
+        p50: c1.Switchboard.p50 / c1.TAG.p50,
+        tps: c16.Switchboard.tps / c16.TAG.tps,
+        cpu: cpuPerTask.Switchboard / cpuPerTask.TAG,
+        cpuWithoutPolls: cpuPerTask.Switchboard / tagCpuWithoutPolls,
+      },
       loadAverage: os.loadavg()[0],
     });
   }
@@ -148,7 +173,12 @@ async function measure(stack: PeerStack): Promise<PeerReport> {
   const client = stack.temporal.client;
   const report: PeerReport = {
     rounds,
-    medians: { p50: median(rounds.map((r) => r.ratios.p50)), tps: median(rounds.map((r) => r.ratios.tps)), cpu: median(rounds.map((r) => r.ratios.cpu)) },
+    medians: {
+      p50: median(rounds.map((r) => r.ratios.p50)),
+      tps: median(rounds.map((r) => r.ratios.tps)),
+      cpu: median(rounds.map((r) => r.ratios.cpu)),
+      cpuWithoutPolls: median(rounds.map((r) => r.ratios.cpuWithoutPolls)),
+    },
     histories: {
       TAG: await histories(client, last.c16.TAG.lastTaskIds),
       Switchboard: await histories(client, last.c16.Switchboard.lastTaskIds.map((id) => workflowIdOf(stack.sb.tenant, id))),
@@ -203,8 +233,14 @@ export function printPeer(r: PeerReport): void {
   for (const name of ['TAG', 'Switchboard'] as Name[]) {
     console.log(`  ${name.padEnd(11)} ${roles(name).map((k) => `${k} ${f1(median(r.rounds.map((x) => x.c16[name].cpu[k])))}`).join(' | ')}`);
   }
-  const polls = median(r.rounds.map((x) => x.c16.TAG.pollsPerTask));
-  console.log(`  (TAG's client polled tasks/get ${f1(polls)} times per task at c=16, ${f1(median(r.rounds.map((x) => x.c1.TAG.pollsPerTask)))} at c=1)`);
+  const polls = r.rounds.map((x) => f1(x.c16.TAG.pollsPerTask)).join(', ');
+  const pollMs = r.rounds.map((x) => f2(x.tagPollMs)).join(', ');
+  console.log(`\nTAG answers message/send with a submitted task: its client polled tasks/get ${polls} times per task at c=16 (round by round),`);
+  console.log(`${r.rounds.map((x) => f1(x.c1.TAG.pollsPerTask)).join(', ')} at c=1; each poll cost TAG's gateway ${pollMs} ms of CPU (${POLL_CALLS} calls at c=16 after the round).`);
+  console.log(
+    `TAG's CPU per task at c=16 less its client's polls: ${r.rounds.map((x) => f1(x.tagCpuWithoutPolls)).join(', ')} ms; ` +
+      `Switchboard / that: ${r.rounds.map((x) => f2(x.ratios.cpuWithoutPolls)).join(', ')}, median ${f2(r.medians.cpuWithoutPolls)}×`,
+  );
   console.log(`\nTemporal history events per task (the last ${HISTORIES} tasks of each):`);
   for (const name of ['TAG', 'Switchboard'] as Name[]) {
     const h = r.histories[name];
