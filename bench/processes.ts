@@ -42,7 +42,7 @@ function procs(): Proc[] {
 }
 
 /** Busy ms of all CPUs together (user, nice, system, irq, softirq, steal), from /proc/stat. */
-function machineBusyMs(): number {
+export function machineBusyMs(): number {
   try {
     const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
     const [user, nice, system, , , irq, softirq, steal] = cpu;
@@ -61,7 +61,7 @@ function groupOf(p: Proc, temporalPids: Set<number>): ProcessGroup | undefined {
 }
 
 /** Pids of this process's descendants named `temporal*` (the dev server; the bench's agent processes are `node`). */
-function temporalServers(all: Proc[]): Set<number> {
+function temporalServers(all: Proc[] = procs()): Set<number> {
   const children = new Map<number, Proc[]>();
   for (const p of all) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
   const out = new Set<number>();
@@ -70,6 +70,24 @@ function temporalServers(all: Proc[]): Set<number> {
     const p = stack.pop()!;
     if (p.comm.startsWith('temporal')) out.add(p.pid);
     stack.push(...(children.get(p.pid) ?? []));
+  }
+  return out;
+}
+
+/** The dev servers this process started (bench/peer.ts meters them by pid). */
+export const temporalServerPids = (): number[] => [...temporalServers()];
+
+/** CPU ms (user + system, all threads) of each of `pids` that is running, by pid. */
+export function cpuMsOf(pids: number[]): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(pid, (Number(f[11]) + Number(f[12])) * TICK_MS);
+    } catch {
+      // not running (or not Linux)
+    }
   }
   return out;
 }

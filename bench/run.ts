@@ -10,7 +10,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
- * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `fairness` (bench/fairness.ts: BENCH_FAIR_RATE, BENCH_FAIR_S, BENCH_FAIR_FLOODERS), `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
+ * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `fairness` (bench/fairness.ts: BENCH_FAIR_RATE, BENCH_FAIR_S, BENCH_FAIR_FLOODERS), `peer` (bench/peer.ts: beside the peer gateway TAG, in processes of their own; BENCH_PEER_ROUNDS, BENCH_PEER_N1, BENCH_PEER_N16, BENCH_TAG_DIR; part of a full run only when TAG is built, scripts/ensure-tag.sh), `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -58,7 +58,7 @@ const TARGET_FLOOR_TPS_RATIO = 0.5;
 const TARGET_START_TPS_RATIO = 3;
 const START_TPS = Number(process.env.BENCH_START_TPS ?? NaN);
 const ONLY = process.env.BENCH_ONLY ?? '';
-const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'fairness', 'paused', 'growth'];
+const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'fairness', 'peer', 'paused', 'growth'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);
 const RUN_TASKS = ONLY === '' || ONLY === 'tasks';
 const RUN_TIMELINE = ONLY === '' || ONLY === 'tasks' || ONLY === 'timeline';
@@ -85,10 +85,14 @@ const started = Date.now();
 const loadBefore = os.loadavg()[0]; // the box may be shared: a busy one skews everything below
 const deadline = started + BUDGET_MS;
 // Past the budget (plus a grace for shutdown) something hangs: give up loudly rather than run forever.
-setTimeout(() => {
-  console.error(`bench: still running ${BUDGET_MS / 1000 + 120}s after start; aborting`);
-  process.exit(2);
-}, BUDGET_MS + 120_000).unref();
+const watchdog = (ms: number, what: string) =>
+  setTimeout(() => {
+    console.error(`bench: ${what} still running ${ms / 1000}s after its start; aborting`);
+    process.exit(2);
+  }, ms).unref();
+let hung = watchdog(BUDGET_MS + 120_000, 'the run');
+/** The peer part (bench/peer.ts) runs its rounds to the end, outside the budget: a watchdog of its own. */
+const PEER_WATCHDOG_MS = 1_800_000;
 
 /** One scenario's timing (bench/measure.ts) at one concurrency. */
 type Result = Timing & { scenario: string; concurrency: number };
@@ -119,6 +123,11 @@ async function main() {
     // PostgreSQL alone, on two schemas of its own (bench/growth.ts): no gateway, no Temporal.
     const { benchGrowth, printGrowth } = await import('./growth');
     printGrowth(await benchGrowth());
+    return;
+  }
+  if (ONLY === 'peer') {
+    // Its own dev server and gateways, each in a process of its own (bench/peer.ts): nothing of the in-process gateway.
+    await peerPart();
     return;
   }
   // Imported here so the env above is in place first.
@@ -197,6 +206,16 @@ async function main() {
   if (nanda) printNanda(nanda);
   if (hub) printHub(hub);
   if (fairness) printFairness(fairness);
+  // Last, with everything above stopped: TAG beside Switchboard, when TAG is built (otherwise one line says so).
+  if (ONLY === '') await peerPart();
+}
+
+async function peerPart(): Promise<void> {
+  clearTimeout(hung);
+  hung = watchdog(PEER_WATCHDOG_MS, 'the peer part');
+  const { benchPeer, printPeer } = await import('./peer');
+  const peer = await benchPeer();
+  if (peer) printPeer(peer);
 }
 
 /** CPU per task by phase: the main thread's, split as a CPU profile of it shares it out; the other threads' as measured. */
