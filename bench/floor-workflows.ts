@@ -19,27 +19,25 @@ export async function oneLocalActivity(): Promise<void> {
 }
 
 /**
- * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts): update-with-start; in its first
- * workflow task the workflow calls the agent in one local activity (the first exchange), then writes the task's final
- * record and settlement in a second (its `finishTask`: the workflow is the task's one settler); the update's condition
- * holds once they return, and the update's answer leaves with that workflow task, after the task's last write; a
- * 1 ms timer, and a second workflow task ends the workflow.
+ * The gateway's shape for a blocking single-turn task (workflows/task-workflow.ts, patch level 7): update-with-start;
+ * in its first workflow task the workflow calls the agent in one local activity (the first exchange, which writes the
+ * task's final record and settlement when the workflow asks it to), the update's condition holds once it returns,
+ * and the update's answer and the workflow's end leave with that workflow task.
  */
 export async function gatewayShape(): Promise<void> {
   const turnDone = answersWhenDone();
   await local.noop();
-  await local.noop();
   turnDone();
-  await sleep(1);
 }
 
 /**
- * The gateway's shape with one local activity: the first exchange writing the final record and the settlement itself,
- * as the gateway did before the workflow became the task's one settler. Measured beside the gateway's shape: what
- * that second local activity costs bare Temporal.
+ * The gateway's shape at patch level 6: the first exchange, then the workflow's own finishTask (a second local
+ * activity), the update's answer with that workflow task, then a 1 ms timer and a second workflow task that ends the
+ * workflow. Measured beside the gateway's shape: what level 7 saves bare Temporal.
  */
 export async function oneLocalActivityShape(): Promise<void> {
   const turnDone = answersWhenDone();
+  await local.noop();
   await local.noop();
   turnDone();
   await sleep(1);
@@ -47,10 +45,8 @@ export async function oneLocalActivityShape(): Promise<void> {
 
 /**
  * Temporal's least for a task that calls an agent: one local activity and no second workflow task, so the update's
- * answer and the workflow's end leave with the workflow task that ran the local activity. The gateway does not end a
- * task this way: a signal that arrives while that workflow task runs (a child task's link) makes the server refuse a
- * completion that ends the workflow, which fails the client's update-with-start and runs the local activity (the
- * agent call) again. Measured beside the gateway's shape, as the bound on what any gateway on Temporal could reach.
+ * answer and the workflow's end leave with the workflow task that ran the local activity. The gateway's shape since
+ * patch level 7 (a rerun of a refused workflow task reads the first exchange's kept answer): measured as the bound.
  */
 export async function oneWorkflowTaskShape(): Promise<void> {
   const turnDone = answersWhenDone();

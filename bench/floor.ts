@@ -44,8 +44,8 @@ export const GATEWAY_SHAPE = 'update-with-start, gateway shape';
 export const ONE_TASK_SHAPE = 'update-with-start, one workflow task';
 /** The gateway's shape before its first exchange with the agent became a local activity (bench/floor-workflows.ts). */
 export const ACTIVITY_SHAPE = 'update-with-start, with an activity';
-/** The gateway's shape with one local activity: the first exchange settling the task itself (bench/floor-workflows.ts). */
-export const ONE_LOCAL_SHAPE = 'update-with-start, one local activity';
+/** The gateway's shape at patch level 6: two local activities, a timer, a second workflow task (bench/floor-workflows.ts). */
+export const ONE_LOCAL_SHAPE = 'update-with-start, level 6 shape';
 
 export async function measureFloor(
   env: { client: Client; nativeConnection: NativeConnection },
@@ -135,6 +135,6 @@ export function printFloor(f: FloorReport): void {
     `${c.total.toFixed(1)} ms (main ${c.main.toFixed(1)}, workflow ${c.workflow.toFixed(1)}, temporal core ${c['temporal core'].toFixed(1)}, other ${c.other.toFixed(1)})`;
   console.log(`  its node CPU per workflow at c=32: ${cpu(f.cpuC32)}`);
   console.log(`  the machine's CPU per workflow at c=32: ${formatProcessCpu(f.processCpuC32)}`);
-  console.log(`  ${ONE_LOCAL_SHAPE} (the first exchange settling) at c=32: ${f.oneLocalTpsC32.toFixed(1)} workflows/s, node CPU per workflow ${cpu(f.oneLocalCpuC32)}`);
-  console.log(`  the gateway shape's second local activity (the workflow settling): ${(f.cpuC32.total - f.oneLocalCpuC32.total).toFixed(1)} ms of node CPU per workflow`);
+  console.log(`  ${ONE_LOCAL_SHAPE} (two local activities, a timer, two workflow tasks) at c=32: ${f.oneLocalTpsC32.toFixed(1)} workflows/s, node CPU per workflow ${cpu(f.oneLocalCpuC32)}`);
+  console.log(`  what level 7 saves bare Temporal (level 6's shape less the gateway's): ${(f.oneLocalCpuC32.total - f.cpuC32.total).toFixed(1)} ms of node CPU per workflow`);
 }

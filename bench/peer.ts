@@ -20,6 +20,9 @@ import { getTaskCalls, type PhaseResult, runTasks, type Target } from './peer-lo
 import { type PeerStack, startPeerStack, tagBinaries, tagDir } from './peer-stack';
 import { cpuMsOf, machineBusyMs, temporalServerPids } from './processes';
 
+/** Issue 40's targets for a simple task (reported, never enforced): Switchboard's node CPU at c=16, its history events. */
+const TARGET_CPU_MS = 8;
+const TARGET_EVENTS = 11;
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
 const ROUNDS = int('BENCH_PEER_ROUNDS', 3);
 const N1 = int('BENCH_PEER_N1', 100);
@@ -246,6 +249,13 @@ export function printPeer(r: PeerReport): void {
     const h = r.histories[name];
     console.log(`  ${name}: ${h.workflows} workflows, median ${f1(h.median)} events (min ${h.min}, max ${h.max}): ${h.byType.map(([k, v]) => `${k} ${f1(v)}`).join(', ')}`);
   }
+  // Issue 40's targets, reported, never enforced: Switchboard's own process at c=16 and its history, and TAG's figures.
+  const sbCpu = median(r.rounds.map((x) => x.c16.Switchboard.cpu.Switchboard));
+  const sbEvents = r.histories.Switchboard.median;
+  console.log('\ntargets (medians of the rounds):');
+  console.log(`  Switchboard's process, node CPU per task at c=16 ≤ ${TARGET_CPU_MS} ms: ${f1(sbCpu)} ms — ${sbCpu <= TARGET_CPU_MS ? 'met' : 'not met'}`);
+  console.log(`  history events per task ≤ ${TARGET_EVENTS}: ${f1(sbEvents)} — ${sbEvents <= TARGET_EVENTS ? 'met' : 'not met'}`);
+  console.log(`  c=1 p50 ≤ TAG's: ${f2(r.medians.p50)}× — ${r.medians.p50 <= 1 ? 'met' : 'not met'}; c=16 tasks/s ≥ TAG's: ${f2(r.medians.tps)}× — ${r.medians.tps >= 1 ? 'met' : 'not met'}`);
   const errors = r.rounds.flatMap((x) => [...Object.values(x.c1), ...Object.values(x.c16)]).reduce((n, p) => n + p.errors, 0);
   if (errors) console.log(`\n${errors} tasks failed in the measured phases (see the lines above)`);
 }
