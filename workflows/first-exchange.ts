@@ -1,12 +1,14 @@
 /**
  * A blocking turn's first exchange as the task workflow asks for it (workflows/task-workflow.ts): what it is asked to
- * do beside the turn, by level, and how long the workflow waits before its next attempt when it failed.
+ * do beside the turn, by level; what its answer leaves the task's end to do (FirstEnd); and how long the workflow waits
+ * before its next attempt when it failed.
  */
 import { ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
 import { atLevel } from './levels';
 import { causeOf } from './failures';
 import { NON_RETRYABLE_FORWARD_ERRORS, type firstExchanges } from './task-options';
-import type { AgentRetryPolicy, SettleAtAnswer } from '../task/contracts';
+import type { AgentRetryPolicy, FirstAnswer, ForwardResult, NewEvent, SettleAtAnswer } from '../task/contracts';
+import { isTerminal } from '../task/rules';
 
 export type FirstExchangeArgs = Parameters<typeof firstExchanges.forwardFirstExchange>[0];
 
@@ -34,4 +36,33 @@ export function firstRetryDelay(err: unknown, retry: AgentRetryPolicy): number |
   if (!retryable || retry.maxAttempts <= 1) return undefined;
   const retryAfter = cause instanceof ApplicationFailure ? (cause.details?.[0] as { retryAfterMs?: number } | undefined)?.retryAfterMs : undefined;
   return typeof retryAfter === 'number' ? retryAfter : retry.initialIntervalMs;
+}
+
+/** What a first exchange that answered leaves the task's end to do (TaskMachine.finish), as one value. */
+export interface FirstEnd {
+  /**
+   * The answer came in the workflow task that is still running. A local activity's result is durable only once its
+   * workflow task completes, and the server refuses a completion (or a continue-as-new) while a signal arrived
+   * meanwhile, running the workflow task, and the agent call, again: so the workflow does not end in it (a 1 ms timer
+   * ends it first). False for a task the first exchange finished, whose answer it kept for such a rerun (level 7).
+   */
+  inWorkflowTask: boolean;
+  /** The child tasks the agent started, linked in PostgreSQL: the workflow waits for the links it has not heard of. */
+  childrenLinked: number;
+  /** Level 5: finishTask counts the children, and logs `relayed` (the events the first exchange held back). */
+  countAtFinish: boolean;
+  relayed?: NewEvent[];
+  /** The first exchange wrote the final record and the settlement (levels 3 and 7). */
+  settled: boolean;
+}
+
+export function firstEndOf(first: ForwardResult & FirstAnswer, args: FirstExchangeArgs, level: number | undefined): FirstEnd {
+  const settled = first.finish?.written === true;
+  return {
+    inWorkflowTask: !(atLevel(level, 7) && settled),
+    childrenLinked: first.childrenLinked ?? 0,
+    countAtFinish: args.atFinish === true && isTerminal(first.state),
+    ...(first.relayed ? { relayed: first.relayed } : {}),
+    settled,
+  };
 }

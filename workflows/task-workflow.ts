@@ -18,10 +18,10 @@ import { FailureTypes, agentTaskQuery, agentTaskSignal, cancelUpdate, childTaskS
 import { PushDelivery } from './push-delivery';
 import { bookkeeping, firstExchanges, forwardingFor, NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 import { cancelAtAgent, cancelLeftRunning } from './agent-cancel';
-import { type FirstExchangeArgs, firstExchangeArgs, firstRetryDelay } from './first-exchange';
+import { type FirstEnd, type FirstExchangeArgs, firstEndOf, firstExchangeArgs, firstRetryDelay } from './first-exchange';
 import { TaskShown, textOf } from './task-shown';
 import { isTerminal, ownCostOf, recordOf, refuseCancel, refuseMessage, settlementOf, stateLabel, statusOf, submittedTask, takeAnswer, viewTask } from '../task/rules';
-import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, agentTaskIsGatewayTask, followsByPush, type SendMessageArgs, type NewEvent, type SettleAtAnswer, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
+import { type AgentRpcError, type AgentTaskRef, type FirstAnswer, type FirstExchange, type ForwardResult, agentTaskIsGatewayTask, followsByPush, type SendMessageArgs, type SettleAtAnswer, type SettlementRequest, type TaskInput, type TaskRecord, type TrustOutcome } from '../task/contracts';
 
 export { NON_RETRYABLE_FORWARD_ERRORS } from './task-options';
 
@@ -65,23 +65,8 @@ class TaskMachine {
   private agentTaskEnded = false;
   /** The agent's JSON-RPC error that ended a turn (by the turn's number in this run), for its blocking sender. */
   private turnError?: { turn: number; error: AgentRpcError };
-  /**
-   * The last turn ended in the workflow task that started it (its first exchange answered). A local activity's
-   * result is durable only once its workflow task completes, and the server refuses to complete a workflow (or
-   * continue it as new) in a workflow task while a signal or update arrived meanwhile: that workflow task would run
-   * again, and the first exchange (the agent call) with it. So the workflow never ends in it (`endsInOwnWorkflowTask`).
-   */
-  private answeredInWorkflowTask = false;
-  /** Child tasks the agent started through Switchboard, as the first exchange counted them in PostgreSQL. */
-  private childrenLinked = 0;
-  /**
-   * Level 5: the last turn's first exchange answered terminal, leaving the count of its child tasks to finishTask,
-   * and the events it relayed but did not log (`relayed`), which finishTask logs before the final state.
-   */
-  private childrenAtFinish = false;
-  private relayed?: NewEvent[];
-  /** The first exchange wrote the final record and the settlement (levels 3 and 7: workflows/levels.ts). */
-  private settledByFirstExchange = false;
+  /** What the last turn's first exchange, when it answered, left the task's end to do (workflows/first-exchange.ts). */
+  private firstEnd?: FirstEnd;
   /**
    * Level 7: this may rerun the workflow task that took the first message (its completion refused: a signal came), whose
    * first exchange may have finished the task. Until it has read so (SettleAtAnswer.again), a cancel and a further
@@ -292,7 +277,7 @@ class TaskMachine {
     // The client canceled while the agent's answer was on its way, and the agent's task failed (often because the
     // cancel reached its own child tasks first): the client's cancel wins, as it does over a failed call. The
     // agent's task has ended, so it is not asked to cancel. A completed task stands: the work was done.
-    if (!('failure' in outcome) && this.main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state)) {
+    if (!('failure' in outcome) && this.main.consideredCancelled && FAILED_AT_AGENT.includes(outcome.state) && !this.firstEnd?.settled) {
       this.agentTaskEnded = true;
       throw new CancelledFailure(`canceled while the agent's task ended ${stateLabel(outcome.state)}`);
     }
@@ -324,16 +309,17 @@ class TaskMachine {
   private async finish(): Promise<void> {
     const { input, job } = this;
     // (Level 5 counts the children in finishTask's statement instead: settle().)
-    if (this.answeredInWorkflowTask && this.childrenLinked > job.children.length) await this.childLinks();
+    const end = this.firstEnd;
+    if (end?.inWorkflowTask && end.childrenLinked > job.children.length) await this.childLinks(end.childrenLinked);
     const ownCostMinor = ownCostOf(this.state, this.costMinor, input.agent.priceMinor, this.funding.heldMinor);
     // The steps below that most tasks skip are not called then: the SDK captures a stack trace for every promise a
     // workflow makes (for Temporal UI's Stack Trace), and an async call that returns at once still makes some. Each
     // skipped one would resolve at once, so the workflow's commands are the same either way.
     if (job.children.length > 0) await job.childrenSettled();
     job.show(ownCostMinor);
-    if (this.settledByFirstExchange) this.logged = Math.max(this.logged, ++this.version); // level 3's first exchange wrote it
+    if (end?.settled) this.logged = Math.max(this.logged, ++this.version); // the first exchange wrote it (levels 3, 7)
     else await CancellationScope.nonCancellable(() => this.settle(ownCostMinor));
-    if (this.answeredInWorkflowTask) await this.endsInOwnWorkflowTask();
+    if (this.firstEnd?.inWorkflowTask) await this.endsInOwnWorkflowTask();
     if (input.parentTaskId) await job.reportToParent(this.state, ownCostMinor);
     // The task is over; its webhooks still get every event (retried for up to a day).
     if (this.push.watching) await this.push.finished();
@@ -374,14 +360,14 @@ class TaskMachine {
   /** Level 5's finishTask: the held-back events and the children's count in its statement (see settle). */
   private async finishCounting(ownCostMinor: number, settlement: SettlementRequest): Promise<void> {
     const { job } = this;
-    const count = this.answeredInWorkflowTask && this.childrenAtFinish;
-    const opts = { ...(this.relayed ? { relayed: this.relayed } : {}), ...(count ? { knownChildren: job.children.length } : {}) };
+    const end = this.firstEnd;
+    const count = end?.inWorkflowTask && end.countAtFinish;
+    const opts = { ...(end?.relayed ? { relayed: end.relayed } : {}), ...(count ? { knownChildren: job.children.length } : {}) };
     const done = await bookkeeping.finishTask(this.nextRecord(), settlement, opts);
-    this.relayed = undefined;
+    if (end) end.relayed = undefined; // logged
     if (done.childrenLinked === undefined) return;
     this.version--; // not written: the next record takes its version
-    this.childrenLinked = done.childrenLinked;
-    await this.childLinks();
+    await this.childLinks(done.childrenLinked);
     if (job.children.length > 0) await job.childrenSettled();
     job.show(ownCostMinor);
     await bookkeeping.finishTask(this.nextRecord(), settlement);
@@ -391,25 +377,25 @@ class TaskMachine {
    * The agent started child tasks the workflow has not heard of yet: their links (signals) come in a later workflow
    * task, and their costs belong in the settlement. Level 4 waits for the links themselves; level 3 waited a timer.
    */
-  private async childLinks(): Promise<void> {
-    const linked = () => this.job.children.length >= this.childrenLinked;
+  private async childLinks(linkedInPostgres: number): Promise<void> {
+    const linked = () => this.job.children.length >= linkedInPostgres;
     if (atLevel(this.input.patchLevel, 4)) await condition(linked, CHILD_LINKS_WAIT);
     else await sleep(1);
-    this.answeredInWorkflowTask = false;
+    if (this.firstEnd) this.firstEnd.inWorkflowTask = false;
   }
 
   /**
    * Ends the workflow task that ran the first exchange before the workflow completes or continues as new (see
-   * answeredInWorkflowTask): a durable timer is the one command that ends a workflow task and nothing else.
+   * FirstEnd.inWorkflowTask): a durable timer is the one command that ends a workflow task and nothing else.
    */
   private async endsInOwnWorkflowTask(): Promise<void> {
     await sleep(1);
-    this.answeredInWorkflowTask = false;
+    if (this.firstEnd) this.firstEnd.inWorkflowTask = false;
   }
 
   private async continueAsNew(): Promise<never> {
     await condition(allHandlersFinished);
-    if (this.answeredInWorkflowTask) await this.endsInOwnWorkflowTask();
+    if (this.firstEnd?.inWorkflowTask) await this.endsInOwnWorkflowTask();
     await this.push.stop(); // the next run starts them again; each resumes at its cursor
     const { task, agentTaskId, agentContextId, version, costMinor, createdAt, funding, job } = this;
     return continueAsNew<typeof taskWorkflow>({
@@ -428,8 +414,7 @@ class TaskMachine {
    * attempts ran out to restarts: failures.ts) is not the agent's failure: it runs again after a pause, re-attaching.
    */
   private async forward(message: TurnMessage, start: TaskRecord | undefined, blocking: boolean): Promise<Outcome> {
-    this.answeredInWorkflowTask = false;
-    this.childrenAtFinish = false;
+    this.firstEnd = undefined;
     let lost = 0;
     for (;;) {
       const outcome = await this.forwardOnce(message, start, blocking, lost > 0);
@@ -506,11 +491,7 @@ class TaskMachine {
       return { failed: true };
     }
     if (!('handoff' in first)) {
-      // Level 7: a task the first exchange finished may end in this workflow task: a rerun reads its answer again.
-      this.answeredInWorkflowTask = !(atLevel(this.input.patchLevel, 7) && first.finish?.written === true);
-      this.childrenLinked = first.childrenLinked ?? 0;
-      this.childrenAtFinish = args.atFinish === true && isTerminal(first.state);
-      this.relayed = first.relayed;
+      this.firstEnd = firstEndOf(first, args, this.input.patchLevel);
       return { answer: first };
     }
     if (first.handoff) this.knowAgentTask(first.handoff);
@@ -544,8 +525,7 @@ class TaskMachine {
     this.agentContextId = r.agentContextId ?? this.agentContextId;
     if (r.costMinor !== undefined) this.costMinor = r.costMinor;
     takeAnswer(this.task, r);
-    this.setStatus(r.state, r.statusMessage, r.finish?.at); // (`finish`: only in level 3's recorded results)
-    this.settledByFirstExchange = r.finish?.written === true;
+    this.setStatus(r.state, r.statusMessage, r.finish?.at); // (`finish`: a first exchange that finished the task)
   }
 
   // ---- the task's record ----
