@@ -26,9 +26,27 @@ export interface WorkerDeps extends ActivityDeps {
   fullStackTraces?: boolean;
   /** Worker plugins, e.g. OpenTelemetry's (its workflow interceptors must be in a pre-built bundle too). */
   plugins?: WorkerOptions['plugins'];
-  /** Slot counts other than the defaults below, e.g. a saturated one-slot worker in a priority test. */
-  slots?: Partial<Pick<WorkerOptions, 'maxConcurrentWorkflowTaskExecutions' | 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentLocalActivityExecutions'>>;
+  /**
+   * Slots, pollers and the cache other than the defaults below: a saturated one-slot worker in a priority test, and
+   * the settings the bench measures (BENCH_WORKER_OPTIONS, docs/benchmark.md "The worker's settings").
+   */
+  tuning?: WorkerTuning;
 }
+
+export type WorkerTuning = Partial<
+  Pick<
+    WorkerOptions,
+    | 'maxConcurrentWorkflowTaskExecutions'
+    | 'maxConcurrentActivityTaskExecutions'
+    | 'maxConcurrentLocalActivityExecutions'
+    | 'maxCachedWorkflows'
+    | 'maxConcurrentWorkflowTaskPolls'
+    | 'maxConcurrentActivityTaskPolls'
+    | 'nonStickyToStickyPollRatio'
+    | 'workflowTaskPollerBehavior'
+    | 'activityTaskPollerBehavior'
+  >
+>;
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
@@ -91,7 +109,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     // Each agent call holds an activity slot for its whole duration; allow many at once.
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentLocalActivityExecutions: 200,
-    ...d.slots,
+    ...d.tuning,
     shutdownGraceTime: '10s',
     // After a worker dies, Temporal waits this long on its sticky queue before giving the task to another
     // worker (default 10 s): a resuming client would wait that long for its first answer.

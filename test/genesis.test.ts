@@ -643,7 +643,7 @@ describe('priority', () => {
         fetch: gw.outbound.fetch,
         workflowBundle: await workflowBundle(),
         activities: createActivities({ pool: gw.db.pool, fetch: gw.outbound.fetch, hub: gw.hub, unfundedAccounts: 'unlimited' }),
-        slots: { maxConcurrentWorkflowTaskExecutions: 2, maxConcurrentActivityTaskExecutions: 1, maxConcurrentLocalActivityExecutions: 1 },
+        tuning: { maxConcurrentWorkflowTaskExecutions: 2, maxConcurrentActivityTaskExecutions: 1, maxConcurrentLocalActivityExecutions: 1 },
       });
       run = saturated.run();
       for (const r of await Promise.all([...lows, ...highs])) assert.equal(r.status, 202);

@@ -17,7 +17,7 @@ import { type AppDeps, buildApp, type StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker, type SupervisedWorker, workflowBundleOptions } from '../../src/worker';
+import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker, type SupervisedWorker, type WorkerTuning, workflowBundleOptions } from '../../src/worker';
 import { COMPILED } from '../../src/paths';
 import { AgentHub, type HubSettings } from '../../src/hub/hub';
 import { createActivities } from '../../activities';
@@ -229,6 +229,8 @@ export interface Gateway {
 
 export interface GatewayOptions {
   inputTimeoutMs?: number;
+  /** The worker's slots, pollers and cache other than its defaults (src/worker.ts WorkerTuning): the bench's BENCH_WORKER_OPTIONS. */
+  workerTuning?: WorkerTuning;
   /** Fair admission per tenant (src/a2a/fair-gate.ts); default: the config's defaults. */
   admission?: Partial<FairGateOptions>;
   /** Extra `temporal server start-dev` arguments, e.g. lower history limits. */
@@ -336,6 +338,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
         fetch: outbound.fetch,
         workflowBundle: workflowBundleCode,
         activities: wrap ? wrap(real) : real,
+        ...(opts.workerTuning ? { tuning: opts.workerTuning } : {}),
       });
     const first = await make();
     let handedOver = false;
