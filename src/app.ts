@@ -31,6 +31,7 @@ import { installOpenApi } from './routes/openapi';
 import type { EncryptionCodec } from './temporal/encryption-codec';
 import type { AgentPushTokens } from './push/agent-push';
 import { jsonBodies } from './plugins/json-bodies';
+import { httpMetricsPlugin } from './plugins/http-metrics';
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, connectionsPlugin, serverTimeouts } from './plugins/connections';
 import { pgPlugin } from './plugins/pg';
 import { healthPlugin } from './plugins/health';
@@ -128,6 +129,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(deps));
   // First, so that every answer, a refusal by any hook included, closes a connection whose body never came.
   await app.register(connectionsPlugin, { maxPerAddress: limitsOf(deps).maxPerAddress });
+  // Every answer counted by its route pattern (GET /metrics), refusals by the hooks below included.
+  await app.register(httpMetricsPlugin);
   // JSON bodies pass the peer-input guard; then a request's span covers its authentication too (a no-op unless
   // tracing was started); then, before authentication, which reveals more, an A2A request in an unsupported
   // version or content type is refused in its binding's form, and so is a URL no route serves.
@@ -183,7 +186,7 @@ export interface WorkerAppDeps {
   workerRunning: () => boolean;
   /** The Temporal SDK runtime's Prometheus endpoint in this process, appended to GET /metrics. */
   runtimeMetricsUrl?: string;
-  /** /metrics is an admin's (its labels name every tenant's agents): the same keys as the api's. */
+  /** /metrics is an admin's or a metrics key's (its labels name every tenant's agents): the same keys as the api's. */
   auth: Pick<AppAuth, 'keys' | 'jwt' | 'redisUrl' | 'quotaDefaults'>;
   /** The process's event hub, whose notices reach the key cache at once (a revoked admin key stops working). */
   events?: EventHub;
@@ -199,6 +202,7 @@ export interface WorkerAppDeps {
 export async function buildWorkerApp(deps: WorkerAppDeps): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(deps));
   await app.register(connectionsPlugin, { maxPerAddress: limitsOf(deps).maxPerAddress });
+  await app.register(httpMetricsPlugin);
   await app.register(pgPlugin, { pool: deps.pool });
   await app.register(healthPlugin, { health: deps.health, temporal: deps.temporal.connection, log: deps.log });
   await app.register(authPlugin, { ...deps.auth, events: deps.events, log: deps.log });

@@ -26,7 +26,7 @@ let echoId: string;
 let taskId: string;
 
 type Principal = 'none' | Role | 'revoked' | 'expired';
-const PRINCIPALS: Principal[] = ['none', 'admin', 'operator', 'client', 'agent', 'revoked', 'expired'];
+const PRINCIPALS: Principal[] = ['none', 'admin', 'operator', 'client', 'agent', 'metrics', 'revoked', 'expired'];
 const key: Partial<Record<Principal, string>> = {};
 const V1 = { 'A2A-Version': '1.0' };
 const stateOf = (e: { data: any } | undefined): string | undefined => e?.data.result?.statusUpdate?.status?.state ?? e?.data.result?.task?.status?.state;
@@ -53,6 +53,7 @@ before(async () => {
   key.operator = gw.keys.operator;
   key.client = gw.keys.client;
   key.agent = await agentKey(gw, echoId);
+  key.metrics = (await admin('POST', '/tenants/default/keys', { role: 'metrics', name: 'scraper' })).json.key;
   const revoked = (await admin('POST', '/tenants/default/keys', { role: 'client', name: 'to revoke' })).json;
   assert.equal((await admin('DELETE', `/tenants/default/keys/${revoked.id}`)).status, 204);
   key.revoked = revoked.key;
@@ -88,7 +89,7 @@ const rpcBody = () => ({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id:
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { allowed: 'public', request: () => ({ path: '/healthz' }), ok: 200 },
   'GET /readyz': { allowed: 'public', request: () => ({ path: '/readyz' }), ok: 200 },
-  'GET /metrics': { allowed: ADMIN, request: () => ({ path: '/metrics' }), ok: 200 },
+  'GET /metrics': { allowed: ['admin', 'metrics'], request: () => ({ path: '/metrics' }), ok: 200 },
   'GET /.well-known/jwks.json': { allowed: 'public', request: () => ({ path: '/.well-known/jwks.json' }), ok: 200 },
   'GET /openapi.json': { allowed: 'public', request: () => ({ path: '/openapi.json' }), ok: 200 },
   // Bitstring Status Lists are public, like any W3C status list (test/nanda.test.ts reads a real one without a key).
@@ -225,7 +226,7 @@ describe('role × route matrix', () => {
           body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params }),
         });
         await res.arrayBuffer(); // a streaming answer ends with its task
-        const want = who === 'none' || who === 'revoked' || who === 'expired' ? 401 : who === 'operator' && !readOnly.has(method) ? 403 : 200;
+        const want = who === 'none' || who === 'revoked' || who === 'expired' ? 401 : (who === 'operator' && !readOnly.has(method)) || who === 'metrics' ? 403 : 200;
         if (res.status !== want) failures.push(`${method} as ${who}: ${res.status} (want ${want})`);
       }
     }

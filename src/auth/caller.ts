@@ -8,10 +8,15 @@
  * - `operator`: its tenant's agents, accounts (read), ledger, reconcile, audit, and reading (and following) its tasks;
  * - `client`: send/get/list/cancel/subscribe/push-config for its tenant's tasks, its own account (read);
  * - `agent`: a key bound to one registered agent. It calls like a client, and it is the only caller whose
- *   new tasks may name a parent task (multi-agent jobs): an agent starting work for a task it is running.
+ *   new tasks may name a parent task (multi-agent jobs): an agent starting work for a task it is running;
+ * - `metrics` (issue 41): a Prometheus scraper's key. It reads `GET /metrics` and nothing else, so the scraper
+ *   holds no credential that can change anything or read a task. Its key belongs to a tenant like every non-admin
+ *   key, but /metrics is process-wide: its labels name every tenant's agents.
  */
-export const ROLES = ['admin', 'operator', 'client', 'agent'] as const;
+export const ROLES = ['admin', 'operator', 'client', 'agent', 'metrics'] as const;
 export type Role = (typeof ROLES)[number];
+/** The roles that call the API (every role but `metrics`, which reads /metrics only). */
+export const CALLER_ROLES = ['admin', 'operator', 'client', 'agent'] as const satisfies readonly Role[];
 
 export interface Caller {
   /** The key's id (`key_…`), `env-admin` for SWITCHBOARD_ADMIN_KEY, or `jwt:<iss>:<sub>`. Never a secret. */
@@ -37,6 +42,8 @@ export type Access = { public: true } | { roles: readonly Role[]; enrollment?: t
 export const access = {
   public: { auth: { public: true } },
   admin: { auth: { roles: ['admin'] } },
+  /** GET /metrics: an admin, or a scraper's `metrics` key. */
+  metrics: { auth: { roles: ['admin', 'metrics'] } },
   /** Registry and ledger administration of a tenant. */
   operator: { auth: { roles: ['admin', 'operator'] } },
   /** Reading a tenant's agents, routes and accounts: everyone with a key of the tenant. */
@@ -75,7 +82,7 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
 
 /** The roles that may call a JSON-RPC method on an A2A endpoint. */
 export function rpcMethodRoles(method: string): readonly Role[] {
-  return READ_METHODS.has(method) ? ROLES : ['admin', 'client', 'agent'];
+  return READ_METHODS.has(method) ? CALLER_ROLES : ['admin', 'client', 'agent'];
 }
 
 /** Thrown where a caller is required but absent: a route declared public reached code that needs one. */

@@ -5,7 +5,7 @@
  * Claims (docs/security.md copies this list):
  * - `sub` (required, a non-empty string): who is calling. The caller's actor id, used by the audit trail and the
  *   per-key rate limits, is `jwt:<iss>:<sub>` (`jwt::<sub>` when the token has no `iss`).
- * - `switchboard_role` (falls back to `role`; required): `admin`, `operator`, `client` or `agent`.
+ * - `switchboard_role` (falls back to `role`; required): `admin`, `operator`, `client`, `agent` or `metrics`.
  * - `switchboard_tenant` (falls back to `tenant`): the tenant the caller acts in. Required for every role but
  *   `admin`; an admin without one acts in any tenant, like the admin key (X-Switchboard-Tenant picks it).
  * - `switchboard_agent` (required for role `agent`, ignored otherwise): the registered agent the token speaks for.

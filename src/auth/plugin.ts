@@ -138,7 +138,8 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticator {
     if (policy.enrollment && looksLikeEnrollmentToken(cred.token)) return enrolling(headers, cred.token);
     const id = await identify(cred.token);
     if (!policy.roles.includes(id.role)) {
-      throw new AuthFailure(403, `This needs the role ${policy.roles.join(' or ')}; this key's role is ${id.role}`, { requiredRoles: policy.roles });
+      const only = id.role === 'metrics' ? ' (a metrics key reads GET /metrics only)' : '';
+      throw new AuthFailure(403, `This needs the role ${policy.roles.join(' or ')}; this key's role is ${id.role}${only}`, { requiredRoles: policy.roles });
     }
     const tenant = await tenantOf(headers, id);
     return { keyId: id.keyId, role: id.role, tenant, via: id.via, ...(id.agentId ? { agentId: id.agentId } : {}), ...(id.expiresAt ? { expiresAt: id.expiresAt } : {}) };

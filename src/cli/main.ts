@@ -301,7 +301,7 @@ export function program(): Command {
     .description('API keys (admin)')
     .command('create')
     .description('make a key; it is shown this once')
-    .requiredOption('--role <role>', 'admin, operator, client or agent')
+    .requiredOption('--role <role>', 'admin, operator, client, agent or metrics (reads GET /metrics only)')
     .option('--tenant <tenant>', 'the tenant of the key', 'default')
     .option('--name <name>', 'what the key is for', 'cli')
     .option('--agent <agentId>', 'for role agent: the agent it speaks for')

@@ -1,6 +1,7 @@
 /**
- * `GET /metrics`: Prometheus text (src/metrics.ts), admin only, since its labels name the agents of every tenant.
- * Point a scraper at it with `Authorization: Bearer <admin key>`.
+ * `GET /metrics`: Prometheus text (src/metrics.ts), for an admin or a `metrics` key (a scraper's, which opens
+ * nothing else), since its labels name the agents of every tenant. Point a scraper at it with
+ * `Authorization: Bearer <metrics key>`.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Pool } from 'pg';
@@ -24,7 +25,7 @@ export async function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps
     summary: 'Prometheus metrics (text exposition format)',
     response: { 200: { description: 'Prometheus text', content: { 'text/plain': { schema: { type: 'string' } } } } },
   };
-  app.get('/metrics', { config: access.admin, schema }, async (_req, reply) =>
+  app.get('/metrics', { config: access.metrics, schema }, async (_req, reply) =>
     reply.header('content-type', registry.contentType).send(await metricsText(deps.runtimeMetricsUrl)),
   );
 }

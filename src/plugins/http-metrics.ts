@@ -1,0 +1,19 @@
+/**
+ * The HTTP requests a process answered (`switchboard_http_requests_total`, `switchboard_http_request_duration_seconds`,
+ * src/metrics.ts), labelled by the route's pattern (`/agents/:id/a2a`), never the URL, so the series stay few
+ * whatever is requested; a URL no route serves counts under `route="unmatched"`. Registered before every route,
+ * on the root instance, so that every answer is counted, a refusal by any hook included.
+ */
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { UNMATCHED_ROUTE, httpRequestDuration, httpRequests } from '../metrics';
+
+async function httpMetrics(app: FastifyInstance): Promise<void> {
+  app.addHook('onResponse', async (req, reply) => {
+    const labels = { route: req.routeOptions.url ?? UNMATCHED_ROUTE, method: req.method, status: String(reply.statusCode) };
+    httpRequests.inc(labels);
+    httpRequestDuration.observe(labels, reply.elapsedTime / 1000);
+  });
+}
+
+export const httpMetricsPlugin = fp(httpMetrics, { name: 'switchboard-http-metrics', fastify: '5.x' });
