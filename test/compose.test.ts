@@ -36,8 +36,20 @@ const { services } = compose;
 /** The Switchboard services: two api processes and two workers (SWITCHBOARD_ROLE). */
 const SWITCHBOARD = ['switchboard-api-1', 'switchboard-api-2', 'switchboard-worker-1', 'switchboard-worker-2'];
 
-/** `${VAR:-default}` as compose resolves it with VAR unset. */
-const interpolate = (v: string | number) => String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1');
+/**
+ * A compose value as compose resolves it with .env holding only the required variables: `${VAR:-default}` is the
+ * default, `${VAR:?message}` (compose refuses to start without VAR) the value set for it here.
+ */
+const REQUIRED_SET = (name: string) => `set-${name.toLowerCase().replace(/_/g, '-')}`;
+const interpolate = (v: string | number) => String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1').replace(/\$\{(\w+):\?[^}]*\}/g, (_, name: string) => REQUIRED_SET(name));
+
+/** A short-syntax port, `[ip:]host:container`; without an ip, compose publishes it on every interface. */
+function portOf(spec: string): { ip?: string; host?: string; container: string } {
+  const parts = spec.split(':');
+  if (parts.length === 3) return { ip: parts[0], host: parts[1], container: parts[2]! };
+  if (parts.length === 2) return { host: parts[0], container: parts[1]! };
+  return { container: parts[0]! };
+}
 
 test('has the Temporal-on-Postgres services, without the deprecated auto-setup image', () => {
   assert.deepEqual(Object.keys(services).sort(),
@@ -74,7 +86,7 @@ test('gRPC is published on the port each api process listens on, and the cards a
     assert.ok(services[api].ports!.includes(`${advertised}:${config.SWITCHBOARD_GRPC_PORT}`), `${api} publishes ${advertised} to its gRPC port: ${services[api].ports}`);
   }
   // Every published host port is used once (api-2's HTTP is on 8081, the default gRPC port: not advertised).
-  const published = Object.values(services).flatMap((s) => (s.ports ?? []).map((p) => p.split(':')[0]));
+  const published = Object.values(services).flatMap((s) => (s.ports ?? []).map((p) => portOf(p).host));
   assert.equal(new Set(published).size, published.length, published.join(', '));
   // A proxy in front: SWITCHBOARD_PUBLIC_GRPC_URL is passed through to the api processes.
   const proxied = loadConfig({ ...envOf('switchboard-api-1'), SWITCHBOARD_PUBLIC_GRPC_URL: 'grpc.example.com:443' });
@@ -88,7 +100,7 @@ test("Temporal UI's codec endpoint is Switchboard's /codec at a published addres
   assert.equal(codec.pathname, '/codec', 'the UI posts to <endpoint>/decode: POST /codec/decode');
   assert.ok(services['switchboard-api-1'].ports!.includes(`${codec.port}:8080`), `${codec} is an api process's published port`);
   assert.equal(ui.TEMPORAL_CODEC_PASS_ACCESS_TOKEN, 'true');
-  const uiOrigin = `http://localhost:${services['temporal-ui'].ports![0]!.split(':')[0]}`;
+  const uiOrigin = `http://localhost:${portOf(services['temporal-ui'].ports![0]!).host}`;
   for (const sb of ['switchboard-api-1', 'switchboard-api-2']) assert.ok(codecCorsOriginsOf(loadConfig(envOf(sb))).includes(uiOrigin), sb);
 });
 
@@ -135,7 +147,68 @@ test('publishes the two api processes on 8080 and 8081 (gRPC 9090 and 9091), no 
   assert.deepEqual(services['switchboard-api-1'].ports, ['8080:8080', '9090:9090']);
   assert.deepEqual(services['switchboard-api-2'].ports, ['8081:8080', '9091:9091']);
   for (const w of ['switchboard-worker-1', 'switchboard-worker-2']) assert.equal(services[w].ports, undefined, w);
-  assert.deepEqual(services['temporal-ui'].ports, ['8233:8080']);
+  assert.deepEqual(services['temporal-ui'].ports, ['127.0.0.1:8233:8080']);
+});
+
+test('Temporal (frontend, UI) and PostgreSQL are not published on every interface: they do not authenticate', () => {
+  // Whoever reaches the frontend or the UI can read every payload, signal, reset or terminate any task.
+  assert.deepEqual(services.temporal.ports, ['127.0.0.1:7233:7233']);
+  for (const name of ['temporal', 'temporal-ui', 'postgresql', 'temporal-admin-tools', 'temporal-setup', 'switchboard-db-setup']) {
+    for (const p of services[name].ports ?? []) assert.equal(portOf(p).ip, '127.0.0.1', `${name} publishes ${p} beyond loopback`);
+  }
+  assert.equal(services.postgresql.ports, undefined, 'PostgreSQL is reached on the compose network only');
+  // Only Switchboard's api processes (every request authenticated) are published on every interface.
+  const open = Object.entries(services).filter(([, s]) => (s.ports ?? []).some((p) => portOf(p).ip === undefined)).map(([name]) => name);
+  assert.deepEqual(open, ['switchboard-api-1', 'switchboard-api-2']);
+});
+
+/** One-shots: services another waits for to complete (schemas, databases, namespace); the rest run for good. */
+const ONE_SHOTS = [...new Set(Object.values(services).flatMap((s) => Object.entries(s.depends_on ?? {}).filter(([, d]) => d.condition === 'service_completed_successfully').map(([name]) => name)))];
+
+test('every long-running service restarts unless stopped; the one-shots only retry a failure', () => {
+  assert.deepEqual(ONE_SHOTS.sort(), ['switchboard-db-setup', 'temporal-admin-tools', 'temporal-setup']);
+  for (const [name, s] of Object.entries(services)) {
+    if (ONE_SHOTS.includes(name)) assert.match(s.restart ?? 'no', /^(no|on-failure(:\d+)?)$/, `${name} is run once`);
+    else assert.equal(s.restart, 'unless-stopped', name);
+  }
+});
+
+test('no password has a default: compose refuses to start without each, and compose.env.example lists them', () => {
+  const raw = read('docker-compose.yml');
+  const refs = [...raw.matchAll(/\$\{(\w+)(:?[-?])?([^}]*)\}/g)].map(([, name, op, rest]) => ({ name: name!, op, rest: rest! }));
+  const passwords = refs.filter((r) => /PASSWORD|PWD/.test(r.name));
+  assert.deepEqual([...new Set(passwords.map((r) => r.name))].sort(), ['POSTGRES_PASSWORD', 'SWITCHBOARD_DB_PASSWORD']);
+  for (const r of passwords) {
+    assert.equal(r.op, ':?', `\${${r.name}${r.op ?? ''}${r.rest}}: required, no default`);
+    assert.match(r.rest, /^set \w+ in \.env \(compose\.env\.example\)$/, `${r.name}: the message says what to do`);
+  }
+  // Keys and secrets: required, or unset (made on first start in the data volume), never a value of the file's.
+  for (const r of refs.filter((x) => /SECRET|_KEY$/.test(x.name))) assert.ok(r.op === ':?' || (r.op === ':-' && r.rest === ''), `${r.name} has a default`);
+  // Every environment entry that holds a password or secret takes it from the environment, not the file.
+  for (const [name, s] of Object.entries(services)) {
+    for (const [key, value] of Object.entries(s.environment ?? {})) {
+      if (/PASSWORD|PWD|SECRET|_KEY$/.test(key)) assert.match(String(value), /^\$\{\w+:[-?][^}]*\}$/, `${name}: ${key}`);
+      assert.doesNotMatch(String(value), /:\/\/[^/@:]+:[^$/@][^/@]*@/, `${name}: ${key} holds a literal password`);
+    }
+  }
+  const example = read('compose.env.example');
+  for (const name of new Set(refs.filter((r) => r.op === ':?').map((r) => r.name))) assert.match(example, new RegExp(`^${name}=$`, 'm'), name);
+  assert.match(read('.gitignore'), /^\.env$/m, 'a real .env is never committed');
+});
+
+test("Temporal is healthy when it serves (the CLI's health check, not an open port), and what needs it waits for that", () => {
+  const check = services.temporal.healthcheck!.test;
+  assert.deepEqual(check, ['CMD', 'temporal', 'operator', 'cluster', 'health', '--address', '127.0.0.1:7233']);
+  assert.doesNotMatch(check.join(' '), /\bnc\b/);
+  for (const [name, s] of Object.entries(services)) {
+    if (s.depends_on?.temporal) assert.equal(s.depends_on.temporal.condition, 'service_healthy', name);
+    // A long-running service waits for another's health, not only its start.
+    for (const [dep, { condition }] of Object.entries(s.depends_on ?? {})) assert.notEqual(condition, 'service_started', `${name} -> ${dep}`);
+  }
+  // Everything that talks to Temporal waits, directly or through temporal-setup, for it to be healthy.
+  const waitsForTemporal = (svc: string): boolean =>
+    Object.entries(services[svc].depends_on ?? {}).some(([dep, { condition }]) => (dep === 'temporal' && condition === 'service_healthy') || waitsForTemporal(dep));
+  for (const [name, s] of Object.entries(services)) if (String(s.environment?.TEMPORAL_ADDRESS ?? '').startsWith('temporal:')) assert.ok(waitsForTemporal(name), name);
 });
 
 test('each Switchboard service gets a valid config with its role, all on the same database, Temporal and task queue', () => {
