@@ -225,6 +225,10 @@ test('HTTP requests count by route pattern, never by URL; a URL no route serves 
   const strayLabels = { route: 'unmatched', method: 'GET', status: String(stray.status) };
   assert.equal(sample(text, 'switchboard_http_requests_total', strayLabels) - sample(before, 'switchboard_http_requests_total', strayLabels), 1);
   for (const raw of [...missing, unknown]) assert.ok(!text.includes(raw), `no series names the URL ${raw}`);
+  // The method is the client's to choose: one no route has counts as `other`, never as itself.
+  const odd = await gw.inject({ method: 'PROPFIND', url: '/agents', as: 'operator' });
+  const oddLabels = { route: 'unmatched', method: 'other', status: String(odd.status) };
+  assert.equal(sample((await scrape()).text, 'switchboard_http_requests_total', oddLabels) - sample(text, 'switchboard_http_requests_total', oddLabels), 1);
   // The scrapes themselves are counted too, under their own pattern and the admin's 200.
   assert.ok(sample(text, 'switchboard_http_requests_total', { route: '/metrics', method: 'GET', status: '200' }) >= 1);
 });

@@ -8,9 +8,13 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { UNMATCHED_ROUTE, httpRequestDuration, httpRequests } from '../metrics';
 
+/** The methods a route can have; any other a client sends (the method is the client's to choose) counts as `other`. */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
 async function httpMetrics(app: FastifyInstance): Promise<void> {
   app.addHook('onResponse', async (req, reply) => {
-    const labels = { route: req.routeOptions.url ?? UNMATCHED_ROUTE, method: req.method, status: String(reply.statusCode) };
+    const method = METHODS.has(req.method) ? req.method : 'other';
+    const labels = { route: req.routeOptions.url ?? UNMATCHED_ROUTE, method, status: String(reply.statusCode) };
     httpRequests.inc(labels);
     httpRequestDuration.observe(labels, reply.elapsedTime / 1000);
   });
