@@ -145,6 +145,15 @@ describe('switchboard CLI', () => {
     assert.equal(JSON.parse(again.stdout.trim().split('\n').at(-1)!).task.status.state, 'TASK_STATE_COMPLETED');
   });
 
+  test('tasks watch of a task that waits for input exits 0 and says how to answer', async () => {
+    const id = await addAgent((await agents.add(startAskingAgent())).url);
+    const taskId = await startTask(id, 'hi');
+    const r = await cli(['tasks', 'watch', taskId]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^task ${taskId} input-required`, 'm'), r.stdout);
+    assert.match(r.stderr, new RegExp(`waits for input; answer with: switchboard resume ${taskId} <text>`), r.stderr);
+  });
+
   test('tasks watch of an unknown task exits 1 with the error (as JSON under --json)', async () => {
     const r = await cli(['tasks', 'watch', 'no-such-task']);
     assert.equal(r.code, 1);
