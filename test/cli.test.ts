@@ -1,11 +1,12 @@
 // The `switchboard` CLI run as a real process (node bin/switchboard.js) against a running gateway: agents, a
 // blocking send, a stream printed as it arrives, a paused task resumed, a failed task, the ledger, every refusal
-// with the server's reason, `tasks ls` past one page, and the exit codes (0 done, 1 failed, 2 usage, 3 unreachable).
+// with the server's reason, `tasks ls` past one page, `tasks watch`, the admin nouns (tenants, keys), and the exit
+// codes (0 done or read, 1 failed or refused, 2 usage, 3 unreachable; JSON errors under --json).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
 import { randomUUID } from 'node:crypto';
 import { type Gateway, rpc, startGateway } from './helpers/harness';
@@ -44,6 +45,15 @@ async function addAgent(url: string): Promise<string> {
   const r = await cli(['--json', 'agents', 'add', url], 'operator');
   assert.equal(r.code, 0, r.stderr);
   return JSON.parse(r.stdout).id;
+}
+
+/** Starts a task at the agent without waiting for it (returnImmediately); its id. */
+async function startTask(agentId: string, text: string): Promise<string> {
+  const params = { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] }, configuration: { returnImmediately: true } };
+  const sent = await rpc(`${gw.url}/agents/${agentId}/a2a`, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params });
+  const taskId = sent.json?.result?.task?.id as string;
+  assert.ok(taskId, sent.text);
+  return taskId;
 }
 
 describe('switchboard CLI', () => {
@@ -103,6 +113,100 @@ describe('switchboard CLI', () => {
     const r = await cli(['send', id, 'hi']);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /failed: The agent could not complete the task/);
+  });
+
+  test('reading a task that did not complete (tasks get, tasks watch) exits 0: the read succeeded', async () => {
+    const id = await addAgent((await agents.add(startSlowAgent({ ms: 60_000 }))).url);
+    const taskId = await startTask(id, 'never mind');
+    const canceled = await cli(['tasks', 'cancel', taskId]);
+    assert.equal(canceled.code, 0, canceled.stderr);
+    const got = await cli(['tasks', 'get', taskId]);
+    assert.equal(got.code, 0, got.stderr);
+    assert.match(got.stdout, new RegExp(`^task ${taskId} canceled`, 'm'));
+    // Already over: its final state, exit 0.
+    const watched = await cli(['tasks', 'watch', taskId]);
+    assert.equal(watched.code, 0, watched.stderr);
+    assert.match(watched.stdout, new RegExp(`^task ${taskId} canceled`, 'm'));
+  });
+
+  test('tasks watch follows a running task, prints its events and exits 0 at completed', async () => {
+    const id = await addAgent((await agents.add(startSlowAgent({ ms: 1500 }))).url);
+    const taskId = await startTask(id, 'slowly');
+    const started = Date.now();
+    const r = await cli(['tasks', 'watch', taskId]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^working$/m, r.stdout);
+    assert.match(r.stdout, /^completed/m, r.stdout);
+    assert.match(r.stdout, new RegExp(`^task ${taskId} completed\n(.*\n)*done: slowly`, 'm'), r.stdout);
+    assert.ok(Date.now() - started < 30_000);
+    // --json: one event a line, then the task.
+    const again = await cli(['--json', 'tasks', 'watch', taskId]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(JSON.parse(again.stdout.trim().split('\n').at(-1)!).task.status.state, 'TASK_STATE_COMPLETED');
+  });
+
+  test('tasks watch of a task that waits for input exits 0 and says how to answer', async () => {
+    const id = await addAgent((await agents.add(startAskingAgent())).url);
+    const taskId = await startTask(id, 'hi');
+    const r = await cli(['tasks', 'watch', taskId]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^task ${taskId} input-required`, 'm'), r.stdout);
+    assert.match(r.stderr, new RegExp(`waits for input; answer with: switchboard resume ${taskId} <text>`), r.stderr);
+  });
+
+  test('tasks watch of an unknown task exits 1 with the error (as JSON under --json)', async () => {
+    const r = await cli(['tasks', 'watch', 'no-such-task']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^GetTask: .*no-such-task.* \(-32001\)$/m);
+    const j = await cli(['--json', 'tasks', 'watch', 'no-such-task']);
+    assert.equal(j.code, 1);
+    const error = JSON.parse(j.stderr.trim()).error;
+    assert.equal(error.code, 'refused');
+    assert.match(error.message, /no-such-task/);
+  });
+
+  test('tenants ls, add and show; keys ls, add and revoke round-trip (admin); tables with a header', async () => {
+    const tenant = `cli-${Date.now()}`;
+    const added = await cli(['tenants', 'add', tenant, '--name', 'CLI team'], 'admin');
+    assert.equal(added.code, 0, added.stderr);
+    const ls = await cli(['tenants', 'ls'], 'admin');
+    assert.equal(ls.code, 0, ls.stderr);
+    assert.match(ls.stdout, /^ID\s+NAME\s+RETENTION\s+CREATED$/m);
+    assert.match(ls.stdout, new RegExp(`^${tenant}\\s+CLI team\\s`, 'm'));
+    assert.ok(JSON.parse((await cli(['--json', 'tenants', 'ls'], 'admin')).stdout).tenants.some((t: { id: string }) => t.id === tenant));
+    const shown = await cli(['--json', 'tenants', 'show', tenant], 'admin');
+    assert.equal(JSON.parse(shown.stdout).name, 'CLI team');
+
+    const made = await cli(['--json', 'keys', 'add', '--tenant', tenant, '--role', 'client', '--name', 'ci'], 'admin');
+    assert.equal(made.code, 0, made.stderr);
+    const { id: keyId, key } = JSON.parse(made.stdout);
+    assert.match(key, /^sb_/);
+    const keys = await cli(['keys', 'ls', '--tenant', tenant], 'admin');
+    assert.equal(keys.code, 0, keys.stderr);
+    assert.match(keys.stdout, /^ID\s+ROLE\s+NAME\s+AGENT\s+STATE\s+CREATED\s+LAST USED$/m);
+    assert.match(keys.stdout, new RegExp(`^${keyId}\\s+client\\s+ci\\s+-\\s+active\\s`, 'm'));
+    assert.doesNotMatch(keys.stdout, new RegExp(key));
+    // The new key works, then, revoked, does not.
+    assert.equal((await cli(['tasks', 'ls'], 'none', { SWITCHBOARD_KEY: key })).code, 0);
+    const revoked = await cli(['keys', 'revoke', keyId, '--tenant', tenant], 'admin');
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.match(revoked.stdout, new RegExp(`^revoked ${keyId}$`, 'm'));
+    const listed = JSON.parse((await cli(['--json', 'keys', 'ls', '--tenant', tenant], 'admin')).stdout).keys;
+    assert.ok(listed.find((k: { id: string }) => k.id === keyId).revokedAt);
+    const refused = await cli(['tasks', 'ls'], 'none', { SWITCHBOARD_KEY: key });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /HTTP 401/);
+    // A key the tenant does not have: the server's 404, exit 1. The default tenant's keys list too.
+    const none = await cli(['keys', 'revoke', 'no-such-key', '--tenant', tenant], 'admin');
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /HTTP 404/);
+    assert.equal((await cli(['keys', 'ls'], 'admin')).code, 0);
+    // No DELETE /tenants/:id in this release: tenants rm says so.
+    const rm = await cli(['tenants', 'rm', tenant], 'admin');
+    assert.equal(rm.code, 1);
+    assert.match(rm.stderr, /cannot remove tenants/, rm.stderr);
+    // Not an admin: refused.
+    assert.equal((await cli(['tenants', 'ls'], 'client')).code, 1);
   });
 
   test('ledger reconcile, and what a role may not do is refused with exit 1', async () => {
@@ -250,8 +354,25 @@ describe('switchboard CLI', () => {
     assert.equal((await cli(['agents', 'add', 'http://x.example', '--price', 'cheap'], 'operator')).code, 2);
     assert.equal((await cli(['accounts', 'deposit', 'requester:default', '-5'], 'admin')).code, 2);
     assert.equal((await cli(['accounts', 'withdraw', 'requester:default', '1.5'], 'admin')).code, 2);
-    assert.equal((await cli(['tasks', 'get'])).code, 2);
-    assert.equal((await cli(['no-such-command'])).code, 2);
+    const missing = await cli(['tasks', 'get']);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /^Usage: switchboard tasks get /m);
+    const unknown = await cli(['no-such-command']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown command 'no-such-command'/);
+    assert.match(unknown.stderr, /^Usage: switchboard /m);
+    const send = await cli(['send', 'only-an-id']);
+    assert.match(send.stderr, /^Usage: switchboard send /m);
+    assert.equal((await cli(['tasks', 'watch'])).code, 2);
+    assert.equal((await cli(['keys', 'add'], 'admin')).code, 2, 'keys add without --role');
+    assert.equal((await cli(['tasks', 'ls', '--bogus'])).code, 2);
+    // Under --json a usage error is JSON too, with the usage line.
+    const json = await cli(['--json', 'tasks', 'get']);
+    assert.equal(json.code, 2);
+    const error = JSON.parse(json.stderr.trim()).error;
+    assert.equal(error.code, 'usage');
+    assert.match(error.message, /missing required argument/);
+    assert.match(error.usage, /^Usage: switchboard tasks get /);
     assert.equal((await cli(['--help'])).code, 0);
     const down = await cli(['agents', 'ls'], 'client', { SWITCHBOARD_URL: 'http://127.0.0.1:9' });
     assert.equal(down.code, 3);

@@ -143,21 +143,26 @@ export class Api {
     }
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = '';
-    for (;;) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch (err) {
-        throw new Unreachable(`the stream broke off: ${(err as Error).message}`);
+    try {
+      for (;;) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          throw new Unreachable(`the stream broke off: ${(err as Error).message}`);
+        }
+        if (chunk.done) return;
+        buffer += chunk.value;
+        let cut: number;
+        while ((cut = buffer.indexOf('\n\n')) >= 0) {
+          const event = parseEvent(buffer.slice(0, cut));
+          buffer = buffer.slice(cut + 2);
+          if (event) yield event;
+        }
       }
-      if (chunk.done) return;
-      buffer += chunk.value;
-      let cut: number;
-      while ((cut = buffer.indexOf('\n\n')) >= 0) {
-        const event = parseEvent(buffer.slice(0, cut));
-        buffer = buffer.slice(cut + 2);
-        if (event) yield event;
-      }
+    } finally {
+      // A reader that stops early (`tasks watch` at input-required) closes the connection, or it would hold the process open.
+      await reader.cancel().catch(() => undefined);
     }
   }
 }

@@ -1,23 +1,21 @@
 /**
  * `switchboard`: the command line for a running Switchboard (`npx switchboard --help`). Reads SWITCHBOARD_URL
  * (default http://127.0.0.1:8080) and SWITCHBOARD_KEY. `--json` prints machine-readable answers.
- * Exit codes: 0 done, 1 the task failed, was canceled or rejected (or the server refused the call), 2 usage,
- * 3 Switchboard unreachable.
+ * Exit codes: 0 done (a read that succeeded, whatever the task's state), 1 a task sent that failed, was canceled or
+ * rejected, or the server refused the call, 2 usage, 3 Switchboard unreachable (main()).
  */
 import { randomUUID } from 'node:crypto';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { TASK_STATES } from '../../task/wire';
 import { Api, ApiError, type StreamEvent, type TaskView, Unreachable, refusalOf } from './api';
+import { EXIT, FAILED_STATES, WAITING_STATES, api, asJson, label, print, taskSummary, textOf, usageError } from './common';
+import { FRONT_DOOR, type Verdict, follow } from './follow';
+import { watchCommand } from './watch';
+import { keysCommand, tenantsCommand } from './admin';
 import type { OpenLevels } from '../temporal/task-gateway';
 
-const EXIT = { done: 0, failed: 1, usage: 2, unreachable: 3 } as const;
-const FAILED_STATES = new Set(['TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED']);
-const FRONT_DOOR = '/a2a';
-
-const label = (state: string | undefined) => (state ?? 'unknown').replace(/^TASK_STATE_/, '').toLowerCase().replace(/_/g, '-');
 /** The task states as the CLI prints and takes them (input-required, working, …), not the wire's TASK_STATE_*. */
 const STATE_NAMES = TASK_STATES.map(label);
-const textOf = (parts: { text?: string }[] | undefined) => (parts ?? []).map((p) => p.text ?? '').join('');
 
 /** What the CLI prints of an agent and an account (the whole answer with --json). */
 interface AgentView {
@@ -32,19 +30,6 @@ interface AccountView {
   heldMinor: number;
   availableMinor: number;
 }
-
-interface Globals {
-  url: string;
-  key?: string;
-  json?: boolean;
-}
-
-function api(cmd: Command): Api {
-  const g = cmd.optsWithGlobals<Globals>();
-  return new Api(g.url.replace(/\/+$/, ''), g.key);
-}
-const asJson = (cmd: Command) => cmd.optsWithGlobals<Globals>().json === true;
-const print = (cmd: Command, value: unknown, human: () => string) => console.log(asJson(cmd) ? JSON.stringify(value, null, 2) : human());
 
 const message = (text: string, taskId?: string) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(taskId ? { taskId } : {}) });
 
@@ -61,14 +46,12 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
   let taskId: string | undefined;
   let state: string | undefined;
   let statusMessage: string | undefined;
-  let lastId: number | undefined;
-  const onEvent = (e: StreamEvent): 'resume' | undefined => {
+  const onEvent = (e: StreamEvent): Verdict => {
     if (e.data.error) {
       const at = e.data.error.data?.lastEventId;
       if (typeof at === 'number' && taskId) return 'resume';
       throw new ApiError(`SendStreamingMessage: ${refusalOf(e.data)}`, 200, e.data.error);
     }
-    if (e.id !== undefined) lastId = e.id;
     const r = e.data.result ?? {};
     if (r.task) {
       taskId = r.task.id;
@@ -91,26 +74,7 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
     return undefined;
   };
 
-  let events = client.stream(path, 'SendStreamingMessage', params);
-  for (let resumes = 0; ; ) {
-    let again = false;
-    try {
-      for await (const e of events) {
-        if (onEvent(e) === 'resume') {
-          again = true;
-          break;
-        }
-      }
-    } catch (err) {
-      if (!(err instanceof Unreachable) || !taskId || resumes >= 10) throw err;
-      again = true;
-    }
-    if (!again) break;
-    resumes++;
-    status.note(`the stream broke off at event ${lastId ?? 0}; resuming`);
-    await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** resumes)));
-    events = client.stream(FRONT_DOOR, 'SubscribeToTask', { id: taskId }, lastId ?? 0);
-  }
+  await follow(client, client.stream(path, 'SendStreamingMessage', params), onEvent, () => taskId, (text) => status.note(text));
   status.stop();
 
   if (json) {
@@ -121,7 +85,7 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
     } else if (artifacts.size) process.stdout.write('\n');
     const line = `${label(state)}${statusMessage ? `: ${statusMessage}` : ''}`;
     console.error(`task ${taskId} ${line}`);
-    if (state === 'TASK_STATE_INPUT_REQUIRED' || state === 'TASK_STATE_AUTH_REQUIRED') {
+    if (WAITING_STATES.has(state ?? '')) {
       console.error(`answer with: switchboard resume ${taskId} <text>`);
     }
   }
@@ -171,6 +135,14 @@ export function program(): Command {
     .addOption(new Option('--key <key>', 'API key (admin, operator, client or agent)').env('SWITCHBOARD_KEY'))
     .option('--json', 'print machine-readable JSON')
     .showHelpAfterError()
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 done (a read that succeeded, whatever the task's state), 1 a task sent that failed, was canceled or
+rejected, or a call the server refused, 2 usage, 3 Switchboard unreachable. With --json an error is JSON on stderr:
+{"error":{"code":"usage"|"refused"|"unreachable","message":...}}.`,
+    )
+    .configureOutput({ writeErr: (text) => (heldErr ? heldErr.push(text) : process.stderr.write(text)) })
     // Before any subcommand is added, which inherits it: commander's own usage errors would otherwise exit 1 from
     // inside the subcommand, where main() cannot make them exit 2.
     .exitOverride();
@@ -215,7 +187,7 @@ export function program(): Command {
     .option('--route', 'send through the routing front door instead of to one agent')
     .action(async (words: string[], o: { route?: boolean }, cmd: Command) => {
       const [agentId, ...rest] = words;
-      if (!o.route && rest.length === 0) throw new CommanderError(EXIT.usage, 'usage', 'usage: switchboard send <agentId> <text>, or switchboard send --route <text>');
+      if (!o.route && rest.length === 0) throw usageError(cmd, 'give the agent, then the text (or --route, then the text)');
       const path = o.route ? FRONT_DOOR : `/agents/${encodeURIComponent(agentId)}/a2a`;
       await converse(cmd, path, { message: message((o.route ? words : rest).join(' ')) }, false);
     });
@@ -249,9 +221,10 @@ export function program(): Command {
     .description('a task as it is now')
     .action(async (taskId: string, _o: unknown, cmd: Command) => {
       const task = await api(cmd).rpc<TaskView>(FRONT_DOOR, 'GetTask', { id: taskId });
+      // A read that succeeded: exit 0 whatever the task's state (send and resume say how the task went).
       print(cmd, task, () => taskSummary(task));
-      if (FAILED_STATES.has(task.status?.state ?? '')) process.exitCode = EXIT.failed;
     });
+  watchCommand(tasks);
   versionsCommand(tasks);
   tasks
     .command('cancel <taskId>')
@@ -279,7 +252,7 @@ export function program(): Command {
       .option('--idempotency-key <key>', `the same key again ${m.again}`, randomUUID())
       .action(async (account: string, amount: string, o: { idempotencyKey: string }, cmd: Command) => {
         const amountMinor = Number(amount);
-        if (!Number.isSafeInteger(amountMinor) || amountMinor <= 0) throw new CommanderError(EXIT.usage, 'usage', 'amountMinor must be a positive integer');
+        if (!Number.isSafeInteger(amountMinor) || amountMinor <= 0) throw usageError(cmd, 'amountMinor must be a positive integer');
         const r = await api(cmd).rest<{ created: boolean; account: AccountView }>('POST', `/accounts/${encodeURIComponent(account)}/${m.path}`, { amountMinor, idempotencyKey: o.idempotencyKey });
         print(cmd, r, () => `${r.created ? m.done : `already ${m.done}`}: ${account} balance ${r.account.balanceMinor}`);
       });
@@ -296,19 +269,8 @@ export function program(): Command {
       if (!r.ok) process.exitCode = EXIT.failed;
     });
 
-  root
-    .command('keys')
-    .description('API keys (admin)')
-    .command('create')
-    .description('make a key; it is shown this once')
-    .requiredOption('--role <role>', 'admin, operator, client, agent or metrics (reads GET /metrics only)')
-    .option('--tenant <tenant>', 'the tenant of the key', 'default')
-    .option('--name <name>', 'what the key is for', 'cli')
-    .option('--agent <agentId>', 'for role agent: the agent it speaks for')
-    .action(async (o: { role: string; tenant: string; name: string; agent?: string }, cmd: Command) => {
-      const r = await api(cmd).rest<{ id: string; key: string }>('POST', `/tenants/${encodeURIComponent(o.tenant)}/keys`, { role: o.role, name: o.name, ...(o.agent ? { agentId: o.agent } : {}) });
-      print(cmd, r, () => `${r.id}  ${r.key}`);
-    });
+  tenantsCommand(root);
+  keysCommand(root);
 
   return root;
 }
@@ -433,27 +395,43 @@ async function listAgents(cmd: Command, query: string): Promise<void> {
   print(cmd, page, () => page.agents.map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
 }
 
-function taskSummary(task: TaskView): string {
-  const artifacts = (task.artifacts ?? []).map((a) => textOf(a.parts)).filter(Boolean);
-  const message = textOf(task.status?.message?.parts);
-  return [`task ${task.id} ${label(task.status?.state)}${message ? `: ${message}` : ''}`, ...artifacts].join('\n');
-}
+/** Under --json, what commander would write on stderr (its error and the usage), held to be printed as JSON. */
+let heldErr: string[] | undefined;
 
+/**
+ * Runs the CLI; sets the exit code: 0 a read or a task that went well, 1 a refused call or a task that failed,
+ * 2 usage (the reason and the usage line on stderr), 3 unreachable. Under --json an error is one JSON line on
+ * stderr: `{"error":{"code":"usage"|"refused"|"unreachable","message":…}}` (a refusal adds the HTTP status and the
+ * server's body, a usage error the usage line).
+ */
 export async function main(argv = process.argv): Promise<void> {
+  // Read before parsing: commander's own usage errors come before the options are.
+  const json = argv.slice(2).includes('--json');
+  heldErr = json ? [] : undefined;
+  const fail = (exit: number, code: string, message: string, extra: Record<string, unknown> = {}) => {
+    process.exitCode = exit;
+    console.error(json ? JSON.stringify({ error: { code, message, ...extra } }) : message);
+  };
   const root = program();
   try {
     await root.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
       // --help and --version end here too, with exit code 0.
-      if (err.exitCode !== 0 && err.code === 'usage') console.error(err.message);
-      process.exitCode = err.exitCode === 0 ? 0 : EXIT.usage;
+      if (err.exitCode === 0) process.exitCode = 0;
+      else if (!json) {
+        // Commander has printed its own errors and the help; a command's own usage error is printed here.
+        if (err.code === 'usage') console.error(err.message);
+        process.exitCode = EXIT.usage;
+      } else {
+        const said = err.code === 'usage' ? err.message : (heldErr ?? []).join('');
+        const reason = /^error: (.*)$/m.exec(said)?.[1] ?? (err.code === 'commander.help' ? 'a subcommand is needed' : err.message);
+        fail(EXIT.usage, 'usage', reason, { usage: /^Usage: .*$/m.exec(said)?.[0] });
+      }
     } else if (err instanceof Unreachable) {
-      console.error(err.message);
-      process.exitCode = EXIT.unreachable;
+      fail(EXIT.unreachable, 'unreachable', err.message);
     } else if (err instanceof ApiError) {
-      console.error(err.message);
-      process.exitCode = EXIT.failed;
+      fail(EXIT.failed, 'refused', err.message, { status: err.status, ...(err.body !== undefined ? { body: err.body } : {}) });
     } else throw err;
   }
 }
