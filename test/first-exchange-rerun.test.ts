@@ -75,7 +75,7 @@ describe('a simple task that ends in its first workflow task, while a call races
   test('a signal while the agent works: the workflow task runs again, and reads the answer instead of calling the agent again', async () => {
     const { executor, client } = await slowAgent(600);
     const { answer, taskId } = await sendBlocking(client, 'race a signal');
-    await new Promise((r) => setTimeout(r, 150)); // the agent is working: the first exchange runs
+    await eventually(() => executor.runs === 1 || undefined, 10_000, 'the agent working'); // the first exchange runs
     // A signal as the gateway sends them (here the one a handed-over turn sends: the agent's task), straight to the workflow.
     await gw.env.client.workflow.getHandle(workflowIdOf('default', taskId)).signal(agentTaskSignal, { agentTaskId: 'told-meanwhile' });
     const task = await answer;
@@ -92,7 +92,7 @@ describe('a simple task that ends in its first workflow task, while a call races
   test('a cancel while the agent works: refused as a cancel of the completed task is, and the task stays completed', async () => {
     const { agent, executor, client } = await slowAgent(600);
     const { answer, taskId } = await sendBlocking(client, 'race a cancel');
-    await new Promise((r) => setTimeout(r, 150));
+    await eventually(() => executor.runs === 1 || undefined, 10_000, 'the agent working');
     const cancel = client.cancelTask({ tenant: '', id: taskId, metadata: undefined });
     cancel.catch(() => undefined); // it may be refused before the answer is in: checked below
     const task = await answer;
@@ -112,7 +112,7 @@ describe('a simple task that ends in its first workflow task, while a call races
   test('a second message while the agent works on the first: refused as one to a completed task is', async () => {
     const { executor, client } = await slowAgent(600);
     const { answer, taskId } = await sendBlocking(client, 'first');
-    await new Promise((r) => setTimeout(r, 150));
+    await eventually(() => executor.runs === 1 || undefined, 10_000, 'the agent working');
     const second = client.sendMessage(
       SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', taskId, parts: [{ text: 'second' }] } }),
     );
