@@ -41,7 +41,7 @@ export interface FinishOptions {
    * transaction, so a rerun of the workflow task that ran it reads the answer (answeredBefore) instead of calling the
    * agent again. Only with knownChildren, and only when the statement settles.
    */
-  answer?: { messageId: string; value: unknown };
+  answer?: { messageId: string; json: string };
 }
 
 /** What finishTask did: the settlement, or (with FinishOptions.knownChildren) the children that held it back. */
@@ -128,7 +128,7 @@ async function finishCounting(
          SELECT array_agg(stored_seq) AS seqs, array_agg(stored_key) AS keys
            FROM switchboard_append_events($1, $2, (CASE WHEN k.n <= $12 THEN $13 ELSE $14 END)::jsonb, false, $15)) AS a
        LEFT JOIN (SELECT * FROM ${settleCall(16)} WHERE (SELECT n FROM kids) <= $12) AS s ON true`,
-      [...projection, known, wholeBatch, relayedBatch, channel, ...settleArgs, ...(answer ? [answer.messageId, JSON.stringify(answer.value)] : [])],
+      [...projection, known, wholeBatch, relayedBatch, channel, ...settleArgs, ...(answer ? [answer.messageId, answer.json] : [])],
     ),
   );
   const row = rows[0]!;

@@ -182,14 +182,15 @@ async function settleHere(ctx: Context, deps: ForwardDeps, args: ForwardArgs, an
   const left: FirstExchange = { ...answer, ...(relayed ? { relayed } : {}) };
   const at = new Date().toISOString();
   const finished: FirstExchange = { ...answer, finish: { at, written: true } };
-  if (!deps.unfunded || !args.record || Buffer.byteLength(JSON.stringify(finished)) > ANSWER_KEPT_BYTES) return left;
+  const json = JSON.stringify(finished); // serialised once: measured here, kept by the statement
+  if (!deps.unfunded || !args.record || Buffer.byteLength(json) > ANSWER_KEPT_BYTES) return left;
   const s = args.settle!;
   const { record, settlement } = finalOfFirstTurn(args.record, answer, at, s);
   try {
     const done = await finishTask(deps.pool, deps.hub, deps.unfunded, record, settlement, {
       ...(relayed ? { relayed } : {}),
       knownChildren: s.knownChildren,
-      answer: { messageId: args.message.messageId, value: finished },
+      answer: { messageId: args.message.messageId, json },
     });
     return done.childrenLinked === undefined ? finished : { ...answer, childrenLinked: done.childrenLinked };
   } catch (err) {

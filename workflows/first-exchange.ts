@@ -14,13 +14,13 @@ export type FirstExchangeArgs = Parameters<typeof firstExchanges.forwardFirstExc
 
 /**
  * What the first exchange is asked to do beside the turn. Level 5: leave a terminal answer's children to count and its
- * relayed events to log to finishTask. Level 7: a fresh task's first turn (`settle` given: the turn's start record is
- * in `args`, nothing else is queued, no cancel came) finishes the task itself when the agent ends it at once
+ * relayed events to log to finishTask. Level 7: a fresh task's first turn (`settle` given only then: the turn's start
+ * record is in `args`, nothing else is queued, no cancel came) finishes the task itself when the agent ends it at once
  * (ForwardArgs.settle): one workflow task for the task.
  */
 export function firstExchangeArgs(args: FirstExchangeArgs, level: number | undefined, settle?: SettleAtAnswer): FirstExchangeArgs {
   if (!atLevel(level, 5)) return args;
-  if (!atLevel(level, 7) || !settle || !args.record) return { ...args, atFinish: true };
+  if (!atLevel(level, 7) || !settle) return { ...args, atFinish: true };
   return { ...args, atFinish: true, settle };
 }
 
