@@ -181,10 +181,10 @@ describe('names are unique in a tenant', () => {
   });
 
   test('agents whose cards share a name all register: a name not asked for becomes a free variant', async () => {
-    const cards = await Promise.all([echo(), echo(), echo(), echo()]);
+    const cards = await Promise.all(Array.from({ length: 9 }, () => echo()));
     const first = await post({ url: cards[0]!.url });
     assert.equal(first.status, 201, JSON.stringify(first.json));
-    // The rest at once: the index sends a default name that lost a race on to the next variant.
+    // The rest at once, more of them than a registration has tries: they wait for each other on the name's lock.
     const rest = await Promise.all(cards.slice(1).map((a) => post({ url: a.url })));
     for (const r of rest) assert.equal(r.status, 201, JSON.stringify(r.json));
     const names = [first, ...rest].map((r) => r.json.name as string);

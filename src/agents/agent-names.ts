@@ -95,8 +95,10 @@ export async function checkNameFree(db: Db, tenant: string, name: string, except
 /**
  * Writes a new agent: in one transaction, under an advisory lock for the tenant and the URL's key, the URL must be
  * unregistered in the tenant; a name `asked` for must be free; a name not asked for (the card's) becomes a free
- * variant of itself ("Echo (2)"). `insert` writes the row with the name it is given. A name taken by a concurrent
- * write (the unique index) fails an asked name and makes a default one try the next variant.
+ * variant of itself ("Echo (2)"), chosen under a second advisory lock for the tenant and the name's key, so that
+ * concurrent registrations of one card do not all pick the same variant. `insert` writes the row with the name it is
+ * given. A name taken by a concurrent write (the unique index) fails an asked name and makes a default one try the
+ * next variant.
  * @throws AgentConflict (field `url` or `name`) naming the holder; BlankName for an asked name with nothing visible.
  */
 export async function insertUnique<T>(
@@ -115,6 +117,8 @@ export async function insertUnique<T>(
           await checkNameFree(db, tenant, want.name);
           return insert(db, want.name);
         }
+        // Registrations of one card name wait for each other here, so each sees the variants taken before it.
+        await db.query(`SELECT pg_advisory_xact_lock(hashtext('agent-name' || chr(10) || $1 || chr(10) || switchboard_agent_name_key($2)))`, [tenant, want.name]);
         const { rows } = await db.query<{ name: string }>('SELECT switchboard_free_agent_name($1, $2) AS name', [tenant, want.name]);
         return insert(db, rows[0]!.name);
       });
