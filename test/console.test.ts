@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
 import { type Gateway, clientFactory, register, rpc, startGateway } from './helpers/harness';
 import { CONSOLE_CSP } from '../src/routes/console';
@@ -168,7 +168,7 @@ describe('GET /console in Chromium', () => {
     const row = `#tasks tr[data-task-id="${task.id}"]`;
     await shows(page, row, { includes: ['completed'] }, 'the completed task');
     const [id, state, agent, cost] = await cellTexts(page, row);
-    assert.deepEqual([id, state, agent, cost], [task.id, 'completed', 'Echo', '3']);
+    assert.deepEqual([id, state, agent, cost], [task.id, 'completed', `Echo${echoId}`, '3'], 'the agent by its name, its id under it');
     const link = await page.$eval(`${row} a`, (a) => (a as unknown as { href: string }).href);
     assert.equal(link, `${TEMPORAL_UI.url}/namespaces/default/workflows/${encodeURIComponent(`a2a:default:${task.id}`)}`);
     await shows(page, '#agents tbody', { includes: ['100% of 1 tasks'] }, 'the reputation after one completed task');
@@ -254,7 +254,7 @@ describe('GET /console in Chromium', () => {
     await shows(page, '#page', { equals: 'page 1' }, 'back on the first page');
     // Every row of an agent's filter is that agent's; the state filter shows only that state.
     const agents = await page.$$eval('#tasks tbody tr[data-task-id] td:nth-child(3)', (tds) => [...new Set(tds.map((td) => td.textContent))]);
-    assert.deepEqual(agents, ['Echo']);
+    assert.deepEqual(agents, [`Echo${echoId}`]);
     await page.select('#filter-agent', '');
     await page.select('#filter-state', 'working');
     await shows(page, '#tasks tbody', { equals: 'No tasks match these filters.' }, 'no working task');
@@ -298,6 +298,64 @@ describe('GET /console in Chromium', () => {
     await page.type('#find-id', 'no-such-task');
     await page.click('#find');
     await shows(page, '#task-missing', { equals: 'No task no-such-task in this tenant.' }, 'a task that is not there');
+  });
+
+  test("an operator acts from a task's page: its link opens it, an answer continues it, a cancel ends it at the agent; both are audited", async () => {
+    const asker = await agents.add(startAskingAgent());
+    const askerId = (await register(gw, asker.url)).id;
+    const asked = await sendTo(askerId, 'who is it?', gw.keys.client);
+    assert.equal(asked.status.state, 'TASK_STATE_INPUT_REQUIRED');
+
+    // The task's own address opens its page (the key is this tab's).
+    await page.goto(`${gw.url}/console#task=${encodeURIComponent(asked.id)}`);
+    await shows(page, '#task-id', { equals: asked.id }, 'the linked task');
+    await shows(page, '#task-reason', { includes: ['What it asks', 'What is your name?'] }, 'what the task asks');
+    assert.equal(await page.$eval('#answer', (e) => (e as unknown as { hidden: boolean }).hidden), false, 'the answer form is shown');
+    assert.equal(await page.$eval('#task-link', (e) => (e as unknown as { href: string }).href), `${gw.url}/console#task=${asked.id}`);
+    await page.click('#copy-link');
+    await shows(page, '#action-result', { includes: [`${gw.url}/console#task=${asked.id}`] }, 'the link, copied or to copy');
+    // The agent's id is written under its name in the list.
+    await shows(page, `#tasks tr[data-task-id="${asked.id}"]`, { includes: ['Asker', askerId] }, "the task's agent by name and id");
+
+    await page.type('#answer-text', 'Grace Hopper');
+    await page.click('#answer button[type=submit]');
+    await shows(page, '#action-result', { includes: ['Answer sent'] }, 'the answer sent');
+    await shows(page, '#artifacts', { includes: ['Hello, Grace Hopper!'] }, "the agent's answer to the operator's message");
+    await shows(page, '#task-summary', { includes: ['completed'] }, 'the task completed');
+    const continued = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: asked.id } }, { authorization: `Bearer ${gw.keys.client}`, 'A2A-Version': '1.0' });
+    assert.equal(continued.json.result.status.state, 'TASK_STATE_COMPLETED', 'the same task, continued');
+
+    const slow = await agents.add(startSlowAgent());
+    const slowId = (await register(gw, slow.url)).id;
+    const started = await rpc(
+      `${gw.url}/agents/${slowId}/a2a`,
+      { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'take all day' }] }, configuration: { returnImmediately: true } } },
+      { authorization: `Bearer ${gw.keys.client}`, 'A2A-Version': '1.0' },
+    );
+    const working = started.json.result.task;
+    await page.goto(`${gw.url}/console#task=${encodeURIComponent(working.id)}`);
+    await shows(page, '#task-summary', { includes: ['working'] }, 'the slow task working');
+    assert.equal(await page.$eval('#answer', (e) => (e as unknown as { hidden: boolean }).hidden), true, 'no answer form for a working task');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#cancel-task');
+    await shows(page, '#action-result', { includes: ['Cancel asked'] }, 'the cancel asked');
+    await shows(page, '#task-summary', { includes: ['canceled'] }, 'the task canceled');
+    assert.ok(slow.calls.some((c) => c.method === 'CancelTask'), `the agent was told: ${JSON.stringify(slow.calls.map((c) => c.method))}`);
+
+    const audit = (await api('/audit?pageSize=50')).json.entries as { action: string; target: string; status: number; role: string }[];
+    const actions = audit.filter((e) => e.action.startsWith('task.')).map((e) => ({ action: e.action, target: e.target, status: e.status, role: e.role }));
+    assert.deepEqual(actions, [
+      { action: 'task.cancel', target: working.id, status: 200, role: 'operator' },
+      { action: 'task.answer', target: asked.id, status: 200, role: 'operator' },
+    ]);
+    // An operator's message never starts a task.
+    const refused = await rpc(
+      `${gw.url}/agents/${askerId}/a2a`,
+      { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'new' }] } } },
+      { authorization: `Bearer ${gw.keys.operator}`, 'A2A-Version': '1.0' },
+    );
+    assert.equal(refused.status, 403, refused.text);
+    assert.match(refused.json.error.message, /may answer a task .* but not start one/);
   });
 
   test('Forget key clears the key and the data', async () => {

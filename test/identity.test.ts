@@ -205,17 +205,21 @@ describe('role × route matrix', () => {
     assert.deepEqual(failures, []);
   });
 
-  test('each JSON-RPC method: 401 without a valid key, operators only read, clients and agents do everything', async () => {
-    const readOnly = new Set([
+  test('each JSON-RPC method: 401 without a valid key, operators read and cancel (a new message is refused), clients and agents do everything', async () => {
+    // An operator's message must continue a task (test/console.test.ts answers one); these start one.
+    const operatorMay = new Set([
       'GetTask', 'ListTasks', 'tasks/get', 'SubscribeToTask', 'tasks/resubscribe', 'GetExtendedAgentCard', 'agent/getAuthenticatedExtendedCard',
-      'tasks/list', 'task/resubscribe',
+      'tasks/list', 'task/resubscribe', 'CancelTask', 'tasks/cancel',
     ]);
     const failures: string[] = [];
     for (const method of RPC_METHODS) {
       const legacy = method.includes('/');
       // Params that reach the method: an unknown task (an error envelope, HTTP 200), or a message to send.
-      const params = /send|stream|Message/i.test(method) && !/resubscribe|Subscribe/.test(method)
-        ? { message: legacy ? { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'hi' }] } : userMessage('hi') }
+      // Made anew for each key: a 0.1 task id another key used already names an existing task (a continuation).
+      const paramsOf = () => /send|stream|Message/i.test(method) && !/resubscribe|Subscribe/.test(method)
+        ? method.startsWith('tasks/send')
+          ? { id: randomUUID(), message: { role: 'user', parts: [{ type: 'text', text: 'hi' }] } } // 0.1 names its new task
+          : { message: legacy ? { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'hi' }] } : userMessage('hi') }
         : /PushNotificationConfig|pushNotificationConfig/.test(method)
           ? legacy ? { id: randomUUID(), taskId: randomUUID(), pushNotificationConfigId: 'x' } : { taskId: randomUUID(), id: 'x' }
           : { id: randomUUID() };
@@ -223,10 +227,10 @@ describe('role × route matrix', () => {
         const res = await fetch(`${gw.url}/agents/${echoId}/a2a`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...(legacy ? {} : V1), ...(key[who] ? { authorization: `Bearer ${key[who]}` } : {}) },
-          body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params }),
+          body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params: paramsOf() }),
         });
         await res.arrayBuffer(); // a streaming answer ends with its task
-        const want = who === 'none' || who === 'revoked' || who === 'expired' ? 401 : (who === 'operator' && !readOnly.has(method)) || who === 'metrics' ? 403 : 200;
+        const want = who === 'none' || who === 'revoked' || who === 'expired' ? 401 : (who === 'operator' && !operatorMay.has(method)) || who === 'metrics' ? 403 : 200;
         if (res.status !== want) failures.push(`${method} as ${who}: ${res.status} (want ${want})`);
       }
     }

@@ -21,7 +21,7 @@ import type { Dialect, WireTask } from '../../task/wire';
 import type { AgentRegistry } from '../agents/registry';
 import { PUSH_METHOD_PARAMS } from '../push/params';
 import { clientMetadataOf, dialectOfTask, firstRequestOf } from '../db/task-dialects';
-import { openTasksOfContext } from '../db/task-store';
+import { agentOfTask, openTasksOfContext } from '../db/task-store';
 import { isInterrupted } from '../../task/rules';
 import { type Caller, rpcMethodRoles } from '../auth/caller';
 import type { CredentialWatch } from '../auth/credential-watch';
@@ -34,6 +34,7 @@ import { KnownAgents, mappingOutages } from './outage-fallbacks';
 import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
 import { annotate } from '../tracing';
 import { withJsonNames } from './proto-json';
+import { auditOperatorAction, isOperatorAction, operatorRefusal } from './operator-actions';
 
 export { RPC_METHODS } from './dialects';
 export type { RpcError, RpcOutcome } from './engine';
@@ -228,6 +229,14 @@ export class RpcCore {
   async answer(req: RpcRequest, resolve: RpcResolver): Promise<RpcAnswer> {
     const checked = await this.check(req);
     if (!('say' in checked)) return checked;
+    const out = await this.run(req, resolve, checked);
+    if (isOperatorAction(req.caller, checked.internal.method)) {
+      await auditOperatorAction(this.deps.pool, req.caller, { ...checked.internal, requestId: req.requestId }, 'error' in out ? out.error.code : undefined);
+    }
+    return out;
+  }
+
+  private async run(req: RpcRequest, resolve: RpcResolver, checked: Checked): Promise<RpcAnswer> {
     const { internal, engine, say } = checked;
     const { deps } = this;
     const outage = (err: unknown) => {
@@ -284,6 +293,9 @@ export class RpcCore {
       const message = `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`;
       return { error: say.refusal('PermissionDenied', message, { requiredRoles: roles.join(',') }), refused: 'permission' };
     }
+    const taskExists = async (taskId: string) => (await agentOfTask(this.deps.pool, caller.tenant, taskId)) !== undefined;
+    const refusedAction = await operatorRefusal(caller, 'runs' in spec ? spec.runs : method, req.params, taskExists);
+    if (refusedAction) return { error: say.refusal('PermissionDenied', refusedAction, { requiredRoles: 'admin,client,agent' }), refused: 'permission' };
     if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
       return say.fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
     }

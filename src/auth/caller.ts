@@ -5,7 +5,8 @@
  * Roles (issue 14):
  * - `admin`: tenants, keys, deposits, and everything else, in any tenant (X-Switchboard-Tenant picks one;
  *   default `default`);
- * - `operator`: its tenant's agents, accounts (read), ledger, reconcile, audit, and reading (and following) its tasks;
+ * - `operator`: its tenant's agents, accounts (read), ledger, reconcile, audit, reading (and following) its tasks,
+ *   and two actions on them: cancel one, answer one that waits for input (OPERATOR_ACTIONS);
  * - `client`: send/get/list/cancel/subscribe/push-config for its tenant's tasks, its own account (read);
  * - `agent`: a key bound to one registered agent. It calls like a client, and it is the only caller whose
  *   new tasks may name a parent task (multi-agent jobs): an agent starting work for a task it is running;
@@ -67,7 +68,7 @@ export const access = {
 export type A2ABinding = 'jsonrpc' | 'rest';
 
 /**
- * JSON-RPC methods an operator may call: reads only (operators inspect tasks; clients and agents run them).
+ * JSON-RPC methods every caller may call: reads (operators inspect tasks; clients and agents run them).
  * Subscribing reads a task's event log and changes nothing; the console follows a task's live events with it.
  */
 export const READ_METHODS: ReadonlySet<string> = new Set([
@@ -80,9 +81,16 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
   'agent/getAuthenticatedExtendedCard',
 ]);
 
+/**
+ * What an operator may do to its tenant's tasks besides reading them (issue 41: the console's actions): cancel one,
+ * and answer one as its client would. An operator's message must continue a task (`message.taskId`): operators
+ * never start tasks (src/a2a/operator-actions.ts checks that, and writes each action to the audit trail).
+ */
+export const OPERATOR_ACTIONS: ReadonlySet<string> = new Set(['CancelTask', 'tasks/cancel', 'SendMessage', 'message/send']);
+
 /** The roles that may call a JSON-RPC method on an A2A endpoint. */
 export function rpcMethodRoles(method: string): readonly Role[] {
-  return READ_METHODS.has(method) ? CALLER_ROLES : ['admin', 'client', 'agent'];
+  return READ_METHODS.has(method) || OPERATOR_ACTIONS.has(method) ? CALLER_ROLES : ['admin', 'client', 'agent'];
 }
 
 /** Thrown where a caller is required but absent: a route declared public reached code that needs one. */

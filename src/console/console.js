@@ -1,7 +1,9 @@
 // Switchboard's operator console: a static page over the JSON API (GET /agents, /tasks, /accounts,
 // /ledger/reconcile, /agents/:id/reputation, /tenants for admins), a task's page (GetTask on POST /a2a: both sides
 // of the conversation, the artifacts, why it failed) and its live events (SubscribeToTask, read with fetch and a
-// ReadableStream, since EventSource cannot send a key). No framework, no build step. Everything the API returns
+// ReadableStream, since EventSource cannot send a key). An operator acts on a task from its page: cancels it
+// (CancelTask) or answers it while it waits for input (SendMessage on the task, as its client would); both are in the
+// audit trail. `/console#task=<id>` opens one task's page. No framework, no build step. Everything the API returns
 // is written with textContent, never as HTML.
 'use strict';
 
@@ -13,6 +15,9 @@ const PAGE_SIZE = 20;
 const STATES = ['submitted', 'working', 'input-required', 'auth-required', 'completed', 'failed', 'canceled', 'rejected'];
 /** States whose status message says why the task did not complete. */
 const ENDED_BADLY = new Set(['failed', 'rejected', 'canceled']);
+/** States of a task that has not ended (it can be canceled), and those in which it waits for its client. */
+const OPEN = new Set(['submitted', 'working', 'input-required', 'auth-required']);
+const WAITING = new Set(['input-required', 'auth-required']);
 const $ = (id) => document.getElementById(id);
 
 let refreshTimer;
@@ -73,7 +78,7 @@ async function api(path, init = {}) {
   return res.json();
 }
 
-/** A JSON-RPC call on the front door (the read methods an operator may call: GetTask). */
+/** A JSON-RPC call on the front door (what an operator may call: the reads, CancelTask, SendMessage on a task). */
 async function rpc(method, params) {
   const res = await fetch('/a2a', {
     method: 'POST',
@@ -120,6 +125,7 @@ async function start() {
   await loadTenants();
   refresh();
   refreshTimer = setInterval(refresh, REFRESH_MS);
+  openLinkedTask();
 }
 
 /** An admin key may read every tenant (GET /tenants answers): the page offers them; any other key has one. */
@@ -261,13 +267,22 @@ function renderTasks(tasks) {
         temporal.rel = 'noopener noreferrer';
         temporal.title = t.workflowId;
       }
-      const tr = row([pick, state, agentNames.get(t.agentId) || t.agentId, num(t.costMinor), time(t.updatedAt), temporal]);
+      const tr = row([pick, state, agentCell(t.agentId), num(t.costMinor), time(t.updatedAt), temporal]);
       tr.dataset.taskId = t.id;
       if (selected === t.id) tr.className = 'selected';
       return tr;
     }),
   );
   if (!tasks.length) body.append(row([{ text: view.state || view.agentId ? 'No tasks match these filters.' : 'No tasks yet.' }]));
+}
+
+/** An agent by its name with its id under it: names are unique in a tenant, ids everywhere (and outlive a rename). */
+function agentCell(agentId) {
+  const cell = el('span');
+  const name = agentNames.get(agentId);
+  if (name) cell.append(el('span', name), el('br'));
+  cell.append(el('span', agentId, 'id'));
+  return cell;
 }
 
 function renderPaging() {
@@ -297,222 +312,14 @@ function renderReconcile(report) {
   );
 }
 
-// ---- a task's page: what it is, the conversation, its artifacts, why it ended as it did ----
-
-function openTask(taskId) {
-  selected = taskId;
-  $('task').hidden = false;
-  $('task-id').textContent = taskId;
-  $('task-missing').hidden = true;
-  for (const tr of $('tasks').tBodies[0].rows) tr.className = tr.dataset.taskId === taskId ? 'selected' : '';
-  $('task').scrollIntoView({ block: 'start' });
-  watch(taskId);
-  refreshTask().catch((err) => showError(`Could not read task ${taskId}: ${err.message}`));
-}
-
-function closeTask() {
-  stopLive();
-  selected = undefined;
-  $('task').hidden = true;
-}
-
-/** The task's row (agent, cost, workflow) from GET /tasks and the task itself (history, artifacts) from GetTask. */
-async function refreshTask() {
-  const taskId = selected;
-  const [listed, task] = await Promise.all([
-    api(`/tasks?taskId=${encodeURIComponent(taskId)}&pageSize=1`),
-    rpc('GetTask', { id: taskId }).catch((err) => {
-      if (err.code === -32001) return null; // TaskNotFound: said on the page, not as a refresh error
-      throw err;
-    }),
-  ]);
-  if (selected !== taskId) return;
-  const summary = listed.tasks[0];
-  if (!task) {
-    $('task-missing').textContent = `No task ${taskId} in this tenant.`;
-    $('task-missing').hidden = false;
-    for (const id of ['task-summary', 'conversation', 'artifacts']) $(id).replaceChildren();
-    $('task-reason').hidden = true;
-    return;
-  }
-  $('task-missing').hidden = true;
-  renderTask(task, summary);
-}
-
-function renderTask(task, summary) {
-  const state = label(task.status.state);
-  const facts = [
-    ['State', el('span', state, `state ${state}`)],
-    ['Agent', summary ? `${agentNames.get(summary.agentId) || summary.agentId} (${summary.agentId})` : '–'],
-    ['Context', el('span', task.contextId, 'id')],
-    ['Cost (minor units)', summary && summary.costMinor !== null ? String(summary.costMinor) : '–'],
-    ['Created', summary ? new Date(summary.createdAt).toLocaleString() : '–'],
-    ['Updated', task.status.timestamp ? new Date(task.status.timestamp).toLocaleString() : '–'],
-  ];
-  if (summary && summary.temporalUiUrl) {
-    const a = el('a', summary.workflowId);
-    a.href = summary.temporalUiUrl;
-    a.target = '_blank';
-    a.rel = 'noopener noreferrer';
-    facts.push(['Workflow', a]);
-  } else if (summary) facts.push(['Workflow', el('span', summary.workflowId, 'id')]);
-  $('task-summary').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', k), v instanceof Node ? wrap('dd', v) : el('dd', v)]));
-
-  const why = task.status.message ? partsText(task.status.message.parts) : '';
-  const reason = $('task-reason');
-  reason.hidden = !why || !(ENDED_BADLY.has(state) || state === 'input-required' || state === 'auth-required');
-  reason.className = `reason ${state}`;
-  $('task-reason-title').textContent = state === 'failed' ? 'Why it failed' : state === 'rejected' ? 'Why it was rejected' : state === 'canceled' ? 'Why it was canceled' : 'What it asks';
-  $('task-reason-text').textContent = why;
-
-  // Both sides, in order: the client's messages (ROLE_USER) and the agent's (ROLE_AGENT), as the task's history has them.
-  const history = task.history || [];
-  $('conversation').replaceChildren(
-    ...history.map((m) => {
-      const who = m.role === 'ROLE_USER' ? 'client' : 'agent';
-      const li = el('li', undefined, `message ${who}`);
-      li.append(el('span', who, 'who'), el('span', partsText(m.parts), 'text'));
-      return li;
-    }),
-  );
-  if (!history.length) $('conversation').append(el('li', 'No messages recorded.', 'empty'));
-  const artifacts = task.artifacts || [];
-  $('artifacts').replaceChildren(
-    ...artifacts.map((a) => {
-      const li = el('li', undefined, 'artifact');
-      li.append(el('span', a.name || a.artifactId, 'who'), el('pre', partsText(a.parts), 'text'));
-      return li;
-    }),
-  );
-  if (!artifacts.length) $('artifacts').append(el('li', 'No artifacts.', 'empty'));
-}
-
-function wrap(tag, child) {
-  const e = el(tag);
-  e.append(child);
-  return e;
-}
-
-/** A message's or artifact's parts as text: text as it is, data as JSON, files by name or URL. */
-function partsText(parts) {
-  return (parts || [])
-    .map((p) => {
-      if (typeof p.text === 'string') return p.text;
-      if (p.data !== undefined) return JSON.stringify(p.data);
-      if (p.url || p.raw !== undefined) return `[file ${p.filename || p.url || ''}${p.mediaType ? `, ${p.mediaType}` : ''}]`;
-      return '';
-    })
-    .join('');
-}
-
-// ---- one task's live events ----
-
-function stopLive() {
-  if (live) live.aborter.abort();
-  live = undefined;
-}
-
-/**
- * Follows a task's events from the start of its log (Last-Event-ID: 0), so a finished task shows its whole story
- * and a running one keeps growing until its turn ends. Artifact chunks are joined per artifact (append or
- * replace, as A2A says); a retried agent call voids the events of the failed attempt, which are dropped.
- */
-async function watch(taskId) {
-  stopLive();
-  const aborter = new AbortController();
-  live = { taskId, aborter };
-  $('live-state').textContent = '…';
-  $('live-count').textContent = '0';
-  $('live-text').textContent = '';
-  $('live-events').replaceChildren();
-
-  const chunks = []; // { seq, artifactId, text, append }
-  const render = () => {
-    const texts = new Map();
-    for (const c of chunks) texts.set(c.artifactId, (c.append ? texts.get(c.artifactId) || '' : '') + c.text);
-    $('live-text').textContent = [...texts.values()].join('\n');
-  };
-  const note = (text) => {
-    const list = $('live-events');
-    list.append(el('li', text));
-    list.scrollTop = list.scrollHeight;
-  };
-  let count = 0;
-  const onEvent = (seq, data) => {
-    if (live?.aborter !== aborter) return;
-    $('live-count').textContent = String(++count);
-    if (data.error) return note(`error ${data.error.code}: ${data.error.message}`);
-    const r = data.result || {};
-    if (r.task) {
-      $('live-state').textContent = label(r.task.status.state);
-      for (const a of r.task.artifacts || []) chunks.push({ seq, artifactId: a.artifactId, text: partsText(a.parts), append: false });
-      note(`#${seq} task ${label(r.task.status.state)}`);
-    } else if (r.statusUpdate) {
-      const u = r.statusUpdate;
-      const voided = u.metadata && u.metadata.switchboard && u.metadata.switchboard.void;
-      if (voided) {
-        for (let i = chunks.length - 1; i >= 0; i--) if (chunks[i].seq >= voided.fromSeq && chunks[i].seq <= voided.toSeq) chunks.splice(i, 1);
-        note(`#${seq} attempt ${voided.attempt} voided (events ${voided.fromSeq}–${voided.toSeq}): the agent is asked again`);
-      } else {
-        const message = u.status.message ? partsText(u.status.message.parts) : '';
-        note(`#${seq} ${label(u.status.state)}${message ? `: ${message}` : ''}`);
-      }
-      $('live-state').textContent = label(u.status.state);
-    } else if (r.artifactUpdate) {
-      const u = r.artifactUpdate;
-      chunks.push({ seq, artifactId: u.artifact.artifactId, text: partsText(u.artifact.parts), append: Boolean(u.append) });
-      note(`#${seq} chunk${u.lastChunk ? ' (last)' : ''}`);
-    }
-    render();
-  };
-
-  try {
-    const res = await fetch('/a2a', {
-      method: 'POST',
-      signal: aborter.signal,
-      headers: headers({ 'content-type': 'application/json', accept: 'text/event-stream', 'A2A-Version': '1.0', 'Last-Event-ID': '0' }),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SubscribeToTask', params: { id: taskId } }),
-    });
-    if (!(res.headers.get('content-type') || '').startsWith('text/event-stream')) {
-      const body = await res.json().catch(() => ({}));
-      return onEvent('–', body.error ? body : { error: { code: res.status, message: reasonOf(body, `HTTP ${res.status}`) } });
-    }
-    await readSse(res.body, onEvent);
-    if (live?.aborter === aborter) note('stream ended');
-  } catch (err) {
-    if (err.name !== 'AbortError') note(`stream failed: ${err.message}`);
-  }
-}
-
-/** Calls onEvent(id, data) for each `data:` event of a text/event-stream body (comments are skipped). */
-async function readSse(body, onEvent) {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += value.replace(/\r\n?/g, '\n');
-    let end;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let id = '';
-      const data = [];
-      for (const line of block.split('\n')) {
-        if (line.startsWith('id:')) id = line.slice(3).trim();
-        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
-      }
-      if (data.length) onEvent(Number(id), JSON.parse(data.join('\n')));
-    }
-  }
-}
-
-const label = (state) => String(state || '').replace(/^TASK_STATE_/, '').toLowerCase().replace(/_/g, '-');
-
 document.addEventListener('DOMContentLoaded', () => {
   $('login').addEventListener('submit', signIn);
   $('forget').addEventListener('click', () => signOut());
   $('tenant').addEventListener('change', switchTenant);
+  $('cancel-task').addEventListener('click', cancelTask);
+  $('answer').addEventListener('submit', answerTask);
+  $('copy-link').addEventListener('click', copyLink);
+  window.addEventListener('hashchange', openLinkedTask);
   $('filter-state').append(
     ...STATES.map((s) => {
       const o = el('option', s);

@@ -26,6 +26,7 @@ export const CONSOLE_CSP = [
 
 const FILES = [
   { url: '/console', file: 'index.html', type: 'text/html; charset=utf-8' },
+  { url: '/console/task-page.js', file: 'task-page.js', type: 'text/javascript; charset=utf-8' },
   { url: '/console/console.js', file: 'console.js', type: 'text/javascript; charset=utf-8' },
   { url: '/console/console.css', file: 'console.css', type: 'text/css; charset=utf-8' },
 ];
