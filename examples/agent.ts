@@ -3,6 +3,7 @@
  * with @a2a-js/sdk, A2A 1.0 with the 0.3 compat layer, streaming. What it does with a task's first message:
  *  - text containing "slow": works for a minute, streaming a line a second (cancel it);
  *  - otherwise: asks for your name (input-required), then streams a greeting word by word and completes.
+ * It logs every message it gets (task, new or next turn, text) and every cancel, so what Switchboard sends it can be seen.
  */
 import { randomUUID } from 'node:crypto';
 import express from 'express';
@@ -28,6 +29,8 @@ const chunk = (ctx: RequestContext, artifactId: string, value: string, append: b
     artifact: { artifactId, name: 'answer', description: '', parts: [text(value)], metadata: undefined, extensions: [] },
   });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const say = (line: string) => console.log(`${new Date().toISOString().slice(11, 23)} ${line}`);
+
 
 class ExampleExecutor implements AgentExecutor {
   private readonly canceled = new Set<string>();
@@ -35,6 +38,7 @@ class ExampleExecutor implements AgentExecutor {
   async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const said = textOf(ctx.userMessage).trim();
     const followUp = ctx.task !== undefined; // the SDK hands over the stored task on the task's next message
+    say(`message ${ctx.userMessage.messageId} for task ${ctx.taskId} (${followUp ? 'its next turn' : 'new'}): "${said.slice(0, 60)}"`);
     bus.publish(AgentEvent.task({ id: ctx.taskId, contextId: ctx.contextId, status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [], metadata: undefined }));
     if (!followUp && /slow/i.test(said)) return this.slow(ctx, bus);
     if (!followUp) {
@@ -65,6 +69,7 @@ class ExampleExecutor implements AgentExecutor {
   }
 
   async cancelTask(taskId: string, bus: ExecutionEventBus): Promise<void> {
+    say(`cancel of task ${taskId}: stopping`);
     this.canceled.add(taskId);
     bus.publish(AgentEvent.statusUpdate({ taskId, contextId: '', status: { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() }, metadata: undefined }));
     bus.finished();

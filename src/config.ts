@@ -150,6 +150,8 @@ const EnvSchema = z.object({
   SWITCHBOARD_RATE_LIMIT_TENANT_RPS: z.coerce.number().int().min(1).default(2_000),
   SWITCHBOARD_RATE_LIMIT_KEY_RPS: z.coerce.number().int().min(1).default(1_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `pretty`: one readable, coloured line per entry; `json`: one JSON object per line. Unset: pretty on a terminal, else JSON. */
+  LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
   /**
    * What this process runs: `api` (the HTTP front door), `worker` (the Temporal worker, no HTTP server), or `all`
    * (both, the default). Split roles share DATABASE_URL, TEMPORAL_ADDRESS and the task queue.

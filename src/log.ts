@@ -1,5 +1,6 @@
 /** The process logger (pino). Credentials never reach it: whatever logs a request or an error carrying one is redacted. */
 import pino, { type DestinationStream, type Logger } from 'pino';
+import pretty from 'pino-pretty';
 
 export const REDACTED_PATHS = [
   'req.headers.authorization',
@@ -12,9 +13,18 @@ export const REDACTED_PATHS = [
   '*.access_token',
 ];
 
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+/**
+ * The logger. Without a destination it writes to stdout: as readable lines (pino-pretty, synchronous, so nothing is
+ * lost at exit) when `format` is `pretty`, or by default when stdout is a terminal; as JSON lines otherwise, for a
+ * log collector.
+ */
+export function createLogger(level: string, destination?: DestinationStream, format?: 'json' | 'pretty'): Logger {
   const options = { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
-  return destination ? pino(options, destination) : pino(options);
+  if (destination) return pino(options, destination);
+  if (format === 'pretty' || (format === undefined && process.stdout.isTTY)) {
+    return pino(options, pretty({ sync: true, colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
+  }
+  return pino(options);
 }
 
 const SDK_LEVELS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;

@@ -67,7 +67,7 @@ class Stops {
 
 async function main(): Promise<void> {
   const config = configOrExit();
-  const log = createLogger(config.LOG_LEVEL);
+  const log = createLogger(config.LOG_LEVEL, undefined, config.LOG_FORMAT);
   stayUpOnBugs(log);
   const runtimeMetricsUrl = await installRuntime(config, log);
   const stops = new Stops(log);
@@ -421,9 +421,16 @@ async function serveApi(
   console.log(lines.join('\n'));
 }
 
-/** The banner's line for the embedded PostgreSQL: its URL, for psql or another Switchboard process's DATABASE_URL. */
+/**
+ * The banner's line for the embedded PostgreSQL: its URL without the password (a terminal's scrollback and a log
+ * collector keep what is printed), and the file that holds it, for psql or another Switchboard process's DATABASE_URL.
+ */
 function postgresLine(url: string, dataDir: string): string {
-  return `  PostgreSQL:         ${url} (embedded, data in ${join(dataDir, 'postgres')}; psql or another process's DATABASE_URL may use it)`;
+  const shown = new URL(url);
+  shown.password = '';
+  const file = join(dataDir, 'postgres-password');
+  const withPassword = `postgres://${shown.username}:$(cat ${file})@${shown.host}${shown.pathname}`;
+  return `  PostgreSQL:         ${shown.href} (embedded, data in ${join(dataDir, 'postgres')}; password in ${file}: DATABASE_URL=${withPassword})`;
 }
 
 /** A secret kept in a 0600 file of the data dir: read when it exists, else made by `make` and written. */

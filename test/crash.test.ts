@@ -335,8 +335,10 @@ describe('SWITCHBOARD_ROLE', () => {
       const api = await startSwitchboard({ ...split, SWITCHBOARD_DATA_DIR: dataDir, SWITCHBOARD_ROLE: 'api', PORT: String(await freePort()) });
       let workerOnly: SwitchboardProcess | undefined;
       try {
-        const databaseUrl = /PostgreSQL: +(postgres:\/\/\S+) \(embedded/.exec(api.output())?.[1];
-        assert.ok(databaseUrl, api.output());
+        // The banner names the database and the file with its password (never the password itself).
+        const shown = /PostgreSQL: +(postgres:\/\/\S+) \(embedded, .*password in (\S+):/.exec(api.output());
+        assert.ok(shown, api.output());
+        const databaseUrl = shown[1]!.replace('postgres@', `postgres:${(await readFile(shown[2]!, 'utf8')).trim()}@`);
         workerOnly = await startSwitchboard({ ...split, DATABASE_URL: databaseUrl, SWITCHBOARD_ROLE: 'worker', PORT: String(await freePort()) });
         const echo = await agents.add(startEchoAgent());
         const headers = { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` };

@@ -96,8 +96,10 @@ after(async () => {
 test(`the embedded default: ${TASKS} tasks sent while ${READERS} readers loop over the console's GETs, none fails`, { timeout: 300_000 }, async (t) => {
   sb = await startSwitchboard(env, { readyTimeoutMs: 180_000, processGroup: true });
   const url = sb.url;
-  // The banner names the database, for psql or another process's DATABASE_URL.
-  assert.match(sb.output(), /PostgreSQL: +postgres:\/\/postgres:\S+@127\.0\.0\.1:\d+\/postgres \(embedded/);
+  // The banner names the database, for psql or another process's DATABASE_URL, and where its password is: not the password.
+  assert.match(sb.output(), /PostgreSQL: +postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres \(embedded, .*password in \S+postgres-password/);
+  const pgPassword = (await readFile(join(dataDir, 'postgres-password'), 'utf8')).trim();
+  assert.equal(sb.output().includes(pgPassword), false, 'the banner does not print the password');
   const adminKey = (await readFile(join(dataDir, 'admin-key'), 'utf8')).trim();
   const headers = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
 

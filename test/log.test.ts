@@ -1,6 +1,8 @@
 // The Temporal SDK's logs through pino (src/log.ts temporalLogger): one JSON stream, redacted like the rest, every
 // line about a task's workflow carrying its tenant and task id, failures kept with their message and stack.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { createLogger, temporalLogger } from '../src/log';
@@ -38,4 +40,22 @@ test('every SDK level maps to pino, lines of other workflows carry no task id, a
   assert.deepEqual(lines.map((l) => [l.level, l.msg]), [[50, 'e'], [30, 'i']]);
   assert.equal(lines[0].taskId, undefined);
   assert.equal(lines[1].headers.authorization, '[redacted]');
+});
+
+/** What a process writes to its stdout (a pipe here) through createLogger with LOG_FORMAT as given. */
+function loggedBy(format: string | undefined): string {
+  const script = `const { createLogger } = require('./src/log'); createLogger('info', undefined, ${JSON.stringify(format)}).info({ taskId: 't-1', headers: { authorization: 'Bearer sb_secret' } }, 'turn ended');`;
+  return execFileSync(process.execPath, ['--import', 'tsx', '-e', script], { cwd: join(__dirname, '..'), encoding: 'utf8' });
+}
+
+test('LOG_FORMAT pretty: readable lines (as on a terminal), redacted; json, or no terminal: one JSON object a line', () => {
+  const readable = loggedBy('pretty');
+  assert.match(readable, /INFO: turn ended/);
+  assert.match(readable, /taskId: "t-1"/);
+  assert.doesNotMatch(readable, /sb_secret/);
+  assert.throws(() => JSON.parse(readable.split('\n')[0]!), 'not JSON');
+  for (const format of ['json', undefined]) {
+    const line = JSON.parse(loggedBy(format).trim());
+    assert.deepEqual([line.msg, line.taskId, line.headers.authorization], ['turn ended', 't-1', '[redacted]'], String(format));
+  }
 });
