@@ -300,7 +300,7 @@ describe('GET /console in Chromium', () => {
     await shows(page, '#task-missing', { equals: 'No task no-such-task in this tenant.' }, 'a task that is not there');
   });
 
-  test("an operator acts from a task's page: its link opens it, an answer continues it, a cancel ends it at the agent; both are audited", async () => {
+  test("an operator acts from a task's page: its link opens it, an answer continues it, a cancel ends it at the agent (a streamed part kept); audited", async () => {
     const asker = await agents.add(startAskingAgent());
     const askerId = (await register(gw, asker.url)).id;
     const asked = await sendTo(askerId, 'who is it?', gw.keys.client);
@@ -342,6 +342,7 @@ describe('GET /console in Chromium', () => {
     await shows(page, '#task-summary', { includes: ['canceled'] }, 'the task canceled');
     assert.ok(slow.calls.some((c) => c.method === 'CancelTask'), `the agent was told: ${JSON.stringify(slow.calls.map((c) => c.method))}`);
 
+
     const audit = (await api('/audit?pageSize=50')).json.entries as { action: string; target: string; status: number; role: string }[];
     const actions = audit.filter((e) => e.action.startsWith('task.')).map((e) => ({ action: e.action, target: e.target, status: e.status, role: e.role }));
     assert.deepEqual(actions, [
@@ -356,6 +357,27 @@ describe('GET /console in Chromium', () => {
     );
     assert.equal(refused.status, 403, refused.text);
     assert.match(refused.json.error.message, /may answer a task .* but not start one/);
+
+    // A streaming task canceled mid-stream: what it streamed stays on its page, shown as partial.
+    let streamGo: () => void = () => undefined;
+    const held = new Promise<void>((go) => (streamGo = go));
+    const halting = await agents.add(startChunkyAgent({ chunks: 6, gate: (i) => (i < 2 ? Promise.resolve() : held) }));
+    const haltingId = (await register(gw, halting.url)).id;
+    try {
+      const streaming = (await rpc(
+        `${gw.url}/agents/${haltingId}/a2a`,
+        { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'stream' }] }, configuration: { returnImmediately: true } } },
+        { authorization: `Bearer ${gw.keys.client}`, 'A2A-Version': '1.0' },
+      )).json.result.task;
+      await page.goto(`${gw.url}/console#task=${encodeURIComponent(streaming.id)}`);
+      await shows(page, '#live-text', { equals: chunkedText(2) }, 'two chunks streamed');
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.click('#cancel-task');
+      await shows(page, '#task-summary', { includes: ['canceled'] }, 'the streaming task canceled');
+      await shows(page, '#artifacts', { includes: [chunkedText(2), 'streamed before the cancel'] }, 'the partial artifact, marked');
+    } finally {
+      streamGo();
+    }
   });
 
   test('Forget key clears the key and the data', async () => {

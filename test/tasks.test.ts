@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { Message, SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import { Context, activityInfo } from '@temporalio/activity';
-import { AgentPool, startAskingAgent, startEchoAgent, startFailingAgent, startReplyingAgent, startSlowAgent } from './agents';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startFailingAgent, startReplyingAgent, startSlowAgent } from './agents';
 import { type Gateway, clientFactory, eventually, register, rpc, startGateway, textOf } from './helpers/harness';
 import { workflowIdOf } from '../src/temporal/task-gateway';
 
@@ -309,6 +309,7 @@ describe('cancel', () => {
     assert.equal(again.status.state, 'TASK_STATE_CANCELED');
     const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
     assert.equal(got.status.state, 'TASK_STATE_CANCELED');
+    assert.match(got.status.message.parts[0].text, /^Canceled from Temporal/, 'the task says who canceled it');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
     assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
     assert.equal(Number(settlement.amount_minor), 0);
@@ -328,9 +329,34 @@ describe('cancel', () => {
     assert.equal(slow.cancels.length, 1, 'the cancel reached the agent');
     const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
     assert.equal(got.status.state, 'TASK_STATE_CANCELED');
+    assert.match(got.status.message.parts[0].text, /^Canceled from Temporal/, 'the task says who canceled it');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
     assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
     assert.equal(Number(settlement.amount_minor), 0);
+  });
+
+  test('a streaming task canceled mid-stream keeps what it streamed: GetTask and the cancel answer show the partial artifact, marked', async () => {
+    let allowed = 3;
+    const waiting: (() => void)[] = [];
+    const gate = (i: number) => (i < allowed ? Promise.resolve() : new Promise<void>((go) => waiting.push(go)));
+    const chunky = await agents.add(startChunkyAgent({ chunks: 10, gate }));
+    try {
+      const { client } = await clientFor(chunky.url);
+      const task = await send(client, 'stream a while', { configuration: { returnImmediately: true } });
+      const streamed = async () => (await gw.db.pool.query("SELECT count(*)::int AS n FROM task_events WHERE task_id = $1 AND kind = 'artifactUpdate'", [task.id])).rows[0].n;
+      await eventually(async () => ((await streamed()) >= 3 ? true : undefined), 15_000, 'three chunks streamed');
+      const canceled = Task.toJSON(await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })) as any;
+      const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
+      for (const [what, t] of [['the cancel answer', canceled], ['GetTask', got]] as const) {
+        assert.equal(t.status.state, 'TASK_STATE_CANCELED', what);
+        assert.equal(t.artifacts?.length, 1, `${what}: ${JSON.stringify(t.artifacts)}`);
+        assert.equal(textOf(t.artifacts[0].parts), chunkedText(3), `${what}: the three chunks, joined`);
+        assert.equal(t.artifacts[0].metadata?.switchboard?.streamedBeforeCancel, true, `${what}: marked as streamed before the cancel`);
+      }
+    } finally {
+      allowed = Infinity;
+      for (const go of waiting.splice(0)) go();
+    }
   });
 
   test('a blocking sender waiting on a canceled task gets the canceled task', async () => {

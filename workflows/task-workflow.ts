@@ -121,7 +121,7 @@ class TaskMachine {
       await this.main.run(() => this.converse());
     } catch (err) {
       if (!isCancellation(err)) throw err;
-      await CancellationScope.nonCancellable(() => this.cancel()); // cleanup must finish even though this scope was canceled
+      await CancellationScope.nonCancellable(() => this.cancel(root.consideredCancelled)); // cleanup must finish even though this scope was canceled
     }
     if (!atLevel(this.input.patchLevel, 4)) {
       await this.finish();
@@ -289,10 +289,13 @@ class TaskMachine {
     return undefined;
   }
 
-  /** A canceled task: its open children canceled, the agent told, the task ended `canceled` saying what happened. */
-  private async cancel(): Promise<void> {
+  /**
+   * A canceled task: its open children canceled, the agent told, the task ended `canceled` saying what happened and
+   * who asked: a CancelTask call, or a cancel request on the workflow (`fromTemporal`: Temporal UI, the CLI).
+   */
+  private async cancel(fromTemporal: boolean): Promise<void> {
     const { agent, tenant } = this.input;
-    let note = 'Canceled by the client';
+    let note = fromTemporal ? 'Canceled from Temporal (a cancel request on its workflow, e.g. Temporal UI)' : 'Canceled by the client';
     const canceledChildren = await this.job.cancelChildren();
     if (canceledChildren) note += `; ${canceledChildren} child task(s) canceled`;
     // Level 6: a 0.1 or NEXUS agent's task id is the gateway's, known before its first answer (a blocking first call).

@@ -117,8 +117,11 @@ function renderTask(task, summary) {
   const artifacts = task.artifacts || [];
   $('artifacts').replaceChildren(
     ...artifacts.map((a) => {
-      const li = el('li', undefined, 'artifact');
+      // What a canceled task streamed before the cancel is kept, and shown as partial work (GetTask marks it).
+      const partial = a.metadata && a.metadata.switchboard && a.metadata.switchboard.streamedBeforeCancel;
+      const li = el('li', undefined, partial ? 'artifact partial' : 'artifact');
       li.append(el('span', a.name || a.artifactId, 'who'), el('pre', partsText(a.parts), 'text'));
+      if (partial) li.append(el('span', 'streamed before the cancel: partial', 'note'));
       return li;
     }),
   );

@@ -7,7 +7,7 @@
 import type { Pool } from 'pg';
 import { prepared } from '../db/pool';
 import { endsTurn } from '../../task/rules';
-import type { StreamEvent, WireTask } from '../../task/wire';
+import type { StreamEvent, WireArtifact, WireTask } from '../../task/wire';
 import type { NewEvent } from '../../task/contracts';
 
 export type { NewEvent };
@@ -157,3 +157,32 @@ export function applyEvent(task: WireTask | undefined, e: StreamEvent): WireTask
   return { ...task, artifacts };
 }
 
+
+/** At most this many of a task's artifact events are read to show what a canceled task streamed. */
+const STREAMED_EVENTS_READ = 20_000;
+
+/**
+ * The artifacts a task's events streamed, as a client following them assembled them: chunks joined (`append`) or
+ * replaced, and the events of an attempt a retry voided left out. A canceled task's record has only the artifacts
+ * of its finished turns; GetTask adds these to it (TaskGateway), so what a client saw stream is not lost.
+ */
+export async function streamedArtifacts(pool: Pool, tenant: string, taskId: string): Promise<WireArtifact[]> {
+  const { rows } = await pool.query<{ seq: string; event: StreamEvent }>(
+    `SELECT seq, event FROM task_events
+     WHERE tenant = $1 AND task_id = $2
+       AND (kind = 'artifactUpdate' OR (kind = 'statusUpdate' AND event -> 'statusUpdate' -> 'metadata' -> 'switchboard' ? 'void'))
+     ORDER BY seq LIMIT $3`,
+    [tenant, taskId, STREAMED_EVENTS_READ],
+  );
+  const voided: { fromSeq: number; toSeq: number }[] = [];
+  for (const { event } of rows) {
+    const v = 'statusUpdate' in event ? (event.statusUpdate.metadata?.switchboard as { void?: { fromSeq: number; toSeq: number } } | undefined)?.void : undefined;
+    if (v) voided.push(v);
+  }
+  let task: WireTask = { id: taskId, contextId: '', status: { state: 'TASK_STATE_WORKING' }, artifacts: [] };
+  for (const { seq, event } of rows) {
+    if (!('artifactUpdate' in event) || voided.some((v) => Number(seq) >= v.fromSeq && Number(seq) <= v.toSeq)) continue;
+    task = applyEvent(task, event)!;
+  }
+  return task.artifacts ?? [];
+}

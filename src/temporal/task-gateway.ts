@@ -28,7 +28,7 @@ import { AgentRpcFailure, WORKFLOW_FAILURE_KINDS, taskError } from '../../task/e
 import { findTask } from '../db/task-store';
 import { FailureTypes, agentTaskQuery, childTaskSignal, workflowIdOf, SA_AGENT, SA_CONTEXT, SA_STATE, SA_TENANT, SA_LEVEL, cancelUpdate, getTaskQuery, pushConfigSignal, sendMessageUpdate } from '../../task/messages';
 import { type Refusal, isInterrupted, refuseCancel, refuseMessage, stateLabel, viewTask } from '../../task/rules';
-import { headSeq, lastEvent, snapshotAt } from '../events/event-log';
+import { headSeq, lastEvent, snapshotAt, streamedArtifacts } from '../events/event-log';
 import { OLDEST_LEVEL, PATCH_LEVEL, type TaskWorkflow } from '../../task/contracts';
 import type { AgentRpcError, AgentTaskRef, SendMessageArgs, TaskInput } from '../../task/contracts';
 import type { WireTask } from '../../task/wire';
@@ -220,14 +220,29 @@ export class TaskGateway {
     if (this.o.health?.isUp('temporal') !== false) {
       try {
         const handle = this.queries.getHandle(workflowIdOf(tenant, taskId));
-        return await this.o.client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(getTaskQuery, historyLength));
+        const task = await this.o.client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(getTaskQuery, historyLength));
+        return await this.withStreamed(tenant, task);
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError || err instanceof QueryRejectedError)) this.o.log.warn({ err, taskId }, 'task query failed; answering from the projection');
       }
     }
     const stored = await findTask(this.o.pool, tenant, taskId);
     if (!stored) throw taskError('TaskNotFound', `Task ${taskId} not found`);
-    return viewTask(stored.task, historyLength);
+    return this.withStreamed(tenant, viewTask(stored.task, historyLength));
+  }
+
+  /**
+   * A canceled task with what its last turn streamed before the cancel: the artifacts its events built that its
+   * record lacks (the turn never ended, so the workflow never had them), each marked
+   * `metadata.switchboard.streamedBeforeCancel`, so a client and the console see the partial work as partial.
+   */
+  private async withStreamed(tenant: string, task: WireTask): Promise<WireTask> {
+    if (task.status.state !== 'TASK_STATE_CANCELED') return task;
+    const kept = new Set((task.artifacts ?? []).map((a) => a.artifactId));
+    const partial = (await streamedArtifacts(this.o.pool, tenant, task.id)).filter((a) => !kept.has(a.artifactId));
+    if (partial.length === 0) return task;
+    const marked = partial.map((a) => ({ ...a, metadata: { ...a.metadata, switchboard: { ...(a.metadata?.switchboard as object | undefined), streamedBeforeCancel: true } } }));
+    return { ...task, artifacts: [...(task.artifacts ?? []), ...marked] };
   }
 
   /**
@@ -248,7 +263,7 @@ export class TaskGateway {
     const refusal = refuseCancel(task);
     if (refusal) throw refused(refusal);
     if (task.status.state !== 'TASK_STATE_CANCELED') throw taskError('Internal', `Task ${taskId} did not reach canceled (it is ${stateLabel(task.status.state)})`);
-    return task;
+    return this.withStreamed(tenant, task);
   }
 
   /**
