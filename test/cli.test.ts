@@ -3,7 +3,7 @@
 // with the server's reason, `tasks ls` past one page, `tasks watch`, the admin nouns (tenants, keys), and the exit
 // codes (0 done or read, 1 failed or refused, 2 usage, 3 unreachable; JSON errors under --json).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
@@ -57,12 +57,19 @@ async function startTask(agentId: string, text: string): Promise<string> {
 }
 
 describe('switchboard CLI', () => {
-  test('agents add, ls, show and search', async () => {
+  test('agents add, ls, show, search and refresh; --tenant for an admin', async () => {
     const echo = await agents.add(startEchoAgent());
     const id = await addAgent(echo.url);
     const ls = await cli(['agents', 'ls']);
     assert.equal(ls.code, 0, ls.stderr);
+    assert.match(ls.stdout, /^ID +NAME +STATUS +PRICE\n/, 'a table under a header');
     assert.match(ls.stdout, new RegExp(`^${id}\\s+Echo`, 'm'));
+    const refreshed = await cli(['agents', 'refresh', id], 'operator');
+    assert.equal(refreshed.code, 0, refreshed.stderr);
+    assert.match(refreshed.stdout, new RegExp(`^${id}  Echo`));
+    // An admin acts in the tenant it names: the default tenant's agent is there, another tenant has none.
+    assert.match((await cli(['agents', 'ls', '--tenant', 'default'], 'admin')).stdout, new RegExp(`^${id}\\s`, 'm'));
+    assert.equal((await cli(['--json', 'agents', 'ls', '--tenant', 'cli-empty-tenant'], 'admin')).stdout.includes(id), false);
     const shown = await cli(['--json', 'agents', 'show', id]);
     assert.equal(JSON.parse(shown.stdout).id, id);
     const found = await cli(['--json', 'agents', 'search', 'echoes']);
@@ -91,6 +98,14 @@ describe('switchboard CLI', () => {
     assert.equal(r.stdout.trim(), chunkedText(40).trim());
   });
 
+  test('stream across an agent stream that broke off (re-attached): the whole text once, and the final status last', async () => {
+    const id = await addAgent((await agents.add(startChunkyAgent({ chunks: 6, delayMs: 200, dropFirstAttemptAfter: 3 }))).url);
+    const r = await cli(['stream', id, 'go']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim().split('\n').at(-1), chunkedText(6).trim(), r.stdout);
+    assert.match(r.stderr.trim().split('\n').at(-1)!, /^task \S+ completed/, 'the last line is the final status');
+  });
+
   test('a task that asks for input: send says how to answer, resume continues the same task', async () => {
     const id = await addAgent((await agents.add(startAskingAgent())).url);
     const first = await cli(['send', id, 'hi']);
@@ -106,6 +121,30 @@ describe('switchboard CLI', () => {
     assert.equal(JSON.parse(got.stdout).status.state, 'TASK_STATE_COMPLETED');
     const listed = await cli(['tasks', 'ls']);
     assert.match(listed.stdout, new RegExp(`^${taskId}\\s+completed`, 'm'));
+  });
+
+  test('send with no worker polling says so within seconds, and that the message is kept', async () => {
+    const id = await addAgent((await agents.add(startEchoAgent())).url);
+    // A second front door on a task queue no worker polls (the same database and agents).
+    const idle = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: `${gw.taskQueue}-idle` }, worker: false });
+    const child = spawn(process.execPath, [BIN, 'send', id, 'anyone there?'], { env: { PATH: process.env.PATH, SWITCHBOARD_URL: idle.url, SWITCHBOARD_KEY: gw.keys.client } });
+    try {
+      let stderr = '';
+      const said = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no note within 30 s; stderr: ${stderr}`)), 30_000);
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += String(chunk);
+          if (/no answer after/.test(stderr)) {
+            clearTimeout(timer);
+            resolve(stderr);
+          }
+        });
+      });
+      assert.match(said, /no answer after 5 s: if no worker polls the task queue, the message is kept/);
+    } finally {
+      child.kill();
+      await idle.close();
+    }
   });
 
   test('a failed task exits 1 with the reason', async () => {
@@ -291,9 +330,10 @@ describe('switchboard CLI', () => {
       // Filtered by agent, three at a time: the hint names the token, the token goes on where the page stopped.
       const first = await cli(['tasks', 'ls', '--agent', a, '--limit', '3'], role);
       assert.equal(first.code, 0, first.stderr);
-      const lines = first.stdout.trim().split('\n');
+      const [header, ...lines] = first.stdout.trim().split('\n');
+      assert.match(header!, /^ID +STATE +AGENT +UPDATED$/, 'a table under a header');
       assert.equal(lines.length, 3, first.stdout);
-      for (const line of lines) assert.match(line, new RegExp(`^\\S+  completed  ${a}  \\d{4}-`), `${role}: ${line}`);
+      for (const line of lines) assert.match(line, new RegExp(`^\\S+ +completed +${a} +\\d{4}-`), `${role}: ${line}`);
       const hint = /^more tasks: switchboard tasks ls --agent (\S+) --limit 3 --page-token (\S+)  \(or --all\)$/m.exec(first.stderr);
       assert.ok(hint, `${role}: ${first.stderr}`);
       assert.equal(hint[1], a);
@@ -302,7 +342,7 @@ describe('switchboard CLI', () => {
       while (token) {
         const next = await cli(['tasks', 'ls', '--agent', a, '--limit', '3', '--page-token', token], role);
         assert.equal(next.code, 0, next.stderr);
-        seen.push(...next.stdout.trim().split('\n').map((l) => l.split(/\s+/)[0]));
+        seen.push(...next.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]));
         token = /--page-token (\S+)/.exec(next.stderr)?.[1];
       }
       assert.deepEqual([...seen].sort(), [...ofA].sort(), `${role}: every task of agent a once, across pages`);
@@ -320,8 +360,8 @@ describe('switchboard CLI', () => {
     }
     // Operators see each task's agent without --agent (GET /tasks); both agents' tasks are there.
     const mixed = await cli(['tasks', 'ls', '--limit', '100'], 'operator');
-    assert.match(mixed.stdout, new RegExp(`^${ofB[1]}  completed  ${b}  `, 'm'));
-    assert.match(mixed.stdout, new RegExp(`^${ofA[0]}  completed  ${a}  `, 'm'));
+    assert.match(mixed.stdout, new RegExp(`^${ofB[1]} +completed +${b} `, 'm'));
+    assert.match(mixed.stdout, new RegExp(`^${ofA[0]} +completed +${a} `, 'm'));
 
     // A state that does not exist is a usage error listing the CLI's names, not the wire's.
     const bogus = await cli(['tasks', 'ls', '--state', 'bogus']);

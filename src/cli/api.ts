@@ -64,7 +64,8 @@ export interface TaskView {
 }
 export interface StreamResult {
   task?: TaskView;
-  statusUpdate?: { taskId: string; status?: StatusView };
+  /** `metadata.switchboard.void`: the events fromSeq…toSeq were an attempt a retry replaced (the agent is asked again). */
+  statusUpdate?: { taskId: string; status?: StatusView; metadata?: { switchboard?: { void?: { attempt: number; fromSeq: number; toSeq: number } } } };
   artifactUpdate?: { artifact: { artifactId: string; parts: PartView[] }; append?: boolean };
 }
 
@@ -79,10 +80,12 @@ export class Api {
   constructor(
     readonly url: string,
     private readonly key: string | undefined,
+    /** An admin's tenant to act in (X-Switchboard-Tenant); other keys act in their own. */
+    private readonly tenant?: string,
   ) {}
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { ...(this.key ? { authorization: `Bearer ${this.key}` } : {}), ...extra };
+    return { ...(this.key ? { authorization: `Bearer ${this.key}` } : {}), ...(this.tenant ? { 'x-switchboard-tenant': this.tenant } : {}), ...extra };
   }
 
   private async fetch(path: string, init: RequestInit): Promise<Response> {

@@ -16,11 +16,13 @@ export interface Globals {
   url: string;
   key?: string;
   json?: boolean;
+  /** --tenant: the tenant an admin acts in (X-Switchboard-Tenant); `keys` commands name the keys' tenant with it. */
+  tenant?: string;
 }
 
 export function api(cmd: Command): Api {
   const g = cmd.optsWithGlobals<Globals>();
-  return new Api(g.url.replace(/\/+$/, ''), g.key);
+  return new Api(g.url.replace(/\/+$/, ''), g.key, g.tenant);
 }
 export const asJson = (cmd: Command) => cmd.optsWithGlobals<Globals>().json === true;
 export const print = (cmd: Command, value: unknown, human: () => string) => console.log(asJson(cmd) ? JSON.stringify(value, null, 2) : human());

@@ -8,28 +8,25 @@ import { randomUUID } from 'node:crypto';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { TASK_STATES } from '../../task/wire';
 import { Api, ApiError, type StreamEvent, type TaskView, Unreachable, refusalOf } from './api';
-import { EXIT, FAILED_STATES, WAITING_STATES, api, asJson, label, print, taskSummary, textOf, usageError } from './common';
+import { EXIT, FAILED_STATES, WAITING_STATES, api, asJson, label, print, table, taskSummary, textOf, usageError } from './common';
 import { FRONT_DOOR, type Verdict, follow } from './follow';
 import { watchCommand } from './watch';
 import { keysCommand, tenantsCommand } from './admin';
+import { agentsCommand } from './agents';
 import type { OpenLevels } from '../temporal/task-gateway';
 
 /** The task states as the CLI prints and takes them (input-required, working, …), not the wire's TASK_STATE_*. */
 const STATE_NAMES = TASK_STATES.map(label);
 
-/** What the CLI prints of an agent and an account (the whole answer with --json). */
-interface AgentView {
-  id: string;
-  name: string;
-  status?: string;
-  priceMinor?: number;
-  gateway?: { rpc?: string };
-}
+/** What the CLI prints of an account (the whole answer with --json). */
 interface AccountView {
   balanceMinor: number;
   heldMinor: number;
   availableMinor: number;
 }
+
+/** Seconds without any event before a send says why it may be waiting. */
+const QUIET_S = 5;
 
 const message = (text: string, taskId?: string) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(taskId ? { taskId } : {}) });
 
@@ -46,7 +43,13 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
   let taskId: string | undefined;
   let state: string | undefined;
   let statusMessage: string | undefined;
+  // Nothing after a few seconds: say why it may be (a send's first event comes from a worker) and that nothing is lost.
+  let heard = false;
+  const quiet = setTimeout(() => {
+    if (!heard && !json) status.note(`no answer after ${QUIET_S} s: if no worker polls the task queue, the message is kept and its task runs when one does (Ctrl-C does not cancel it)`);
+  }, QUIET_S * 1000);
   const onEvent = (e: StreamEvent): Verdict => {
+    heard = true;
     if (e.data.error) {
       const at = e.data.error.data?.lastEventId;
       if (typeof at === 'number' && taskId) return 'resume';
@@ -58,6 +61,14 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
       state = r.task.status?.state;
       status.show(taskId!, state);
     }
+    const voided = r.statusUpdate?.metadata?.switchboard?.void;
+    if (voided) {
+      // An attempt of the agent call failed and is retried: what it streamed is void, and the output starts over.
+      artifacts.clear();
+      status.note(`the agent is asked again (attempt ${voided.attempt} failed): its output starts over`);
+      if (live && !json) process.stdout.write('\n');
+      return undefined;
+    }
     if (r.statusUpdate) {
       taskId ??= r.statusUpdate.taskId;
       state = r.statusUpdate.status?.state;
@@ -68,17 +79,28 @@ async function converse(cmd: Command, path: string, params: Record<string, unkno
     if (r.artifactUpdate) {
       const { artifact, append } = r.artifactUpdate;
       const text = textOf(artifact.parts);
-      artifacts.set(artifact.artifactId, (append ? (artifacts.get(artifact.artifactId) ?? '') : '') + text);
-      if (live && !json) process.stdout.write(append ? text : `${artifacts.size > 1 ? '\n' : ''}${text}`);
+      const before = artifacts.get(artifact.artifactId);
+      artifacts.set(artifact.artifactId, (append ? (before ?? '') : '') + text);
+      // A chunk without `append` replaces its artifact: printed live, the new text starts on a line of its own.
+      if (live && !json) process.stdout.write(append || (before === undefined && artifacts.size === 1) ? text : `\n${text}`);
     }
     return undefined;
   };
 
-  await follow(client, client.stream(path, 'SendStreamingMessage', params), onEvent, () => taskId, (text) => status.note(text));
-  status.stop();
+  try {
+    await follow(client, client.stream(path, 'SendStreamingMessage', params), onEvent, () => taskId, (text) => status.note(text));
+  } finally {
+    clearTimeout(quiet);
+    status.stop();
+  }
 
+  // The task as it stands now, not as the last event had it: its state and message are the last line.
+  if (!taskId) throw new ApiError('SendStreamingMessage: the stream ended before it named its task', 200, undefined);
+  const task = await client.rpc<TaskView>(FRONT_DOOR, 'GetTask', { id: taskId });
+  state = task.status?.state ?? state;
+  statusMessage = textOf(task.status?.message?.parts) || statusMessage;
   if (json) {
-    console.log(JSON.stringify(await client.rpc<TaskView>(FRONT_DOOR, 'GetTask', { id: taskId }), null, 2));
+    console.log(JSON.stringify(task, null, 2));
   } else {
     if (!live) {
       for (const text of artifacts.values()) if (text) console.log(text);
@@ -133,6 +155,7 @@ export function program(): Command {
     .description('Command line for a running Switchboard (A2A gateway)')
     .addOption(new Option('--url <url>', 'Switchboard base URL').env('SWITCHBOARD_URL').default('http://127.0.0.1:8080'))
     .addOption(new Option('--key <key>', 'API key (admin, operator, client or agent)').env('SWITCHBOARD_KEY'))
+    .addOption(new Option('--tenant <id>', 'for an admin key: the tenant to act in (X-Switchboard-Tenant)').env('SWITCHBOARD_TENANT'))
     .option('--json', 'print machine-readable JSON')
     .showHelpAfterError()
     .addHelpText(
@@ -147,38 +170,7 @@ rejected, or a call the server refused, 2 usage, 3 Switchboard unreachable. With
     // inside the subcommand, where main() cannot make them exit 2.
     .exitOverride();
 
-  const agents = root.command('agents').description('registered agents');
-  agents
-    .command('add <url>')
-    .description('register an agent by its URL (its card is fetched)')
-    .option('--name <name>')
-    .option('--price <minor>', 'price per task in minor units', nonNegativeInteger)
-    .action(async (url: string, o: { name?: string; price?: number }, cmd: Command) => {
-      const agent = await api(cmd).rest<AgentView>('POST', '/agents', { url, ...(o.name ? { name: o.name } : {}), ...(o.price !== undefined ? { priceMinor: o.price } : {}) });
-      print(cmd, agent, () => `${agent.id}  ${agent.name}  ${agent.gateway?.rpc ?? ''}`);
-    });
-  agents
-    .command('ls')
-    .description('list agents')
-    .action(async (_o: unknown, cmd: Command) => listAgents(cmd, ''));
-  agents
-    .command('search <text>')
-    .description('agents whose card matches the text')
-    .action(async (text: string, _o: unknown, cmd: Command) => listAgents(cmd, `?q=${encodeURIComponent(text)}`));
-  agents
-    .command('show <id>')
-    .description("an agent's registration, card and health")
-    .action(async (id: string, _o: unknown, cmd: Command) => {
-      const agent = await api(cmd).rest<AgentView>('GET', `/agents/${encodeURIComponent(id)}`);
-      print(cmd, agent, () => JSON.stringify(agent, null, 2));
-    });
-  agents
-    .command('rm <id>')
-    .description('remove an agent')
-    .action(async (id: string, _o: unknown, cmd: Command) => {
-      await api(cmd).rest('DELETE', `/agents/${encodeURIComponent(id)}`);
-      print(cmd, { removed: id }, () => `removed ${id}`);
-    });
+  agentsCommand(root);
 
   root
     .command('send')
@@ -285,11 +277,6 @@ function positiveInteger(v: string): number {
   if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('a whole number, 1 or more');
   return n;
 }
-function nonNegativeInteger(v: string): number {
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('a whole number, 0 or more');
-  return n;
-}
 
 interface ListOptions {
   state?: string;
@@ -360,7 +347,7 @@ async function listTasks(cmd: Command, o: ListOptions): Promise<void> {
     if (!token || rows.length >= limit) break;
   }
 
-  print(cmd, { tasks: raw, nextPageToken: token ?? '' }, () => (rows.length ? rows.map((r) => `${r.id}  ${r.state}  ${r.agent}  ${r.updated}`).join('\n') : '(no tasks)'));
+  print(cmd, { tasks: raw, nextPageToken: token ?? '' }, () => (rows.length ? table(['ID', 'STATE', 'AGENT', 'UPDATED'], rows.map((r) => [r.id, r.state, r.agent, r.updated])) : '(no tasks)'));
   if (token && !asJson(cmd)) {
     const filters = `${o.state ? ` --state ${o.state}` : ''}${o.agent ? ` --agent ${o.agent}` : ''}${o.limit ? ` --limit ${o.limit}` : ''}`;
     console.error(`more tasks: switchboard tasks ls${filters} --page-token ${token}  (or --all)`);
@@ -390,10 +377,6 @@ async function a2aTaskPage(client: Api, o: ListOptions, pageSize: number, pageTo
   return { raw: tasks, rows, nextPageToken: page.nextPageToken };
 }
 
-async function listAgents(cmd: Command, query: string): Promise<void> {
-  const page = await api(cmd).rest<{ agents: AgentView[] }>('GET', `/agents${query}`);
-  print(cmd, page, () => page.agents.map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
-}
 
 /** Under --json, what commander would write on stderr (its error and the usage), held to be printed as JSON. */
 let heldErr: string[] | undefined;
