@@ -10,6 +10,7 @@ import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAg
 import { startFaultyAgent } from './agents/faulty';
 import { randomUUID } from 'node:crypto';
 import { type Gateway, rpc, startGateway } from './helpers/harness';
+import YAML from 'yaml';
 import { refusalOf } from '../src/cli/api';
 
 const BIN = path.join(__dirname, '..', 'bin', 'switchboard.js');
@@ -70,6 +71,10 @@ describe('switchboard CLI', () => {
     // An admin acts in the tenant it names: the default tenant's agent is there, another tenant has none.
     assert.match((await cli(['agents', 'ls', '--tenant', 'default'], 'admin')).stdout, new RegExp(`^${id}\\s`, 'm'));
     assert.equal((await cli(['--json', 'agents', 'ls', '--tenant', 'cli-empty-tenant'], 'admin')).stdout.includes(id), false);
+    // -o json and -o yaml print the API's answer: the same data either way.
+    const asYaml = YAML.parse((await cli(['-o', 'yaml', 'agents', 'ls'])).stdout) as { agents: { id: string }[] };
+    assert.deepEqual(asYaml, JSON.parse((await cli(['-o', 'json', 'agents', 'ls'])).stdout));
+    assert.ok(asYaml.agents.some((a) => a.id === id));
     const shown = await cli(['--json', 'agents', 'show', id]);
     assert.equal(JSON.parse(shown.stdout).id, id);
     const found = await cli(['--json', 'agents', 'search', 'echoes']);

@@ -1,5 +1,6 @@
 /** What the CLI's commands share: the exit codes, the client from the global options, and how tasks are printed. */
 import { type Command, CommanderError } from 'commander';
+import YAML from 'yaml';
 import { Api, type TaskView } from './api';
 
 /** 0 a read or a task that went well, 1 a task that failed or a refused call, 2 usage, 3 Switchboard unreachable. */
@@ -16,6 +17,7 @@ export interface Globals {
   url: string;
   key?: string;
   json?: boolean;
+  output?: 'json' | 'yaml' | 'table';
   /** --tenant: the tenant an admin acts in (X-Switchboard-Tenant); `keys` commands name the keys' tenant with it. */
   tenant?: string;
 }
@@ -24,8 +26,16 @@ export function api(cmd: Command): Api {
   const g = cmd.optsWithGlobals<Globals>();
   return new Api(g.url.replace(/\/+$/, ''), g.key, g.tenant);
 }
-export const asJson = (cmd: Command) => cmd.optsWithGlobals<Globals>().json === true;
-export const print = (cmd: Command, value: unknown, human: () => string) => console.log(asJson(cmd) ? JSON.stringify(value, null, 2) : human());
+/** How answers are printed: `-o json` (or `--json`), `-o yaml` (the same data), or for people (tables, lines). */
+export function outputOf(cmd: Command): 'json' | 'yaml' | 'table' {
+  const g = cmd.optsWithGlobals<Globals>();
+  return g.json === true ? 'json' : (g.output ?? 'table');
+}
+export const asJson = (cmd: Command) => outputOf(cmd) === 'json';
+export function print(cmd: Command, value: unknown, human: () => string): void {
+  const output = outputOf(cmd);
+  console.log(output === 'json' ? JSON.stringify(value, null, 2) : output === 'yaml' ? YAML.stringify(value).trimEnd() : human());
+}
 
 /** A usage error found by a command's action (exit 2): the reason, then the command's usage line. */
 export function usageError(cmd: Command, reason: string): CommanderError {

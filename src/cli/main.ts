@@ -156,7 +156,8 @@ export function program(): Command {
     .addOption(new Option('--url <url>', 'Switchboard base URL').env('SWITCHBOARD_URL').default('http://127.0.0.1:8080'))
     .addOption(new Option('--key <key>', 'API key (admin, operator, client or agent)').env('SWITCHBOARD_KEY'))
     .addOption(new Option('--tenant <id>', 'for an admin key: the tenant to act in (X-Switchboard-Tenant)').env('SWITCHBOARD_TENANT'))
-    .option('--json', 'print machine-readable JSON')
+    .option('--json', 'print machine-readable JSON (the same as -o json)')
+    .addOption(new Option('-o, --output <format>', 'how answers are printed: table (for people), json or yaml').choices(['table', 'json', 'yaml']))
     .showHelpAfterError()
     .addHelpText(
       'after',
@@ -389,7 +390,8 @@ let heldErr: string[] | undefined;
  */
 export async function main(argv = process.argv): Promise<void> {
   // Read before parsing: commander's own usage errors come before the options are.
-  const json = argv.slice(2).includes('--json');
+  const args = argv.slice(2);
+  const json = args.some((a, i) => a === '--json' || a === '-ojson' || a === '--output=json' || ((a === '-o' || a === '--output') && args[i + 1] === 'json'));
   heldErr = json ? [] : undefined;
   const fail = (exit: number, code: string, message: string, extra: Record<string, unknown> = {}) => {
     process.exitCode = exit;
