@@ -163,7 +163,7 @@ rejected, or a call the server refused, 2 usage, 3 Switchboard unreachable. With
     .action(async (_o: unknown, cmd: Command) => listAgents(cmd, ''));
   agents
     .command('search <text>')
-    .description('agents whose card matches the text')
+    .description('agents whose card matches the text: by meaning too when Switchboard has a model service (SWITCHBOARD_EMBEDDINGS_URL)')
     .action(async (text: string, _o: unknown, cmd: Command) => listAgents(cmd, `?q=${encodeURIComponent(text)}`));
   agents
     .command('show <id>')
@@ -391,8 +391,10 @@ async function a2aTaskPage(client: Api, o: ListOptions, pageSize: number, pageTo
 }
 
 async function listAgents(cmd: Command, query: string): Promise<void> {
-  const page = await api(cmd).rest<{ agents: AgentView[] }>('GET', `/agents${query}`);
-  print(cmd, page, () => page.agents.map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)');
+  const page = await api(cmd).rest<{ agents: AgentView[]; ranking?: string; semantic?: string }>('GET', `/agents${query}`);
+  // A search says how it ranked: hybrid (full text and meaning), or full text and why (no model service, or it failed).
+  const ranking = page.ranking ? `\n(ranking: ${page.ranking}${page.semantic === 'on' ? '' : `; semantic ${page.semantic}`})` : '';
+  print(cmd, page, () => (page.agents.map((a) => `${a.id}  ${a.name}  ${a.status ?? ''}  price ${a.priceMinor ?? 0}`).join('\n') || '(no agents)') + ranking);
 }
 
 /** Under --json, what commander would write on stderr (its error and the usage), held to be printed as JSON. */
