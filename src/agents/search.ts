@@ -65,6 +65,8 @@ const DEFAULT_PAGE_SIZE = 50;
 export const RRF_K = 60;
 /** How many cards nearest in meaning join the full-text matches. */
 export const SEMANTIC_CANDIDATES = 100;
+/** Without pgvector: how many cards, nearest by their sign bits, are rescored by exact cosine similarity. */
+export const RESCORED = 500;
 // How long a search waits for its query's vector and its tenant's newest cards' vectors when no timeout is configured.
 const DEFAULT_SEMANTIC_WAIT_MS = 2_000;
 
@@ -168,7 +170,9 @@ async function runSearch(pool: Pool, tenant: string, s: AgentSearch, semantic?: 
 /**
  * The hybrid search's rows: the full-text matches ranked by ts_rank, the SEMANTIC_CANDIDATES nearest cards ranked
  * by cosine similarity, fused by RRF. With pgvector, the nearest are read through its HNSW index (an approximate
- * search: the filters apply to what the index returns); without, by a scan computing the similarity in SQL.
+ * search: the filters apply to what the index returns). Without, by a scan in two steps: the RESCORED cards
+ * nearest by the Hamming distance of their vectors' sign bits (fast, in C), rescored by exact cosine similarity
+ * (a plpgsql loop, ~100 times slower a card). A tenant of up to RESCORED cards (after the filters) is ranked exactly.
  */
 function hybridQuery(columns: string, filtered: string, q: string, semantic: Semantic, p: (v: unknown) => string): string {
   const dims = semantic.vector.length;
@@ -180,10 +184,12 @@ function hybridQuery(columns: string, filtered: string, q: string, semantic: Sem
          FROM agent_embeddings e JOIN agents a ON a.tenant = e.tenant AND a.id = e.agent_id
         WHERE e.tenant = $1 AND e.model = ${model} AND e.dims = ${dims} AND ${filtered}
         ORDER BY e.vector::vector(${dims}) <=> ${vector}::float4[]::vector(${dims}) LIMIT ${SEMANTIC_CANDIDATES}`
-    : `SELECT e.agent_id AS id, embedding_similarity(e.vector, ${vector}::float4[]) AS sim
-         FROM agent_embeddings e JOIN agents a ON a.tenant = e.tenant AND a.id = e.agent_id
-        WHERE e.tenant = $1 AND e.model = ${model} AND e.dims = ${dims} AND ${filtered}
-        ORDER BY sim DESC, e.agent_id LIMIT ${SEMANTIC_CANDIDATES}`;
+    : `SELECT c.id, embedding_similarity(c.vector, ${vector}::float4[]) AS sim FROM (
+         SELECT e.agent_id AS id, e.vector
+           FROM agent_embeddings e JOIN agents a ON a.tenant = e.tenant AND a.id = e.agent_id
+          WHERE e.tenant = $1 AND e.model = ${model} AND e.dims = ${dims} AND ${filtered}
+          ORDER BY bit_count(e.bits # embedding_bits(${vector}::float4[])), e.agent_id LIMIT ${RESCORED}
+       ) c ORDER BY sim DESC, c.id LIMIT ${SEMANTIC_CANDIDATES}`;
   return `WITH text_hits AS (
       SELECT a.id, row_number() OVER (ORDER BY ts_rank(a.search, query, 1) DESC, a.id) AS r
         FROM agents a, websearch_to_tsquery('english', ${q}) query WHERE ${filtered} AND a.search @@ query
