@@ -190,10 +190,18 @@ describe('hybrid search', () => {
       assert.equal(page.ranking, 'full-text');
       assert.match(page.semantic!, /^unavailable: the model service took longer than 1500 ms/);
       assert.ok(took < 3_000, `answered in ${took} ms`);
-      // Within the backoff the service is not asked again: the next search answers at once.
+      // Slow is not down: the next search asks again, and waits no longer than the timeout either.
       const again = Date.now();
       assert.equal((await search(gw, q('more invoices'))).ranking, 'full-text');
-      assert.ok(Date.now() - again < 500);
+      assert.ok(Date.now() - again < 3_000);
+      // Down is: within the backoff the service is not asked again, and a search answers at once.
+      service.mode = 'down';
+      assert.match((await search(gw, q('invoices yet again'))).semantic!, /503/);
+      const asked = service.calls.length;
+      const third = Date.now();
+      assert.match((await search(gw, q('invoices once more'))).semantic!, /^unavailable: .*not asked again until/);
+      assert.ok(Date.now() - third < 500);
+      assert.equal(service.calls.length, asked, 'not asked within the backoff');
     } finally {
       service.mode = 'ok';
     }

@@ -3,9 +3,9 @@
  * text-embeddings-inference, LocalAI and OpenAI all serve it), called through the guarded outbound client like
  * every other outbound call. Nothing here ranks: src/agents/search.ts does, in PostgreSQL.
  *
- * A model service that fails or is slow must never fail a search or hold up a registration: every call is bounded,
- * and after a failure the service is left alone for a while (queries then rank by full text at once and say why,
- * rather than each waiting out the timeout).
+ * A model service that fails or is slow must never fail a search or hold up a registration: every call is bounded
+ * by a timeout, and after a failure (refused, an error status, an answer of another shape) the service is left
+ * alone for a while (queries then rank by full text at once and say why, rather than each asking it again).
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
@@ -82,10 +82,12 @@ export class Embeddings {
     try {
       return await this.request(texts, timeoutMs);
     } catch (err) {
-      const reason = err instanceof Error && err.name === 'TimeoutError' ? `the model service took longer than ${timeoutMs} ms` : (err as Error).message;
+      // A slow answer bounds each search at the timeout, and leaves the service to the next one: a model still
+      // loading (Ollama's first call) answers soon. A failure leaves it alone a while, so searches answer at once.
+      if (err instanceof Error && err.name === 'TimeoutError') throw new EmbeddingsUnavailable(`the model service took longer than ${timeoutMs} ms`);
       this.downUntil = Date.now() + this.backoffMs;
-      this.downReason = reason;
-      throw new EmbeddingsUnavailable(reason);
+      this.downReason = (err as Error).message;
+      throw new EmbeddingsUnavailable(this.downReason);
     }
   }
 
