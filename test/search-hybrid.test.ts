@@ -199,7 +199,7 @@ describe('hybrid search', () => {
       assert.match((await search(gw, q('invoices yet again'))).semantic!, /503/);
       const asked = service.calls.length;
       const third = Date.now();
-      assert.match((await search(gw, q('invoices once more'))).semantic!, /^unavailable: .*not asked again until/);
+      assert.match((await search(gw, q('invoices once more'))).semantic!, /^unavailable: .*503/);
       assert.ok(Date.now() - third < 500);
       assert.equal(service.calls.length, asked, 'not asked within the backoff');
     } finally {
