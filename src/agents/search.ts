@@ -66,7 +66,7 @@ export const RRF_K = 60;
 /** How many cards nearest in meaning join the full-text matches. */
 export const SEMANTIC_CANDIDATES = 100;
 /** Without pgvector: how many cards, nearest by their sign bits, are rescored by exact cosine similarity. */
-export const RESCORED = 500;
+export const RESCORED = 300;
 // How long a search waits for its query's vector and its tenant's newest cards' vectors when no timeout is configured.
 const DEFAULT_SEMANTIC_WAIT_MS = 2_000;
 
@@ -154,7 +154,7 @@ async function runSearch(pool: Pool, tenant: string, s: AgentSearch, semantic?: 
     inner = `SELECT ${columns}, ${rank} AS search_rank, ${rank}::text AS rank_key, a.created_at::text AS created_key
                FROM agents a, websearch_to_tsquery('english', ${p(q)}) query WHERE ${filtered} AND a.search @@ query`;
   } else {
-    inner = hybridQuery(columns, filtered, p(q), semantic, p);
+    inner = hybridQuery(columns, filtered, filters.length > 0, p(q), semantic, p);
   }
   const order = q ? 'search_rank DESC, id' : 'created_at, id';
   const { rows } = await pool.query<SearchRow>(
@@ -173,8 +173,10 @@ async function runSearch(pool: Pool, tenant: string, s: AgentSearch, semantic?: 
  * search: the filters apply to what the index returns). Without, by a scan in two steps: the RESCORED cards
  * nearest by the Hamming distance of their vectors' sign bits (fast, in C), rescored by exact cosine similarity
  * (a plpgsql loop, ~100 times slower a card). A tenant of up to RESCORED cards (after the filters) is ranked exactly.
+ * The first step reads the narrow covering index of migration 037 (the bits, not the vectors), and joins the agents
+ * only when a filter needs them (`narrowed`).
  */
-function hybridQuery(columns: string, filtered: string, q: string, semantic: Semantic, p: (v: unknown) => string): string {
+function hybridQuery(columns: string, filtered: string, narrowed: boolean, q: string, semantic: Semantic, p: (v: unknown) => string): string {
   const dims = semantic.vector.length;
   const vector = p(`{${semantic.vector.join(',')}}`);
   const model = p(semantic.model);
@@ -184,12 +186,13 @@ function hybridQuery(columns: string, filtered: string, q: string, semantic: Sem
          FROM agent_embeddings e JOIN agents a ON a.tenant = e.tenant AND a.id = e.agent_id
         WHERE e.tenant = $1 AND e.model = ${model} AND e.dims = ${dims} AND ${filtered}
         ORDER BY e.vector::vector(${dims}) <=> ${vector}::float4[]::vector(${dims}) LIMIT ${SEMANTIC_CANDIDATES}`
-    : `SELECT c.id, embedding_similarity(c.vector, ${vector}::float4[]) AS sim FROM (
-         SELECT e.agent_id AS id, e.vector
-           FROM agent_embeddings e JOIN agents a ON a.tenant = e.tenant AND a.id = e.agent_id
-          WHERE e.tenant = $1 AND e.model = ${model} AND e.dims = ${dims} AND ${filtered}
+    : `SELECT c.id, embedding_similarity(v.vector, ${vector}::float4[]) AS sim FROM (
+         SELECT e.agent_id AS id
+           FROM agent_embeddings e ${narrowed ? 'JOIN agents a ON a.tenant = e.tenant AND a.id = e.agent_id' : ''}
+          WHERE e.tenant = $1 AND e.model = ${model} AND e.dims = ${dims} ${narrowed ? `AND ${filtered}` : ''}
           ORDER BY bit_count(e.bits # embedding_bits(${vector}::float4[])), e.agent_id LIMIT ${RESCORED}
-       ) c ORDER BY sim DESC, c.id LIMIT ${SEMANTIC_CANDIDATES}`;
+       ) c JOIN agent_embeddings v ON v.tenant = $1 AND v.agent_id = c.id
+       ORDER BY sim DESC, c.id LIMIT ${SEMANTIC_CANDIDATES}`;
   return `WITH text_hits AS (
       SELECT a.id, row_number() OVER (ORDER BY ts_rank(a.search, query, 1) DESC, a.id) AS r
         FROM agents a, websearch_to_tsquery('english', ${q}) query WHERE ${filtered} AND a.search @@ query
