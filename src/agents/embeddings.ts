@@ -44,8 +44,6 @@ export class Embeddings {
   private downUntil = 0;
   private downReason = '';
   private readonly queries = new Map<string, { vector: number[]; until: number }>();
-  /** Requests sent, for the tests and the bench (the held-out check asks that the service was called). */
-  calls = 0;
 
   constructor(
     private readonly settings: EmbeddingsSettings,
@@ -92,7 +90,6 @@ export class Embeddings {
   }
 
   private async request(texts: string[], timeoutMs: number): Promise<number[][]> {
-    this.calls++;
     const res = await this.fetchFn(this.endpoint, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(this.settings.key ? { authorization: `Bearer ${this.settings.key}` } : {}) },
