@@ -10,7 +10,7 @@
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
  * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_WORKER_OPTIONS (the in-process worker's settings, JSON: src/worker.ts WorkerTuning), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
- * `search`, `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `fairness` (bench/fairness.ts: BENCH_FAIR_RATE, BENCH_FAIR_S, BENCH_FAIR_FLOODERS), `peer` (bench/peer.ts: beside the peer gateway TAG, in processes of their own; BENCH_PEER_ROUNDS, BENCH_PEER_N1, BENCH_PEER_N16, BENCH_TAG_DIR; part of a full run only when TAG is built, scripts/ensure-tag.sh), `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
+ * `search` (bench/search.ts, then hybrid search with embeddings on: bench/search-hybrid.ts, BENCH_HYBRID_AGENTS, BENCH_HYBRID_DIMS, BENCH_HYBRID_N; BENCH_EMBEDDINGS=0 skips it), `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `fairness` (bench/fairness.ts: BENCH_FAIR_RATE, BENCH_FAIR_S, BENCH_FAIR_FLOODERS), `peer` (bench/peer.ts: beside the peer gateway TAG, in processes of their own; BENCH_PEER_ROUNDS, BENCH_PEER_N1, BENCH_PEER_N16, BENCH_TAG_DIR; part of a full run only when TAG is built, scripts/ensure-tag.sh), `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -19,6 +19,7 @@ import path from 'node:path';
 import { type Client, ClientFactory } from '@a2a-js/sdk/client';
 import { benchRouting, printRouting, type RoutingReport } from './routing';
 import { runSearchBench, type SearchBenchResult } from './search';
+import { printHybrid, runHybridBench } from './search-hybrid';
 import { benchStreaming, printStreaming, type StreamingReport } from './streaming';
 import { type AuthReport, benchAuth, printAuth } from './auth';
 import { type Timing, sendBlocking, timeCalls } from './measure';
@@ -201,7 +202,10 @@ async function main() {
   }
   // Registry search over BENCH_AGENTS (10,000) cards, in a schema of its own (bench/search.ts).
   const search = RUN_SEARCH ? await runSearchBench() : undefined;
+  // Hybrid search with embeddings on (bench/search-hybrid.ts: BENCH_HYBRID_AGENTS=10000,100000 for the growth ratio).
+  const hybrid = RUN_SEARCH && process.env.BENCH_EMBEDDINGS !== '0' ? await runHybridBench() : undefined;
   report(results, streaming, search, routing, floor, activations, paused, phases, timeline);
+  if (hybrid) printHybrid(hybrid);
   if (auth) printAuth(auth);
   if (bindings) printBindings(bindings);
   if (genesis) printGenesis(genesis);

@@ -26,6 +26,9 @@ SELECT format('ALTER DATABASE %I OWNER TO %I', :'db', :'role') \gexec
 -- PostgreSQL 15+ gives the public schema to the database's owner (pg_database_owner); before 15 anyone may create
 -- in it. Either way the role may; this makes it explicit.
 SELECT format('GRANT ALL ON SCHEMA public TO %I', :'role') \gexec
+-- pgvector where the image has it (compose's does): hybrid search's HNSW index (migration 037). Made here, as the
+-- superuser, because the role may not create an extension that is not trusted; without it search scans.
+SELECT 'CREATE EXTENSION IF NOT EXISTS vector' WHERE EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') \gexec
 -- What an older compose file's Switchboard made as the superuser: tables (their serial sequences follow), views,
 -- standalone sequences and functions of the public schema.
 SELECT format('ALTER %s %s OWNER TO %I', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END, c.oid::regclass, :'role')
@@ -34,6 +37,8 @@ SELECT format('ALTER %s %s OWNER TO %I', CASE c.relkind WHEN 'S' THEN 'SEQUENCE'
    AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')) \gexec
 SELECT format('ALTER FUNCTION %s OWNER TO %I', p.oid::regprocedure, :'role')
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> :'role' \gexec
+ WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> :'role'
+   -- An extension's functions (pgvector's) stay its owner's.
+   AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e') \gexec
 SQL
 echo "database $DB ready, owned by role $ROLE (not a superuser)"

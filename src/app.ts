@@ -38,6 +38,7 @@ import { healthPlugin } from './plugins/health';
 import { authPlugin } from './plugins/auth';
 import { temporalPlugin } from './plugins/temporal';
 import { registryPlugin } from './plugins/registry';
+import type { EmbeddingsSettings } from './agents/embeddings';
 import { managementRoutes, probeRoutes } from './routes/management';
 import { type StreamSettings, a2aBindings } from './routes/a2a-bindings';
 import type { GrpcAdvert } from './agents/gateway-card';
@@ -104,6 +105,8 @@ export interface AppDeps {
   connections?: Partial<ConnectionLimits>;
   /** Fair admission per tenant, SWITCHBOARD_ADMISSION_* (src/a2a/fair-gate.ts); default: the config's defaults. */
   admission?: Partial<FairGateOptions>;
+  /** Hybrid search's model service, SWITCHBOARD_EMBEDDINGS_* (src/agents/embeddings.ts); unset: full-text search. */
+  embeddings?: EmbeddingsSettings;
 }
 
 export interface AppAuth {
@@ -144,7 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Before any route: the OpenAPI document is built from every route's schema (GET /openapi.json).
   await app.register(openApi);
   await app.register(temporalPlugin, { client: deps.temporal, taskQueue: deps.taskQueue, log: deps.log, noWorkerCheckMs: deps.noWorkerCheckMs });
-  await app.register(registryPlugin, { outbound: deps.outbound, hub: deps.hub, credentials: deps.credentials, agentRefresh: deps.agentRefresh });
+  await app.register(registryPlugin, { outbound: deps.outbound, hub: deps.hub, credentials: deps.credentials, agentRefresh: deps.agentRefresh, embeddings: deps.embeddings });
   await app.register(managementRoutes, {
     keys: deps.auth.keys,
     publicUrl: deps.publicUrl,

@@ -149,6 +149,16 @@ const EnvSchema = z.object({
   SWITCHBOARD_QUOTA_STREAMS_PER_KEY: z.coerce.number().int().min(0).default(1_000),
   SWITCHBOARD_RATE_LIMIT_TENANT_RPS: z.coerce.number().int().min(1).default(2_000),
   SWITCHBOARD_RATE_LIMIT_KEY_RPS: z.coerce.number().int().min(1).default(1_000),
+  /**
+   * Hybrid search (issue 42): an OpenAI-compatible embeddings API (`POST <url>/embeddings`: Ollama, vLLM,
+   * text-embeddings-inference, LocalAI, OpenAI), its model, and its key if it wants one. Unset: full-text search only.
+   * Called through the guarded outbound client: a service on a private address needs SWITCHBOARD_ALLOW_PRIVATE_URLS.
+   */
+  SWITCHBOARD_EMBEDDINGS_URL: optionalUrl(/^https?$/),
+  SWITCHBOARD_EMBEDDINGS_MODEL: z.string().min(1).max(200).optional(),
+  SWITCHBOARD_EMBEDDINGS_KEY: z.string().min(1).optional(),
+  /** The longest a search waits for its query's vector before it ranks by full text alone (ms). */
+  SWITCHBOARD_EMBEDDINGS_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `pretty`: one readable, coloured line per entry; `json`: one JSON object per line. Unset: pretty on a terminal, else JSON. */
   LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
@@ -163,6 +173,9 @@ const EnvSchema = z.object({
   // server that other processes may share (DATABASE_URL, printed at start), so a split role may run it.
   if (c.SWITCHBOARD_ROLE !== 'all' && !c.TEMPORAL_ADDRESS) {
     ctx.addIssue({ code: 'custom', path: ['SWITCHBOARD_ROLE'], message: `${c.SWITCHBOARD_ROLE} needs TEMPORAL_ADDRESS (split roles share one Temporal server; the embedded one is a development server)` });
+  }
+  if (c.SWITCHBOARD_EMBEDDINGS_URL && !c.SWITCHBOARD_EMBEDDINGS_MODEL) {
+    ctx.addIssue({ code: 'custom', path: ['SWITCHBOARD_EMBEDDINGS_MODEL'], message: 'is required with SWITCHBOARD_EMBEDDINGS_URL (the model the service embeds with)' });
   }
 });
 
@@ -234,6 +247,12 @@ export function admissionOf(c: Config) {
     holdMs: c.SWITCHBOARD_ADMISSION_HOLD_MS,
     maxWaitMs: c.SWITCHBOARD_ADMISSION_WAIT_MS,
   };
+}
+
+/** The model service for hybrid search, or undefined when none is configured (src/agents/embeddings.ts). */
+export function embeddingsOf(c: Config) {
+  if (!c.SWITCHBOARD_EMBEDDINGS_URL || !c.SWITCHBOARD_EMBEDDINGS_MODEL) return undefined;
+  return { url: c.SWITCHBOARD_EMBEDDINGS_URL, model: c.SWITCHBOARD_EMBEDDINGS_MODEL, key: c.SWITCHBOARD_EMBEDDINGS_KEY, timeoutMs: c.SWITCHBOARD_EMBEDDINGS_TIMEOUT_MS };
 }
 
 /** What one client's connections may hold (src/plugins/connections.ts). */

@@ -54,7 +54,8 @@ function portOf(spec: string): { ip?: string; host?: string; container: string }
 test('has the Temporal-on-Postgres services, without the deprecated auto-setup image', () => {
   assert.deepEqual(Object.keys(services).sort(),
     ['postgresql', ...SWITCHBOARD, 'switchboard-db-setup', 'temporal', 'temporal-admin-tools', 'temporal-setup', 'temporal-ui'].sort());
-  assert.match(interpolate(services.postgresql.image!), /^postgres:16\b/);
+  // PostgreSQL 16 with pgvector, for hybrid search's HNSW index (issue 42).
+  assert.match(interpolate(services.postgresql.image!), /^pgvector\/pgvector:pg16\b/);
   assert.match(services.temporal.image!, /^temporalio\/server:/);
   assert.match(services['temporal-admin-tools'].image!, /^temporalio\/admin-tools:/);
   assert.match(services['temporal-ui'].image!, /^temporalio\/ui:/);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { ConfigError, codecCorsOriginsOf, loadConfig } from '../src/config';
+import { ConfigError, codecCorsOriginsOf, embeddingsOf, loadConfig } from '../src/config';
 
 test('defaults: embedded services, private URLs refused', () => {
   const c = loadConfig({});
@@ -40,6 +40,16 @@ test('SWITCHBOARD_PUBLIC_GRPC_URL is the host:port clients use', () => {
   for (const bad of ['grpc.example.com', 'http://grpc.example.com:443', 'host:port']) {
     assert.throws(() => loadConfig({ SWITCHBOARD_PUBLIC_GRPC_URL: bad }), /SWITCHBOARD_PUBLIC_GRPC_URL: must be host:port/, bad);
   }
+});
+
+test('SWITCHBOARD_EMBEDDINGS_*: unset, full-text search; the URL needs its model; a bad URL or timeout is named', () => {
+  assert.equal(embeddingsOf(loadConfig({})), undefined);
+  assert.deepEqual(embeddingsOf(loadConfig({ SWITCHBOARD_EMBEDDINGS_URL: 'http://127.0.0.1:11434/v1', SWITCHBOARD_EMBEDDINGS_MODEL: 'nomic-embed-text' })), {
+    url: 'http://127.0.0.1:11434/v1', model: 'nomic-embed-text', key: undefined, timeoutMs: 2000,
+  });
+  assert.throws(() => loadConfig({ SWITCHBOARD_EMBEDDINGS_URL: 'http://127.0.0.1:11434/v1' }), /SWITCHBOARD_EMBEDDINGS_MODEL: is required with SWITCHBOARD_EMBEDDINGS_URL/);
+  assert.throws(() => loadConfig({ SWITCHBOARD_EMBEDDINGS_URL: 'ftp://x', SWITCHBOARD_EMBEDDINGS_MODEL: 'm' }), /SWITCHBOARD_EMBEDDINGS_URL: must be a URL/);
+  assert.throws(() => loadConfig({ SWITCHBOARD_EMBEDDINGS_TIMEOUT_MS: '5' }), /SWITCHBOARD_EMBEDDINGS_TIMEOUT_MS/);
 });
 
 test("Temporal UI's origins may call the codec: the embedded UI's, and TEMPORAL_UI_URL's", () => {

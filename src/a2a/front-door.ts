@@ -80,6 +80,7 @@ function withRouting(result: unknown, route: StoredRoute & { tiedWith?: string[]
   const r = result as { task?: Record<string, unknown>; kind?: string };
   const routing = {
     agentId: route.agentId, skillId: route.skillId, reason: route.reason, rank: route.rank, query: route.query,
+    ...(route.rankedBy ? { rankedBy: route.rankedBy } : {}),
     ...(route.tiedWith?.length ? { tiedWith: route.tiedWith } : {}),
   };
   const add = (task: Record<string, unknown>) => {

@@ -2,7 +2,8 @@
  * Routing for the front door (POST /a2a): which registered agent a new task's first message goes to, and why.
  * The message may name an agent (`metadata.agentId`, or Society AI's `metadata.executor.name`: an agent id or name)
  * or a skill (`metadata.skillId`, or Society AI's `metadata.skill_used`); otherwise its text is matched against the
- * registry's full-text search among healthy agents. Ties go to the better reputation.
+ * registry's search among healthy agents: hybrid (full text and meaning, src/agents/search.ts) when a model service
+ * is configured, else full text. Ties go to the better reputation.
  * Enforced governance policies (src/nanda/policies.ts) and recent work (src/trust/work-health.ts) narrow the
  * candidates first: a denied agent is never chosen, a failing one only when no other is left.
  */
@@ -12,6 +13,7 @@ import { type EnforcedPolicies, type PolicyVerdict, denialOf, policyDenied } fro
 import { reputationOf } from '../trust/reputation';
 import { recentWork } from '../trust/work-health';
 import type { Agent, AgentRegistry, RankedAgent } from '../agents/registry';
+import { rankedBy } from '../agents/search';
 import type { RouteReason, RoutingDecision } from '../db/task-routes';
 
 export type { RouteReason, RoutingDecision };
@@ -52,7 +54,7 @@ export class Router {
       }
       const denied = await denialOf(this.pool, tenant, agent, await this.policies.of(tenant));
       if (denied) throw policyDenied(agent, denied);
-      return { agent, decision: { agentId, skillId: skillId ?? null, reason: 'metadata.agentId', rank: null, query: null, tiedWith: [] } };
+      return { agent, decision: { agentId, skillId: skillId ?? null, reason: 'metadata.agentId', rank: null, query: null, rankedBy: null, tiedWith: [] } };
     }
     if (skillId !== undefined) {
       // Healthy agents first; a degraded one (a slow or failed probe) still beats no agent; a down one never.
@@ -61,7 +63,7 @@ export class Router {
         const agents = await this.admissible(tenant, found);
         if (agents.length === 0) continue;
         const [best, ...tied] = await this.byReputation(tenant, agents);
-        return { agent: best!, decision: { agentId: best!.id, skillId, reason: 'metadata.skillId', rank: null, query: null, tiedWith: tied.map((a) => a.id) } };
+        return { agent: best!, decision: { agentId: best!.id, skillId, reason: 'metadata.skillId', rank: null, query: null, rankedBy: null, tiedWith: tied.map((a) => a.id) } };
       }
       throw a2aError('Unroutable', `No healthy or degraded agent has the skill ${skillId} (message.metadata.skillId); nothing was started`);
     }
@@ -69,18 +71,20 @@ export class Router {
     if (words.length === 0) {
       throw a2aError('Unroutable', 'The message has no text to route by: name an agent (metadata.agentId) or a skill (metadata.skillId), or send text');
     }
-    // websearch syntax ANDs bare words; a request matches an agent on any of its words, ranked by ts_rank.
+    // websearch syntax ANDs bare words; a request matches an agent on any of its words, ranked by ts_rank. With a
+    // model service the message's words are embedded as they are, and an agent may match by meaning alone.
     const query = words.join(' or ');
-    const { agents: found } = await this.registry.search(tenant, { q: query, statuses: ['healthy'], pageSize: CANDIDATES });
+    const { agents: found } = await this.registry.search(tenant, { q: query, meaning: words.join(' '), statuses: ['healthy'], pageSize: CANDIDATES });
     const agents = await this.admissible(tenant, found);
     if (agents.length === 0) throw a2aError('Unroutable', 'No healthy agent matches the message text; name an agent (metadata.agentId) or a skill (metadata.skillId)');
     const top = agents[0]!.rank ?? 0;
-    // ts_rank is a real (float4): equal scores can differ in the last bits once cast, so compare with a tolerance.
+    // ts_rank is a real (float4): equal scores can differ in the last bits once cast, so compare with a tolerance
+    // (a fused score is a float8 sum of the same few fractions: equal ranks give equal sums).
     const tied = agents.filter((a) => Math.abs((a.rank ?? 0) - top) <= 1e-6 * Math.max(1, top));
     const [best, ...rest] = await this.byReputation(tenant, tied);
     return {
       agent: best!,
-      decision: { agentId: best!.id, skillId: bestSkill(best!, words), reason: 'search', rank: top, query, tiedWith: rest.map((a) => a.id) },
+      decision: { agentId: best!.id, skillId: bestSkill(best!, words), reason: 'search', rank: top, query, rankedBy: rankedBy(best!), tiedWith: rest.map((a) => a.id) },
     };
   }
 

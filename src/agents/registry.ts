@@ -4,12 +4,11 @@
  * and probe requests go through the guarded outbound client, so a private or redirecting URL is refused like
  * any other call.
  */
-import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
-import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
-import { type AgentCardJson, BindingError, CARDLESS_PROTOCOLS, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
+import type { AgentEndpoint } from '../../task/contracts';
+import { BindingError, CARDLESS_PROTOCOLS, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
 import { findMessageSend, sniffDialect } from './dialect-probe';
 import {
   type AgentStatus,
@@ -23,70 +22,17 @@ import {
 } from './refresh';
 import type { RefreshScheduler } from './refresh-schedules';
 import type { AgentLink } from './agent-client';
-import { checkCardSignatures, type SignatureCheck } from './signatures';
+import { checkCardSignatures } from './signatures';
 import { type AgentCredentialSpec, type AgentCredentials, CredentialError, authorizedFetch } from './agent-credentials';
-import { z } from 'zod';
-import { cursorReal, cursorText, cursorTimestamp, decodePageToken, encodePageToken } from '../db/page-token';
 import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
 import { BlankName, checkNameFree, insertUnique, newId, urlHolder, urlTaken } from './agent-names';
+import { type Agent, type AgentRow, COLUMNS, DEFAULT_RETRY, findAgent, toAgent } from './agent-rows';
+import { type AgentPage, type AgentSearch, searchAgents } from './search';
+import type { CardEmbedder } from './card-embedder';
 
-export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
-  maxAttempts: 3,
-  initialIntervalMs: 1000,
-  backoffCoefficient: 2,
-  attemptTimeoutMs: 30_000,
-  taskTimeoutMs: DEFAULT_TASK_TIMEOUT_MS,
-  streamIdleTimeoutMs: 5 * 60_000,
-};
-
-export interface Agent {
-  id: string;
-  tenant: string;
-  name: string;
-  sourceUrl: string;
-  /** Null for an agent that publishes no card (0.1 or NEXUS registered with `protocol`). */
-  cardUrl: string | null;
-  card: AgentCardJson;
-  endpoint: AgentEndpoint;
-  priceMinor: number;
-  retry: AgentRetryPolicy;
-  createdAt: string;
-  updatedAt: string;
-  /** When the stored card last changed (registration, or a refresh or hub registration that brought another card). */
-  cardChangedAt: string;
-  /** Health from the liveness probes: routing should prefer healthy agents and skip down ones. */
-  status: AgentStatus;
-  statusReason: string;
-  statusChangedAt: string;
-  consecutiveFailures: number;
-  lastProbe: ProbeRecord | null;
-  signature: SignatureCheck;
-  cardCache: { etag: string | null; noStore: boolean; fetchedAt: string; freshUntil: string | null };
-}
-
-/** An agent found by a text search, with its ts_rank (higher is better). */
-export type RankedAgent = Agent & { rank?: number };
-
-export interface AgentSearch {
-  /** Free text, web-search syntax (`"exact phrase"`, `or`, `-not`): ranked by the weighted card text. */
-  q?: string;
-  /** Skill tags the agent must all have (any case). */
-  tags?: string[];
-  /** Skill ids the agent must all have. */
-  skills?: string[];
-  /** Statuses the agent may have (any of). */
-  statuses?: AgentStatus[];
-  /** 1–100, default 50. */
-  pageSize?: number;
-  pageToken?: string;
-}
-
-export interface AgentPage {
-  agents: RankedAgent[];
-  /** '' on the last page. */
-  nextPageToken: string;
-}
+export { type Agent, DEFAULT_RETRY, findAgent };
+export { type AgentPage, type AgentSearch, QueryError, type RankedAgent } from './search';
 
 export interface ProbeEntry {
   at: string;
@@ -106,8 +52,6 @@ export class RegistrationError extends Error {
     super(message);
   }
 }
-/** A search or list request that cannot be answered as asked, e.g. a page token from another query (HTTP 400). */
-export class QueryError extends Error {}
 
 export interface RegistryOptions {
   /** Runs a new agent's first refresh in Temporal (the deployment's sweep does the later ones). */
@@ -118,18 +62,11 @@ export interface RegistryOptions {
   credentials?: AgentCredentials;
   /** Hears changes to agents in every process: with it, lookup() reads through a cache (src/events/config-cache.ts). */
   hub?: EventHub;
+  /** Embeds cards for hybrid search (SWITCHBOARD_EMBEDDINGS_URL); unset: search is full-text. */
+  embedder?: CardEmbedder;
 }
 
 const CARD_PATHS = ['/.well-known/agent-card.json', '/.well-known/agent.json'];
-const DEFAULT_PAGE_SIZE = 50;
-
-// Every column but the search document and filter keys, which are large and only used inside queries.
-const COLUMN_NAMES = [
-  'tenant', 'id', 'name', 'source_url', 'card_url', 'card', 'endpoint_url', 'protocol_version', 'streaming', 'binding', 'price_minor', 'retry',
-  'created_at', 'updated_at', 'card_changed_at', 'status', 'status_reason', 'status_changed_at', 'consecutive_failures', 'last_probe', 'signature',
-  'card_etag', 'card_no_store', 'card_fetched_at', 'card_fresh_until',
-];
-const COLUMNS = COLUMN_NAMES.join(', ');
 
 export class AgentRegistry {
   private readonly policy: RefreshPolicy;
@@ -228,6 +165,8 @@ export class AgentRegistry {
         throw err;
       }
     }
+    // Embedded in the background, now rather than at the next poll; the registration does not wait for it.
+    this.opts.embedder?.kick();
     return toAgent(rows[0]!);
   }
 
@@ -248,6 +187,7 @@ export class AgentRegistry {
         [tenant, id, name, url, { name, url, skills: [] }, body.priceMinor ?? 0, { ...DEFAULT_RETRY, ...body.retry }, { status: 'unsigned', checkedAt: new Date().toISOString() }],
       ),
     );
+    this.opts.embedder?.kick();
     return toAgent(rows[0]!);
   }
 
@@ -295,54 +235,12 @@ export class AgentRegistry {
   }
 
   /**
-   * Lists or searches agents. With `q`: matches of the PostgreSQL full-text query over the weighted search
-   * document (name A, skill names and tags B, descriptions C, examples D; see migration 004), best first by
-   * ts_rank, ties by id. Without: every agent, oldest first. Filters narrow both. Pages are keyset pages: a
-   * token carries the last row's sort key, so agents registered meanwhile neither repeat nor shift a page.
+   * Lists or searches agents (src/agents/search.ts): full-text, or hybrid (full text and meaning, fused) when a
+   * model service is configured and answers.
    * @throws QueryError for a page token that is malformed or belongs to another query.
    */
   async search(tenant: string, s: AgentSearch): Promise<AgentPage> {
-    const pageSize = s.pageSize ?? DEFAULT_PAGE_SIZE;
-    const q = s.q?.trim() || undefined;
-    const fingerprint = queryFingerprint({ ...s, q });
-    const params: unknown[] = [tenant];
-    const p = (v: unknown) => `$${params.push(v)}`;
-
-    const where = ['a.tenant = $1'];
-    // ts_rank normalisation 1 divides by 1 + log(document length): an agent cannot climb by repeating a word
-    // across a long card, while the weights still put a name match far above an example match.
-    const rank = q ? 'ts_rank(a.search, query, 1)' : 'NULL::real';
-    const from = q ? `agents a, websearch_to_tsquery('english', ${p(q)}) query` : 'agents a';
-    if (q) where.push('a.search @@ query');
-    // Tags are stored lower-cased by PostgreSQL's lower(); the same function on the filter keeps them comparable.
-    if (s.tags?.length) where.push(`a.skill_tags ?& lower(${p(s.tags)}::text[]::text)::text[]`);
-    if (s.skills?.length) where.push(`a.skill_ids ?& ${p(s.skills)}::text[]`);
-    if (s.statuses?.length) where.push(`a.status = ANY(${p(s.statuses)}::text[])`);
-
-    const after: string[] = [];
-    if (s.pageToken) {
-      const token = decodeToken(s.pageToken);
-      if (token.f !== fingerprint) throw new QueryError('pageToken belongs to another query: repeat the same q and filters, or start without it');
-      // The fingerprint matched, so the key is of this query's kind, unless the token was made up.
-      if (!(q ? cursorReal : cursorTimestamp).safeParse(token.k).success) throw new QueryError('pageToken is not a token this API issued');
-      after.push(
-        q ? `(search_rank < ${p(token.k)}::real OR (search_rank = ${p(token.k)}::real AND id > ${p(token.id)}))`
-          : `(created_at, id) > (${p(token.k)}::timestamptz, ${p(token.id)})`,
-      );
-    }
-    const order = q ? 'search_rank DESC, id' : 'created_at, id';
-    const { rows } = await this.pool.query<AgentRow & { search_rank: number | null; rank_key: string | null; created_key: string }>(
-      `SELECT * FROM (
-         SELECT ${COLUMN_NAMES.map((c) => `a.${c}`).join(', ')}, ${rank} AS search_rank, ${rank}::text AS rank_key, a.created_at::text AS created_key
-           FROM ${from} WHERE ${where.join(' AND ')}
-       ) r ${after.length ? `WHERE ${after.join(' AND ')}` : ''}
-       ORDER BY ${order} LIMIT ${p(pageSize + 1)}`,
-      params,
-    );
-    const page = rows.slice(0, pageSize);
-    const last = page[page.length - 1];
-    const nextPageToken = rows.length > pageSize && last ? encodeToken({ f: fingerprint, k: (q ? last.rank_key : last.created_key)!, id: last.id }) : '';
-    return { agents: page.map((r) => (q ? { ...toAgent(r), rank: r.search_rank ?? 0 } : toAgent(r))), nextPageToken };
+    return searchAgents(this.pool, this.opts.embedder, tenant, s);
   }
 
   /** The agent's recent probes, newest first (at most PROBES_KEPT are kept). */
@@ -361,6 +259,8 @@ export class AgentRegistry {
    */
   async refreshNow(tenant: string, id: string): Promise<Agent | undefined> {
     const result = await refreshAgent({ pool: this.pool, fetch: this.outbound.fetch, grpc: this.outbound.grpc, policy: this.policy, credentials: this.opts.credentials }, tenant, id);
+    // A changed card was queued for embedding by migration 037's trigger: embed it now rather than at the next poll.
+    if (!result.gone) this.opts.embedder?.kick();
     return result.gone ? undefined : this.get(tenant, id);
   }
 
@@ -494,58 +394,8 @@ export class AgentRegistry {
 
 type CardFound = Extract<Awaited<ReturnType<typeof fetchCard>>, { outcome: 'fetched' }> & { cardUrl: string };
 
-// ---- page tokens: base64url JSON {f: query fingerprint, k: last sort key, id: last id} ----
 
-const PageToken = z.object({ f: z.string().max(64), k: z.string().max(64), id: cursorText });
-type PageToken = z.infer<typeof PageToken>;
 
-const encodeToken = (t: PageToken): string => encodePageToken(t);
-
-function decodeToken(raw: string): PageToken {
-  const t = decodePageToken(raw, PageToken);
-  if (!t) throw new QueryError('pageToken is not a token this API issued');
-  return t;
-}
-
-/** Identifies the query a token was issued for (not the page size, which may change between pages). */
-function queryFingerprint(s: AgentSearch): string {
-  const key = JSON.stringify([s.q ?? null, [...(s.tags ?? [])].sort(), [...(s.skills ?? [])].sort(), [...(s.statuses ?? [])].sort()]);
-  return createHash('sha256').update(key).digest('base64url').slice(0, 12);
-}
-
-interface AgentRow {
-  tenant: string;
-  id: string;
-  name: string;
-  source_url: string;
-  card_url: string | null;
-  card: AgentCardJson;
-  endpoint_url: string;
-  protocol_version: AgentDialect;
-  streaming: boolean;
-  binding: AgentBinding;
-  price_minor: string;
-  retry: AgentRetryPolicy;
-  created_at: Date;
-  updated_at: Date;
-  card_changed_at: Date;
-  status: AgentStatus;
-  status_reason: string;
-  status_changed_at: Date;
-  consecutive_failures: number;
-  last_probe: ProbeRecord | null;
-  signature: SignatureCheck;
-  card_etag: string | null;
-  card_no_store: boolean;
-  card_fetched_at: Date;
-  card_fresh_until: Date | null;
-}
-
-/** The agent as PostgreSQL has it now, without a registry (the worker's sweeps have none). */
-export async function findAgent(pool: Pool, tenant: string, id: string): Promise<Agent | undefined> {
-  const { rows } = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE tenant = $1 AND id = $2`, [tenant, id]);
-  return rows[0] && toAgent(rows[0]);
-}
 
 /**
  * The endpoint a task forwards to: the agent's, plus `pushNotifications` when its card (1.0 or 0.3 shape alike)
@@ -556,34 +406,6 @@ export function forwardingEndpoint(agent: Pick<Agent, 'endpoint' | 'card'>): Age
   return push ? { ...agent.endpoint, pushNotifications: true } : agent.endpoint;
 }
 
-function toAgent(r: AgentRow): Agent {
-  return {
-    id: r.id,
-    tenant: r.tenant,
-    name: r.name,
-    sourceUrl: r.source_url,
-    cardUrl: r.card_url,
-    card: r.card,
-    endpoint: { url: r.endpoint_url, protocolVersion: r.protocol_version, streaming: r.streaming, binding: r.binding },
-    priceMinor: Number(r.price_minor),
-    retry: { ...DEFAULT_RETRY, ...r.retry },
-    createdAt: r.created_at.toISOString(),
-    updatedAt: r.updated_at.toISOString(),
-    cardChangedAt: r.card_changed_at.toISOString(),
-    status: r.status,
-    statusReason: r.status_reason,
-    statusChangedAt: r.status_changed_at.toISOString(),
-    consecutiveFailures: r.consecutive_failures,
-    lastProbe: r.last_probe,
-    signature: r.signature,
-    cardCache: {
-      etag: r.card_etag,
-      noStore: r.card_no_store,
-      fetchedAt: r.card_fetched_at.toISOString(),
-      freshUntil: r.card_fresh_until?.toISOString() ?? null,
-    },
-  };
-}
 
 async function blankAsRegistrationError<T>(work: () => Promise<T>): Promise<T> {
   try {

@@ -29,7 +29,7 @@ export function agentsCommand(root: Command): void {
     .action(async (_o: unknown, cmd: Command) => listAgents(cmd, ''));
   agents
     .command('search <text>')
-    .description('agents whose card matches the text')
+    .description('agents whose card matches the text: by meaning too when Switchboard has a model service (SWITCHBOARD_EMBEDDINGS_URL)')
     .action(async (text: string, _o: unknown, cmd: Command) => listAgents(cmd, `?q=${encodeURIComponent(text)}`));
   agents
     .command('show <id>')
@@ -55,9 +55,11 @@ export function agentsCommand(root: Command): void {
 }
 
 async function listAgents(cmd: Command, query: string): Promise<void> {
-  const page = await api(cmd).rest<{ agents: AgentView[] }>('GET', `/agents${query}`);
+  const page = await api(cmd).rest<{ agents: AgentView[]; ranking?: string; semantic?: string }>('GET', `/agents${query}`);
   const rows = page.agents.map((a) => [a.id, a.name, a.status ?? '', String(a.priceMinor ?? 0)]);
-  print(cmd, page, () => (rows.length ? table(['ID', 'NAME', 'STATUS', 'PRICE'], rows) : '(no agents)'));
+  // A search says how it ranked: hybrid (full text and meaning), or full text and why (no model service, or it failed).
+  const ranking = page.ranking ? `\n(ranking: ${page.ranking}${page.semantic === 'on' ? '' : `; semantic ${page.semantic}`})` : '';
+  print(cmd, page, () => (rows.length ? table(['ID', 'NAME', 'STATUS', 'PRICE'], rows) : '(no agents)') + ranking);
 }
 
 function nonNegativeInteger(v: string): number {

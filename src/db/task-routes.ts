@@ -9,10 +9,12 @@ export interface RoutingDecision {
   /** The skill named in the metadata, or the chosen agent's skill that shares most words with the text. */
   skillId: string | null;
   reason: RouteReason;
-  /** ts_rank of the winning match (search only). */
+  /** The winning match's score (search only): ts_rank, or its reciprocal-rank-fusion score when the search was hybrid. */
   rank: number | null;
   /** The full-text query that was run (search only). */
   query: string | null;
+  /** Which rank chose the agent (search only): full-text, semantic, or both (a hybrid search's fused rank). */
+  rankedBy: 'full-text' | 'semantic' | 'both' | null;
   /** Agents that matched as well as the winner and lost on reputation (search and skillId only). */
   tiedWith: string[];
 }
@@ -29,20 +31,20 @@ export interface StoredRoute extends Omit<RoutingDecision, 'tiedWith'> {
  */
 export async function recordRoute(pool: Pool, tenant: string, taskId: string, requester: string, d: RoutingDecision): Promise<StoredRoute> {
   await pool.query(
-    `INSERT INTO task_routes (tenant, task_id, requester, agent_id, skill_id, reason, rank, query)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, task_id) DO NOTHING`,
-    [tenant, taskId, requester, d.agentId, d.skillId, d.reason, d.rank, d.query],
+    `INSERT INTO task_routes (tenant, task_id, requester, agent_id, skill_id, reason, rank, query, ranked_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (tenant, task_id) DO NOTHING`,
+    [tenant, taskId, requester, d.agentId, d.skillId, d.reason, d.rank, d.query, d.rankedBy],
   );
   return (await routeOf(pool, tenant, taskId))!;
 }
 
 export async function routeOf(pool: Pool, tenant: string, taskId: string): Promise<StoredRoute | undefined> {
   const { rows } = await pool.query<{
-    task_id: string; requester: string; agent_id: string; skill_id: string | null; reason: RouteReason; rank: number | null; query: string | null; created_at: Date;
-  }>('SELECT task_id, requester, agent_id, skill_id, reason, rank, query, created_at FROM task_routes WHERE tenant = $1 AND task_id = $2', [tenant, taskId]);
+    task_id: string; requester: string; agent_id: string; skill_id: string | null; reason: RouteReason; rank: number | null; query: string | null; ranked_by: RoutingDecision['rankedBy']; created_at: Date;
+  }>('SELECT task_id, requester, agent_id, skill_id, reason, rank, query, ranked_by, created_at FROM task_routes WHERE tenant = $1 AND task_id = $2', [tenant, taskId]);
   const r = rows[0];
   return r && {
     taskId: r.task_id, requester: r.requester, agentId: r.agent_id, skillId: r.skill_id, reason: r.reason, rank: r.rank, query: r.query,
-    routedAt: r.created_at.toISOString(),
+    rankedBy: r.ranked_by, routedAt: r.created_at.toISOString(),
   };
 }

@@ -449,7 +449,9 @@ export class HubSession implements HubConnection {
         skills: Array.isArray(a.card.skills) ? a.card.skills : [],
         status: a.status,
         ...(a.rank !== undefined ? { rank: a.rank } : {}),
+        ...(a.ranks ? { ranks: a.ranks } : {}),
       })),
+      ...(page.ranking ? { ranking: page.ranking, semantic: page.semantic } : {}),
     };
   }
 

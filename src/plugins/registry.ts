@@ -7,6 +7,8 @@ import type { AgentCredentials } from '../agents/agent-credentials';
 import type { RefreshPolicy } from '../agents/refresh';
 import { RefreshScheduler } from '../agents/refresh-schedules';
 import { AgentRegistry } from '../agents/registry';
+import { CardEmbedder } from '../agents/card-embedder';
+import { Embeddings, type EmbeddingsSettings } from '../agents/embeddings';
 import type { EventHub } from '../events/hub';
 import type { Outbound } from '../http/outbound';
 import { EnforcedPolicies } from '../nanda/policies';
@@ -24,17 +26,23 @@ export interface RegistryPluginOptions {
   credentials?: AgentCredentials;
   /** Agent refresh schedules: the scheduler to use (main.ts's, which it also reconciles), or one built from intervalMs. Unset: none. */
   agentRefresh?: { intervalMs?: number; policy?: Partial<RefreshPolicy>; scheduler?: RefreshScheduler };
+  /** The model service for hybrid search (SWITCHBOARD_EMBEDDINGS_*); unset: full-text search only. */
+  embeddings?: EmbeddingsSettings;
 }
 
 export const registryPlugin = fp<RegistryPluginOptions>(
   async (app, o) => {
     const { client, taskQueue } = app.temporal;
     const scheduler = o.agentRefresh && (o.agentRefresh.scheduler ?? new RefreshScheduler({ client, taskQueue, intervalMs: o.agentRefresh.intervalMs }));
-    const registry = new AgentRegistry(app.pg, o.outbound, { scheduler, policy: o.agentRefresh?.policy, credentials: o.credentials, hub: o.hub });
+    // Cards are embedded in this (API) process, the one that searches: through the guarded outbound client.
+    const embedder = o.embeddings && new CardEmbedder(app.pg, new Embeddings(o.embeddings, o.outbound.fetch), app.log);
+    const registry = new AgentRegistry(app.pg, o.outbound, { scheduler, policy: o.agentRefresh?.policy, credentials: o.credentials, hub: o.hub, embedder });
     const policies = new EnforcedPolicies(app.pg, o.hub);
     app.decorate('registry', registry);
     app.decorate('policies', policies);
+    await embedder?.start();
     app.addHook('onClose', async () => {
+      await embedder?.stop();
       registry.close();
       policies.close();
     });

@@ -70,6 +70,7 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     retry: a.retry,
     createdAt: a.createdAt,
     ...(a.rank !== undefined ? { rank: a.rank } : {}),
+    ...(a.ranks ? { ranks: a.ranks } : {}),
     status: a.status,
     statusReason: a.statusReason,
     statusChangedAt: a.statusChangedAt,
@@ -109,9 +110,9 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
   // List, or search with `q`; filters `tag`, `skill`, `status`; keyset pages (`pageSize`, `pageToken`).
   const listSchema = {
     tags: ['agents'],
-    summary: 'List the tenant\'s agents, or rank them by full-text search with q; filters and keyset pages',
+    summary: 'List the tenant\'s agents, or rank them with q: hybrid (full text and meaning) when a model service is configured, else full text; filters and keyset pages',
     querystring: requestSchema(ListAgentsQuery),
-    response: { 200: answer('{agents, nextPageToken}'), 400: errorBody('Invalid query, naming the parameter') },
+    response: { 200: answer('{agents, nextPageToken}; with q also ranking (hybrid or full-text) and semantic (on, off: …, unavailable: …)'), 400: errorBody('Invalid query, naming the parameter') },
   };
   app.get('/agents', { config: access.member, schema: listSchema }, async (req, reply) => {
     const query = ListAgentsQuery.safeParse(req.query);
@@ -120,7 +121,8 @@ export async function agentRoutes(app: FastifyInstance, { registry, publicUrl, g
     try {
       const page = await registry.search(tenantOf(req), { q, tags: tag, skills: skill, statuses: status, pageSize, pageToken });
       const base = baseUrlOf(req, publicUrl);
-      return { agents: await views(page.agents, tenantOf(req), base), nextPageToken: page.nextPageToken };
+      const ranking = page.ranking ? { ranking: page.ranking, semantic: page.semantic } : {};
+      return { agents: await views(page.agents, tenantOf(req), base), nextPageToken: page.nextPageToken, ...ranking };
     } catch (err) {
       if (err instanceof QueryError) return reply.code(400).send({ error: `Invalid query: ${err.message}` });
       throw err;

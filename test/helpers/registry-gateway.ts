@@ -10,6 +10,8 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createRegistryActivities } from '../../activities/registry';
 import { AgentRegistry } from '../../src/agents/registry';
+import { CardEmbedder } from '../../src/agents/card-embedder';
+import { Embeddings, type EmbeddingsSettings } from '../../src/agents/embeddings';
 import type { RefreshPolicy } from '../../src/agents/refresh';
 import { RefreshScheduler } from '../../src/agents/refresh-schedules';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
@@ -30,6 +32,8 @@ export interface RegistryGateway {
   scheduler?: RefreshScheduler;
   /** The refresh worker's task queue. */
   taskQueue?: string;
+  /** Present when started with `embeddings`. */
+  embedder?: CardEmbedder;
   close(): Promise<void>;
 }
 
@@ -38,13 +42,17 @@ export interface RegistryGatewayOptions {
   /** The schedules' interval (default 5 min: tests trigger refreshes instead of waiting). */
   intervalMs?: number;
   temporal?: boolean;
+  /** Hybrid search's model service (SWITCHBOARD_EMBEDDINGS_*): the registry embeds cards through it, as the app does. */
+  embeddings?: EmbeddingsSettings;
+  /** Reuse a database (left for its owner to drop), e.g. to start again with another model. */
+  db?: TestDb;
 }
 
 let workflowBundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 export async function startRegistryGateway(opts: RegistryGatewayOptions = {}): Promise<RegistryGateway> {
   const withTemporal = opts.temporal !== false;
-  const [env, db] = await Promise.all([withTemporal ? startTemporal() : undefined, createTestDb()]);
+  const [env, db] = await Promise.all([withTemporal ? startTemporal() : undefined, opts.db ?? createTestDb()]);
   const outbound = createOutbound({ allowPrivate: true });
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
@@ -62,7 +70,9 @@ export async function startRegistryGateway(opts: RegistryGatewayOptions = {}): P
     running = worker.run();
     scheduler = new RefreshScheduler({ client: env.client, taskQueue, intervalMs: opts.intervalMs });
   }
-  const registry = new AgentRegistry(db.pool, outbound, { scheduler, policy: opts.policy });
+  const embedder = opts.embeddings && new CardEmbedder(db.pool, new Embeddings(opts.embeddings, outbound.fetch));
+  await embedder?.start();
+  const registry = new AgentRegistry(db.pool, outbound, { scheduler, policy: opts.policy, embedder });
   const app = Fastify();
   // The registry's routes alone, without the app's authentication: every request acts as the tenant's operator.
   app.addHook('onRequest', async (req) => {
@@ -80,15 +90,17 @@ export async function startRegistryGateway(opts: RegistryGatewayOptions = {}): P
     env,
     scheduler,
     taskQueue,
+    embedder,
     async close() {
       await app.close();
+      await embedder?.stop();
       if (worker) {
         worker.shutdown();
         await running;
       }
       await env?.teardown();
       await outbound.close();
-      await db.drop();
+      if (!opts.db) await db.drop();
     },
   };
 }
