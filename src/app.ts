@@ -41,6 +41,7 @@ import { registryPlugin } from './plugins/registry';
 import { managementRoutes, probeRoutes } from './routes/management';
 import { type StreamSettings, a2aBindings } from './routes/a2a-bindings';
 import type { GrpcAdvert } from './agents/gateway-card';
+import type { McpSettings } from './mcp/sessions';
 
 export { DEFAULT_TENANT };
 export type { StreamSettings };
@@ -104,6 +105,8 @@ export interface AppDeps {
   connections?: Partial<ConnectionLimits>;
   /** Fair admission per tenant, SWITCHBOARD_ADMISSION_* (src/a2a/fair-gate.ts); default: the config's defaults. */
   admission?: Partial<FairGateOptions>;
+  /** The MCP server at /mcp (src/mcp/sessions.ts McpSettings): how long a tools/call waits, session caps. */
+  mcp?: Partial<McpSettings>;
 }
 
 export interface AppAuth {
@@ -173,6 +176,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     agentPush: deps.agentPush,
     unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
     admission: { ...admissionOf(DEFAULTS), ...deps.admission },
+    mcp: deps.mcp,
   });
   return app;
 }

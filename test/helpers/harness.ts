@@ -288,6 +288,8 @@ export interface GatewayOptions {
   noWorkerCheckMs?: number;
   /** SWITCHBOARD_REQUEST_TIMEOUT_MS and SWITCHBOARD_MAX_CONNECTIONS_PER_ADDRESS (default: the process defaults). */
   connections?: AppDeps['connections'];
+  /** The MCP server's settings (src/mcp/sessions.ts), e.g. a short call wait. */
+  mcp?: AppDeps['mcp'];
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -377,6 +379,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     agentPush: { tokens: agentPushTokens },
     noWorkerCheckMs: opts.noWorkerCheckMs,
     connections: opts.connections,
+    mcp: opts.mcp,
   });
   // Fastify's inject sends `Host: localhost:80`, so the URLs the app builds from a request's host say that.
   const url = opts.listen === false ? 'http://localhost:80' : await app.listen({ host: '127.0.0.1', port: 0 });
