@@ -34,7 +34,10 @@ export interface CallContext {
   extra: Extra;
   /** Whether the client declared the elicitation capability (form mode) at initialize. */
   elicits: boolean;
-  /** Aborted when Switchboard closes: the call answers at once, its task goes on. */
+  /**
+   * Aborted when the session ends (Switchboard closes, the client deletes it, it expires): the call stops, its task
+   * goes on. The SDK aborts `extra.signal` then too; only an abort while the session lasts is the client's cancel.
+   */
   closing: AbortSignal;
 }
 
@@ -122,7 +125,7 @@ export class McpCalls {
       leave.abort();
       void events.return?.(undefined)?.catch(() => undefined);
     }
-    if (ctx.extra.signal.aborted && taskId) {
+    if (ctx.extra.signal.aborted && !ctx.closing.aborted && taskId) {
       await this.cancel(ctx, taskId);
       throw new McpError(ErrorCode.RequestTimeout, 'canceled by the client'); // never sent: a canceled request gets no answer
     }

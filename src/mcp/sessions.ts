@@ -50,6 +50,8 @@ export interface Session {
   lastSeen: number;
   /** Requests of the session still open (a call, a GET stream): a busy session is not idle. */
   busy: number;
+  /** Aborted as the session ends, before the SDK aborts its calls: they stop without canceling their tasks. */
+  ended: AbortController;
 }
 
 const INSTRUCTIONS =
@@ -86,7 +88,7 @@ export class McpSessions {
   /** A new session's transport, for an initialize request; the session is kept once the SDK has given it its id. */
   open(caller: Caller, base: string): Session {
     const server = new Server({ name: 'switchboard', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
-    const session: Session = { id: '', caller, base, server, transport: undefined as unknown as StreamableHTTPServerTransport, lastSeen: Date.now(), busy: 0 };
+    const session: Session = { id: '', caller, base, server, transport: undefined as unknown as StreamableHTTPServerTransport, lastSeen: Date.now(), busy: 0, ended: new AbortController() };
     session.transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new RecentEvents(),
@@ -113,6 +115,7 @@ export class McpSessions {
     const s = this.sessions.get(id);
     if (!s) return;
     this.sessions.delete(id);
+    s.ended.abort();
     await s.server.close().catch(() => undefined);
   }
 
@@ -154,7 +157,7 @@ export class McpSessions {
       if ('invalid' in args) throw new McpError(ErrorCode.InvalidParams, `Invalid arguments for ${req.params.name}: ${args.invalid}`);
       try {
         const elicits = server.getClientCapabilities()?.elicitation !== undefined;
-        return await this.calls.call(args, { caller, agentId: agent.id, tool: req.params.name, base: session.base, extra, elicits, closing: this.closing.signal });
+        return await this.calls.call(args, { caller, agentId: agent.id, tool: req.params.name, base: session.base, extra, elicits, closing: AbortSignal.any([this.closing.signal, session.ended.signal]) });
       } catch (err) {
         if (err instanceof McpError) throw err;
         const down = this.deps.health.unavailable(err);

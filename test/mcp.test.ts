@@ -1,0 +1,257 @@
+/**
+ * The MCP server at /mcp (issue 43), driven by the official MCP TypeScript SDK's client against a real Switchboard
+ * and real A2A agents: tools are the tenant's agents, a tools/call is an ordinary (durable) Switchboard task with
+ * progress, cancellation and input-required (by elicitation and by taskId), through a restart of Switchboard, and
+ * another tenant's key sees none of it.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, ElicitRequestSchema, ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
+import { type Gateway, TEST_ADMIN_KEY, eventually, register, rpc, startGateway } from './helpers/harness';
+
+let gw: Gateway;
+const agents = new AgentPool();
+let echo: { id: string };
+let otherKey: string;
+const clients: Client[] = [];
+
+before(async () => {
+  gw = await startGateway();
+  echo = await register(gw, (await agents.add(startEchoAgent())).url);
+  // A second tenant with a client key of its own.
+  const admin = { 'content-type': 'application/json', authorization: `Bearer ${TEST_ADMIN_KEY}` };
+  const made = await fetch(`${gw.url}/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ id: 'mcp-other', name: 'Other team' }) });
+  assert.equal(made.status, 201, await made.text());
+  const key = await fetch(`${gw.url}/tenants/mcp-other/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ role: 'client', name: 'other client' }) });
+  otherKey = ((await key.json()) as { key: string }).key;
+});
+
+after(async () => {
+  await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+  await gw?.close();
+  await agents.closeAll();
+});
+
+interface ConnectOptions {
+  url?: string;
+  /** Sent as `Authorization: Bearer` unless `header` says otherwise. */
+  key?: string;
+  header?: 'authorization' | 'x-api-key';
+  elicit?: (message: string) => { action: 'accept' | 'decline' | 'cancel'; content?: Record<string, string> };
+}
+
+async function connect(o: ConnectOptions = {}): Promise<Client> {
+  const key = o.key ?? gw.keys.client;
+  const headers: Record<string, string> = o.header === 'x-api-key' ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
+  const client = new Client({ name: 'mcp-test', version: '1.0.0' }, { capabilities: o.elicit ? { elicitation: {} } : {} });
+  if (o.elicit) {
+    const elicit = o.elicit;
+    client.setRequestHandler(ElicitRequestSchema, async (req) => elicit(req.params.message));
+  }
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${o.url ?? gw.url}/mcp`), { requestInit: { headers } }));
+  clients.push(client);
+  return client;
+}
+
+const textOf = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+/** The task a progress notification names (`_meta.taskId`). */
+const progressTaskOf = (p: object) => (p as { _meta?: { taskId?: string } })._meta?.taskId;
+const metaOf = (r: CallToolResult) => r._meta as { taskId: string; contextId: string; state: string };
+
+async function callTool(client: Client, name: string, args: Record<string, unknown>, opts: Parameters<Client['callTool']>[2] = {}): Promise<CallToolResult> {
+  return (await client.callTool({ name, arguments: args }, CallToolResultSchema, { timeout: 60_000, ...opts })) as CallToolResult;
+}
+
+async function taskState(taskId: string): Promise<string> {
+  const res = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: taskId } });
+  return res.json.result?.status?.state;
+}
+
+describe('MCP at /mcp: agents as tools', () => {
+  test('a client initializes with a tenant key, finds the agent as a tool taking a message, and a call answers with its text as an ordinary task', async () => {
+    const client = await connect();
+    const { tools } = await client.listTools();
+    const tool = tools.find((t) => t.name === echo.id);
+    assert.ok(tool, `the echo agent is a tool: ${tools.map((t) => t.name).join(', ')}`);
+    assert.equal((tool.inputSchema.properties as Record<string, { type: string }>).message.type, 'string');
+    assert.deepEqual(tool.inputSchema.required, ['message']);
+    assert.match(tool.description ?? '', /Echoes the text/);
+
+    const result = await callTool(client, echo.id, { message: 'hello over MCP' });
+    assert.equal(result.isError, undefined);
+    assert.match(textOf(result), /echo: hello over MCP/);
+    const meta = metaOf(result);
+    assert.equal(meta.state, 'TASK_STATE_COMPLETED');
+    // The call is a Switchboard task like any other: ListTasks finds it.
+    const listed = await rpc(`${gw.url}/a2a`, { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} });
+    assert.ok((listed.json.result.tasks as { id: string }[]).some((t) => t.id === meta.taskId), 'ListTasks finds the call\'s task');
+  });
+
+  test('the key may come as X-API-Key too; a call in the same context continues it', async () => {
+    const client = await connect({ header: 'x-api-key' });
+    const first = await callTool(client, echo.id, { message: 'one' });
+    const second = await callTool(client, echo.id, { message: 'two', contextId: metaOf(first).contextId });
+    assert.equal(metaOf(second).contextId, metaOf(first).contextId);
+    assert.match(textOf(second), /echo: two/);
+  });
+
+  test('progress: the agent\'s streamed events arrive as notifications/progress with the client\'s token', async () => {
+    const chunky = await register(gw, (await agents.add(startChunkyAgent({ chunks: 6, delayMs: 30 }))).url);
+    const client = await connect();
+    const seen: { progress: number; message?: string }[] = [];
+    const result = await callTool(client, chunky.id, { message: 'stream please' }, { onprogress: (p) => seen.push(p) });
+    assert.equal(textOf(result), chunkedText(6));
+    assert.ok(seen.length >= 6, `progress for each event: ${seen.length}`);
+    assert.deepEqual(seen.map((p) => p.progress), seen.map((_, i) => i + 1), 'progress counts up');
+    assert.ok(seen.some((p) => p.message === 'c3 '), 'a chunk\'s text is a progress message');
+    assert.equal(progressTaskOf(seen.at(-1)!), metaOf(result).taskId, 'progress names the task');
+  });
+});
+
+describe('MCP at /mcp: durable tasks', () => {
+  test('notifications/cancelled cancels the A2A task, and the agent is told', async () => {
+    const slowAgent = await agents.add(startSlowAgent({ ms: 60_000 }));
+    const slow = await register(gw, slowAgent.url);
+    const client = await connect();
+    const abort = new AbortController();
+    let taskId: string | undefined;
+    const call = callTool(client, slow.id, { message: 'take your time' }, { signal: abort.signal, onprogress: (p) => (taskId ??= progressTaskOf(p)) });
+    call.catch(() => undefined);
+    await eventually(async () => taskId && (await taskState(taskId)) === 'TASK_STATE_WORKING', 15_000, 'the task at work');
+    abort.abort('enough');
+    await assert.rejects(call);
+    await eventually(async () => (await taskState(taskId!)) === 'TASK_STATE_CANCELED', 15_000, 'the task canceled');
+    await eventually(() => slowAgent.cancels.length > 0, 15_000, 'the agent told');
+  });
+
+  test('input-required without elicitation: the result says the task waits, and a call with its taskId continues it', async () => {
+    const asker = await register(gw, (await agents.add(startAskingAgent())).url);
+    const client = await connect();
+    const asked = await callTool(client, asker.id, { message: 'greet me' });
+    assert.equal(asked.isError, undefined);
+    assert.equal(metaOf(asked).state, 'TASK_STATE_INPUT_REQUIRED');
+    assert.match(textOf(asked), /What is your name\?/);
+    assert.match(textOf(asked), new RegExp(`"taskId": "${metaOf(asked).taskId}"`));
+    const answered = await callTool(client, asker.id, { message: 'Ada', taskId: metaOf(asked).taskId });
+    assert.equal(metaOf(answered).taskId, metaOf(asked).taskId, 'the same task');
+    assert.equal(metaOf(answered).state, 'TASK_STATE_COMPLETED');
+    assert.match(textOf(answered), /Hello, Ada!/);
+    // The task is done: calling it again answers its result, and sends the agent nothing.
+    const again = await callTool(client, asker.id, { message: 'ignored', taskId: metaOf(asked).taskId });
+    assert.match(textOf(again), /Hello, Ada!/);
+  });
+
+  test('input-required with elicitation: the client is asked, and its answer continues the same task', async () => {
+    const asker = await register(gw, (await agents.add(startAskingAgent())).url);
+    const questions: string[] = [];
+    const client = await connect({ elicit: (message) => (questions.push(message), { action: 'accept', content: { answer: 'Bob' } }) });
+    const result = await callTool(client, asker.id, { message: 'greet me' });
+    assert.deepEqual(questions, ['What is your name?']);
+    assert.equal(metaOf(result).state, 'TASK_STATE_COMPLETED');
+    assert.match(textOf(result), /Hello, Bob!/);
+  });
+
+  test('an elicitation declined leaves the task waiting for input, and the result says how to continue it', async () => {
+    const asker = await register(gw, (await agents.add(startAskingAgent())).url);
+    const client = await connect({ elicit: () => ({ action: 'decline' }) });
+    const result = await callTool(client, asker.id, { message: 'greet me' });
+    assert.equal(metaOf(result).state, 'TASK_STATE_INPUT_REQUIRED');
+    const answered = await callTool(client, asker.id, { message: 'Cy', taskId: metaOf(result).taskId });
+    assert.match(textOf(answered), /Hello, Cy!/);
+  });
+
+  test('a call that outlives its wait answers "still working" with its taskId, and a call with the taskId waits for the answer', async () => {
+    const quick = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, mcp: { callWaitMs: 500 } });
+    try {
+      const slow = await register(gw, (await agents.add(startSlowAgent({ ms: 2_500 }))).url);
+      const client = await connect({ url: quick.url, key: quick.keys.client });
+      const first = await callTool(client, slow.id, { message: 'long one' });
+      assert.equal(metaOf(first).state, 'TASK_STATE_WORKING');
+      assert.match(textOf(first), /still working/);
+      let result = first;
+      for (let i = 0; i < 20 && metaOf(result).state === 'TASK_STATE_WORKING'; i++) result = await callTool(client, slow.id, { message: '', taskId: metaOf(first).taskId });
+      assert.equal(metaOf(result).state, 'TASK_STATE_COMPLETED');
+      assert.match(textOf(result), /done: long one/);
+    } finally {
+      await quick.close();
+    }
+  });
+
+  test('a restart of Switchboard during a call: the task goes on, and a call with its taskId on the new process answers it', async () => {
+    const slow = await register(gw, (await agents.add(startSlowAgent({ ms: 4_000 }))).url);
+    // The front door the client talks to is its own process; the worker (one per process and task queue) is gw's, and
+    // it restarts too.
+    const first = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false });
+    let taskId: string | undefined;
+    const client = await connect({ url: first.url, key: first.keys.client });
+    const call = callTool(client, slow.id, { message: 'survive' }, { timeout: 20_000, onprogress: (p) => (taskId ??= progressTaskOf(p)) });
+    call.catch(() => undefined);
+    await eventually(() => taskId, 15_000, 'the task started');
+    await first.close(); // the process and its MCP sessions go away mid-call
+    await assert.rejects(call);
+    await gw.stopWorker();
+    await gw.startWorker();
+    const second = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false });
+    try {
+      const again = await connect({ url: second.url, key: second.keys.client });
+      const result = await callTool(again, slow.id, { message: '', taskId: taskId! });
+      assert.equal(metaOf(result).taskId, taskId);
+      assert.equal(metaOf(result).state, 'TASK_STATE_COMPLETED');
+      assert.match(textOf(result), /done: survive/);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+describe('MCP at /mcp: tenants, sessions and errors', () => {
+  test('another tenant\'s key sees none of these tools and cannot call them, nor use this tenant\'s session', async () => {
+    const other = await connect({ key: otherKey });
+    const { tools } = await other.listTools();
+    assert.deepEqual(tools, [], 'the other tenant has no agents');
+    await assert.rejects(callTool(other, echo.id, { message: 'sneak' }), (err: { code?: number }) => err.code === -32602);
+    const mine = await connect();
+    const transport = mine.transport as StreamableHTTPClientTransport;
+    const res = await fetch(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${otherKey}`, 'mcp-session-id': transport.sessionId!, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    assert.equal(res.status, 404, 'a session is its key\'s only');
+  });
+
+  test('tools/list follows the registry: a new agent is announced with notifications/tools/list_changed', async () => {
+    const client = await connect();
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => void changed++);
+    const before = (await client.listTools()).tools.length;
+    const added = await register(gw, (await agents.add(startEchoAgent())).url);
+    await eventually(() => changed > 0, 15_000, 'tools/list_changed');
+    const { tools } = await client.listTools();
+    assert.equal(tools.length, before + 1);
+    assert.ok(tools.some((t) => t.name === added.id));
+  });
+
+  test('protocol errors are JSON-RPC errors: no key 401, unreadable JSON -32700, no session 400, an unknown session 404, bad arguments -32602', async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${gw.url}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${gw.keys.client}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body });
+    assert.equal((await fetch(`${gw.url}/mcp`, { method: 'POST', body: '{}' })).status, 401);
+    const garbled = await post('{"jsonrpc": "2.0", ');
+    assert.equal(garbled.status, 400);
+    assert.equal(((await garbled.json()) as { error: { code: number } }).error.code, -32700);
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
+    assert.equal((await post(list)).status, 400);
+    assert.equal((await post(list, { 'mcp-session-id': 'no-such-session' })).status, 404);
+    const client = await connect();
+    await assert.rejects(callTool(client, echo.id, { text: 'no message' }), (err: { code?: number }) => err.code === -32602);
+    await assert.rejects(callTool(client, 'no-such-agent', { message: 'x' }), (err: { code?: number }) => err.code === -32602);
+  });
+
+  test('an operator key may not call tools (it reads tasks, it does not run them)', async () => {
+    const res = await fetch(`${gw.url}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${gw.keys.operator}`, 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(res.status, 403);
+  });
+});
