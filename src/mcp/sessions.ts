@@ -11,6 +11,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { version } from '../../package.json';
 import type { Caller } from '../auth/caller';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import type { AgentRegistry } from '../agents/registry';
@@ -87,7 +88,7 @@ export class McpSessions {
 
   /** A new session's transport, for an initialize request; the session is kept once the SDK has given it its id. */
   open(caller: Caller, base: string): Session {
-    const server = new Server({ name: 'switchboard', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
+    const server = new Server({ name: 'switchboard', version }, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
     const session: Session = { id: '', caller, base, server, transport: undefined as unknown as StreamableHTTPServerTransport, lastSeen: Date.now(), busy: 0, ended: new AbortController() };
     session.transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
