@@ -250,6 +250,34 @@ describe('MCP at /mcp: tenants, sessions and errors', () => {
     await assert.rejects(callTool(client, 'no-such-agent', { message: 'x' }), (err: { code?: number }) => err.code === -32602);
   });
 
+  test('sessions do not grow without bound: a tenant\'s oldest goes past its cap, an idle one expires, DELETE ends one', async () => {
+    const capped = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, mcp: { maxPerTenant: 2, idleMs: 1_500 } });
+    try {
+      const open = () => connect({ url: capped.url, key: capped.keys.client });
+      const idOf = (client: Client) => (client.transport as StreamableHTTPClientTransport).sessionId!;
+      const status = (id: string, method = 'POST') =>
+        fetch(`${capped.url}/mcp`, {
+          method,
+          headers: { authorization: `Bearer ${capped.keys.client}`, 'mcp-session-id': id, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+          ...(method === 'POST' ? { body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) } : {}),
+        }).then(async (r) => (await r.body?.cancel(), r.status));
+      const a = idOf(await open());
+      const clientB = await open();
+      const b = idOf(clientB);
+      const c = idOf(await open());
+      assert.equal(await status(a), 404, 'the least recently used session went when the tenant opened a third');
+      assert.equal(await status(b), 200);
+      assert.equal(await status(c, 'DELETE'), 200);
+      assert.equal(await status(c), 404, 'a deleted session is gone');
+      // A session with a client holding its notification stream is in use; once the client is gone it idles out.
+      await clientB.close();
+      await new Promise((r) => setTimeout(r, 3_500));
+      assert.equal(await status(b), 404, 'the idle session expired');
+    } finally {
+      await capped.close();
+    }
+  });
+
   test('an operator key may not call tools (it reads tasks, it does not run them)', async () => {
     const res = await fetch(`${gw.url}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${gw.keys.operator}`, 'content-type': 'application/json' }, body: '{}' });
     assert.equal(res.status, 403);
