@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema, ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
-import { type Gateway, TEST_ADMIN_KEY, eventually, register, rpc, startGateway } from './helpers/harness';
+import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startReplyingAgent, startSlowAgent } from './agents';
+import { type Gateway, TEST_ADMIN_KEY, agentKey, eventually, register, rpc, startGateway } from './helpers/harness';
 
 let gw: Gateway;
 const agents = new AgentPool();
@@ -96,6 +96,16 @@ describe('MCP at /mcp: agents as tools', () => {
     const second = await callTool(client, echo.id, { message: 'two', contextId: metaOf(first).contextId });
     assert.equal(metaOf(second).contextId, metaOf(first).contextId);
     assert.match(textOf(second), /echo: two/);
+  });
+
+  test('an agent that answers with a message (no task of its own) is a tool too; an agent key may call another agent', async () => {
+    const replier = await register(gw, (await agents.add(startReplyingAgent())).url);
+    const client = await connect({ key: await agentKey(gw, echo.id) });
+    const result = await callTool(client, replier.id, { message: 'hi' });
+    assert.equal(result.isError, undefined);
+    assert.match(textOf(result), /reply: hi/);
+    assert.equal(metaOf(result).state, 'TASK_STATE_COMPLETED');
+    assert.ok(metaOf(result).taskId, 'Switchboard made the exchange a task');
   });
 
   test('progress: the agent\'s streamed events arrive as notifications/progress with the client\'s token', async () => {

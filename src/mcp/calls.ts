@@ -11,7 +11,9 @@ import { ElicitResultSchema, ErrorCode, McpError, type CallToolResult, type Serv
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { StreamEvent, WireMessage, WirePart, WireTask } from '../../task/wire';
 import { isInterrupted, isTerminal } from '../../task/rules';
+import type { Pool } from 'pg';
 import type { Caller } from '../auth/caller';
+import { taskOfMessage } from '../db/task-store';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import type { RpcAnswer, RpcRequest } from '../a2a/rpc-handler';
 import { A2A_ERRORS } from '../a2a/errors';
@@ -51,6 +53,7 @@ class Refusal extends Error {
 export class McpCalls {
   constructor(
     private readonly endpoints: A2AEndpoints,
+    private readonly pool: Pool,
     private readonly settings: CallSettings,
   ) {}
 
@@ -129,6 +132,9 @@ export class McpCalls {
       await this.cancel(ctx, taskId);
       throw new McpError(ErrorCode.RequestTimeout, 'canceled by the client'); // never sent: a canceled request gets no answer
     }
+    // An agent that answered with a Message made no task of its own; Switchboard keeps one of the exchange all the
+    // same (its id is not in the Message a 1.0 client is given), found by the message that started it.
+    if (!taskId && message && direct) taskId = await taskOfMessage(this.pool, ctx.caller.tenant, message.messageId);
     if (!taskId) {
       if (direct) return { id: direct.taskId ?? '', contextId: direct.contextId ?? '', status: { state: 'TASK_STATE_COMPLETED', message: direct } };
       throw new Refusal(A2A_ERRORS.Internal.code, 'the agent answered no task');

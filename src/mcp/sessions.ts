@@ -11,6 +11,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import type { Pool } from 'pg';
 import { version } from '../../package.json';
 import type { Caller } from '../auth/caller';
 import type { A2AEndpoints } from '../a2a/endpoints';
@@ -35,6 +36,7 @@ export const DEFAULT_MCP_SETTINGS: McpSettings = { callWaitMs: 10 * 60_000, idle
 
 export interface McpDeps {
   endpoints: A2AEndpoints;
+  pool: Pool;
   registry: AgentRegistry;
   health: Health;
   hub?: EventHub;
@@ -67,7 +69,7 @@ export class McpSessions {
   private readonly unlisten: () => void;
 
   constructor(private readonly deps: McpDeps) {
-    this.calls = new McpCalls(deps.endpoints, deps.settings);
+    this.calls = new McpCalls(deps.endpoints, deps.pool, deps.settings);
     this.sweep = setInterval(() => this.expire(), Math.min(60_000, Math.max(1_000, deps.settings.idleMs / 4))).unref();
     // A change to an agent (registered, refreshed, deleted) in any process: its tenant's sessions hear the list changed.
     this.unlisten =
