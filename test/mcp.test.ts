@@ -121,7 +121,53 @@ describe('MCP at /mcp: agents as tools', () => {
   });
 });
 
+/**
+ * A fetch whose first tools/call response is cut after `events` SSE events (its connection closed), as a network drop
+ * would: the SDK client then resumes the stream with Last-Event-ID.
+ */
+function droppingFetch(key: string, events: number): { fetch: typeof fetch; dropped: () => boolean } {
+  let dropped = false;
+  const dropping: typeof fetch = async (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.set('authorization', `Bearer ${key}`);
+    const cut = !dropped && typeof init?.body === 'string' && init.body.includes('"tools/call"');
+    const connection = new AbortController();
+    const res = await fetch(input, { ...init, headers, signal: cut ? connection.signal : init?.signal });
+    if (!cut || !res.body) return res;
+    dropped = true;
+    let seen = 0;
+    const body = res.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          controller.enqueue(chunk);
+          seen += Buffer.from(chunk).toString('utf8').split('\n\n').length - 1;
+          if (seen >= events) {
+            connection.abort();
+            controller.error(new Error('network drop'));
+          }
+        },
+      }),
+    );
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  return { fetch: dropping, dropped: () => dropped };
+}
+
 describe('MCP at /mcp: durable tasks', () => {
+  test('a client whose stream drops mid-call resumes it (Last-Event-ID) and gets the rest of the progress and the answer', async () => {
+    const chunky = await register(gw, (await agents.add(startChunkyAgent({ chunks: 8, delayMs: 150 }))).url);
+    const drop = droppingFetch(gw.keys.client, 4);
+    const client = new Client({ name: 'mcp-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), { fetch: drop.fetch, reconnectionOptions: { initialReconnectionDelay: 200, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 } }));
+    clients.push(client);
+    const seen: number[] = [];
+    const result = await callTool(client, chunky.id, { message: 'resume me' }, { onprogress: (p) => seen.push(p.progress) });
+    assert.ok(drop.dropped(), 'the stream was cut');
+    assert.equal(textOf(result), chunkedText(8));
+    assert.equal(metaOf(result).state, 'TASK_STATE_COMPLETED');
+    assert.ok(seen.length >= 8, `progress kept coming after the drop: ${seen.join(',')}`);
+  });
+
   test('notifications/cancelled cancels the A2A task, and the agent is told', async () => {
     const slowAgent = await agents.add(startSlowAgent({ ms: 60_000 }));
     const slow = await register(gw, slowAgent.url);
