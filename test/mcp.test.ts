@@ -300,6 +300,9 @@ describe('MCP at /mcp: tenants, sessions and errors', () => {
     assert.equal(((await garbled.json()) as { error: { code: number } }).error.code, -32700);
     const list = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
     assert.equal((await post(list)).status, 400);
+    const huge = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { pad: 'x'.repeat(2 * 1024 * 1024) } }));
+    assert.equal(huge.status, 413);
+    assert.equal(((await huge.json()) as { error: { code: number } }).error.code, -32600);
     assert.equal((await post(list, { 'mcp-session-id': 'no-such-session' })).status, 404);
     const client = await connect();
     await assert.rejects(callTool(client, echo.id, { text: 'no message' }), (err: { code?: number }) => err.code === -32602);

@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import type { Pool } from 'pg';
 import { version } from '../../package.json';
 import type { Caller } from '../auth/caller';
+import type { CredentialWatch } from '../auth/credential-watch';
 import type { A2AEndpoints } from '../a2a/endpoints';
 import type { AgentRegistry } from '../agents/registry';
 import type { EventHub } from '../events/hub';
@@ -40,6 +41,8 @@ export interface McpDeps {
   registry: AgentRegistry;
   health: Health;
   hub?: EventHub;
+  /** Ends a session once the credential that opened it no longer holds (revoked, expired, its tenant deleted). */
+  credentialWatch?: CredentialWatch;
   log: Logger;
   settings: McpSettings;
 }
@@ -55,6 +58,8 @@ export interface Session {
   busy: number;
   /** Aborted as the session ends, before the SDK aborts its calls: they stop without canceling their tasks. */
   ended: AbortController;
+  /** Stops watching the session's credential. */
+  unwatch?: () => void;
 }
 
 const INSTRUCTIONS =
@@ -118,6 +123,7 @@ export class McpSessions {
     const s = this.sessions.get(id);
     if (!s) return;
     this.sessions.delete(id);
+    s.unwatch?.();
     s.ended.abort();
     await s.server.close().catch(() => undefined);
   }
@@ -131,6 +137,8 @@ export class McpSessions {
     if (ofTenant.length >= maxPerTenant) void this.close(lru(ofTenant).id);
     else if (all.length >= maxTotal) void this.close(lru(all).id);
     this.sessions.set(session.id, session);
+    // Its notification stream and calls outlive no credential: a revoked key's session ends (its tasks go on).
+    session.unwatch = this.deps.credentialWatch?.watch(session.caller, () => void this.close(session.id));
   }
 
   private expire(): void {

@@ -90,7 +90,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
     await app.register(frontDoorRoutes, { registry, pool, publicUrl, grpc: o.grpc });
     await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl, sse, actions });
     await app.register(restRoutes, { endpoints, health, publicUrl, sse });
-    await app.register(mcpRoutes, { endpoints, pool, registry, health, hub: o.hub, log: o.log, publicUrl, settings: { ...DEFAULT_MCP_SETTINGS, ...o.mcp } });
+    await app.register(mcpRoutes, { endpoints, pool, registry, health, hub: o.hub, credentialWatch, log: o.log, publicUrl, settings: { ...DEFAULT_MCP_SETTINGS, ...o.mcp } });
     const genesisStore = new GenesisStore(pool, o.credentials?.box);
     const { client, taskQueue } = app.temporal;
     const genesis = new GenesisService({

@@ -5,6 +5,7 @@
  * opens the caller's session (src/mcp/sessions.ts) and answers what comes before the SDK sees anything (no session,
  * unreadable JSON) as JSON-RPC errors.
  */
+import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { access, callerOf } from '../auth/caller';
@@ -22,8 +23,20 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
   // Bodies as bytes: an unreadable one is a JSON-RPC parse error, not Fastify's own 400.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  app.setErrorHandler((err: { code?: string; message: string }, req, reply) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return jsonRpcError(reply, 413, -32600, `Request body is larger than ${app.initialConfig.bodyLimit} bytes`);
+    req.log.error({ err }, 'MCP request failed');
+    return jsonRpcError(reply, 500, -32603, 'Internal error');
+  });
   const sessions = new McpSessions(deps);
-  app.addHook('preClose', async () => sessions.closeAll());
+  // Responses this file handed to the SDK (hijacked: Fastify no longer tracks them).
+  const answering = new Set<ServerResponse>();
+  app.addHook('preClose', async () => {
+    await sessions.closeAll();
+    // Whatever is still open (a stream the SDK did not end, a request that came in as the sessions closed) would
+    // keep the server's close waiting on its socket: it ends here, as a restart ends it anyway.
+    for (const res of answering) res.destroy();
+  });
   const schema = (summary: string) => ({
     tags: ['mcp'],
     summary,
@@ -72,7 +85,9 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
   async function handle(session: Session, req: FastifyRequest, reply: FastifyReply, body: unknown): Promise<FastifyReply> {
     reply.hijack();
     session.busy++;
+    answering.add(reply.raw);
     reply.raw.on('close', () => {
+      answering.delete(reply.raw);
       session.busy--;
       session.lastSeen = Date.now();
     });
