@@ -191,6 +191,8 @@ describe('MCP at /mcp: durable tasks', () => {
     assert.equal(metaOf(asked).state, 'TASK_STATE_INPUT_REQUIRED');
     assert.match(textOf(asked), /What is your name\?/);
     assert.match(textOf(asked), new RegExp(`"taskId": "${metaOf(asked).taskId}"`));
+    const look = await callTool(client, asker.id, { message: '', taskId: metaOf(asked).taskId });
+    assert.equal(metaOf(look).state, 'TASK_STATE_INPUT_REQUIRED', 'an empty message only looks at the task');
     const answered = await callTool(client, asker.id, { message: 'Ada', taskId: metaOf(asked).taskId });
     assert.equal(metaOf(answered).taskId, metaOf(asked).taskId, 'the same task');
     assert.equal(metaOf(answered).state, 'TASK_STATE_COMPLETED');

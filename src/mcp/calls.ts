@@ -76,8 +76,10 @@ export class McpCalls {
     if (args.taskId) {
       task = await this.getTask(ctx, args.taskId);
       if (isTerminal(task.status.state)) return resultOf(task, ctx.tool, ctx.base);
-      // A task still at work is waited for (its message, if any, is not sent: the agent asked for nothing).
-      task = isInterrupted(task.status.state) ? await this.turn(ctx, deadline, messageOf(args, task)) : await this.turn(ctx, deadline, undefined, task.id);
+      // A task still at work is waited for (its message, if any, is not sent: the agent asked for nothing); one that
+      // waits for input gets the message as its answer, unless it is empty (a look at where the task stands).
+      if (!isInterrupted(task.status.state)) task = await this.turn(ctx, deadline, undefined, task.id);
+      else if (args.message !== '') task = await this.turn(ctx, deadline, messageOf(args, task));
     } else {
       task = await this.turn(ctx, deadline, messageOf(args));
     }
