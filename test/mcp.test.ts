@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, ElicitRequestSchema, ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, CancelTaskResultSchema, CreateTaskResultSchema, ElicitRequestSchema, GetTaskResultSchema, ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startReplyingAgent, startSlowAgent } from './agents';
 import { type Gateway, TEST_ADMIN_KEY, agentKey, eventually, register, rpc, startGateway } from './helpers/harness';
 
@@ -236,6 +236,29 @@ describe('MCP at /mcp: durable tasks', () => {
     } finally {
       await quick.close();
     }
+  });
+
+  test('MCP tasks (2025-11-25): a task-augmented call answers the A2A task at once; tasks/get, tasks/result and tasks/cancel reach it', async () => {
+    const slow = await register(gw, (await agents.add(startSlowAgent({ ms: 1_500 }))).url);
+    const client = await connect();
+    const augmented = (message: string) => client.request({ method: 'tools/call', params: { name: slow.id, arguments: { message }, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
+    const { task } = await augmented('as a task');
+    assert.equal(task.status, 'working');
+    assert.equal(await taskState(task.taskId), 'TASK_STATE_WORKING', 'the MCP task is the A2A task');
+    const got = await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, GetTaskResultSchema);
+    assert.equal(got.taskId, task.taskId);
+    const result = (await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, CallToolResultSchema, { timeout: 30_000 })) as CallToolResult;
+    assert.match(textOf(result), /done: as a task/);
+    assert.equal((await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, GetTaskResultSchema)).status, 'completed');
+    // One that would run a minute: canceled well before it could end by itself.
+    const long = await register(gw, (await agents.add(startSlowAgent({ ms: 60_000 }))).url);
+    const second = (await client.request({ method: 'tools/call', params: { name: long.id, arguments: { message: 'cancel me' }, task: { ttl: 60_000 } } }, CreateTaskResultSchema)).task;
+    await eventually(async () => (await taskState(second.taskId)) === 'TASK_STATE_WORKING', 15_000, 'the second task at work');
+    const canceled = await client.request({ method: 'tasks/cancel', params: { taskId: second.taskId } }, CancelTaskResultSchema);
+    assert.equal(canceled.taskId, second.taskId);
+    await eventually(async () => (await taskState(second.taskId)) === 'TASK_STATE_CANCELED', 15_000, 'the task canceled');
+    const other = await connect({ key: otherKey });
+    await assert.rejects(other.request({ method: 'tasks/get', params: { taskId: task.taskId } }, GetTaskResultSchema), (err: { code?: number }) => err.code === -32602);
   });
 
   test('a restart of Switchboard during a call: the task goes on, and a call with its taskId on the new process answers it', async () => {

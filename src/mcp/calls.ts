@@ -29,7 +29,8 @@ export interface CallSettings {
 /** Who calls, where, and how to reach their client: what one tools/call needs besides its arguments. */
 export interface CallContext {
   caller: Caller;
-  agentId: string;
+  /** The tool's agent; unset for the MCP task methods, which reach any task of the tenant (the front door's). */
+  agentId?: string;
   tool: string;
   /** The gateway's base URL as the client reaches it. */
   base: string;
@@ -56,6 +57,55 @@ export class McpCalls {
     private readonly pool: Pool,
     private readonly settings: CallSettings,
   ) {}
+
+  /**
+   * A task-augmented tools/call (MCP 2025-11-25 tasks): the message sent without waiting (SendMessage,
+   * returnImmediately), the A2A task as it stands. Its id is the MCP task's.
+   */
+  async start(args: ToolArgs, ctx: CallContext): Promise<WireTask> {
+    try {
+      return await this.send(args, ctx);
+    } catch (err) {
+      // A task-augmented call answers a task or an error: a refusal (a quota, a policy, no such taskId) is the latter.
+      if (err instanceof Refusal) throw new McpError(err.code === A2A_ERRORS.TaskNotFound.code ? ErrorCode.InvalidParams : ErrorCode.InvalidRequest, err.message, { a2aCode: err.code });
+      throw err;
+    }
+  }
+
+  private async send(args: ToolArgs, ctx: CallContext): Promise<WireTask> {
+    const params = { message: messageOf(args, args.taskId ? await this.getTask(ctx, args.taskId) : undefined), configuration: { returnImmediately: true } };
+    const answer = await this.core(ctx, 'SendMessage', params, AbortSignal.timeout(60_000));
+    if (!('result' in answer)) throw failureOf(answer);
+    const sent = answer.result as { task?: WireTask; message?: WireMessage };
+    if (sent.task) return sent.task;
+    const taskId = await taskOfMessage(this.pool, ctx.caller.tenant, params.message.messageId);
+    if (!taskId) throw new Refusal(A2A_ERRORS.Internal.code, 'the agent answered no task');
+    return this.getTask(ctx, taskId);
+  }
+
+  /** An MCP task's A2A task, or a JSON-RPC error when the tenant has no such task (tasks/get). */
+  async taskOf(ctx: CallContext, taskId: string): Promise<WireTask> {
+    try {
+      return await this.getTask(ctx, taskId);
+    } catch (err) {
+      if (err instanceof Refusal) throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
+      throw err;
+    }
+  }
+
+  /** tasks/result: the task's result once its turn ends (waiting up to callWaitMs), as a tool result. */
+  async resultOfTask(ctx: CallContext, taskId: string): Promise<CallToolResult> {
+    let task = await this.taskOf(ctx, taskId);
+    if (!isTerminal(task.status.state) && !isInterrupted(task.status.state)) task = await this.turn(ctx, AbortSignal.timeout(this.settings.callWaitMs), undefined, taskId);
+    return resultOf(task, ctx.tool, ctx.base);
+  }
+
+  /** tasks/cancel: CancelTask (the agent is told), then the task as it stands. */
+  async cancelTask(ctx: CallContext, taskId: string): Promise<WireTask> {
+    await this.taskOf(ctx, taskId);
+    await this.cancel(ctx, taskId);
+    return this.taskOf(ctx, taskId);
+  }
 
   /** Runs one tools/call to its end of turn, or its deadline; A2A refusals come back as tool errors. */
   async call(args: ToolArgs, ctx: CallContext): Promise<CallToolResult> {

@@ -20,6 +20,7 @@ import type { AgentRegistry } from '../agents/registry';
 import type { EventHub } from '../events/hub';
 import type { Health } from '../health';
 import { type CallSettings, McpCalls } from './calls';
+import { type ContextOf, mcpTaskOf, serveTasks } from './mcp-tasks';
 import { readArgs, toolError, toolOf } from './tools';
 
 export interface McpSettings extends CallSettings {
@@ -95,7 +96,7 @@ export class McpSessions {
 
   /** A new session's transport, for an initialize request; the session is kept once the SDK has given it its id. */
   open(caller: Caller, base: string): Session {
-    const server = new Server({ name: 'switchboard', version }, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
+    const server = new Server({ name: 'switchboard', version }, { capabilities: { tools: { listChanged: true }, tasks: { cancel: {}, requests: { tools: { call: {} } } } }, instructions: INSTRUCTIONS });
     const session: Session = { id: '', caller, base, server, transport: undefined as unknown as StreamableHTTPServerTransport, lastSeen: Date.now(), busy: 0, ended: new AbortController() };
     session.transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
@@ -150,6 +151,8 @@ export class McpSessions {
   private serve(session: Session): void {
     const { server } = session;
     const { registry, log } = this.deps;
+    const contextOf: ContextOf = (extra, tool) => ({ caller: session.caller, tool, base: session.base, extra, elicits: false, closing: AbortSignal.any([this.closing.signal, session.ended.signal]) });
+    serveTasks(server, this.calls, contextOf);
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       try {
         return { tools: (await registry.list(session.caller.tenant)).map(toolOf) };
@@ -168,7 +171,10 @@ export class McpSessions {
       if ('invalid' in args) throw new McpError(ErrorCode.InvalidParams, `Invalid arguments for ${req.params.name}: ${args.invalid}`);
       try {
         const elicits = server.getClientCapabilities()?.elicitation !== undefined;
-        return await this.calls.call(args, { caller, agentId: agent.id, tool: req.params.name, base: session.base, extra, elicits, closing: AbortSignal.any([this.closing.signal, session.ended.signal]) });
+        const ctx = { ...contextOf(extra, req.params.name), agentId: agent.id, elicits };
+        // Asked as an MCP task (2025-11-25): started, and answered with the task; tasks/result waits for it.
+        if (req.params.task) return { task: mcpTaskOf(await this.calls.start(args, ctx)) };
+        return await this.calls.call(args, ctx);
       } catch (err) {
         if (err instanceof McpError) throw err;
         const down = this.deps.health.unavailable(err);

@@ -49,6 +49,8 @@ export function toolOf(agent: Agent): Tool {
     description,
     inputSchema: { type: 'object', properties, required: ['message'], additionalProperties: false },
     annotations: { openWorldHint: true },
+    // MCP 2025-11-25 tasks: a client may ask for the call as a task (src/mcp/mcp-tasks.ts), or wait for it as usual.
+    execution: { taskSupport: 'optional' },
   };
 }
 
