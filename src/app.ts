@@ -42,6 +42,7 @@ import type { EmbeddingsSettings } from './agents/embeddings';
 import { managementRoutes, probeRoutes } from './routes/management';
 import { type StreamSettings, a2aBindings } from './routes/a2a-bindings';
 import type { GrpcAdvert } from './agents/gateway-card';
+import type { McpSettings } from './mcp/sessions';
 
 export { DEFAULT_TENANT };
 export type { StreamSettings };
@@ -107,6 +108,8 @@ export interface AppDeps {
   admission?: Partial<FairGateOptions>;
   /** Hybrid search's model service, SWITCHBOARD_EMBEDDINGS_* (src/agents/embeddings.ts); unset: full-text search. */
   embeddings?: EmbeddingsSettings;
+  /** The MCP server at /mcp (src/mcp/sessions.ts McpSettings): how long a tools/call waits, session caps. */
+  mcp?: Partial<McpSettings>;
 }
 
 export interface AppAuth {
@@ -176,6 +179,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     agentPush: deps.agentPush,
     unfundedAccounts: deps.unfundedAccounts ?? 'enforce',
     admission: { ...admissionOf(DEFAULTS), ...deps.admission },
+    mcp: deps.mcp,
   });
   return app;
 }

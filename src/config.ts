@@ -70,6 +70,12 @@ const EnvSchema = z.object({
   SWITCHBOARD_ADMISSION_HOLD_MS: z.coerce.number().int().min(1).default(250),
   /** The longest a send waits for a place before it is refused (-32053, nothing started) (ms). */
   SWITCHBOARD_ADMISSION_WAIT_MS: z.coerce.number().int().min(1).default(30_000),
+  /** MCP (/mcp, docs/mcp.md): how long a tools/call waits for its task's turn to end before it answers "still working" (ms). */
+  SWITCHBOARD_MCP_CALL_WAIT_MS: z.coerce.number().int().min(1_000).default(10 * 60_000),
+  /** MCP: a session without a request (and no open stream) this long is closed (ms). */
+  SWITCHBOARD_MCP_SESSION_IDLE_MS: z.coerce.number().int().min(1_000).default(30 * 60_000),
+  /** MCP: open sessions per tenant in one process; one more closes the tenant's least recently used. */
+  SWITCHBOARD_MCP_SESSIONS_PER_TENANT: z.coerce.number().int().min(1).default(100),
   /** SSE: a comment is sent on a stream idle this long (ms). */
   SWITCHBOARD_SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).default(15_000),
   /** SSE: bytes buffered for a slow reader before Switchboard waits for it, and how long it waits (ms). */
@@ -253,6 +259,11 @@ export function admissionOf(c: Config) {
 export function embeddingsOf(c: Config) {
   if (!c.SWITCHBOARD_EMBEDDINGS_URL || !c.SWITCHBOARD_EMBEDDINGS_MODEL) return undefined;
   return { url: c.SWITCHBOARD_EMBEDDINGS_URL, model: c.SWITCHBOARD_EMBEDDINGS_MODEL, key: c.SWITCHBOARD_EMBEDDINGS_KEY, timeoutMs: c.SWITCHBOARD_EMBEDDINGS_TIMEOUT_MS };
+}
+
+/** The MCP server's settings (src/mcp/sessions.ts). */
+export function mcpSettingsOf(c: Config) {
+  return { callWaitMs: c.SWITCHBOARD_MCP_CALL_WAIT_MS, idleMs: c.SWITCHBOARD_MCP_SESSION_IDLE_MS, maxPerTenant: c.SWITCHBOARD_MCP_SESSIONS_PER_TENANT };
 }
 
 /** What one client's connections may hold (src/plugins/connections.ts). */

@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
 import { buildApp, buildWorkerApp } from './app';
-import { type Config, ConfigError, admissionOf, embeddingsOf, codecCorsOriginsOf, connectionLimitsOf, hubSettingsOf, loadConfig, quotaDefaultsOf, streamSettingsOf } from './config';
+import { type Config, ConfigError, admissionOf, embeddingsOf, codecCorsOriginsOf, connectionLimitsOf, hubSettingsOf, loadConfig, mcpSettingsOf, quotaDefaultsOf, streamSettingsOf } from './config';
 import { AgentHub } from './hub/hub';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
@@ -396,6 +396,7 @@ async function serveApi(
     streams: streamSettingsOf(config),
     admission: admissionOf(config),
     embeddings: embeddingsOf(config),
+    mcp: mcpSettingsOf(config),
     temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
     grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL } : undefined,
     agentHub,

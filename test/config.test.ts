@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { ConfigError, codecCorsOriginsOf, embeddingsOf, loadConfig } from '../src/config';
+import { ConfigError, codecCorsOriginsOf, embeddingsOf, loadConfig, mcpSettingsOf } from '../src/config';
 
 test('defaults: embedded services, private URLs refused', () => {
   const c = loadConfig({});
@@ -69,4 +69,11 @@ test('npm start with a bad value exits with the message before starting anything
   });
   assert.equal(r.status, 2);
   assert.match(r.stderr, /PORT/);
+});
+
+test('the MCP settings: a call waits 10 minutes, a session idles out after 30, a tenant holds 100 per process', () => {
+  assert.deepEqual(mcpSettingsOf(loadConfig({})), { callWaitMs: 600_000, idleMs: 1_800_000, maxPerTenant: 100 });
+  const c = loadConfig({ SWITCHBOARD_MCP_CALL_WAIT_MS: '5000', SWITCHBOARD_MCP_SESSION_IDLE_MS: '60000', SWITCHBOARD_MCP_SESSIONS_PER_TENANT: '3' });
+  assert.deepEqual(mcpSettingsOf(c), { callWaitMs: 5_000, idleMs: 60_000, maxPerTenant: 3 });
+  assert.throws(() => loadConfig({ SWITCHBOARD_MCP_SESSIONS_PER_TENANT: '0' }), /SWITCHBOARD_MCP_SESSIONS_PER_TENANT/);
 });

@@ -24,6 +24,8 @@ import { frontDoorRoutes } from './front-door';
 import { genesisRoutes } from './genesis';
 import { hubRoutes } from './hub';
 import { jsonRpcRoutes } from './json-rpc';
+import { mcpRoutes } from './mcp';
+import { DEFAULT_MCP_SETTINGS, type McpSettings } from '../mcp/sessions';
 import { nexusTaskRoutes } from './nexus-tasks';
 import { restRoutes } from './rest';
 import type { SseOptions } from './sse';
@@ -57,6 +59,8 @@ export interface A2ABindingOptions {
   agentPush?: { tokens: AgentPushTokens };
   /** How a never-funded requester wallet reads (the NANDA `audit.wallet` action). */
   unfundedAccounts: UnfundedPolicy;
+  /** The MCP server at /mcp (issue 43): how long a call waits, session caps (default DEFAULT_MCP_SETTINGS). */
+  mcp?: Partial<McpSettings>;
 }
 
 export const a2aBindings = fp<A2ABindingOptions>(
@@ -86,6 +90,7 @@ export const a2aBindings = fp<A2ABindingOptions>(
     await app.register(frontDoorRoutes, { registry, pool, publicUrl, grpc: o.grpc });
     await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl, sse, actions });
     await app.register(restRoutes, { endpoints, health, publicUrl, sse });
+    await app.register(mcpRoutes, { endpoints, pool, registry, health, hub: o.hub, credentialWatch, log: o.log, publicUrl, settings: { ...DEFAULT_MCP_SETTINGS, ...o.mcp } });
     const genesisStore = new GenesisStore(pool, o.credentials?.box);
     const { client, taskQueue } = app.temporal;
     const genesis = new GenesisService({

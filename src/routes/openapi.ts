@@ -33,6 +33,7 @@ export const TAGS = [
   { name: 'health', description: 'Liveness, readiness and metrics' },
   { name: 'codec', description: 'Temporal codec server for encrypted payloads' },
   { name: 'console', description: 'The operator console\'s static files (the page reads the API with the key it is given)' },
+  { name: 'mcp', description: 'The MCP server (Streamable HTTP): each agent of the tenant is a tool, each call a durable task; see docs/mcp.md' },
   { name: 'credentials', description: 'Bitstring Status Lists of the certificates Switchboard issues (NANDA certificate.* actions), public' },
 ] as const;
 export type Tag = (typeof TAGS)[number]['name'];

@@ -290,6 +290,8 @@ export interface GatewayOptions {
   connections?: AppDeps['connections'];
   /** SWITCHBOARD_EMBEDDINGS_*: hybrid search's model service (default: none, full-text search). */
   embeddings?: AppDeps['embeddings'];
+  /** The MCP server's settings (src/mcp/sessions.ts), e.g. a short call wait. */
+  mcp?: AppDeps['mcp'];
 }
 
 /** SWITCHBOARD_SECRETS_KEY of every test gateway (gateways sharing a database must share it). */
@@ -380,6 +382,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     noWorkerCheckMs: opts.noWorkerCheckMs,
     connections: opts.connections,
     embeddings: opts.embeddings,
+    mcp: opts.mcp,
   });
   // Fastify's inject sends `Host: localhost:80`, so the URLs the app builds from a request's host say that.
   const url = opts.listen === false ? 'http://localhost:80' : await app.listen({ host: '127.0.0.1', port: 0 });
