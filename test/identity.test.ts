@@ -83,6 +83,7 @@ const ADMIN: readonly Role[] = ['admin'];
 /** The A2A methods that change something: everyone but operators (rpcMethodRoles). */
 const WRITERS: readonly Role[] = ['admin', 'client', 'agent'];
 const completedPushBody = { statusUpdate: { taskId: 'agent-task', status: { state: 'TASK_STATE_COMPLETED' } } };
+const MCP_ACCEPT = { accept: 'application/json, text/event-stream' };
 const rpcBody = () => ({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: randomUUID() } });
 
 /** One row per route: the test fails when the app has a route this table does not name, or the other way round. */
@@ -103,6 +104,7 @@ const MATRIX: Record<string, Row> = {
   // The console is a page without data: it reads everything through the routes below with the key it is given.
   'GET /console': { allowed: 'public', request: () => ({ path: '/console' }), ok: 200 },
   'GET /console/console.js': { allowed: 'public', request: () => ({ path: '/console/console.js' }), ok: 200 },
+  'GET /console/task-page.js': { allowed: 'public', request: () => ({ path: '/console/task-page.js' }), ok: 200 },
   'GET /console/console.css': { allowed: 'public', request: () => ({ path: '/console/console.css' }), ok: 200 },
   // Bodies that fail validation: the caller got past authorization, and nothing changes.
   'POST /tenants': { allowed: ADMIN, request: () => ({ path: '/tenants', body: {} }), ok: 400 },
@@ -141,6 +143,10 @@ const MATRIX: Record<string, Row> = {
   'GET /ledger/reconcile': { allowed: OPS, request: () => ({ path: '/ledger/reconcile' }), ok: 200 },
   'POST /agents/:id/a2a': { allowed: ALL, request: () => ({ path: `/agents/${echoId}/a2a`, body: rpcBody() }), ok: 200 },
   'POST /a2a': { allowed: ALL, request: () => ({ path: '/a2a', body: rpcBody() }), ok: 200 },
+  // MCP (docs/mcp.md): a call without a session is a JSON-RPC error (400); operators may not send (403).
+  'POST /mcp': { allowed: WRITERS, request: () => ({ path: '/mcp', body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers: MCP_ACCEPT }), ok: 400 },
+  'GET /mcp': { allowed: WRITERS, request: () => ({ path: '/mcp', headers: { accept: 'text/event-stream' } }), ok: 400 },
+  'DELETE /mcp': { allowed: WRITERS, request: () => ({ path: '/mcp', headers: MCP_ACCEPT }), ok: 400 },
   'POST /api/v1/a2a': { allowed: ALL, request: () => ({ path: '/api/v1/a2a', body: rpcBody() }), ok: 200 },
   // NEXUS's task API: creating one sends a message (not operators); reading one is a GetTask.
   'POST /api/v1/tasks': { allowed: WRITERS, request: () => ({ path: '/api/v1/tasks', body: {} }), ok: 400 },
