@@ -309,7 +309,7 @@ describe('cancel', () => {
     assert.equal(again.status.state, 'TASK_STATE_CANCELED');
     const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
     assert.equal(got.status.state, 'TASK_STATE_CANCELED');
-    assert.match(got.status.message.parts[0].text, /^Canceled from Temporal/, 'the task says who canceled it');
+    assert.match(got.status.message.parts[0].text, /^Canceled by the client/, 'the task says who canceled it');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
     assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
     assert.equal(Number(settlement.amount_minor), 0);
@@ -329,6 +329,7 @@ describe('cancel', () => {
     assert.equal(slow.cancels.length, 1, 'the cancel reached the agent');
     const got = Task.toJSON(await client.getTask({ tenant: '', id: task.id })) as any;
     assert.equal(got.status.state, 'TASK_STATE_CANCELED');
+    assert.match(got.status.message.parts[0].text, /^Canceled from Temporal/, 'the task says who canceled it');
     assert.match(got.status.message.parts[0].text, /^Canceled from Temporal/, 'the task says who canceled it');
     const [settlement] = await eventually(async () => ((await settlementsOf(task.id)).length ? settlementsOf(task.id) : undefined), 10_000, 'settlement');
     assert.equal(settlement.final_state, 'TASK_STATE_CANCELED');
