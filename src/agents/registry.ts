@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Outbound } from '../http/outbound';
 import type { RegisterAgent } from './registration';
-import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
+import { DEFAULT_RETRY, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
 import { type AgentCardJson, BindingError, CARDLESS_PROTOCOLS, CardError, chooseEndpoint, inDialect, parseAgentCard, type ParsedCard, parsedFromRegistration, type RegisteredProtocol } from './cards';
 import { findMessageSend, sniffDialect } from './dialect-probe';
 import {
@@ -30,15 +30,6 @@ import { cursorReal, cursorText, cursorTimestamp, decodePageToken, encodePageTok
 import { ConfigCache } from '../events/config-cache';
 import type { EventHub } from '../events/hub';
 import { BlankName, checkNameFree, insertUnique, newId, urlHolder, urlTaken } from './agent-names';
-
-export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
-  maxAttempts: 3,
-  initialIntervalMs: 1000,
-  backoffCoefficient: 2,
-  attemptTimeoutMs: 30_000,
-  taskTimeoutMs: DEFAULT_TASK_TIMEOUT_MS,
-  streamIdleTimeoutMs: 5 * 60_000,
-};
 
 export interface Agent {
   id: string;

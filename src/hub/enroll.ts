@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { inTransaction } from '../db/tx';
-import { DEFAULT_RETRY } from '../agents/registry';
+import { DEFAULT_RETRY } from '../../task/contracts';
 import { slug } from '../agents/agent-names';
 import { useEnrollmentToken } from '../auth/enrollment';
 import { generateKey, hashKey } from '../auth/keys';
