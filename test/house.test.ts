@@ -2,7 +2,8 @@
  * The house's shape, checked from the code itself (issue 33): the import graph has no circle, folders import each
  * other one way only, the layers point down (task/ at the bottom, src/ never reaching into activities/ or
  * workflows/ but through the worker), the worker's own code alone imports @temporalio/activity, the activities reach
- * nothing of the API process, no source file over 600 lines and no function over 150.
+ * nothing of the API process, src/main.ts and the tests wire a process by one createProcess, no source file over
+ * 600 lines and no function over 150.
  * Reads the sources with the TypeScript compiler's parser; starts nothing.
  */
 import { test } from 'node:test';
@@ -179,6 +180,15 @@ test('the activities reach nothing of the API process, not even through the core
     }
   }
   assert.deepEqual([...new Set(wrong)], []);
+});
+
+test('one composition root: src/main.ts and the tests\' startGateway wire a process by createProcess alone', () => {
+  const wiring = /\b(buildApp|buildWorkerApp|createWorker|createHubWorker|superviseWorker|createActivities)\(/;
+  for (const file of ['src/main.ts', 'test/helpers/harness.ts']) {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    assert.match(text, /\bcreateProcess\(/, `${file} calls createProcess`);
+    assert.doesNotMatch(text, wiring, `${file} wires a part itself`);
+  }
 });
 
 test(`no source file over ${MAX_FILE_LINES} lines`, () => {
