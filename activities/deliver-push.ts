@@ -18,7 +18,7 @@ import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../
 import { PushStore, type PushConfig } from '../src/push/store';
 import { isHmacScheme } from '../src/push/params';
 import { pushDeliveries } from '../src/metrics';
-import { pushBody01 } from '../src/a2a/dialects/v01';
+import { pushBody01 } from '../task/v01-events';
 
 export interface DeliverPushDeps {
   pool: Pool;

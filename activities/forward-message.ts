@@ -22,13 +22,12 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { childTasksLinked } from '../src/db/task-store';
 import { finalOfFirstTurn, isTerminal } from '../task/rules';
-import { DEFAULT_RETRY } from '../src/agents/registry';
-import { FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type NewEvent, type TaskRecord } from '../task/contracts';
-import { EventSink, writeFailed } from '../src/events/event-sink';
+import { DEFAULT_RETRY, FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type NewEvent, type TaskRecord } from '../task/contracts';
+import { EventSink } from '../src/events/event-sink';
 import { answeredBefore, finishTask, recordTask } from './bookkeeping';
 import { tasksStarted } from '../src/metrics';
 import type { ForwardArgs, ForwardDeps } from './forwarding/args';
-import { classify } from './forwarding/classify';
+import { classify, writeFailed } from './forwarding/classify';
 import { voidPreviousAttempt } from './forwarding/results';
 import { HANDED_OVER, MAX_TIMER_MS, Turn, prefetched } from './forwarding/turn';
 
@@ -239,7 +238,7 @@ type StartedTurn = Turn & { started: Promise<ForwardResult> };
 function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExchange: boolean): StartedTurn {
   const { workflowExecution, activityId, attempt } = ctx.info;
   const attemptKey = (n: number) => `fwd/${workflowExecution?.runId}/${activityId}/${n}/`;
-  const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt));
+  const sink = new EventSink(deps.pool, deps.hub, args.tenant, args.gatewayTaskId, attemptKey(attempt), writeFailed);
   // The agent's credential is read while the turn's `working` change is written. A first attempt calls the agent
   // meanwhile: what the agent streams waits for that change in the sink (it precedes them in the log), the turn's
   // result waits for its commit, and a task the agent starts through Switchboard meanwhile, naming this one as its

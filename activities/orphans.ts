@@ -10,7 +10,7 @@
  * workflow itself does with a task it leaves. A task whose workflow closed before it wrote its first row is ended
  * from its submitted event, so that it is not invisible either.
  *
- * Claims whose workflow never started (src/a2a/left-claims.ts): a first message claimed at least CLAIM_GRACE_MS ago
+ * Claims whose workflow never started (left-claims.ts): a first message claimed at least CLAIM_GRACE_MS ago
  * whose task has no row and no workflow is started from what its front door recorded, with the messageId as the
  * update id, so the client's resend joins it; a claim with nothing to start from is released.
  *
@@ -20,7 +20,7 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { findAgent, forwardingEndpoint } from '../src/agents/registry';
-import { type TaskDefaults, leftTaskOf } from '../src/a2a/left-claims';
+import { type TaskDefaults, leftTaskOf } from './left-claims';
 import { findTask, parentOfTask, releaseClaim, unrecordedClaims } from '../src/db/task-store';
 import { readEvents } from '../src/events/event-log';
 import type { EventHub } from '../src/events/hub';

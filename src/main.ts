@@ -17,16 +17,15 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { createPool } from './db/pool';
 import { createLogger, temporalLogger } from './log';
-import { buildApp, buildWorkerApp } from './app';
-import { type Config, ConfigError, admissionOf, embeddingsOf, codecCorsOriginsOf, connectionLimitsOf, hubSettingsOf, loadConfig, mcpSettingsOf, quotaDefaultsOf, streamSettingsOf } from './config';
-import { AgentHub } from './hub/hub';
+import type { FastifyInstance } from 'fastify';
+import { type Config, ConfigError, admissionOf, codecCorsOriginsOf, connectionLimitsOf, embeddingsOf, hubSettingsOf, loadConfig, mcpSettingsOf, quotaDefaultsOf, streamSettingsOf } from './config';
 import { migrate } from './db/migrate';
 import { startEmbeddedPostgres } from './db/embedded';
 import { RefreshScheduler } from './agents/refresh-schedules';
 import { EventHub } from './events/hub';
 import { createOutbound, type Outbound } from './http/outbound';
 import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
-import { type SupervisedWorker, createHubWorker, createWorker, superviseWorker } from './worker';
+import { type AppSettings, type WorkerSettings, createProcess } from './process';
 import { ensureOrphanSweep } from './temporal/orphan-sweep';
 import { ensureRetentionSweep } from './temporal/retention-sweep';
 import { KeyStore } from './auth/keys';
@@ -79,10 +78,11 @@ async function main(): Promise<void> {
     const temporal = await connectTemporal(config, services.temporalAddress, tracing, stops);
     const shared = await startShared(config, pool, services.databaseUrl, stops, log);
     const scheduler = new RefreshScheduler({ client: temporal.client, taskQueue: config.TEMPORAL_TASK_QUEUE, intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, log });
-    const worker = config.SWITCHBOARD_ROLE === 'api' ? undefined : await startWorker(config, { pool, temporal, shared, scheduler }, stops, log);
+    const keys = new KeyStore(pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
     const where = { ...services, runtimeMetricsUrl };
-    if (worker && config.SWITCHBOARD_ROLE === 'worker') await serveWorkerProbes(config, { pool, temporal, shared, worker, where }, stops, log);
-    else await serveApi(config, { pool, temporal, shared, scheduler, worker, where }, stops, log);
+    const app = await startProcess(config, { pool, temporal, shared, scheduler, keys, where }, stops, log);
+    if (config.SWITCHBOARD_ROLE === 'worker') await serveWorkerProbes(config, { app, where });
+    else await serveApi(config, { app, keys, where }, stops, log);
   } catch (err) {
     log.fatal({ err }, 'Switchboard failed to start');
     await stops.run(1);
@@ -248,63 +248,92 @@ async function startShared(config: Config, pool: Pool, databaseUrl: string, stop
 }
 
 /**
- * The Temporal worker (roles `all` and `worker`), supervised: it fails fast at start-up (a wrong address should
- * say so), then is restarted after any later failure. Then the housekeeping those processes do in Temporal.
+ * The process's parts (src/process.ts, as the tests wire them): the Temporal worker (roles `all` and `worker`),
+ * supervised; the WebSocket hub with its hub worker and the api's app (roles `all` and `api`: agents' sockets live
+ * in this process, so their turns come to its own task queue, which only its hub worker polls), or a worker
+ * process's probes. Then the housekeeping the worker's processes do in Temporal.
  */
-async function startWorker(
+async function startProcess(
   config: Config,
-  d: { pool: Pool; temporal: TemporalSide; shared: Shared; scheduler: RefreshScheduler },
+  d: { pool: Pool; temporal: TemporalSide; shared: Shared; scheduler: RefreshScheduler; keys: KeyStore; where: Where },
   stops: Stops,
   log: Logger,
-): Promise<SupervisedWorker> {
+): Promise<FastifyInstance> {
   const { connection, client, payloadCodec, plugins } = d.temporal;
   const { outbound, hub, credentials, agentPushTokens } = d.shared;
-  const options = {
-    registryPolicy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS },
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    pool: d.pool,
-    fetch: outbound.fetch,
-    grpc: outbound.grpc,
-    hub,
-    issuer: config.SWITCHBOARD_PUBLIC_URL,
-    unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
-    credentials,
-    agentPush: { tokens: agentPushTokens, baseUrl: () => config.SWITCHBOARD_PUBLIC_URL, reach: new PushReach() },
-    payloadCodec,
-    plugins,
-    fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
-    retentionMs: config.SWITCHBOARD_TASK_RETENTION,
-    inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
-  };
-  const drain = new AbortController();
-  const first = await createWorker({ ...options, drain: drain.signal });
-  let handedOver = false;
-  const worker = superviseWorker(
-    async (signal) => {
-      if (handedOver) return createWorker({ ...options, drain: signal });
-      handedOver = true;
-      return first;
-    },
-    log,
-    drain,
-  );
+  const role = config.SWITCHBOARD_ROLE;
+  const worker: WorkerSettings | undefined =
+    role === 'api'
+      ? undefined
+      : {
+          registryPolicy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS },
+          issuer: config.SWITCHBOARD_PUBLIC_URL,
+          unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
+          agentPush: { tokens: agentPushTokens, baseUrl: () => config.SWITCHBOARD_PUBLIC_URL, reach: new PushReach() },
+          fullStackTraces: config.SWITCHBOARD_WORKFLOW_STACK_TRACES,
+          retentionMs: config.SWITCHBOARD_TASK_RETENTION,
+          inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
+        };
+  const deps = { pool: d.pool, connection, client, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, log, events: hub, outbound, credentials, agentPushTokens, payloadCodec, plugins };
+  const proc = await createProcess(deps, {
+    worker,
+    agentHub: role === 'worker' ? undefined : hubSettingsOf(config),
+    app:
+      role === 'worker'
+        ? { probes: { runtimeMetricsUrl: d.where.runtimeMetricsUrl, auth: { keys: d.keys, redisUrl: config.REDIS_URL, quotaDefaults: quotaDefaultsOf(config) }, connections: connectionLimitsOf(config) } }
+        : { api: apiSettings(config, d.keys, d.scheduler, d.where, d.shared, payloadCodec) },
+  });
   // The worker's drain begins with the stop, beside the HTTP server's close: its agent calls hand their turns over
-  // while streams end. Temporal and PostgreSQL, stopped later, still serve it; its step waits for it to end.
-  stops.atOnce(() => worker.stop());
-  stops.push(() => worker.stop());
-  // Housekeeping in Temporal, one long-lived workflow per job (src/temporal/housekeeping.ts), and the retention
-  // sweep's Schedule (src/temporal/retention-sweep.ts), by the processes that run workers (idempotent, so several may).
-  await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
-  await ensureRetentionSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_RETENTION_SWEEP_MS, log);
-  // The agent-refresh sweep runs (started if missing, e.g. after a new Temporal), and earlier versions' schedules
-  // are gone; in the background, so a large registry does not delay listening.
-  void d.scheduler
-    .reconcile(d.pool)
-    .then((r) => r.deleted && log.info(r, 'agent refresh schedules of an earlier version deleted'))
-    .catch((err) => log.warn({ err }, 'agent refresh sweep not started'));
-  return worker;
+  // while streams end. Temporal and PostgreSQL, stopped later, still serve it; the process's stop waits for it.
+  stops.atOnce(async () => proc.worker()?.stop());
+  stops.push(() => proc.close());
+  if (worker) {
+    // Housekeeping in Temporal, one long-lived workflow per job (src/temporal/housekeeping.ts), and the retention
+    // sweep's Schedule (src/temporal/retention-sweep.ts), by the processes that run workers (idempotent, so several may).
+    await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
+    await ensureRetentionSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_RETENTION_SWEEP_MS, log);
+    // The agent-refresh sweep runs (started if missing, e.g. after a new Temporal), and earlier versions' schedules
+    // are gone; in the background, so a large registry does not delay listening.
+    void d.scheduler
+      .reconcile(d.pool)
+      .then((r) => r.deleted && log.info(r, 'agent refresh schedules of an earlier version deleted'))
+      .catch((err) => log.warn({ err }, 'agent refresh sweep not started'));
+  }
+  return proc.app;
+}
+
+/** The api's settings from the config. */
+function apiSettings(config: Config, keys: KeyStore, scheduler: RefreshScheduler, where: Where, shared: Shared, payloadCodec: EncryptionCodec | undefined): AppSettings {
+  // The console links each task to its workflow there: a UI of your own, else the embedded one.
+  const temporalUiUrl = config.TEMPORAL_UI_URL ?? where.uiUrl;
+  return {
+    auth: {
+      keys,
+      jwt: config.SWITCHBOARD_JWT_JWKS_URL
+        ? new JwtVerifier({ jwksUrl: config.SWITCHBOARD_JWT_JWKS_URL, issuer: config.SWITCHBOARD_JWT_ISSUER, audience: config.SWITCHBOARD_JWT_AUDIENCE, fetch: shared.outbound.fetch })
+        : undefined,
+      payloadCodec,
+      codecCorsOrigins: codecCorsOriginsOf(config),
+      redisUrl: config.REDIS_URL,
+      quotaDefaults: quotaDefaultsOf(config),
+    },
+    agentRefresh: { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS }, scheduler },
+    runtimeMetricsUrl: where.runtimeMetricsUrl,
+    inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
+    publicUrl: config.SWITCHBOARD_PUBLIC_URL,
+    allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
+    maxHops: config.SWITCHBOARD_MAX_HOPS,
+    genesis: { maxSkewMs: config.SWITCHBOARD_GENESIS_MAX_SKEW_MS },
+    unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
+    streams: streamSettingsOf(config),
+    admission: admissionOf(config),
+    embeddings: embeddingsOf(config),
+    mcp: mcpSettingsOf(config),
+    temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
+    grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL } : undefined,
+    agentPush: { tokens: shared.agentPushTokens },
+    connections: connectionLimitsOf(config),
+  };
 }
 
 /** Where this process's services are, for the banner and the app. */
@@ -314,23 +343,8 @@ type Where = Services & { runtimeMetricsUrl: string };
  * A worker process (SWITCHBOARD_ROLE=worker) listens on PORT with only /healthz, /readyz and /metrics: an
  * orchestrator can tell whether its worker polls, and a scraper reads the tasks' series, which are counted here.
  */
-async function serveWorkerProbes(
-  config: Config,
-  d: { pool: Pool; temporal: TemporalSide; shared: Shared; worker: SupervisedWorker; where: Where },
-  stops: Stops,
-  log: Logger,
-): Promise<void> {
-  const app = await buildWorkerApp({
-    pool: d.pool,
-    temporal: d.temporal.client,
-    log,
-    workerRunning: () => d.worker.running(),
-    runtimeMetricsUrl: d.where.runtimeMetricsUrl,
-    auth: { keys: new KeyStore(d.pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY }), redisUrl: config.REDIS_URL, quotaDefaults: quotaDefaultsOf(config) },
-    events: d.shared.hub,
-    connections: connectionLimitsOf(config),
-  });
-  stops.push(() => app.close());
+async function serveWorkerProbes(config: Config, d: { app: FastifyInstance; where: Where }): Promise<void> {
+  const { app } = d;
   const url = await app.listen({ host: config.HOST, port: config.PORT });
   console.log(
     [
@@ -342,68 +356,12 @@ async function serveWorkerProbes(
   );
 }
 
-/**
- * The api's HTTP server (roles `all` and `api`): the app (src/app.ts), the gRPC binding beside it, and the WebSocket
- * hub with its hub worker: agents' sockets live in this process, so their turns come to this process's own task
- * queue, which only its hub worker polls (also in an api-only process: it holds sockets too).
- */
-async function serveApi(
-  config: Config,
-  d: { pool: Pool; temporal: TemporalSide; shared: Shared; scheduler: RefreshScheduler; worker?: SupervisedWorker; where: Where },
-  stops: Stops,
-  log: Logger,
-): Promise<void> {
-  const { connection, client, payloadCodec, plugins } = d.temporal;
-  const { hub, outbound, credentials, agentPushTokens } = d.shared;
-  const agentHub = new AgentHub({ pool: d.pool, events: hub, log, taskQueue: config.TEMPORAL_TASK_QUEUE, settings: hubSettingsOf(config) });
-  const hubWorker = superviseWorker(() => createHubWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, hub: agentHub, payloadCodec, plugins }), log);
-  stops.push(() => hubWorker.stop());
-
-  const keys = new KeyStore(d.pool, { envAdminKey: config.SWITCHBOARD_ADMIN_KEY });
+/** The api's HTTP server (roles `all` and `api`): the app (src/app.ts) and the gRPC binding beside it. */
+async function serveApi(config: Config, d: { app: FastifyInstance; keys: KeyStore; where: Where }, stops: Stops, log: Logger): Promise<void> {
+  const { app, keys } = d;
   const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);
   const adminKey = config.SWITCHBOARD_ADMIN_KEY ? undefined : await ensureAdminKey(keys, dataDir);
   if (adminKey?.problem) log.warn({ file: adminKey.file, outcome: adminKey.outcome }, `admin key: ${adminKey.problem}`);
-  // The console links each task to its workflow there: a UI of your own, else the embedded one.
-  const temporalUiUrl = config.TEMPORAL_UI_URL ?? d.where.uiUrl;
-  const app = await buildApp({
-    auth: {
-      keys,
-      jwt: config.SWITCHBOARD_JWT_JWKS_URL
-        ? new JwtVerifier({ jwksUrl: config.SWITCHBOARD_JWT_JWKS_URL, issuer: config.SWITCHBOARD_JWT_ISSUER, audience: config.SWITCHBOARD_JWT_AUDIENCE, fetch: outbound.fetch })
-        : undefined,
-      payloadCodec,
-      codecCorsOrigins: codecCorsOriginsOf(config),
-      redisUrl: config.REDIS_URL,
-      quotaDefaults: quotaDefaultsOf(config),
-    },
-    agentRefresh: { intervalMs: config.SWITCHBOARD_AGENT_REFRESH_INTERVAL_MS, policy: { trustedJkuOrigins: config.SWITCHBOARD_TRUSTED_JKU_ORIGINS }, scheduler: d.scheduler },
-    credentials,
-    // An api-only process has no worker of its own: /readyz asks Temporal whether any worker polls the queue.
-    workerRunning: d.worker && (() => d.worker!.running()),
-    runtimeMetricsUrl: d.where.runtimeMetricsUrl,
-    pool: d.pool,
-    temporal: client,
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    outbound,
-    log,
-    inputTimeoutMs: config.SWITCHBOARD_INPUT_TIMEOUT_MS,
-    publicUrl: config.SWITCHBOARD_PUBLIC_URL,
-    hub,
-    allowPrivateUrls: config.SWITCHBOARD_ALLOW_PRIVATE_URLS,
-    maxHops: config.SWITCHBOARD_MAX_HOPS,
-    genesis: { maxSkewMs: config.SWITCHBOARD_GENESIS_MAX_SKEW_MS },
-    unfundedAccounts: config.SWITCHBOARD_UNFUNDED_ACCOUNTS,
-    streams: streamSettingsOf(config),
-    admission: admissionOf(config),
-    embeddings: embeddingsOf(config),
-    mcp: mcpSettingsOf(config),
-    temporalUi: temporalUiUrl ? { url: temporalUiUrl, namespace: config.TEMPORAL_NAMESPACE } : undefined,
-    grpc: config.SWITCHBOARD_GRPC_PORT ? { port: config.SWITCHBOARD_GRPC_PORT, publicTarget: config.SWITCHBOARD_PUBLIC_GRPC_URL } : undefined,
-    agentHub,
-    agentPush: { tokens: agentPushTokens },
-    connections: connectionLimitsOf(config),
-  });
-  stops.push(() => app.close());
   const url = await app.listen({ host: config.HOST, port: config.PORT });
   const grpcPort = app.grpc && (await app.grpc.listen(config.HOST, config.SWITCHBOARD_GRPC_PORT));
   const { temporalAddress, uiUrl, databaseUrl } = d.where;

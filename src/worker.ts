@@ -8,6 +8,8 @@ import type { AgentHub } from './hub/hub';
 import { DIST_DIR, REPO_ROOT } from './paths';
 import { SEALED_FAILURE_CONVERTER_PATH, dataConverterOf } from './temporal/encryption-codec';
 
+export type Activities = ReturnType<typeof createActivities>;
+
 /** What the worker needs: its Temporal connection and queue, plus everything the activities depend on. */
 export interface WorkerDeps extends ActivityDeps {
   connection: NativeConnection;
@@ -16,7 +18,9 @@ export interface WorkerDeps extends ActivityDeps {
   /** Pre-built bundle (tests bundle once per process); default: `npm run build`'s (prebuiltWorkflowBundle), else bundle workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Replaces activities, for fault-injection tests that wrap the real ones. */
-  activities?: ReturnType<typeof createActivities>;
+  activities?: Activities;
+  /** Wraps the real activities (made from these deps), for fault-injection tests. */
+  wrapActivities?: (real: Activities) => Activities;
   /**
    * SWITCHBOARD_PAYLOAD_KEY's codec: the worker reads and writes every payload through it, like the client, and
    * its failures' messages are sealed too (the `.sealed-failures` bundle, see workflowBundleOptions).
@@ -97,7 +101,7 @@ export async function createWorker(d: WorkerDeps): Promise<Worker> {
     namespace: d.namespace,
     taskQueue: d.taskQueue,
     ...workflowCode(d),
-    activities: d.activities ?? createActivities(d),
+    activities: d.activities ?? (d.wrapActivities ? d.wrapActivities(createActivities(d)) : createActivities(d)),
     dataConverter: dataConverterOf(d.payloadCodec),
     plugins: d.plugins,
     // A bounded cache of running workflows. The SDK's default grows with the heap limit (~2,300 on a 4 GB heap)

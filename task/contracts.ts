@@ -58,6 +58,16 @@ export interface AgentRetryPolicy {
   streamIdleTimeoutMs?: number;
 }
 
+/** The retry policy of an agent whose registration sets none, field by field. */
+export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
+  maxAttempts: 3,
+  initialIntervalMs: 1000,
+  backoffCoefficient: 2,
+  attemptTimeoutMs: 30_000,
+  taskTimeoutMs: DEFAULT_TASK_TIMEOUT_MS,
+  streamIdleTimeoutMs: 5 * 60_000,
+};
+
 export interface AgentTarget {
   agentId: string;
   endpoint: AgentEndpoint;

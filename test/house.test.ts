@@ -1,7 +1,9 @@
 /**
  * The house's shape, checked from the code itself (issue 33): the import graph has no circle, folders import each
  * other one way only, the layers point down (task/ at the bottom, src/ never reaching into activities/ or
- * workflows/ but through the worker), no source file over 600 lines and no function over 150.
+ * workflows/ but through the worker), the worker's own code alone imports @temporalio/activity, the activities reach
+ * nothing of the API process, src/main.ts and the tests wire a process by one createProcess, no source file over
+ * 600 lines and no function over 150.
  * Reads the sources with the TypeScript compiler's parser; starts nothing.
  */
 import { test } from 'node:test';
@@ -34,6 +36,11 @@ const parsed = new Map(FILES.map((file) => [file, ts.createSourceFile(file, read
 
 /** The project files a file imports (static imports, re-exports, require() and import() of a literal path). */
 function importsOf(file: string): string[] {
+  return specifiersOf(file).filter((s) => s.startsWith('.')).map((s) => resolveImport(file, s)).filter((f): f is string => f !== undefined);
+}
+
+/** Every module specifier a file names (static imports, re-exports, require() and import() of a literal path). */
+function specifiersOf(file: string): string[] {
   const source = parsed.get(file)!;
   const specifiers: string[] = [];
   const visit = (node: ts.Node): void => {
@@ -48,7 +55,7 @@ function importsOf(file: string): string[] {
     ts.forEachChild(node, visit);
   };
   visit(source);
-  return specifiers.filter((s) => s.startsWith('.')).map((s) => resolveImport(file, s)).filter((f): f is string => f !== undefined);
+  return specifiers;
 }
 
 function resolveImport(from: string, specifier: string): string | undefined {
@@ -141,6 +148,48 @@ function typeOnly(file: string, target: string): boolean {
     return clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.every((e) => e.isTypeOnly);
   });
 }
+
+/**
+ * The API process alone: HTTP (routes, plugins, gRPC), the protocol (a2a/), the console, the CLI and the process's
+ * own start. The worker runs none of it.
+ */
+const API_PROCESS = ['src/a2a/', 'src/routes/', 'src/plugins/', 'src/grpc/', 'src/console/', 'src/cli/', 'src/app.ts', 'src/main.ts'];
+/** The worker's own code: the activities and the worker's start (the workflows run in their sandbox). */
+const WORKER_OWN = (file: string) => file.startsWith('activities/') || file === 'src/worker.ts';
+
+test('@temporalio/activity is imported by the worker’s own code only (activities/, src/worker.ts)', () => {
+  const wrong = FILES.filter((file) => !WORKER_OWN(file) && specifiersOf(file).includes('@temporalio/activity'));
+  assert.deepEqual(wrong, []);
+});
+
+test('the activities reach nothing of the API process, not even through the core', () => {
+  const wrong: string[] = [];
+  for (const start of FILES.filter((f) => f.startsWith('activities/'))) {
+    const seen = new Set([start]);
+    const path = new Map<string, string>([[start, start]]);
+    const todo = [start];
+    while (todo.length > 0) {
+      const file = todo.pop()!;
+      for (const target of GRAPH.get(file) ?? []) {
+        if (seen.has(target)) continue;
+        seen.add(target);
+        path.set(target, `${path.get(file)} → ${target}`);
+        if (API_PROCESS.some((p) => target === p || (p.endsWith('/') && target.startsWith(p)))) wrong.push(path.get(target)!);
+        else todo.push(target);
+      }
+    }
+  }
+  assert.deepEqual([...new Set(wrong)], []);
+});
+
+test('one composition root: src/main.ts and the tests\' startGateway wire a process by createProcess alone', () => {
+  const wiring = /\b(buildApp|buildWorkerApp|createWorker|createHubWorker|superviseWorker|createActivities)\(/;
+  for (const file of ['src/main.ts', 'test/helpers/harness.ts']) {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    assert.match(text, /\bcreateProcess\(/, `${file} calls createProcess`);
+    assert.doesNotMatch(text, wiring, `${file} wires a part itself`);
+  }
+});
 
 test(`no source file over ${MAX_FILE_LINES} lines`, () => {
   const long = FILES.map((file) => ({ file, lines: parsed.get(file)!.getLineAndCharacterOfPosition(parsed.get(file)!.end).line + 1 }))

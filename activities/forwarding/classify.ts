@@ -8,11 +8,19 @@ import { DatabaseError } from 'pg';
 import * as grpc from '@grpc/grpc-js';
 import { OutboundError } from '../../src/http/outbound';
 import type { HttpTrace } from '../../src/agents/agent-client';
-import { writeFailed } from '../../src/events/event-sink';
 import type { AgentRpcError } from '../../task/contracts';
 
 /** The longest Retry-After an agent's answer may impose on the next attempt. */
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
+
+/**
+ * A write of a task's log or projection that PostgreSQL refused, as the turn reports it: retryable (the next attempt
+ * re-attaches to the agent's task, or sends the message again with its messageId), and never the agent's fault.
+ */
+export function writeFailed(what: string, err: unknown): ApplicationFailure {
+  if (err instanceof ApplicationFailure) return err;
+  return ApplicationFailure.retryable(`${what}: ${err instanceof Error ? err.message : String(err)}`, 'DatabaseUnavailable');
+}
 
 /** An exchange with the agent that ran out of time: retried like network trouble, reported as a timeout. */
 export function timedOut(what: string, ms: number): ApplicationFailure {

@@ -33,7 +33,8 @@ import type { A2ARequestHandler, ServerCallContext, User } from '@a2a-js/sdk/ser
 import type { Caller } from '../auth/caller';
 import type { A2AEndpoints } from './endpoints';
 import { A2A_ERRORS } from './errors';
-import { A2A_DOMAIN, ERROR_FORMS, type ErrorName, SWITCHBOARD_DOMAIN, errorNameOf } from './error-forms';
+import { errorNameOf, grpcStatusOf } from './error-forms';
+import { A2A_DOMAIN, ERRORS, type ErrorName, SWITCHBOARD_DOMAIN } from '../../task/errors';
 import type { Refused, RpcAnswer, RpcError, RpcOutcome, SseFrame } from './rpc-handler';
 
 export type Binding = 'HTTP+JSON' | 'GRPC';
@@ -275,14 +276,14 @@ export class BindingHandler implements A2ARequestHandler {
   }
 
   /**
-   * A JSON-RPC error as this binding's error, by the one table (src/a2a/error-forms.ts): the SDK renders it with
+   * A JSON-RPC error as this binding's error, by the one table (task/errors.ts): the SDK renders it with
    * the HTTP status and AIP-193 body, or the gRPC status, that A2A §5.4 gives it (A2A's own errors keep the SDK's
    * classes, with the spec's statuses); an error the table does not know is Internal, its code in the metadata.
    */
   private error(e: RpcError, refused?: Refused): Error {
     const name = errorNameOf(e.code) ?? (refused === 'no-endpoint' ? 'NoSuchEndpoint' : refused === 'busy' ? 'RateLimited' : 'Internal');
-    const form = ERROR_FORMS[name];
-    const status = this.binding === 'GRPC' ? { transport: 'grpc', status: form.grpc } : { transport: 'rest', statusCode: form.http };
+    const form = ERRORS[name];
+    const status = this.binding === 'GRPC' ? { transport: 'grpc', status: grpcStatusOf(name) } : { transport: 'rest', statusCode: form.http };
     if (form.domain === A2A_DOMAIN) return Object.assign(fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: e as { code: number; message: string } }), status);
     // What the core said in its ErrorInfo (e.g. the roles a method needs) stays said; an unknown code is named.
     const said = Array.isArray(e.data) ? (e.data as { metadata?: Record<string, string> }[]).find((d) => d?.metadata)?.metadata : undefined;

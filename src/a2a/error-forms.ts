@@ -1,66 +1,17 @@
 /**
- * Every error a client can see, in each binding's own form (A2A 1.0 §5.4, §9.5, §10.6, §11.6): the JSON-RPC
- * code, the HTTP status and the gRPC status of each, and the google.rpc.ErrorInfo that names it. Errors are data
- * (a name and a message); the transport decides how they look. This is the table for refusals made before or
- * beside the RPC core (authentication, rate limits, body limits, routing, outages, the protocol version and the
- * content type) and for the core's own errors on the HTTP+JSON and gRPC bindings.
+ * Every error a client can see, in each binding's own form (A2A 1.0 §5.4, §9.5, §10.6, §11.6), rendered from its
+ * row of the one table (task/errors.ts ERRORS): the JSON-RPC error object in each dialect, the HTTP+JSON body
+ * (AIP-193) and the gRPC status, each with the google.rpc.ErrorInfo that names it. Errors are data (a name and a
+ * message); the transport decides how they look.
  */
 import { BinaryWriter } from '@bufbuild/protobuf/wire';
 import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
 import type { AuthFailure } from '../auth/plugin';
+import { ERRORS, type ErrorName, type ErrorRow } from '../../task/errors';
 
-export const A2A_DOMAIN = 'a2a-protocol.org';
-/** ErrorInfo domain of Switchboard's own errors (authentication, quotas, outages, …). */
-export const SWITCHBOARD_DOMAIN = 'switchboard';
-
-export interface ErrorForm {
-  /** The JSON-RPC error code. */
-  code: number;
-  http: number;
-  grpc: GrpcStatus;
-  /** google.rpc.ErrorInfo.reason (UPPER_SNAKE). */
-  reason: string;
-  domain: typeof A2A_DOMAIN | typeof SWITCHBOARD_DOMAIN;
-}
-
-const a2a = (code: number, http: number, grpc: GrpcStatus, reason: string): ErrorForm => ({ code, http, grpc, reason, domain: A2A_DOMAIN });
-const own = (code: number, http: number, grpc: GrpcStatus, reason: string): ErrorForm => ({ code, http, grpc, reason, domain: SWITCHBOARD_DOMAIN });
-
-/** By error name (src/a2a/errors.ts A2A_ERRORS, and the refusals below). */
-export const ERROR_FORMS = {
-  // JSON-RPC's own (§9.5); reasons as the SDK's RequestMalformedError and InternalError.
-  ParseError: a2a(-32700, 400, GrpcStatus.INVALID_ARGUMENT, 'PARSE_ERROR'),
-  InvalidRequest: a2a(-32600, 400, GrpcStatus.INVALID_ARGUMENT, 'INVALID_REQUEST'),
-  MethodNotFound: a2a(-32601, 404, GrpcStatus.UNIMPLEMENTED, 'METHOD_NOT_FOUND'),
-  InvalidParams: a2a(-32602, 400, GrpcStatus.INVALID_ARGUMENT, 'INVALID_PARAMS'),
-  Internal: own(-32603, 500, GrpcStatus.INTERNAL, 'INTERNAL_ERROR'),
-  // A2A's (§5.4).
-  TaskNotFound: a2a(-32001, 404, GrpcStatus.NOT_FOUND, 'TASK_NOT_FOUND'),
-  TaskNotCancelable: a2a(-32002, 409, GrpcStatus.FAILED_PRECONDITION, 'TASK_NOT_CANCELABLE'),
-  PushNotificationNotSupported: a2a(-32003, 400, GrpcStatus.UNIMPLEMENTED, 'PUSH_NOTIFICATION_NOT_SUPPORTED'),
-  UnsupportedOperation: a2a(-32004, 400, GrpcStatus.UNIMPLEMENTED, 'UNSUPPORTED_OPERATION'),
-  ContentTypeNotSupported: a2a(-32005, 415, GrpcStatus.INVALID_ARGUMENT, 'CONTENT_TYPE_NOT_SUPPORTED'),
-  InvalidAgentResponse: a2a(-32006, 502, GrpcStatus.INTERNAL, 'INVALID_AGENT_RESPONSE'),
-  VersionNotSupported: a2a(-32009, 400, GrpcStatus.UNIMPLEMENTED, 'VERSION_NOT_SUPPORTED'),
-  // Switchboard's own, in JSON-RPC's server-error range (-32000…-32099), clear of A2A's.
-  InsufficientFunds: own(-32050, 402, GrpcStatus.FAILED_PRECONDITION, 'INSUFFICIENT_FUNDS'),
-  Unroutable: own(-32051, 404, GrpcStatus.NOT_FOUND, 'UNROUTABLE'),
-  HopLimit: own(-32052, 400, GrpcStatus.FAILED_PRECONDITION, 'JOB_LINK_REFUSED'),
-  QuotaExceeded: own(-32053, 429, GrpcStatus.RESOURCE_EXHAUSTED, 'QUOTA_EXCEEDED'),
-  Unavailable: own(-32054, 503, GrpcStatus.UNAVAILABLE, 'UNAVAILABLE'),
-  Unauthenticated: own(-32055, 401, GrpcStatus.UNAUTHENTICATED, 'UNAUTHENTICATED'),
-  PermissionDenied: own(-32056, 403, GrpcStatus.PERMISSION_DENIED, 'PERMISSION_DENIED'),
-  RateLimited: own(-32057, 429, GrpcStatus.RESOURCE_EXHAUSTED, 'RATE_LIMITED'),
-  /** The URL names no endpoint: an agent not registered here, or no method at that path. */
-  NoSuchEndpoint: own(-32058, 404, GrpcStatus.NOT_FOUND, 'ENDPOINT_NOT_FOUND'),
-  BodyTooLarge: own(-32059, 413, GrpcStatus.RESOURCE_EXHAUSTED, 'BODY_TOO_LARGE'),
-  PolicyDenied: own(-32060, 403, GrpcStatus.PERMISSION_DENIED, 'POLICY_DENIED'),
-} as const satisfies Record<string, ErrorForm>;
-
-export type ErrorName = keyof typeof ERROR_FORMS;
 
 const BY_CODE = new Map<number, ErrorName>();
-for (const [name, form] of Object.entries(ERROR_FORMS) as [ErrorName, ErrorForm][]) if (!BY_CODE.has(form.code)) BY_CODE.set(form.code, name);
+for (const [name, form] of Object.entries(ERRORS) as [ErrorName, ErrorRow][]) if (!BY_CODE.has(form.code)) BY_CODE.set(form.code, name);
 
 /** The error named by a JSON-RPC code (undefined: a code of nobody's table, e.g. an agent's own). */
 export function errorNameOf(code: number): ErrorName | undefined {
@@ -79,13 +30,13 @@ export interface Refusal {
 }
 
 export function errorInfo(name: ErrorName, metadata?: Record<string, string>): Record<string, unknown> {
-  const f = ERROR_FORMS[name];
+  const f = ERRORS[name];
   return { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: f.reason, domain: f.domain, ...(metadata ? { metadata } : {}) };
 }
 
 /** The JSON-RPC error object: 1.0 carries ErrorInfo in `data` (an array of Any, §9.5); 0.3 keeps `data` free-form. */
 export function jsonRpcErrorOf(r: Refusal, dialect: '1.0' | '0.3' = '1.0'): { code: number; message: string; data?: unknown } {
-  return { code: ERROR_FORMS[r.name].code, message: r.message, ...(dialect === '1.0' ? { data: [errorInfo(r.name, r.metadata)] } : r.metadata ? { data: r.metadata } : {}) };
+  return { code: ERRORS[r.name].code, message: r.message, ...(dialect === '1.0' ? { data: [errorInfo(r.name, r.metadata)] } : r.metadata ? { data: r.metadata } : {}) };
 }
 
 /** A JSON-RPC error response (id null: a refusal made before the request was read). */
@@ -95,17 +46,22 @@ export function jsonRpcRefusal(r: Refusal, dialect: '1.0' | '0.3' = '1.0', id: s
 
 /** The HTTP+JSON form (AIP-193): google.rpc.Status with ErrorInfo in `details`. */
 export function restRefusal(r: Refusal): { status: number; body: Record<string, unknown> } {
-  const f = ERROR_FORMS[r.name];
-  return { status: f.http, body: { error: { code: f.http, status: GrpcStatus[f.grpc], message: r.message, details: [errorInfo(r.name, r.metadata)] } } };
+  const f = ERRORS[r.name];
+  return { status: f.http, body: { error: { code: f.http, status: f.grpc, message: r.message, details: [errorInfo(r.name, r.metadata)] } } };
+}
+
+/** The gRPC status code of an error (the table names it). */
+export function grpcStatusOf(name: ErrorName): GrpcStatus {
+  return GrpcStatus[ERRORS[name].grpc];
 }
 
 /** The gRPC form: the status, its message, and google.rpc.Status with ErrorInfo in `grpc-status-details-bin`. */
 export function grpcRefusal(r: Refusal): { code: GrpcStatus; details: string; metadata: Metadata } {
-  const f = ERROR_FORMS[r.name];
+  const f = ERRORS[r.name];
   const metadata = new Metadata();
-  metadata.set('grpc-status-details-bin', statusDetails(f.grpc, r.message, f.reason, f.domain));
+  metadata.set('grpc-status-details-bin', statusDetails(grpcStatusOf(r.name), r.message, f.reason, f.domain));
   if (r.retryAfterS !== undefined) metadata.set('retry-after', String(r.retryAfterS));
-  return { code: f.grpc, details: r.message, metadata };
+  return { code: grpcStatusOf(r.name), details: r.message, metadata };
 }
 
 /** google.rpc.Status { code = 1, message = 2, details = 3 (Any { type_url = 1, value = 2 }) } with one ErrorInfo { reason = 1, domain = 2 }. */

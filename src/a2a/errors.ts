@@ -1,7 +1,7 @@
 /**
- * The one table that maps every error a client can see to its JSON-RPC code (A2A §5.4, §9.5;
- * reference/a2a-protocol.md §1.9). Errors are raised as @a2a-js/sdk error classes so that the SDK's
- * 1.0 and 0.3 transport handlers render them in the caller's dialect (1.0 adds google.rpc.ErrorInfo data).
+ * The errors a request handler raises, as @a2a-js/sdk error classes so that the SDK's 1.0 and 0.3 transport handlers
+ * render them in the caller's dialect (1.0 adds google.rpc.ErrorInfo data). Their codes are written once, in the one
+ * table of every error a client can see (task/errors.ts ERRORS).
  */
 import {
   JsonRpcInvalidAgentResponseError,
@@ -14,59 +14,44 @@ import {
   JsonRpcVersionNotSupportedError,
   fromJsonRpcErrorResponse,
 } from '@a2a-js/sdk/errors';
-import { AgentRpcFailure, TaskError } from '../../task/errors';
+import { AgentRpcFailure, ERRORS, type ErrorName, TaskError } from '../../task/errors';
 
-export const A2A_ERRORS = {
-  ParseError: { code: -32700, make: (m: string) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32700 }) },
-  InvalidRequest: { code: -32600, make: (m: string) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32600 }) },
-  MethodNotFound: { code: -32601, make: (m: string) => new JsonRpcUnsupportedOperationError({ message: m, envelopeCode: -32601 }) },
-  InvalidParams: {
-    code: -32602,
-    make: (m: string, data?: Record<string, unknown>[]) => new JsonRpcRequestMalformedError({ message: m, envelopeCode: -32602, data }),
-  },
-  Internal: { code: -32603, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32603, message: m } }) },
-  TaskNotFound: { code: -32001, make: (m: string) => new JsonRpcTaskNotFoundError({ message: m }) },
-  TaskNotCancelable: { code: -32002, make: (m: string) => new JsonRpcTaskNotCancelableError({ message: m }) },
-  PushNotificationNotSupported: { code: -32003, make: (m: string) => new JsonRpcPushNotificationNotSupportedError({ message: m }) },
-  UnsupportedOperation: { code: -32004, make: (m: string) => new JsonRpcUnsupportedOperationError({ message: m }) },
-  InvalidAgentResponse: { code: -32006, make: (m: string) => new JsonRpcInvalidAgentResponseError({ message: m }) },
-  VersionNotSupported: { code: -32009, make: (m: string) => new JsonRpcVersionNotSupportedError({ message: m }) },
-  /**
-   * Switchboard's own code, in JSON-RPC's implementation-defined server-error range (-32000…-32099), clear of
-   * the codes A2A assigns (-32001…-32009): the requester's account cannot cover the task's hold. Nothing reached
-   * the agent; the message names the hold, the account and what it has available. Fund it, send a new message.
-   */
-  InsufficientFunds: { code: -32050, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32050, message: m } }) },
-  /**
-   * Switchboard's own code: a multi-agent job went deeper than SWITCHBOARD_MAX_HOPS (agents calling each other
-   * through Switchboard in a loop, most likely); or the parent task named in the call does not exist.
-   */
-  HopLimit: { code: -32052, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32052, message: m } }) },
-  /**
-   * Switchboard's own code (the same range as InsufficientFunds): the routing front door (POST /a2a) found no
-   * agent for a new task's message: the agent named in `metadata.agentId` is not registered or is down, no live
-   * agent has the skill in `metadata.skillId`, or no healthy agent matches the text. Nothing was started.
-   */
-  Unroutable: { code: -32051, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32051, message: m } }) },
-  /**
-   * Switchboard's own code (the same range): a new task would pass one of the tenant's quotas (open tasks, new
-   * tasks per day; src/auth/quotas.ts). The message names the quota and its value. Nothing was started.
-   */
-  /**
-   * Switchboard's own code: a dependency (PostgreSQL or Temporal) is down, so the call was refused before it did
-   * anything; the message names the dependency. Sent with HTTP 503 and Retry-After: retry the same call (the same
-   * messageId) later and it is answered as if the outage never happened.
-   */
-  Unavailable: { code: -32054, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32054, message: m } }) },
-  QuotaExceeded: { code: -32053, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32053, message: m } }) },
-  /**
-   * Switchboard's own code (the same range): an enforced governance policy (NANDA `policy.*`, src/nanda/policies.ts)
-   * denies the agent the task would go to. The message names the policy and the rules broken. Nothing was started.
-   */
-  PolicyDenied: { code: -32060, make: (m: string) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code: -32060, message: m } }) },
-} as const;
+/** How each error a handler may raise is made: the SDK class that renders it in each dialect, given its code. */
+type Make = (message: string, code: number, data?: Record<string, unknown>[]) => Error;
+const malformed: Make = (message, envelopeCode) => new JsonRpcRequestMalformedError({ message, envelopeCode });
+const transport: Make = (message, code) => new JsonRpcTransportError({ jsonrpc: '2.0', id: null, error: { code, message } });
 
-export type A2AErrorName = keyof typeof A2A_ERRORS;
+/** The SDK class of each error a handler may raise; its code is its row's in the one table (task/errors.ts). */
+const MAKERS = {
+  ParseError: malformed,
+  InvalidRequest: malformed,
+  MethodNotFound: (message, envelopeCode) => new JsonRpcUnsupportedOperationError({ message, envelopeCode }),
+  InvalidParams: (message, envelopeCode, data) => new JsonRpcRequestMalformedError({ message, envelopeCode, data }),
+  Internal: transport,
+  TaskNotFound: (message) => new JsonRpcTaskNotFoundError({ message }),
+  TaskNotCancelable: (message) => new JsonRpcTaskNotCancelableError({ message }),
+  PushNotificationNotSupported: (message) => new JsonRpcPushNotificationNotSupportedError({ message }),
+  UnsupportedOperation: (message) => new JsonRpcUnsupportedOperationError({ message }),
+  InvalidAgentResponse: (message) => new JsonRpcInvalidAgentResponseError({ message }),
+  VersionNotSupported: (message) => new JsonRpcVersionNotSupportedError({ message }),
+  // Switchboard's own (the table says what each means): the SDK has no class for them, so its generic one.
+  InsufficientFunds: transport,
+  HopLimit: transport,
+  Unroutable: transport,
+  Unavailable: transport,
+  QuotaExceeded: transport,
+  PolicyDenied: transport,
+} as const satisfies Partial<Record<ErrorName, Make>>;
+
+export type A2AErrorName = keyof typeof MAKERS;
+
+/** The errors a handler may raise, by name: each one's code (from the one table) and how it is made. */
+export const A2A_ERRORS = Object.fromEntries(
+  (Object.keys(MAKERS) as A2AErrorName[]).map((name) => {
+    const code = ERRORS[name].code;
+    return [name, { code, make: (m: string, data?: Record<string, unknown>[]) => MAKERS[name](m, code, data) }];
+  }),
+) as { readonly [N in A2AErrorName]: { readonly code: (typeof ERRORS)[N]['code']; make(message: string, data?: Record<string, unknown>[]): Error } };
 
 /** Raises the named A2A error; `data` is only used by InvalidParams (the field violations). */
 export function a2aError(name: A2AErrorName, message: string, data?: Record<string, unknown>[]): Error {

@@ -8,7 +8,8 @@
 import type { Pool } from 'pg';
 import { type Caller, OPERATOR_ACTIONS } from '../auth/caller';
 import { writeAudit } from '../auth/audit';
-import { ERROR_FORMS, errorNameOf } from './error-forms';
+import { ERRORS } from '../../task/errors';
+import { errorNameOf } from './error-forms';
 
 const SENDS = new Set(['SendMessage', 'message/send']);
 
@@ -45,7 +46,7 @@ export async function auditOperatorAction(pool: Pool, caller: Caller, call: { me
     role: caller.role,
     action: SENDS.has(call.method) ? 'task.answer' : 'task.cancel',
     target: typeof target === 'string' ? target : undefined,
-    status: errorCode === undefined ? 200 : name ? ERROR_FORMS[name].http : 502,
+    status: errorCode === undefined ? 200 : name ? ERRORS[name].http : 502,
     requestId: String(call.requestId ?? ''),
   }).catch(() => undefined);
 }

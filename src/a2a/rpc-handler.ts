@@ -3,7 +3,7 @@
  * error (in the caller's dialect, with why it was refused when it was refused before running), or a stream of them.
  * No HTTP and no envelope here: JSON-RPC (src/routes/json-rpc.ts), HTTP+JSON (src/routes/rest.ts) and gRPC
  * (src/grpc/server.ts) read their requests, hand the method and params over, and choose how to show the answer
- * (HTTP status, AIP-193 body, gRPC status) by the one error table (error-forms.ts).
+ * (HTTP status, AIP-193 body, gRPC status) by the one error table (task/errors.ts, rendered by error-forms.ts).
  *
  * Everything a client can get wrong is answered before any work starts: an unknown method (-32601), bad params
  * (-32602), an unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods:
@@ -29,7 +29,8 @@ import { quotaError } from '../auth/quotas';
 import { DependencyUnavailable, type Health } from '../health';
 import { SUPPORTED_VERSION } from './versions';
 import { pathOfNul } from '../http/json-guard';
-import { ERROR_FORMS, jsonRpcErrorOf } from './error-forms';
+import { jsonRpcErrorOf } from './error-forms';
+import { ERRORS } from '../../task/errors';
 import { KnownAgents, mappingOutages } from './outage-fallbacks';
 import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
 import { annotate } from '../tracing';
@@ -216,7 +217,7 @@ export class RpcCore {
   agentEndpoint(agentId: string): RpcResolver {
     return async ({ base, caller }) => {
       const agent = await this.agents.get(this.deps.registry, caller.tenant, agentId);
-      if (!agent) return { refuse: { error: { code: ERROR_FORMS.NoSuchEndpoint.code, message: `No agent ${agentId} is registered on this gateway` }, refused: 'no-endpoint' } };
+      if (!agent) return { refuse: { error: { code: ERRORS.NoSuchEndpoint.code, message: `No agent ${agentId} is registered on this gateway` }, refused: 'no-endpoint' } };
       const rpcUrl = `${base}/agents/${agent.id}/a2a`;
       return { agentId: agent.id, handler: (cursor, dialect) => new AgentRequestHandler(agent, caller, rpcUrl, this.deps, cursor, dialect) };
     };

@@ -3,19 +3,13 @@
  * its search (src/agents/search.ts).
  */
 import type { Pool } from 'pg';
-import { DEFAULT_TASK_TIMEOUT_MS, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
+import { DEFAULT_RETRY, type AgentBinding, type AgentDialect, type AgentEndpoint, type AgentRetryPolicy } from '../../task/contracts';
 import type { AgentCardJson } from './cards';
 import type { AgentStatus, ProbeRecord } from './refresh';
 import type { SignatureCheck } from './signatures';
 
-export const DEFAULT_RETRY: Required<AgentRetryPolicy> = {
-  maxAttempts: 3,
-  initialIntervalMs: 1000,
-  backoffCoefficient: 2,
-  attemptTimeoutMs: 30_000,
-  taskTimeoutMs: DEFAULT_TASK_TIMEOUT_MS,
-  streamIdleTimeoutMs: 5 * 60_000,
-};
+/** The retry policy's defaults live beside the policy (task/contracts.ts), where the activities read them too. */
+export { DEFAULT_RETRY };
 
 export interface Agent {
   id: string;

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { authorizedFetch } from './agent-credentials';
 import type { AgentLink } from './agent-client';
 import { askGenesis } from './transports/genesis';
+import { ERRORS } from '../../task/errors';
 
 export type SniffedDialect = '0.1' | '0.3' | 'nexus' | 'genesis';
 
@@ -21,7 +22,7 @@ type Answer = { code?: number } | 'no-endpoint';
 
 const PROBE_ID = 'switchboard-dialect-probe';
 /** The error code of seed 000's NEXUS for an unknown task (the A2A spec's TaskNotFound is -32001). */
-const NEXUS_TASK_NOT_FOUND = -32602;
+const NEXUS_TASK_NOT_FOUND = ERRORS.InvalidParams.code;
 
 /** What `url` answers to JSON-RPC `method` with `params`. */
 async function ask(link: AgentLink, url: string, method: string, params: Record<string, unknown>, timeoutMs: number): Promise<Answer> {
@@ -53,7 +54,7 @@ type Presence = 'present' | 'absent' | 'no-endpoint';
 async function presenceOf(link: AgentLink, url: string, method: string, timeoutMs: number, params: Record<string, unknown> = {}): Promise<Presence> {
   const answer = await ask(link, url, method, params, timeoutMs);
   if (answer === 'no-endpoint') return answer;
-  return answer.code === -32601 ? 'absent' : 'present';
+  return answer.code === ERRORS.MethodNotFound.code ? 'absent' : 'present';
 }
 
 /** A method no server has: what a server answers it tells whether its refusals say anything about methods. */

@@ -8,9 +8,10 @@ import type { Command } from 'commander';
 import { ApiError, type StreamEvent, type TaskView } from './api';
 import { TERMINAL_STATES, WAITING_STATES, api, asJson, label, taskSummary, textOf } from './common';
 import { FRONT_DOOR, type Verdict, follow } from './follow';
+import { ERRORS } from '../../task/errors';
 
 /** A2A's UnsupportedOperationError: SubscribeToTask of a task that has ended. */
-const ENDED = -32004;
+const ENDED = ERRORS.UnsupportedOperation.code;
 
 export function watchCommand(tasks: Command): void {
   tasks

@@ -5,18 +5,13 @@
  * readers only after its batch committed (the hub is told after the commit).
  */
 import type { Pool } from 'pg';
-import { ApplicationFailure } from '@temporalio/activity';
 import { appendEvents, type NewEvent } from './event-log';
 import type { StreamEvent } from '../../task/wire';
 import type { EventHub } from './hub';
 
-/**
- * A write of a task's log or projection that PostgreSQL refused, as the turn reports it: retryable (the next attempt
- * re-attaches to the agent's task, or sends the message again with its messageId), and never the agent's fault.
- */
-export function writeFailed(what: string, err: unknown): ApplicationFailure {
-  if (err instanceof ApplicationFailure) return err;
-  return ApplicationFailure.retryable(`${what}: ${err instanceof Error ? err.message : String(err)}`, 'DatabaseUnavailable');
+/** A refused write as a plain error that names what was being written. */
+function writeError(what: string, err: unknown): Error {
+  return new Error(`${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }
 
 const MAX_BATCH = 1000;
@@ -49,6 +44,11 @@ export class EventSink {
     private readonly tenant: string,
     private readonly taskId: string,
     readonly keyPrefix: string,
+    /**
+     * The error a refused write becomes. The forwarding activity passes its own (a retryable Temporal failure,
+     * activities/forwarding/classify.ts writeFailed): this room knows no Temporal worker API.
+     */
+    private readonly failed: (what: string, err: unknown) => unknown = writeError,
   ) {}
 
   /** Writes nothing before `write` has committed (the turn's `working` change, written while the agent is called). */
@@ -169,7 +169,7 @@ export class EventSink {
         this.hub.publish(this.tenant, this.taskId, stored);
       }
     } catch (err) {
-      this.failure = writeFailed("the agent's events could not be logged", err);
+      this.failure = this.failed("the agent's events could not be logged", err);
       this.queue = [];
     } finally {
       this.writing = undefined;

@@ -44,6 +44,7 @@ import {
 } from './envelope';
 import { type GenesisStore, type MessageRow, type SentAnswer, type StoredAnswer, sentAnswerOf } from './store';
 import { GATEWAY_IDENTITY, type GenesisOrigin } from '../agents/transports/genesis';
+import { ERRORS } from '../../task/errors';
 
 export interface GenesisDeps {
   store: GenesisStore;
@@ -185,7 +186,7 @@ export class GenesisService {
       // The sender went away while its COMMAND ran: the claim stays unanswered, so sending it again waits anew.
       if (signal?.aborted) throw new SenderGone();
       const rpc = err instanceof EnvelopeError || outageOf(err) ? undefined : toJsonRpcError(protocolError(err));
-      if (!rpc || rpc.code === -32603) {
+      if (!rpc || rpc.code === ERRORS.Internal.code) {
         // A refusal, an outage (503) or a bug: nothing is remembered, so sending it again applies it.
         await this.d.store.unclaim(tenant, h.id);
         throw err;

@@ -8,12 +8,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { inTransaction } from '../db/tx';
-import { DEFAULT_RETRY } from '../agents/registry';
+import { DEFAULT_RETRY } from '../../task/contracts';
 import { slug } from '../agents/agent-names';
 import { useEnrollmentToken } from '../auth/enrollment';
 import { generateKey, hashKey } from '../auth/keys';
 import { writeAudit } from '../auth/audit';
 import { type AgentRef, isNameConflict, nameHolder } from '../agents/agent-names';
+import { ERRORS } from '../../task/errors';
 
 /** Why an enrollment was refused: a JSON-RPC code and message; `lapsed` when the token no longer holds (the socket closes, 4001). */
 export class EnrollError extends Error {
@@ -34,8 +35,8 @@ export interface Enrolled {
   keyId: string;
 }
 
-const INVALID_PARAMS = -32602;
-const INVALID_REQUEST = -32600;
+const INVALID_PARAMS = ERRORS.InvalidParams.code;
+const INVALID_REQUEST = ERRORS.InvalidRequest.code;
 
 /**
  * Registers the agent the card describes in the token's tenant, under the card's name.

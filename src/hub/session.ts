@@ -36,7 +36,7 @@ import { EnrollError, enrollHubAgent } from './enroll';
 import { isNameConflict, nameHolder } from '../agents/agent-names';
 import { FrameError, artifactFromHub, isObject, messageFromHub, stateFromHub, taskIdOf, taskToHub } from './frames';
 
-const RATE_LIMITED = -32053;
+const RATE_LIMITED = A2A_ERRORS.QuotaExceeded.code;
 /** A socket that has this many seconds' worth of frames refused for the rate, and sends on, is closed (1008). */
 const FLOOD_SECONDS = 10;
 type RpcId = string | number | null;

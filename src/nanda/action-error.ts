@@ -2,7 +2,9 @@
  * The errors an action answers with, with the NANDA seed's JSON-RPC codes (-32600, -32601, -32602): the JSON-RPC
  * standard's own, which the seed's nodes answer with whatever the transport (src/a2a/nanda-actions.ts).
  */
-const INVALID_PARAMS = -32602;
+import { ERRORS } from '../../task/errors';
+
+const INVALID_PARAMS = ERRORS.InvalidParams.code;
 
 export class ActionError extends Error {
   constructor(

@@ -11,8 +11,9 @@ import { ACCOUNT_NAME, ACCOUNT_NAME_RULE, DepositConflictError, deposit, getAcco
 import type { UnfundedPolicy } from '../ledger/postings';
 import { SETTLING_GRACE_MS, TERMINAL_LIST } from '../ledger/reconcile';
 import { ActionError, invalidField } from './action-error';
+import { ERRORS } from '../../task/errors';
 
-const INVALID_REQUEST = -32600;
+const INVALID_REQUEST = ERRORS.InvalidRequest.code;
 /** The latest movements a wallet shows. */
 const WALLET_ENTRIES = 20;
 /** The most intents `audit.intents` lists (newest first). */

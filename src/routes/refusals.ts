@@ -6,7 +6,8 @@
  * type of A2A requests.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ERROR_FORMS, type Refusal, jsonRpcRefusal, restRefusal } from '../a2a/error-forms';
+import { type Refusal, jsonRpcRefusal, restRefusal } from '../a2a/error-forms';
+import { ERRORS } from '../../task/errors';
 import { SUPPORTED_VERSION, requestedVersion } from '../a2a/versions';
 import type { A2ABinding } from '../auth/caller';
 
@@ -22,7 +23,7 @@ export function bindingOf(req: FastifyRequest): A2ABinding | undefined {
 }
 
 /** Sends `r` in the form of the request's endpoint, with its HTTP status (and Retry-After when it has one). */
-export function refuse(req: FastifyRequest, reply: FastifyReply, r: Refusal, status = ERROR_FORMS[r.name].http): FastifyReply {
+export function refuse(req: FastifyRequest, reply: FastifyReply, r: Refusal, status = ERRORS[r.name].http): FastifyReply {
   if (r.retryAfterS !== undefined) reply.header('retry-after', String(r.retryAfterS));
   switch (bindingOf(req)) {
     case 'jsonrpc':

@@ -5,14 +5,15 @@
  * (src/a2a/rpc-handler.ts): role, validation, outage and stream-cap checks, the endpoint's resolver.
  *
  * This route chooses what HTTP shows: the result as the body (201 for a new push config, 204 for a delete), errors
- * as AIP-193 google.rpc.Status bodies with the status A2A §5.4 gives them (src/a2a/error-forms.ts), `application/json`
+ * as AIP-193 google.rpc.Status bodies with the status A2A §5.4 gives them (task/errors.ts), `application/json`
  * unless the client asked for `application/a2a+json`. Streams are SSE whose events are StreamResponse objects, each
  * with `id:` (its position in the task's event log, to resume with Last-Event-ID as on JSON-RPC), heartbeats, and a
  * last `event: error` for a reader cut off or a server shutting down.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import { type ErrorName, errorNameOf, restRefusal } from '../a2a/error-forms';
+import { errorNameOf, restRefusal } from '../a2a/error-forms';
+import type { ErrorName } from '../../task/errors';
 import { type Refused, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
 import { requestedVersion } from '../a2a/versions';
 import { access, callerOf } from '../auth/caller';

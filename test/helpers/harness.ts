@@ -13,14 +13,14 @@ import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleOption }
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Pool } from 'pg';
 import type { FastifyInstance } from 'fastify';
-import { type AppDeps, buildApp, type StreamSettings } from '../../src/app';
+import type { AppDeps, StreamSettings } from '../../src/app';
 import { EventHub } from '../../src/events/hub';
 import { migrate } from '../../src/db/migrate';
 import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { createHubWorker, createWorker, prebuiltWorkflowBundle, superviseWorker, type SupervisedWorker, type WorkerTuning, workflowBundleOptions } from '../../src/worker';
+import { type Activities, prebuiltWorkflowBundle, type WorkerTuning, workflowBundleOptions } from '../../src/worker';
+import { createProcess } from '../../src/process';
 import { COMPILED } from '../../src/paths';
-import { AgentHub, type HubSettings } from '../../src/hub/hub';
-import { createActivities } from '../../activities';
+import type { HubSettings } from '../../src/hub/hub';
 import { PushReach } from '../../src/push/push-reach';
 import { SEARCH_ATTRIBUTES } from '../../task/messages';
 import { KeyStore } from '../../src/auth/keys';
@@ -182,7 +182,7 @@ export async function createTestDb(): Promise<TestDb> {
   };
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+export type { Activities };
 
 /** A request for Gateway.inject: a path of the app, as `as` (default the tenant's client; `none`: no credentials). */
 export interface InjectRequest {
@@ -321,69 +321,45 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   await hub.start();
   const credentials = new AgentCredentials({ pool: db.pool, box: new SecretBox(parseKeyRing(TEST_SECRETS_KEY)), fetch: outbound.fetch, hub });
   const unfundedAccounts = opts.unfundedAccounts ?? 'unlimited';
-  let worker: SupervisedWorker | undefined;
-
-  // A restarted worker keeps the test's activity wrapper unless given another. Supervised as in production: a
-  // worker that fails (Temporal away too long) is replaced, never left dead.
-  async function startWorker(wrap = opts.wrapActivities) {
-    const agentPush = { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() };
-    const drain = new AbortController();
-    const real = createActivities({
-      pool: db.pool, fetch: outbound.fetch, grpc: outbound.grpc, hub, unfundedAccounts, credentials, agentPush, retentionMs: opts.retentionMs, inputTimeoutMs: opts.inputTimeoutMs, drain: drain.signal,
-    });
-    const make = () =>
-      createWorker({
-        payloadCodec,
-        plugins,
-        connection: env.nativeConnection,
-        namespace: env.namespace ?? 'default',
-        taskQueue,
-        pool: db.pool,
-        fetch: outbound.fetch,
-        workflowBundle: workflowBundleCode,
-        activities: wrap ? wrap(real) : real,
-        ...(opts.workerTuning ? { tuning: opts.workerTuning } : {}),
-      });
-    const first = await make();
-    let handedOver = false;
-    worker = superviseWorker(async () => (handedOver ? make() : ((handedOver = true), first)), log, drain);
-  }
-  async function stopWorker() {
-    if (!worker) return;
-    await worker.stop();
-    worker = undefined;
-  }
-
-  if (opts.worker ?? true) await startWorker(opts.wrapActivities);
-  const agentHub = opts.hub && new AgentHub({ pool: db.pool, events: hub, log, taskQueue, settings: opts.hub });
-  const hubWorker = agentHub && superviseWorker(() => createHubWorker({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', hub: agentHub, payloadCodec, plugins }), log);
   const keyStore = new KeyStore(db.pool, { envAdminKey: TEST_ADMIN_KEY });
   const grpcPort = opts.grpc ? await freePort() : undefined;
-  const app = await buildApp({
-    grpc: grpcPort ? { port: grpcPort, publicTarget: opts.grpcPublicTarget } : undefined,
-    auth: { keys: keyStore, jwt: opts.jwt, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl, payloadCodec, codecCorsOrigins: ['http://ui.test'] },
-    credentials,
-    hub,
-    allowPrivateUrls: opts.allowPrivate ?? true,
-    pushRetryInitialMs: opts.pushRetryInitialMs,
-    maxHops: opts.maxHops,
-    streams: opts.streams,
-    admission: opts.admission,
-    unfundedAccounts,
-    temporalUi: opts.temporalUi,
-    pool: db.pool,
-    temporal,
-    taskQueue,
-    outbound,
-    log,
-    inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
-    agentHub,
-    agentPush: { tokens: agentPushTokens },
-    noWorkerCheckMs: opts.noWorkerCheckMs,
-    connections: opts.connections,
-    embeddings: opts.embeddings,
-    mcp: opts.mcp,
-  });
+  // As src/main.ts wires a process: the same composition root (src/process.ts), from the test's options.
+  const proc = await createProcess(
+    { pool: db.pool, connection: env.nativeConnection, client: temporal, namespace: env.namespace ?? 'default', taskQueue, log, events: hub, outbound, credentials, agentPushTokens, payloadCodec, plugins },
+    {
+      worker: {
+        idle: !(opts.worker ?? true),
+        workflowBundle: workflowBundleCode,
+        wrapActivities: opts.wrapActivities,
+        ...(opts.workerTuning ? { tuning: opts.workerTuning } : {}),
+        unfundedAccounts,
+        agentPush: { tokens: agentPushTokens, baseUrl: () => pushAt.base, fallbackPollMs: opts.agentPushPollMs, reach: new PushReach() },
+        retentionMs: opts.retentionMs,
+        inputTimeoutMs: opts.inputTimeoutMs,
+      },
+      agentHub: opts.hub,
+      app: {
+        api: {
+          grpc: grpcPort ? { port: grpcPort, publicTarget: opts.grpcPublicTarget } : undefined,
+          auth: { keys: keyStore, jwt: opts.jwt, quotaDefaults: opts.quotas, redisUrl: opts.redisUrl, payloadCodec, codecCorsOrigins: ['http://ui.test'] },
+          allowPrivateUrls: opts.allowPrivate ?? true,
+          pushRetryInitialMs: opts.pushRetryInitialMs,
+          maxHops: opts.maxHops,
+          streams: opts.streams,
+          admission: opts.admission,
+          unfundedAccounts,
+          temporalUi: opts.temporalUi,
+          inputTimeoutMs: opts.inputTimeoutMs ?? 7 * 24 * 3600 * 1000,
+          agentPush: { tokens: agentPushTokens },
+          noWorkerCheckMs: opts.noWorkerCheckMs,
+          connections: opts.connections,
+          embeddings: opts.embeddings,
+          mcp: opts.mcp,
+        },
+      },
+    },
+  );
+  const { app } = proc;
   // Fastify's inject sends `Host: localhost:80`, so the URLs the app builds from a request's host say that.
   const url = opts.listen === false ? 'http://localhost:80' : await app.listen({ host: '127.0.0.1', port: 0 });
   if (opts.listen !== false) pushAt.base = url;
@@ -407,13 +383,11 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     outbound,
     hub,
     taskQueue,
-    startWorker,
-    stopWorker,
+    startWorker: (wrap) => proc.startWorker(wrap),
+    stopWorker: () => proc.stopWorker(),
     async close() {
       keysByUrl.delete(url);
-      await app.close();
-      await hubWorker?.stop();
-      await stopWorker();
+      await proc.close();
       credentials.close();
       await hub.close();
       if (!opts.temporal) await env.teardown();

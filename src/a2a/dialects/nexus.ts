@@ -12,7 +12,8 @@ import { fromNexusPart, toNexusPart } from '../../../task/nexus-parts';
 import type { WireArtifact, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import type { DialectContext, DialectDef } from './dialect';
 import { type TaskRef, TaskRefParams, withId } from './v03';
-import { ClientTaskId, plainError, renderTask, requestKey, requestMessageId, sendByClientId, state01, taskMetadata } from './v01';
+import { ClientTaskId, plainError, renderTask, requestKey, requestMessageId, sendByClientId, taskMetadata } from './v01';
+import { state01 } from '../../../task/v01-events';
 
 const metadata = z.record(z.string(), z.unknown());
 

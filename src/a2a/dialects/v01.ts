@@ -13,11 +13,12 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { endsTurn, isInterrupted, isTerminal, stateLabel } from '../../../task/rules';
+import { endsTurn, isInterrupted, isTerminal } from '../../../task/rules';
 import { a2aError } from '../errors';
 import { legacyError } from '../rpc-errors';
-import type { PushDialect, StreamEvent, TaskState, WireArtifact, WireMessage, WirePart, WireTask, WireTaskStatus } from '../../../task/wire';
+import type { PushDialect, WireMessage, WirePart, WireTask } from '../../../task/wire';
 import { fromV01Part, toV01Part } from '../../../task/v01-parts';
+import { type Event10, artifact01, event01, message01, status01 } from '../../../task/v01-events';
 import type { CallIntent, DialectContext, DialectDef, InternalCall, StreamRenderer } from './dialect';
 import { type TaskRef, TaskRefParams, withId } from './v03';
 
@@ -161,30 +162,6 @@ function canonical(v: unknown): string {
 /** A part the params schema (TypedPart) has already checked. */
 const wirePart = (p: unknown): WirePart => fromV01Part(p)!;
 
-const role01 = (r: WireMessage['role']) => (r === 'ROLE_AGENT' ? 'agent' : 'user');
-
-function message01(m: WireMessage): Record<string, unknown> {
-  return { role: role01(m.role), parts: m.parts.map(toV01Part), ...(m.metadata && Object.keys(m.metadata).length ? { metadata: m.metadata } : {}) };
-}
-
-/** 0.1 has no auth-required or rejected: the nearest of its states. */
-export function state01(s: TaskState | string): string {
-  if (s === 'TASK_STATE_AUTH_REQUIRED') return 'input-required';
-  if (s === 'TASK_STATE_REJECTED') return 'failed';
-  if (s === 'TASK_STATE_UNSPECIFIED') return 'unknown';
-  return stateLabel(s as TaskState);
-}
-
-const status01 = (s: WireTaskStatus) => ({ state: state01(s.state), ...(s.message && { message: message01(s.message) }), ...(s.timestamp && { timestamp: s.timestamp }) });
-
-const artifact01 = (a: WireArtifact, index: number) => ({
-  ...(a.name && { name: a.name }),
-  ...(a.description && { description: a.description }),
-  parts: a.parts.map(toV01Part),
-  index,
-  ...(a.metadata && Object.keys(a.metadata).length ? { metadata: a.metadata } : {}),
-});
-
 /** Task metadata as a client sees it: what it sent with the task (recorded), then what the agent and gateway say. */
 export function taskMetadata(t: WireTask, client?: Record<string, unknown>): Record<string, unknown> | undefined {
   const merged = { ...client, ...t.metadata };
@@ -213,27 +190,6 @@ export const renderTask = (shape: (t: WireTask, client?: Record<string, unknown>
   return (await renderTasks([r.task ?? r], ctx, shape))[0];
 };
 
-type Event10 = {
-  task?: WireTask;
-  statusUpdate?: { taskId: string; status: WireTaskStatus; metadata?: Record<string, unknown> };
-  artifactUpdate?: { taskId: string; artifact: WireArtifact; append?: boolean; lastChunk?: boolean; metadata?: Record<string, unknown> };
-};
-
-/**
- * A 1.0 stream event in 0.1's shape: a TaskStatusUpdateEvent `{id, status, final}` (a task snapshot as its status) or
- * a TaskArtifactUpdateEvent `{id, artifact}`, the artifact numbered by `index`. Undefined for no such event.
- */
-function event01(r: Event10, final: boolean, index: (artifactId: string) => number): Record<string, unknown> | undefined {
-  const extra = (metadata?: Record<string, unknown>) => (metadata && Object.keys(metadata).length ? { metadata } : {});
-  if (r.artifactUpdate) {
-    const { taskId, artifact, append, lastChunk, metadata } = r.artifactUpdate;
-    const a = { ...artifact01(artifact, index(artifact.artifactId)), ...(append !== undefined && { append }), ...(lastChunk !== undefined && { lastChunk }) };
-    return { id: taskId, artifact: a, ...extra(metadata) };
-  }
-  const update = r.statusUpdate ?? (r.task && { taskId: r.task.id, status: r.task.status, metadata: r.task.metadata });
-  return update && { id: update.taskId, status: status01(update.status), final, ...extra(update.metadata) };
-}
-
 /** One 0.1 stream: each event a TaskStatusUpdateEvent or TaskArtifactUpdateEvent, `final: true` on the last. */
 function stream01(): StreamRenderer {
   const indexes = new Map<string, number>();
@@ -246,14 +202,6 @@ function stream01(): StreamRenderer {
     if (r.task) for (const a of r.task.artifacts ?? []) index(a.artifactId);
     return event01(r, closing, index) ?? result;
   };
-}
-
-/**
- * A logged event as the webhook of a 0.1 client's push config gets it (activities/deliver-push.ts): as its stream
- * would show it, `final` on the event that ends the turn; `artifactIndex` numbers an artifact.
- */
-export function pushBody01(event: StreamEvent, final: boolean, artifactIndex: number): Record<string, unknown> {
-  return event01(event as Event10, final, () => artifactIndex) ?? {};
 }
 
 function wireMessage01(p: TaskSend): WireMessage {

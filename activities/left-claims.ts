@@ -1,6 +1,6 @@
 /**
  * A first message claimed at the front door whose task workflow never started: its process died between the claim
- * and the start (task-intake.ts `prepare`, then the gateway's `start`), or lost Temporal then and its client never
+ * and the start (src/a2a/task-intake.ts `prepare`, then the gateway's `start`), or lost Temporal then and its client never
  * sent the message again. Nothing of such a task is in Temporal and the projection has no row, so without this its
  * `GetTask` would answer -32001 for ever, though its client may know it (a stream shows the submitted task first).
  *
@@ -8,16 +8,16 @@
  * first event (the submitted task with the message: its context, its time, its `metadata.budgetMinor`), its inline
  * push configs and its parent's link, all written before the start. Not recorded, so not carried: the request's own
  * metadata, a Genesis envelope's ttl and priority, and the client's wish to be answered at once (no client waits).
- * The orphan sweep (activities/orphans.ts) starts the task from this, or releases the claim when there is nothing to
+ * The orphan sweep (orphans.ts) starts the task from this, or releases the claim when there is nothing to
  * start from.
  */
 import type { Pool } from 'pg';
-import { findAgent, forwardingEndpoint } from '../agents/registry';
-import type { UnrecordedClaim } from '../db/task-store';
-import { findTask, parentOfTask } from '../db/task-store';
-import { readEvents } from '../events/event-log';
-import { PATCH_LEVEL, type SendMessageArgs, type TaskInput } from '../../task/contracts';
-import type { WireTask } from '../../task/wire';
+import { findAgent, forwardingEndpoint } from '../src/agents/registry';
+import type { UnrecordedClaim } from '../src/db/task-store';
+import { findTask, parentOfTask } from '../src/db/task-store';
+import { readEvents } from '../src/events/event-log';
+import { PATCH_LEVEL, type SendMessageArgs, type TaskInput } from '../task/contracts';
+import type { WireTask } from '../task/wire';
 
 /** What the front door passes every task that the claim does not record (its configuration). */
 export interface TaskDefaults {
