@@ -96,6 +96,18 @@ export const ERRORS = {
 
 export type ErrorName = keyof typeof ERRORS;
 
+/**
+ * The MCP server's session errors (src/routes/mcp.ts), as the MCP SDK's own Streamable HTTP transport answers them:
+ * codes of MCP's, in JSON-RPC's server range, which A2A also uses for its own (-32001 is A2A's TaskNotFound). They
+ * travel on /mcp only, never on an A2A endpoint.
+ */
+export const MCP_SESSION_ERRORS = {
+  /** A request other than initialize without an Mcp-Session-Id (HTTP 400). */
+  NoSession: -32000,
+  /** An Mcp-Session-Id this process does not hold for this key (HTTP 404). */
+  SessionNotFound: -32001,
+} as const;
+
 /** The kinds of error storage, auth and routing raise (each a row of ERRORS). */
 export type TaskErrorKind =
   | 'InvalidRequest'

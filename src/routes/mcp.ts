@@ -8,6 +8,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { ERRORS, MCP_SESSION_ERRORS } from '../../task/errors';
 import { access, callerOf } from '../auth/caller';
 import { parseJson } from '../http/json-guard';
 import { type McpDeps, McpSessions, type Session } from '../mcp/sessions';
@@ -24,9 +25,9 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler((err: { code?: string; message: string }, req, reply) => {
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return jsonRpcError(reply, 413, -32600, `Request body is larger than ${app.initialConfig.bodyLimit} bytes`);
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return jsonRpcError(reply, 413, ERRORS.InvalidRequest.code, `Request body is larger than ${app.initialConfig.bodyLimit} bytes`);
     req.log.error({ err }, 'MCP request failed');
-    return jsonRpcError(reply, 500, -32603, 'Internal error');
+    return jsonRpcError(reply, 500, ERRORS.Internal.code, 'Internal error');
   });
   const sessions = new McpSessions(deps);
   // Responses this file handed to the SDK (hijacked: Fastify no longer tracks them).
@@ -49,7 +50,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
     try {
       body = parseJson(Buffer.isBuffer(req.body) ? req.body : '', { maxDepth: 100 });
     } catch (err) {
-      return jsonRpcError(reply, 400, -32700, `Parse error: ${(err as Error).message}`);
+      return jsonRpcError(reply, 400, ERRORS.ParseError.code, `Parse error: ${(err as Error).message}`);
     }
     const id = sessionIdOf(req);
     if (id !== undefined) {
@@ -58,7 +59,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
       return handle(session, req, reply, body);
     }
     const initializing = Array.isArray(body) ? body.some((m) => isInitializeRequest(m)) : isInitializeRequest(body);
-    if (!initializing) return jsonRpcError(reply, 400, -32000, 'Bad Request: no Mcp-Session-Id; open a session with an initialize request first');
+    if (!initializing) return jsonRpcError(reply, 400, MCP_SESSION_ERRORS.NoSession, 'Bad Request: no Mcp-Session-Id; open a session with an initialize request first');
     return handle(sessions.open(callerOf(req), baseUrlOf(req, deps.publicUrl)), req, reply, body);
   });
 
@@ -97,7 +98,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
       req.log.error({ err }, 'MCP request failed');
       if (!reply.raw.headersSent) {
         reply.raw.writeHead(500, { 'content-type': 'application/json' });
-        reply.raw.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32603, message: 'Internal error' } }));
+        reply.raw.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: ERRORS.Internal.code, message: 'Internal error' } }));
       }
     }
     return reply;
@@ -107,12 +108,12 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Promi
 const sessionIdOf = (req: FastifyRequest): string | undefined => firstValue(req.headers['mcp-session-id']) || undefined;
 
 function sessionMissing(req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return sessionIdOf(req) === undefined ? jsonRpcError(reply, 400, -32000, 'Bad Request: Mcp-Session-Id header is required') : noSession(reply);
+  return sessionIdOf(req) === undefined ? jsonRpcError(reply, 400, MCP_SESSION_ERRORS.NoSession, 'Bad Request: Mcp-Session-Id header is required') : noSession(reply);
 }
 
 /** An unknown, ended or another key's session: 404, and the client opens a new one (the spec's rule). */
 function noSession(reply: FastifyReply): FastifyReply {
-  return jsonRpcError(reply, 404, -32001, 'Session not found');
+  return jsonRpcError(reply, 404, MCP_SESSION_ERRORS.SessionNotFound, 'Session not found');
 }
 
 function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
