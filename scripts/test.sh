@@ -25,11 +25,20 @@ if [[ $# -gt 0 ]]; then
 else
   files=(test/*.test.ts)
 fi
+# The task workflows bundled once for the run (each file would bundle the same sources again): the harness reads
+# them from SWITCHBOARD_TEST_WORKFLOW_BUNDLES. A run given the folder already (a caller's own) keeps it.
+if [[ -z "${SWITCHBOARD_TEST_WORKFLOW_BUNDLES:-}" ]]; then
+  SWITCHBOARD_TEST_WORKFLOW_BUNDLES="$(mktemp -d "${TMPDIR:-/tmp}/sb-workflow-bundles.XXXXXX")"
+  export SWITCHBOARD_TEST_WORKFLOW_BUNDLES
+  trap 'rm -rf "$SWITCHBOARD_TEST_WORKFLOW_BUNDLES"' EXIT
+  npx tsx scripts/bundle-test-workflows.ts "$SWITCHBOARD_TEST_WORKFLOW_BUNDLES"
+fi
+
 # One file at a time: every file runs its own Temporal server and the box has 2 cores.
 # TAP on stdout as before; the failures, gathered, on stderr at the end, where a truncated log still shows them.
 # --test-force-exit: a file whose tests have all ended is ended too, even if something it opened still holds its
 # event loop (a before-hook that failed half-way leaves what it had opened): a failure, never a run hung for good.
-exec npx tsx --test --test-concurrency=1 --test-force-exit \
+npx tsx --test --test-concurrency=1 --test-force-exit \
   --test-reporter=tap --test-reporter-destination=stdout \
   --test-reporter=./scripts/failures-reporter.mjs --test-reporter-destination=stderr \
   "${files[@]}"

@@ -193,28 +193,40 @@ async function main(): Promise<number> {
     const sut03 = await startSut(join(dir, 'v03/sut/tck03-sut.cjs'), { NODE_PATH: sdk03Modules(scratch) });
     stops.push(() => sut03.stop());
     console.log(`conformance: systems under test at ${sut.url} (1.0) and ${sut03.url} (0.3)`);
-    const direct10 = await direct('1.0', v1Sh, [sut.url]);
-    const direct03 = await direct('0.3', v03Sh, [`${sut03.url}/`]);
-
-    gw = await startGateway(dataDir, db?.url, adminKey);
-    const agent = (await call(`${gw.url}/agents`, adminKey, { url: sut.url, name: 'tck-sut' })) as { id: string };
-    const agent03 = (await call(`${gw.url}/agents`, adminKey, { url: sut03.url, name: 'tck03-sut' })) as { id: string };
-    const { key } = (await call(`${gw.url}/tenants/default/keys`, adminKey, { role: 'client', name: 'conformance' })) as { key: string };
+    // The two suites run side by side, each against its own agent (directly, then through Switchboard): neither
+    // touches the other's tasks, and each waits mostly on its own calls. Switchboard starts meanwhile.
+    const starting = (async () => {
+      gw = await startGateway(dataDir, db?.url, adminKey);
+      const agent = (await call(`${gw.url}/agents`, adminKey, { url: sut.url, name: 'tck-sut' })) as { id: string };
+      const agent03 = (await call(`${gw.url}/agents`, adminKey, { url: sut03.url, name: 'tck03-sut' })) as { id: string };
+      const { key } = (await call(`${gw.url}/tenants/default/keys`, adminKey, { role: 'client', name: 'conformance' })) as { key: string };
+      return { url: gw.url, agent, agent03, key };
+    })();
+    starting.catch(() => undefined); // awaited by both suites below
 
     // The 1.0 TCK as it runs directly: its card read with no A2A-Version, every call straight to the gateway.
-    console.log(`conformance: 1.0 through Switchboard at ${gw.url}/agents/${agent.id} (gRPC tenant ${agent.id})`);
-    const only10 = await through('1.0', direct10, v1Sh, [[`${gw.url}/agents/${agent.id}`, key, agent.id]]);
+    const suite10 = async () => {
+      const before = await direct('1.0', v1Sh, [sut.url]);
+      const { url, agent, key } = await starting;
+      console.log(`conformance: 1.0 through Switchboard at ${url}/agents/${agent.id} (gRPC tenant ${agent.id})`);
+      return through('1.0', before, v1Sh, [[`${url}/agents/${agent.id}`, key, agent.id]]);
+    };
 
     // The 0.3 TCK, as a 0.3 client: no A2A-Version anywhere; the proxy adds the key and serves the card at its root.
-    const cardPath = `/agents/${agent03.id}/.well-known/agent-card.json`;
-    const auth03 = await startProxy(gw.url, { key, cardPath, host: 'client' });
-    const keyless03 = await startProxy(gw.url, { cardPath, host: 'client' });
-    stops.push(() => auth03.close(), () => keyless03.close());
-    console.log(`conformance: 0.3 through Switchboard at ${gw.url}/agents/${agent03.id}/a2a (no A2A-Version; the key added by a proxy)`);
-    const only03 = await through('0.3', direct03, v03Sh, [
-      [`${auth03.url}/agents/${agent03.id}/a2a`, '--', '-k', `not ${WITHOUT_KEY_03}`],
-      [`${keyless03.url}/agents/${agent03.id}/a2a`, '--', '-k', WITHOUT_KEY_03],
-    ]);
+    const suite03 = async () => {
+      const before = await direct('0.3', v03Sh, [`${sut03.url}/`]);
+      const { url, agent03, key } = await starting;
+      const cardPath = `/agents/${agent03.id}/.well-known/agent-card.json`;
+      const auth03 = await startProxy(url, { key, cardPath, host: 'client' });
+      const keyless03 = await startProxy(url, { cardPath, host: 'client' });
+      stops.push(() => auth03.close(), () => keyless03.close());
+      console.log(`conformance: 0.3 through Switchboard at ${url}/agents/${agent03.id}/a2a (no A2A-Version; the key added by a proxy)`);
+      return through('0.3', before, v03Sh, [
+        [`${auth03.url}/agents/${agent03.id}/a2a`, '--', '-k', `not ${WITHOUT_KEY_03}`],
+        [`${keyless03.url}/agents/${agent03.id}/a2a`, '--', '-k', WITHOUT_KEY_03],
+      ]);
+    };
+    const [only10, only03] = await Promise.all([suite10(), suite03()]);
     return only10 + only03 === 0 ? 0 : 1;
   } finally {
     for (const stop of stops.reverse()) await stop();

@@ -6,7 +6,7 @@
  */
 import type { FairGateOptions } from '../../src/a2a/fair-gate';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleOption } from '@temporalio/worker';
@@ -86,11 +86,18 @@ const bundles = new Map<boolean, Promise<WorkflowBundleOption>>();
 export function workflowBundle(sealedFailures = false): Promise<WorkflowBundleOption> {
   let bundle = bundles.get(sealedFailures);
   if (!bundle) {
-    const prebuilt = COMPILED ? prebuiltWorkflowBundle([], sealedFailures) : undefined;
+    const prebuilt = COMPILED ? prebuiltWorkflowBundle([], sealedFailures) : bundledForTheRun(sealedFailures);
     bundle = prebuilt ? Promise.resolve(prebuilt) : bundleWorkflowCode({ ...workflowBundleOptions(undefined, sealedFailures), logger: new DefaultLogger('WARN') });
     bundles.set(sealedFailures, bundle);
   }
   return bundle;
+}
+
+/** The bundle scripts/test.sh made once for the whole run (scripts/bundle-test-workflows.ts), if it made one. */
+function bundledForTheRun(sealedFailures: boolean): { codePath: string } | undefined {
+  const dir = process.env.SWITCHBOARD_TEST_WORKFLOW_BUNDLES;
+  const codePath = dir && join(dir, sealedFailures ? 'sealed.js' : 'plain.js');
+  return codePath && existsSync(codePath) ? { codePath } : undefined;
 }
 
 let runtimeInstalled = false;
