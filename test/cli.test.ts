@@ -70,7 +70,10 @@ describe('switchboard CLI', () => {
     assert.match(refreshed.stdout, new RegExp(`^${id}  Echo`));
     // An admin acts in the tenant it names: the default tenant's agent is there, another tenant has none.
     assert.match((await cli(['agents', 'ls', '--tenant', 'default'], 'admin')).stdout, new RegExp(`^${id}\\s`, 'm'));
-    assert.equal((await cli(['--json', 'agents', 'ls', '--tenant', 'cli-empty-tenant'], 'admin')).stdout.includes(id), false);
+    assert.equal((await cli(['tenants', 'add', 'cli-empty-tenant'], 'admin')).code, 0);
+    const elsewhere = await cli(['--json', 'agents', 'ls', '--tenant', 'cli-empty-tenant'], 'admin');
+    assert.equal(elsewhere.code, 0, elsewhere.stderr);
+    assert.deepEqual(JSON.parse(elsewhere.stdout).agents, [], "the other tenant's list, not the default's");
     // -o json and -o yaml print the API's answer: the same data either way.
     const asYaml = YAML.parse((await cli(['-o', 'yaml', 'agents', 'ls'])).stdout) as { agents: { id: string }[] };
     assert.deepEqual(asYaml, JSON.parse((await cli(['-o', 'json', 'agents', 'ls'])).stdout));
