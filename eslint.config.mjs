@@ -62,6 +62,16 @@ export default tseslint.config(
       ],
     },
   },
+  // The runtimes, one folder each (docs/architecture.md, "The map"): src/api/ the API process (HTTP, gRPC, WebSocket,
+  // MCP, the console), src/core/ what the API and the activities share (domain and storage: no server, no Temporal
+  // worker APIs), src/worker/ and activities/ the worker, src/embedded/ the embedded Temporal and PostgreSQL that
+  // `npm start` runs beside them, src/cli/ the command line (a client of the HTTP API). The arrows point down only.
+  ...runtimeRule(['src/core/**/*.ts'], 'src/core/ is shared by the API and the activities: it imports nothing of the API, the worker, the embedded servers or the CLI', ['api', 'worker', 'embedded', 'cli'], ['activities', 'workflows'], ['fastify', '@fastify/*', '@temporalio/worker', '@temporalio/activity', 'ws']),
+  ...runtimeRule(['activities/**/*.ts'], 'activities run in the worker: they import src/core/ and task/, nothing of the API process', ['api', 'worker', 'embedded', 'cli'], [], ['fastify', '@fastify/*', '@temporalio/worker', 'ws']),
+  ...runtimeRule(['src/api/**/*.ts'], 'src/api/ is the API process: it reaches the worker only through Temporal', ['worker', 'embedded', 'cli'], ['activities'], ['@temporalio/worker', '@temporalio/activity']),
+  ...runtimeRule(['src/worker/**/*.ts'], 'src/worker/ runs the workflows and activities: nothing of the API process', ['api', 'embedded', 'cli'], [], ['fastify', '@fastify/*']),
+  ...runtimeRule(['src/embedded/**/*.ts'], 'src/embedded/ starts the embedded servers: nothing of the API or the worker', ['api', 'worker', 'cli'], ['activities', 'workflows'], ['fastify', '@fastify/*']),
+  ...runtimeRule(['src/cli/**/*.ts'], 'the CLI is a client of the HTTP API: it shares types and task/, not the processes', ['api', 'worker', 'embedded'], ['activities', 'workflows'], ['fastify', '@fastify/*', '@temporalio/worker', '@temporalio/activity', 'pg']),
   {
     files: ['workflows/**/*.ts'],
     rules: {
@@ -95,3 +105,21 @@ export default tseslint.config(
     },
   },
 );
+
+/**
+ * One runtime's import rule: none of the named src/ folders, top folders or packages (each at any depth of
+ * relative path).
+ */
+function runtimeRule(files, message, srcFolders, topFolders, packages) {
+  const up = ['..', '../..', '../../..', '../../../..'];
+  const group = [
+    ...srcFolders.flatMap((f) => up.flatMap((u) => [`${u}/${f}`, `${u}/${f}/*`, `${u}/${f}/**`, `${u}/src/${f}`, `${u}/src/${f}/*`, `${u}/src/${f}/**`])),
+    ...topFolders.flatMap((f) => up.flatMap((u) => [`${u}/${f}`, `${u}/${f}/*`, `${u}/${f}/**`])),
+  ];
+  return [{
+    files,
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group, message }, ...(packages.length ? [{ group: packages, message }] : [])] }],
+    },
+  }];
+}

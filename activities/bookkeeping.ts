@@ -1,14 +1,14 @@
 /** The activities that write PostgreSQL: the task projection, holds, and the settlement ledger. */
 import type { Pool, PoolClient } from 'pg';
-import { appendCall, appendParams, type LoggedEvent, type NewEvent, type StoredRow, storedEvents } from '../src/events/event-log';
-import type { EventHub } from '../src/events/hub';
-import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/ledger/postings';
-import { prepared } from '../src/db/pool';
-import { inTransaction } from '../src/db/tx';
+import { appendCall, appendParams, type LoggedEvent, type NewEvent, type StoredRow, storedEvents } from '../src/core/events/event-log';
+import type { EventHub } from '../src/core/events/hub';
+import { ensureAccount, requesterAccount, type UnfundedPolicy } from '../src/core/ledger/postings';
+import { prepared } from '../src/core/db/pool';
+import { inTransaction } from '../src/core/db/tx';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../task/contracts';
-import { settledMinor, tasksEnded, tasksStarted } from '../src/metrics';
+import { settledMinor, tasksEnded, tasksStarted } from '../src/core/metrics';
 import { stateLabel } from '../task/rules';
-import { degradeIfFailing } from '../src/trust/work-health';
+import { degradeIfFailing } from '../src/core/trust/work-health';
 
 /**
  * Upserts the task's projection row and appends the state change to the task's event log, in one statement

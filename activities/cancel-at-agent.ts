@@ -1,6 +1,6 @@
 import { Task } from '@a2a-js/sdk';
 import type { AgentEndpoint } from '../task/contracts';
-import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../src/agents/agent-client';
+import { agentAnswered, agentClient, type AgentLink, type HttpTrace } from '../src/core/agents/agent-client';
 import { classify } from './forward-message';
 
 export interface CancelAtAgentArgs {

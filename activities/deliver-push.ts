@@ -10,19 +10,19 @@ import { StreamResponse } from '@a2a-js/sdk';
 import { V03PushNotificationSerializer } from '@a2a-js/sdk/compat/v0_3/server';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { closesStream, headSeq, readEvents, type LoggedEvent } from '../src/events/event-log';
+import { closesStream, headSeq, readEvents, type LoggedEvent } from '../src/core/events/event-log';
 import type { StreamEvent } from '../task/wire';
-import { followEvents } from '../src/events/follow';
-import type { EventHub } from '../src/events/hub';
-import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../src/push/signing';
-import { PushStore, type PushConfig } from '../src/push/store';
-import { isHmacScheme } from '../src/push/params';
-import { pushDeliveries } from '../src/metrics';
+import { followEvents } from '../src/core/events/follow';
+import type { EventHub } from '../src/core/events/hub';
+import { DELIVERY_HEADERS, signDelivery, signingKey, type SigningKey } from '../src/core/push/signing';
+import { PushStore, type PushConfig } from '../src/core/push/store';
+import { isHmacScheme } from '../src/core/push/params';
+import { pushDeliveries } from '../src/core/metrics';
 import { pushBody01 } from '../task/v01-events';
 
 export interface DeliverPushDeps {
   pool: Pool;
-  /** The guarded outbound fetch (src/http/outbound.ts): webhook URLs are user input. */
+  /** The guarded outbound fetch (src/core/http/outbound.ts): webhook URLs are user input. */
   fetch: typeof fetch;
   hub: EventHub;
   /** The JWT `iss`: the gateway's public URL when it has one. Default 'switchboard'. */

@@ -20,12 +20,12 @@
  * that voids the previous attempt's partial output, so readers drop it instead of seeing it twice.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { childTasksLinked } from '../src/db/task-store';
+import { childTasksLinked } from '../src/core/db/task-store';
 import { finalOfFirstTurn, isTerminal } from '../task/rules';
 import { DEFAULT_RETRY, FIRST_EXCHANGE_MS, type FirstExchange, type ForwardResult, type NewEvent, type TaskRecord } from '../task/contracts';
-import { EventSink } from '../src/events/event-sink';
+import { EventSink } from '../src/core/events/event-sink';
 import { answeredBefore, finishTask, recordTask } from './bookkeeping';
-import { tasksStarted } from '../src/metrics';
+import { tasksStarted } from '../src/core/metrics';
 import type { ForwardArgs, ForwardDeps } from './forwarding/args';
 import { classify, writeFailed } from './forwarding/classify';
 import { voidPreviousAttempt } from './forwarding/results';
@@ -252,7 +252,7 @@ function startTurn(ctx: Context, deps: ForwardDeps, args: ForwardArgs, firstExch
   // A fresh task's first turn sent here at once (a stream's, or a send with returnImmediately) writes its `working` row
   // now, but logs the change only once the agent has named its task (Turn.named) or the turn ends: an agent that
   // answers with a Message makes no task, and the log shows none (submitted → completed), so a stream of the exchange
-  // can be that Message alone (src/a2a/task-stream.ts followExchange). Its first answer is due within the attempt
+  // can be that Message alone (src/api/a2a/task-stream.ts followExchange). Its first answer is due within the attempt
   // timeout: the hold's backstop.
   turn.holdsStart = !firstExchange && attempt === 1 && args.record?.version === 1 && !args.attach && !args.adopt && !args.attemptsBefore;
   if (args.record && turn.holdsStart) {

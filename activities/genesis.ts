@@ -1,6 +1,6 @@
 /**
  * Delivers one published Genesis EVENT to one subscriber: one POST of the envelope (decrypted), signed like a
- * push delivery (src/push/signing.ts: the gateway's ES256 JWT over the body, with a delivery id), through the
+ * push delivery (src/core/push/signing.ts: the gateway's ES256 JWT over the body, with a delivery id), through the
  * guarded outbound fetch. The workflow (workflows/genesis-events.ts) gives the retry policy the guarantee asks
  * for; this activity refuses to send past the envelope's TTL, and never sends again once a POST was acknowledged.
  *
@@ -9,11 +9,11 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { GenesisStore, responseFollowId } from '../src/genesis/store';
-import type { EventHub } from '../src/events/hub';
-import { signDelivery, signingKey } from '../src/push/signing';
-import { type GenesisLink, envelopeFrom } from '../src/agents/transports/genesis';
-import { type DeliveryGuarantee, type Encryption, decryptFields, encryptFields, pairKey, signEnvelope, verifySignature } from '../src/genesis/envelope';
+import { GenesisStore, responseFollowId } from '../src/core/genesis/store';
+import type { EventHub } from '../src/core/events/hub';
+import { signDelivery, signingKey } from '../src/core/push/signing';
+import { type GenesisLink, envelopeFrom } from '../src/core/agents/transports/genesis';
+import { type DeliveryGuarantee, type Encryption, decryptFields, encryptFields, pairKey, signEnvelope, verifySignature } from '../src/core/genesis/envelope';
 
 export interface GenesisDeliveryDeps {
   pool: Pool;
@@ -114,7 +114,7 @@ function activityAttempt(): number {
 }
 
 /**
- * What the forwarding's Genesis transport (src/agents/transports/genesis.ts) asks of Switchboard about one agent:
+ * What the forwarding's Genesis transport (src/core/agents/transports/genesis.ts) asks of Switchboard about one agent:
  * envelopes signed with the agent's Genesis secret (the one it shares with Switchboard: the seed's signMessage) and
  * encrypted with the pair key derived from it; the agent's RESPONSEs checked and opened with it; and the RESPONSE
  * it POSTed to /genesis/messages for a request that came through there, or that the gateway made and kept (its row

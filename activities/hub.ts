@@ -10,9 +10,9 @@
  */
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import type { AgentHub } from '../src/hub/hub';
-import { messageToHub } from '../src/hub/frames';
-import { type TurnKey, turnKeyText } from '../src/hub/turns';
+import type { HubLink } from '../src/core/hub/turns';
+import { messageToHub } from '../src/core/hub/frames';
+import { type TurnKey, turnKeyText } from '../src/core/hub/turns';
 import type { ForwardResult } from '../task/contracts';
 import type { ForwardArgs } from './forward-message';
 
@@ -61,7 +61,7 @@ export function turnFrame(method: 'tasks/send' | 'message/send', args: ForwardAr
   };
 }
 
-export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<ForwardResult> {
+export async function hubForward(hub: HubLink, args: ForwardArgs): Promise<ForwardResult> {
   const ctx = Context.current();
   const agentId = args.agentId ?? '';
   const key: TurnKey = { tenant: args.tenant, taskId: args.gatewayTaskId, messageId: args.message.messageId };
@@ -96,9 +96,9 @@ export async function hubForward(hub: AgentHub, args: ForwardArgs): Promise<Forw
 
 /**
  * Sends tasks/cancel over the agent's socket in this process, unless the agent was told already (it reconnected
- * meanwhile, and the hub told it: src/hub/hub.ts tellCancels).
+ * meanwhile, and the hub told it: src/api/hub/hub.ts tellCancels).
  */
-export async function hubCancel(hub: AgentHub, args: { tenant: string; agentId: string; taskId: string }): Promise<void> {
+export async function hubCancel(hub: HubLink, args: { tenant: string; agentId: string; taskId: string }): Promise<void> {
   const c = hub.connection(args.tenant, args.agentId);
   if (!c) throw ApplicationFailure.retryable('the agent is not connected to this Switchboard process', 'AgentUnavailable');
   if (!(await hub.turns.claimCancelOf(args.tenant, args.taskId))) return;

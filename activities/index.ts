@@ -2,14 +2,14 @@
  * The activities of the task workflow, bound to their dependencies. Workflows import this module's *type* only.
  */
 import type { Pool } from 'pg';
-import { DEFAULT_REFRESH_POLICY, type RefreshPolicy } from '../src/agents/refresh';
-import { TaskHealth } from '../src/agents/task-health';
-import type { AgentCredentials } from '../src/agents/agent-credentials';
-import type { GrpcChannels } from '../src/http/outbound-grpc';
-import type { AgentLink } from '../src/agents/agent-client';
+import { DEFAULT_REFRESH_POLICY, type RefreshPolicy } from '../src/core/agents/refresh';
+import { TaskHealth } from '../src/core/agents/task-health';
+import type { AgentCredentials } from '../src/core/agents/agent-credentials';
+import type { GrpcChannels } from '../src/core/http/outbound-grpc';
+import type { AgentLink } from '../src/core/agents/agent-client';
 import type { AgentPushDeps } from './push-follow';
-import { EventHub } from '../src/events/hub';
-import type { UnfundedPolicy } from '../src/ledger/postings';
+import { EventHub } from '../src/core/events/hub';
+import type { UnfundedPolicy } from '../src/core/ledger/postings';
 import type { HoldRequest, SettlementRequest, TaskRecord } from '../task/contracts';
 import type { CertificationOutcome } from '../task/contracts';
 import { type FinishOptions, finishTask, holdFunds, recordTask, settleTask } from './bookkeeping';
@@ -17,20 +17,20 @@ import { cancelAtAgent, type CancelAtAgentArgs } from './cancel-at-agent';
 import { recordCertification } from './certification';
 import { deliverPush, type DeliverPushArgs } from './deliver-push';
 import { deliverGenesisEvent, finishGenesisDelivery, genesisLink, type GenesisDeliveryArgs, type GenesisDeliveryFinal } from './genesis';
-import { GenesisStore } from '../src/genesis/store';
+import { GenesisStore } from '../src/core/genesis/store';
 import { createRegistryActivities } from './registry';
 import { forwardFirstExchange, forwardMessage, type ForwardArgs } from './forward-message';
 import { hubCancel, hubForward, hubQueueOf, type HubQueueArgs } from './hub';
-import type { AgentHub } from '../src/hub/hub';
+import type { HubLink } from '../src/core/hub/turns';
 import { cancelChildTask, type CancelChildArgs } from './jobs';
 import { endOrphanedTasks } from './orphans';
 import { purgeExpiredTasks } from './retention';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { forwardAttempts, forwardDuration, forwardRetries } from '../src/metrics';
+import { forwardAttempts, forwardDuration, forwardRetries } from '../src/core/metrics';
 
 export interface ActivityDeps {
   pool: Pool;
-  /** The guarded outbound fetch (src/http/outbound.ts): every call to an agent goes through it. */
+  /** The guarded outbound fetch (src/core/http/outbound.ts): every call to an agent goes through it. */
   fetch: typeof fetch;
   /** The guarded gRPC channels (Outbound.grpc): agents called over gRPC go through them. */
   grpc?: GrpcChannels;
@@ -63,7 +63,7 @@ export interface ActivityDeps {
 export function createActivities({
   pool, fetch, grpc, hub = new EventHub(), issuer, unfundedAccounts = 'enforce', registryPolicy, credentials, agentPush, retentionMs = 30 * 86_400_000, inputTimeoutMs = 7 * 86_400_000, drain,
 }: ActivityDeps) {
-  // The agents' health follows what their tasks' requests meet (src/agents/task-health.ts).
+  // The agents' health follows what their tasks' requests meet (src/core/agents/task-health.ts).
   const health = new TaskHealth(pool, { downAfterFailures: registryPolicy?.downAfterFailures ?? DEFAULT_REFRESH_POLICY.downAfterFailures, warn: activityWarn });
   // How to reach one agent: Switchboard's guarded transports, presenting that agent's credential (if it has one).
   const genesis = new GenesisStore(pool, credentials?.box);
@@ -123,10 +123,10 @@ const ORPHAN_CANCEL_MS = 10_000;
 /** The certification workflow's activities: the task path's forwarding, and recording the outcome. */
 export type CertificationActivities = Pick<ReturnType<typeof createActivities>, 'forwardMessage' | 'recordCertification'>;
 /**
- * The activities of this process's hub worker (its own task queue, src/hub/hub.ts): forwarding turns to the
+ * The activities of this process's hub worker (its own task queue, src/api/hub/hub.ts): forwarding turns to the
  * agents whose sockets this process holds.
  */
-export function createHubActivities(hub: AgentHub) {
+export function createHubActivities(hub: HubLink) {
   return {
     hubForward: (args: ForwardArgs) => measuredForward(args, () => hubForward(hub, args)),
     hubCancel: async (args: { tenant: string; agentId: string; taskId: string }) => hubCancel(hub, args),

@@ -1,6 +1,6 @@
 /**
  * A first message claimed at the front door whose task workflow never started: its process died between the claim
- * and the start (src/a2a/task-intake.ts `prepare`, then the gateway's `start`), or lost Temporal then and its client never
+ * and the start (src/api/a2a/task-intake.ts `prepare`, then the gateway's `start`), or lost Temporal then and its client never
  * sent the message again. Nothing of such a task is in Temporal and the projection has no row, so without this its
  * `GetTask` would answer -32001 for ever, though its client may know it (a stream shows the submitted task first).
  *
@@ -12,10 +12,10 @@
  * start from.
  */
 import type { Pool } from 'pg';
-import { findAgent, forwardingEndpoint } from '../src/agents/registry';
-import type { UnrecordedClaim } from '../src/db/task-store';
-import { findTask, parentOfTask } from '../src/db/task-store';
-import { readEvents } from '../src/events/event-log';
+import { findAgent, forwardingEndpoint } from '../src/core/agents/registry';
+import type { UnrecordedClaim } from '../src/core/db/task-store';
+import { findTask, parentOfTask } from '../src/core/db/task-store';
+import { readEvents } from '../src/core/events/event-log';
 import { PATCH_LEVEL, type SendMessageArgs, type TaskInput } from '../task/contracts';
 import type { WireTask } from '../task/wire';
 

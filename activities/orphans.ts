@@ -19,14 +19,14 @@
  */
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { findAgent, forwardingEndpoint } from '../src/agents/registry';
+import { findAgent, forwardingEndpoint } from '../src/core/agents/registry';
 import { type TaskDefaults, leftTaskOf } from './left-claims';
-import { findTask, parentOfTask, releaseClaim, unrecordedClaims } from '../src/db/task-store';
-import { readEvents } from '../src/events/event-log';
-import type { EventHub } from '../src/events/hub';
-import type { UnfundedPolicy } from '../src/ledger/postings';
-import { orphanQuery } from '../src/temporal/orphan-sweep';
-import { agentTaskOfClosedRun, startLeftTask } from '../src/temporal/task-gateway';
+import { findTask, parentOfTask, releaseClaim, unrecordedClaims } from '../src/core/db/task-store';
+import { readEvents } from '../src/core/events/event-log';
+import type { EventHub } from '../src/core/events/hub';
+import type { UnfundedPolicy } from '../src/core/ledger/postings';
+import { orphanQuery } from '../src/core/temporal/orphan-sweep';
+import { agentTaskOfClosedRun, startLeftTask } from '../src/core/temporal/task-gateway';
 import { agentTaskIsGatewayTask } from '../task/contracts';
 import { SA_AGENT } from '../task/messages';
 import { isTerminal, stateLabel } from '../task/rules';

@@ -1,14 +1,14 @@
 /**
- * Following an agent's task by its push notifications (src/push/agent-push.ts): the push config sent with the
+ * Following an agent's task by its push notifications (src/core/push/agent-push.ts): the push config sent with the
  * message, and the wake-ups the webhook sends this activity (through the process's EventHub, which hears other
  * processes by NOTIFY). A wake-up only says "look now": the activity then reads the task with GetTask, and polls
  * as well, every `fallbackPollMs`, so a lost push costs latency, not the task. An agent whose pushes do not arrive
  * (PushReach) is polled like one that does not push, until a push of it arrives again.
  */
-import type { EventHub } from '../src/events/hub';
-import type { AgentPushNotice } from '../src/events/hub';
-import { type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/push/agent-push';
-import type { PushReach } from '../src/push/push-reach';
+import type { EventHub } from '../src/core/events/hub';
+import type { AgentPushNotice } from '../src/core/events/hub';
+import { type AgentPushTokens, PUSH_CONFIG_ID, agentPushPath, followIdOf } from '../src/core/push/agent-push';
+import type { PushReach } from '../src/core/push/push-reach';
 
 export interface AgentPushDeps {
   tokens: AgentPushTokens;

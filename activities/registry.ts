@@ -1,18 +1,18 @@
 /**
- * The registry's activities: the refresh of one agent, and of every agent due (src/agents/refresh.ts does the
+ * The registry's activities: the refresh of one agent, and of every agent due (src/core/agents/refresh.ts does the
  * work). Kept apart from the task activities so that the refresh policy and the trusted key origins are its own
  * dependencies.
  */
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/agents/refresh';
-import type { AgentCredentials } from '../src/agents/agent-credentials';
-import type { GrpcChannels } from '../src/http/outbound-grpc';
+import { refreshAgent, type RefreshPolicy, type RefreshResult } from '../src/core/agents/refresh';
+import type { AgentCredentials } from '../src/core/agents/agent-credentials';
+import type { GrpcChannels } from '../src/core/http/outbound-grpc';
 import type { AgentRefreshArgs } from '../task/contracts';
 
 export interface RegistryActivityDeps {
   pool: Pool;
-  /** The guarded outbound fetch (src/http/outbound.ts). */
+  /** The guarded outbound fetch (src/core/http/outbound.ts). */
   fetch: typeof fetch;
   /** The guarded gRPC channels (Outbound.grpc), for probing agents called over gRPC. */
   grpc?: GrpcChannels;

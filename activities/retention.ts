@@ -9,7 +9,7 @@
  * Paused and working tasks are never candidates: only terminal rows are (tasks_expiring index). The ledger, trust
  * events and audit trail are kept; purged_tasks records each purged task for reconcile.
  *
- * Run by the retention sweep's Temporal Schedule (workflows/retention-workflow.ts, src/temporal/retention-sweep.ts).
+ * Run by the retention sweep's Temporal Schedule (workflows/retention-workflow.ts, src/core/temporal/retention-sweep.ts).
  */
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';

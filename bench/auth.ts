@@ -92,7 +92,7 @@ export async function benchAuth(gw: Gateway, agentUrl: string, deadline: number)
   }));
 
   // A key's first call: its lookup misses the cache (one indexed query on the key hash).
-  const { KeyStore } = await import('../src/auth/keys');
+  const { KeyStore } = await import('../src/core/auth/keys');
   const store = new KeyStore(gw.db.pool);
   const first: number[] = [];
   for (let i = 0; i < 50; i++) {

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
-import { workflowBundleOptions } from '../src/worker';
+import { workflowBundleOptions } from '../src/worker/worker';
 import { turn } from './floor-workflows';
 import { formatProcessCpu, type ProcessCpu, processMeter } from './processes';
 import { cpuMeter, type GroupCpu } from './threads';

@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { Envelope, EnvelopeHeader, decryptFields, encryptFields, pairKey, signEnvelope, verifySignature } from '../src/genesis/envelope';
+import { Envelope, EnvelopeHeader, decryptFields, encryptFields, pairKey, signEnvelope, verifySignature } from '../src/core/genesis/envelope';
 import type { Gateway } from '../test/helpers/harness';
 
 const int = (name: string, d: number) => Number(process.env[name] ?? d);

@@ -21,13 +21,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'pg';
-import { migrate } from '../src/db/migrate';
-import { findTask, listTasks } from '../src/db/task-store';
-import { readEvents } from '../src/events/event-log';
-import { claimWithinQuota } from '../src/auth/quotas';
-import { reconcile } from '../src/ledger/reconcile';
-import { AgentRegistry } from '../src/agents/registry';
-import { createOutbound } from '../src/http/outbound';
+import { migrate } from '../src/core/db/migrate';
+import { findTask, listTasks } from '../src/core/db/task-store';
+import { readEvents } from '../src/core/events/event-log';
+import { claimWithinQuota } from '../src/core/auth/quotas';
+import { reconcile } from '../src/core/ledger/reconcile';
+import { AgentRegistry } from '../src/core/agents/registry';
+import { createOutbound } from '../src/core/http/outbound';
 import { fill, recentActivity, SEARCH_WORD, TENANT, TERMINAL, workingSet } from './growth-data';
 
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);

@@ -14,8 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { COMPILED, REPO_ROOT } from '../src/paths';
-import { freePort } from '../src/net';
+import { COMPILED, REPO_ROOT } from '../src/core/paths';
+import { freePort } from '../src/embedded/net';
 
 /** Where TAG's binaries are looked for: BENCH_TAG_DIR, else the machine's shared tools cache (as scripts/ensure-tag.sh). */
 export function tagDir(): string {

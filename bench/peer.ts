@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { temporal as proto } from '@temporalio/proto';
 import type { Client } from '@temporalio/client';
-import { REPO_ROOT } from '../src/paths';
+import { REPO_ROOT } from '../src/core/paths';
 import { workflowIdOf } from '../task/messages';
 import { getTaskCalls, type PhaseResult, runTasks, type Target } from './peer-load';
 import { type PeerStack, startPeerStack, tagBinaries, tagDir } from './peer-stack';

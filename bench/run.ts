@@ -9,7 +9,7 @@
  * (bench/threads.ts), and the workflow tasks each task took (counted from workflow history).
  *
  * Env: BENCH_N1 (calls at c=1, default 200), BENCH_N32 (calls at c=32, default 1000), BENCH_WARMUP (default 20),
- * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_WORKER_OPTIONS (the in-process worker's settings, JSON: src/worker.ts WorkerTuning), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
+ * BENCH_BUDGET_S (whole-run budget, default 600: scenarios stop early past it), BENCH_WORKER_OPTIONS (the in-process worker's settings, JSON: src/worker/worker.ts WorkerTuning), BENCH_ONLY (`tasks`, `timeline` (bench/timeline.ts: where c=1 latency goes, beside the floor; also part of tasks), `streaming`,
  * `search` (bench/search.ts, then hybrid search with embeddings on: bench/search-hybrid.ts, BENCH_HYBRID_AGENTS, BENCH_HYBRID_DIMS, BENCH_HYBRID_N; BENCH_EMBEDDINGS=0 skips it), `routing`, `auth`, `bindings`, `genesis`, `nanda`, `hub`, `fairness` (bench/fairness.ts: BENCH_FAIR_RATE, BENCH_FAIR_S, BENCH_FAIR_FLOODERS), `peer` (bench/peer.ts: beside the peer gateway TAG, in processes of their own; BENCH_PEER_ROUNDS, BENCH_PEER_N1, BENCH_PEER_N16, BENCH_TAG_DIR; part of a full run only when TAG is built, scripts/ensure-tag.sh), `paused` or `growth`: run only that part; growth is bench/growth.ts (BENCH_GROWTH_*, PostgreSQL only, not part of a full run); paused is bench/paused.ts, BENCH_PAUSED_N, not part of a full run; hub is bench/hub.ts, BENCH_HUB_N1/N8; nanda is bench/nanda.ts, BENCH_NANDA_N; routing is bench/routing.ts, BENCH_ROUTING_N; auth is bench/auth.ts, BENCH_AUTH_N; bindings is bench/bindings.ts, BENCH_BINDINGS_N1/N8; genesis is bench/genesis.ts, BENCH_GENESIS_N/EVENTS), the BENCH_STREAM_* knobs in bench/streaming.ts, BENCH_START_TPS (the c=32 tasks/s that the code at the start of issue 13, 0403cc2, measures on this box with its own `npm run bench`: the 3× target is reported against it), TEMPORAL_CLI, DATABASE_URL.
  */
 import { execFileSync } from 'node:child_process';
@@ -35,8 +35,8 @@ import { instrumentWorkflowThreads } from './memory';
 import { PHASES, type Phase, profilePhases } from './phases';
 import { formatProcessCpu } from './processes';
 import { cpuMeter } from './threads';
-import { COMPILED, REPO_ROOT } from '../src/paths';
-import { admissionOf, loadConfig } from '../src/config';
+import { COMPILED, REPO_ROOT } from '../src/core/paths';
+import { admissionOf, loadConfig } from '../src/core/config';
 import { sqlMeter } from './sql-count';
 import { measureTimeline, printTimeline, type TimelineReport } from './timeline';
 
@@ -59,7 +59,7 @@ const TARGET_FLOOR_TPS_RATIO = 0.5;
 const TARGET_START_TPS_RATIO = 3;
 const START_TPS = Number(process.env.BENCH_START_TPS ?? NaN);
 const ONLY = process.env.BENCH_ONLY ?? '';
-/** BENCH_WORKER_OPTIONS: the worker's settings to measure (JSON, src/worker.ts WorkerTuning), e.g. {"maxCachedWorkflows":1000}. */
+/** BENCH_WORKER_OPTIONS: the worker's settings to measure (JSON, src/worker/worker.ts WorkerTuning), e.g. {"maxCachedWorkflows":1000}. */
 const workerTuning = () => (process.env.BENCH_WORKER_OPTIONS ? { workerTuning: JSON.parse(process.env.BENCH_WORKER_OPTIONS) as Record<string, unknown> } : {});
 const PARTS = ['tasks', 'timeline', 'streaming', 'search', 'routing', 'auth', 'bindings', 'genesis', 'nanda', 'hub', 'fairness', 'peer', 'paused', 'growth'];
 if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: expected one of ${PARTS.join(', ')}`);

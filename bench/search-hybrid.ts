@@ -17,11 +17,11 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'pg';
-import { migrate } from '../src/db/migrate';
-import { AgentRegistry } from '../src/agents/registry';
-import { CardEmbedder } from '../src/agents/card-embedder';
-import { Embeddings } from '../src/agents/embeddings';
-import { createOutbound } from '../src/http/outbound';
+import { migrate } from '../src/core/db/migrate';
+import { AgentRegistry } from '../src/core/agents/registry';
+import { CardEmbedder } from '../src/core/agents/card-embedder';
+import { Embeddings } from '../src/core/agents/embeddings';
+import { createOutbound } from '../src/core/http/outbound';
 import { insertAgents } from './search';
 
 const TENANT = 'default';

@@ -13,10 +13,10 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import Fastify from 'fastify';
 import { Pool } from 'pg';
-import { migrate } from '../src/db/migrate';
-import { AgentRegistry, type AgentSearch } from '../src/agents/registry';
-import { createOutbound } from '../src/http/outbound';
-import { agentRoutes } from '../src/routes/agents';
+import { migrate } from '../src/core/db/migrate';
+import { AgentRegistry, type AgentSearch } from '../src/core/agents/registry';
+import { createOutbound } from '../src/core/http/outbound';
+import { agentRoutes } from '../src/api/routes/agents';
 
 const int = (name: string, def: number) => (process.env[name] ? Number.parseInt(process.env[name]!, 10) : def);
 const TENANT = 'default';

@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { startTemporal } from '../test/helpers/harness';
 import { measureFloor, printFloor } from './floor';
-import { REPO_ROOT } from '../src/paths';
+import { REPO_ROOT } from '../src/core/paths';
 
 process.env.TEMPORAL_CLI ||= execFileSync('bash', [path.join(REPO_ROOT, 'scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim().split('\n').pop();
 

@@ -10,8 +10,8 @@ import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import type { Client as A2AClient } from '@a2a-js/sdk/client';
 import { type Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, type NativeConnection, Worker } from '@temporalio/worker';
-import { TaskGateway } from '../src/temporal/task-gateway';
-import { workflowBundleOptions } from '../src/worker';
+import { TaskGateway } from '../src/core/temporal/task-gateway';
+import { workflowBundleOptions } from '../src/worker/worker';
 import { workflowIdOf } from '../task/messages';
 import { turn } from './floor-workflows';
 

@@ -4,8 +4,8 @@
 //   2. the files the code reads beside itself (SQL migrations, the console page) are copied next to it;
 //   3. the workflow code is bundled once, here, instead of by webpack at every worker start: one bundle per set of
 //      worker plugins Switchboard runs with (none; OpenTelemetry's, which adds its workflow interceptors), and per
-//      failure converter (the SDK's; with SWITCHBOARD_PAYLOAD_KEY, src/temporal/failure-converter.ts's, which seals
-//      failures' messages), named as src/worker.ts's workflowBundleFile looks them up;
+//      failure converter (the SDK's; with SWITCHBOARD_PAYLOAD_KEY, src/core/temporal/failure-converter.ts's, which seals
+//      failures' messages), named as src/worker/worker.ts's workflowBundleFile looks them up;
 //   4. dist/.built is written last (dated when the build began), so an interrupted build is redone; all of it is
 //      built in .dist-next/ and then swapped for dist/.
 // `--if-stale` (npm's pre-script for start and bench, after ensure-deps.js) builds only when dist/ is missing or a
@@ -22,8 +22,8 @@ const dist = path.join(root, 'dist');
 const stamp = path.join(dist, '.built');
 /** What the build reads: a change to any of these makes dist/ stale. bench/ imports test/helpers and test/agents. */
 const SOURCES = ['task', 'src', 'workflows', 'activities', 'bench', 'test/helpers', 'test/agents', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'scripts/build.js', 'scripts/progress.js'];
-/** Files read at run time from beside the code (src/db/migrate.ts, src/routes/console.ts). */
-const ASSETS = ['src/db/migrations', 'src/console'];
+/** Files read at run time from beside the code (src/core/db/migrate.ts, src/api/routes/console.ts). */
+const ASSETS = ['src/core/db/migrations', 'src/api/console'];
 
 const mtime = (file) => statSync(file, { throwIfNoEntry: false })?.mtimeMs;
 
@@ -94,19 +94,19 @@ async function buildInto(started, shown) {
   const { OpenTelemetryPlugin } = require('@temporalio/interceptors-opentelemetry');
   const { Resource } = require('@opentelemetry/resources');
   const { NoopSpanProcessor } = require('@opentelemetry/sdk-trace-base');
-  // The plugin sets main.ts gives the worker: none, or src/tracing-sdk.ts's when tracing is configured. A plugin
+  // The plugin sets main.ts gives the worker: none, or src/core/tracing-sdk.ts's when tracing is configured. A plugin
   // contributes its workflow interceptor modules to the bundle whatever its options, so placeholders do here.
   const pluginSets = [[], [new OpenTelemetryPlugin({ resource: new Resource({}), spanProcessor: new NoopSpanProcessor() })]];
   let bundle = 0;
   for (const plugins of pluginSets) {
     for (const sealedFailures of [false, true]) {
       shown.step(`bundling the workflow code (webpack), ${++bundle} of ${pluginSets.length * 2}`);
-      // From the TypeScript sources, as the tests and the replay test bundle them (src/worker.ts workflowBundleOptions):
+      // From the TypeScript sources, as the tests and the replay test bundle them (src/worker/worker.ts workflowBundleOptions):
       // the same code, and the inline source map points Temporal UI's workflow stack traces at workflows/*.ts.
       const { code } = await bundleWorkflowCode({
         workflowsPath: path.join(root, 'workflows'),
         preloadModules: [path.join(root, 'workflows/sandbox.ts')],
-        ...(sealedFailures ? { failureConverterPath: path.join(root, 'src/temporal/failure-converter.ts') } : {}),
+        ...(sealedFailures ? { failureConverterPath: path.join(root, 'src/core/temporal/failure-converter.ts') } : {}),
         logger: new DefaultLogger('WARN'),
         plugins,
       });

@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
-import { workflowBundleOptions } from '../src/worker';
+import { workflowBundleOptions } from '../src/worker/worker';
 
 async function main(dir: string): Promise<void> {
   for (const sealed of [false, true]) {

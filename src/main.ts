@@ -15,31 +15,31 @@ import { Client } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
-import { createPool } from './db/pool';
-import { createLogger, temporalLogger } from './log';
+import { createPool } from './core/db/pool';
+import { createLogger, temporalLogger } from './core/log';
 import type { FastifyInstance } from 'fastify';
-import { type Config, ConfigError, admissionOf, codecCorsOriginsOf, connectionLimitsOf, embeddingsOf, hubSettingsOf, loadConfig, mcpSettingsOf, quotaDefaultsOf, streamSettingsOf } from './config';
-import { migrate } from './db/migrate';
-import { startEmbeddedPostgres } from './db/embedded';
-import { RefreshScheduler } from './agents/refresh-schedules';
-import { EventHub } from './events/hub';
-import { createOutbound, type Outbound } from './http/outbound';
-import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './temporal/dev-server';
+import { type Config, ConfigError, admissionOf, codecCorsOriginsOf, connectionLimitsOf, embeddingsOf, hubSettingsOf, loadConfig, mcpSettingsOf, quotaDefaultsOf, streamSettingsOf } from './core/config';
+import { migrate } from './core/db/migrate';
+import { startEmbeddedPostgres } from './embedded/postgres';
+import { RefreshScheduler } from './core/agents/refresh-schedules';
+import { EventHub } from './core/events/hub';
+import { createOutbound, type Outbound } from './core/http/outbound';
+import { ensureSearchAttributes, resolveTemporalBinary, startDevServer } from './embedded/temporal';
 import { type AppSettings, type WorkerSettings, createProcess } from './process';
-import { ensureOrphanSweep } from './temporal/orphan-sweep';
-import { ensureRetentionSweep } from './temporal/retention-sweep';
-import { KeyStore } from './auth/keys';
-import { ensureAdminKey } from './auth/admin-key-file';
-import { JwtVerifier } from './auth/jwt';
-import { AgentCredentials, SecretBox } from './agents/agent-credentials';
-import { AgentPushTokens } from './push/agent-push';
-import { PushReach } from './push/push-reach';
-import { EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from './temporal/encryption-codec';
+import { ensureOrphanSweep } from './core/temporal/orphan-sweep';
+import { ensureRetentionSweep } from './core/temporal/retention-sweep';
+import { KeyStore } from './core/auth/keys';
+import { ensureAdminKey } from './core/auth/admin-key-file';
+import { JwtVerifier } from './core/auth/jwt';
+import { AgentCredentials, SecretBox } from './core/agents/agent-credentials';
+import { AgentPushTokens } from './core/push/agent-push';
+import { PushReach } from './core/push/push-reach';
+import { EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from './core/temporal/encryption-codec';
 import { SEARCH_ATTRIBUTES } from '../task/messages';
-import { freePort } from './net';
-import { tracingConfigured } from './tracing';
-import type { Tracing } from './tracing-sdk';
-import { REPO_ROOT } from './paths';
+import { freePort } from './embedded/net';
+import { tracingConfigured } from './core/tracing';
+import type { Tracing } from './core/tracing-sdk';
+import { REPO_ROOT } from './core/paths';
 
 /** What the started steps need undone, run in reverse order on Ctrl-C, SIGTERM or a failed start. */
 class Stops {
@@ -100,7 +100,7 @@ function configOrExit(): Config {
 }
 
 /**
- * Last resort, behind the guards on every socket, stream and timer (src/http/json-guard.ts and issue 32): what
+ * Last resort, behind the guards on every socket, stream and timer (src/core/http/json-guard.ts and issue 32): what
  * slips through is logged at fatal, and the process stays up. Node's advice is to exit, since memory may be left
  * half-changed; but what must not be lost lives in PostgreSQL (a failed transaction rolls back) and Temporal (a
  * failed activity is retried), and what lives here is per connection. Exiting would end every tenant's streams
@@ -145,7 +145,7 @@ function stopOnSignals(stops: Stops, log: Logger): void {
 /** Traces only when there is somewhere to send them; the SDK is not even loaded otherwise. */
 async function startTracing(stops: Stops, log: Logger): Promise<Tracing | undefined> {
   if (!tracingConfigured()) return undefined;
-  const tracing = (await import('./tracing-sdk')).startTracing();
+  const tracing = (await import('./core/tracing-sdk')).startTracing();
   stops.push(() => tracing.shutdown());
   log.info({ endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry traces exported over OTLP');
   return tracing;
@@ -160,7 +160,7 @@ interface Services {
 
 /**
  * The embedded PostgreSQL (without DATABASE_URL) and Temporal dev server (without TEMPORAL_ADDRESS), each in a
- * session of its own (src/child-session.ts), so a terminal's Ctrl-C reaches only this process, which stops them
+ * session of its own (src/embedded/child-session.ts), so a terminal's Ctrl-C reaches only this process, which stops them
  * last: the worker drains and the streams end while they still serve them.
  */
 async function startEmbeddedServices(config: Config, stops: Stops, log: Logger): Promise<Services> {
@@ -288,8 +288,8 @@ async function startProcess(
   stops.atOnce(async () => proc.worker()?.stop());
   stops.push(() => proc.close());
   if (worker) {
-    // Housekeeping in Temporal, one long-lived workflow per job (src/temporal/housekeeping.ts), and the retention
-    // sweep's Schedule (src/temporal/retention-sweep.ts), by the processes that run workers (idempotent, so several may).
+    // Housekeeping in Temporal, one long-lived workflow per job (src/core/temporal/housekeeping.ts), and the retention
+    // sweep's Schedule (src/core/temporal/retention-sweep.ts), by the processes that run workers (idempotent, so several may).
     await ensureOrphanSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_ORPHAN_SWEEP_MS, log);
     await ensureRetentionSweep(client, config.TEMPORAL_TASK_QUEUE, config.SWITCHBOARD_RETENTION_SWEEP_MS, log);
     // The agent-refresh sweep runs (started if missing, e.g. after a new Temporal), and earlier versions' schedules
@@ -356,7 +356,7 @@ async function serveWorkerProbes(config: Config, d: { app: FastifyInstance; wher
   );
 }
 
-/** The api's HTTP server (roles `all` and `api`): the app (src/app.ts) and the gRPC binding beside it. */
+/** The api's HTTP server (roles `all` and `api`): the app (src/api/app.ts) and the gRPC binding beside it. */
 async function serveApi(config: Config, d: { app: FastifyInstance; keys: KeyStore; where: Where }, stops: Stops, log: Logger): Promise<void> {
   const { app, keys } = d;
   const dataDir = resolve(config.SWITCHBOARD_DATA_DIR);

@@ -11,14 +11,14 @@ import type { NativeConnection } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
-import { type AppDeps, type WorkerAppDeps, buildApp, buildWorkerApp } from './app';
-import type { AgentCredentials } from './agents/agent-credentials';
-import type { EventHub } from './events/hub';
-import { AgentHub, type HubSettings } from './hub/hub';
-import type { Outbound } from './http/outbound';
-import type { AgentPushTokens } from './push/agent-push';
-import type { EncryptionCodec } from './temporal/encryption-codec';
-import { type SupervisedWorker, type WorkerDeps, createHubWorker, createWorker, superviseWorker } from './worker';
+import { type AppDeps, type WorkerAppDeps, buildApp, buildWorkerApp } from './api/app';
+import type { AgentCredentials } from './core/agents/agent-credentials';
+import type { EventHub } from './core/events/hub';
+import { AgentHub, type HubSettings } from './api/hub/hub';
+import type { Outbound } from './core/http/outbound';
+import type { AgentPushTokens } from './core/push/agent-push';
+import type { EncryptionCodec } from './core/temporal/encryption-codec';
+import { type SupervisedWorker, type WorkerDeps, createHubWorker, createWorker, superviseWorker } from './worker/worker';
 
 /** What a process's parts share, made by its caller. */
 export interface ProcessDeps {

@@ -11,7 +11,7 @@ export type AgentBinding = 'JSONRPC' | 'HTTP+JSON' | 'GRPC';
  * The dialects Switchboard calls agents in: the two it serves (1.0, and 0.3, which 0.2.x shares on the wire),
  * A2A 0.1 (`tasks/send`, `type` parts, `sessionId`) and NEXUS (`message/send` with `{type, data}` parts,
  * answered `{id, status: "<state>", messages, artifacts}`) and Genesis Nexus (envelopes POSTed to the agent, seed
- * 002). src/agents/agent-client.ts has one transport per dialect.
+ * 002). src/core/agents/agent-client.ts has one transport per dialect.
  */
 export type AgentDialect = Dialect | '0.1' | 'nexus' | 'genesis';
 
@@ -195,7 +195,7 @@ export interface ForwardResult {
   statusMessage?: WireMessage;
   /** The agent's artifacts for the task so far (they replace the previous list). */
   artifacts: WireArtifact[];
-  /** A cost the agent reported in the task's metadata (`metadata.cost`, see src/agents/agent-cost.ts), in minor units. */
+  /** A cost the agent reported in the task's metadata (`metadata.cost`, see src/core/agents/agent-cost.ts), in minor units. */
   costMinor?: number;
   /** The agent's task metadata (its `switchboard` key dropped): kept on the gateway's task for the client. */
   metadata?: Record<string, unknown>;
@@ -266,7 +266,7 @@ export interface TaskRecord {
   event?: NewEvent;
 }
 
-/** An event for the task's log (src/events/event-log.ts). */
+/** An event for the task's log (src/core/events/event-log.ts). */
 export interface NewEvent {
   /** Idempotency key, unique per task: appending the same key twice stores the event once. */
   key: string;

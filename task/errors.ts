@@ -4,7 +4,7 @@
  *
  * ERRORS is the one table of every error a client can see, one row each (A2A 1.0 §5.4, §9.5, §10.6, §11.6): its
  * JSON-RPC code, HTTP status, gRPC status and google.rpc.ErrorInfo reason. Every code is written here and nowhere
- * else; the protocol layer renders a row for a binding and a dialect (src/a2a/error-forms.ts). It imports nothing,
+ * else; the protocol layer renders a row for a binding and a dialect (src/api/a2a/error-forms.ts). It imports nothing,
  * so the workflows, the activities and every room of src/ may read it.
  */
 
@@ -71,7 +71,7 @@ export const ERRORS = {
    */
   HopLimit: own(-32052, 400, 'FAILED_PRECONDITION', 'JOB_LINK_REFUSED'),
   /**
-   * A new task would pass one of the tenant's quotas (open tasks, new tasks per day; src/auth/quotas.ts), or a
+   * A new task would pass one of the tenant's quotas (open tasks, new tasks per day; src/core/auth/quotas.ts), or a
    * hub agent sends frames faster than its rate. The message names the quota and its value. Nothing was started.
    */
   QuotaExceeded: own(-32053, 429, 'RESOURCE_EXHAUSTED', 'QUOTA_EXCEEDED'),
@@ -88,7 +88,7 @@ export const ERRORS = {
   NoSuchEndpoint: own(-32058, 404, 'NOT_FOUND', 'ENDPOINT_NOT_FOUND'),
   BodyTooLarge: own(-32059, 413, 'RESOURCE_EXHAUSTED', 'BODY_TOO_LARGE'),
   /**
-   * An enforced governance policy (NANDA `policy.*`, src/nanda/policies.ts) denies the agent the task would go to.
+   * An enforced governance policy (NANDA `policy.*`, src/core/nanda/policies.ts) denies the agent the task would go to.
    * The message names the policy and the rules broken. Nothing was started.
    */
   PolicyDenied: own(-32060, 403, 'PERMISSION_DENIED', 'POLICY_DENIED'),
@@ -97,7 +97,7 @@ export const ERRORS = {
 export type ErrorName = keyof typeof ERRORS;
 
 /**
- * The MCP server's session errors (src/routes/mcp.ts), as the MCP SDK's own Streamable HTTP transport answers them:
+ * The MCP server's session errors (src/api/routes/mcp.ts), as the MCP SDK's own Streamable HTTP transport answers them:
  * codes of MCP's, in JSON-RPC's server range, which A2A also uses for its own (-32001 is A2A's TaskNotFound). They
  * travel on /mcp only, never on an A2A endpoint.
  */

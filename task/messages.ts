@@ -1,6 +1,6 @@
 /**
  * Every message a task workflow answers, defined once and imported by the workflow and by
- * src/temporal/task-gateway.ts (the only client-side user), and the housekeeping workflows' two (src/temporal/housekeeping.ts).
+ * src/core/temporal/task-gateway.ts (the only client-side user), and the housekeeping workflows' two (src/core/temporal/housekeeping.ts).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
@@ -53,7 +53,7 @@ export const SEARCH_ATTRIBUTES = {
   A2APatchLevel: 'Keyword',
 } as const;
 
-/** Failure types the workflow raises; the gateway maps each to an A2A error (src/a2a/errors.ts). */
+/** Failure types the workflow raises; the gateway maps each to an A2A error (src/api/a2a/errors.ts). */
 export const FailureTypes = {
   TaskTerminal: 'TaskTerminal',
   TaskBusy: 'TaskBusy',

@@ -1,6 +1,6 @@
 /**
- * NEXUS parts ↔ the 1.0 wire form, in one place: the NEXUS client dialect (src/a2a/dialects/nexus.ts) and the NEXUS
- * agent transport (src/agents/transports/nexus.ts) both translate parts with these. Pure functions.
+ * NEXUS parts ↔ the 1.0 wire form, in one place: the NEXUS client dialect (src/api/a2a/dialects/nexus.ts) and the NEXUS
+ * agent transport (src/core/agents/transports/nexus.ts) both translate parts with these. Pure functions.
  *
  * NEXUS's Part (seed 000) is `{type, data}`, `type` free ("text", "image", "file", …) and `data` "any". A part goes
  * through Switchboard as the wire part a 1.0 agent understands (an image URL a file part, say), and its NEXUS type

@@ -164,7 +164,7 @@ export function viewTask(task: WireTask, historyLength?: number, includeArtifact
   return view;
 }
 
-/** Why a task refuses a call now: a failure type (src/a2a/errors.ts maps each to an A2A error) and the reason. */
+/** Why a task refuses a call now: a failure type (src/api/a2a/errors.ts maps each to an A2A error) and the reason. */
 export interface Refusal {
   type: keyof typeof FailureTypes;
   message: string;

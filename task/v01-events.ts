@@ -1,6 +1,6 @@
 /**
  * A2A 0.1 tasks, messages and stream events in their 0.1 shape, from the 1.0 wire form: the 0.1 client dialect
- * (src/a2a/dialects/v01.ts, nexus.ts) answers and streams with them, the push delivery activity
+ * (src/api/a2a/dialects/v01.ts, nexus.ts) answers and streams with them, the push delivery activity
  * (activities/deliver-push.ts) sends them to a 0.1 client's webhook. Pure functions over the wire types.
  */
 import { stateLabel } from './rules';

@@ -1,6 +1,6 @@
 /**
- * A2A 0.1 parts ↔ the 1.0 wire form, in one place: the 0.1 client dialect (src/a2a/dialects/v01.ts), the 0.1
- * agent transport (src/agents/transports/a2a-v01.ts) and the WebSocket hub's frames (src/hub/frames.ts) all
+ * A2A 0.1 parts ↔ the 1.0 wire form, in one place: the 0.1 client dialect (src/api/a2a/dialects/v01.ts), the 0.1
+ * agent transport (src/core/agents/transports/a2a-v01.ts) and the WebSocket hub's frames (src/core/hub/frames.ts) all
  * translate parts with these. Pure functions, no imports but the wire types.
  *
  * 0.1 parts: `{type:"text",text}`, `{type:"data",data}` (data is an object) and

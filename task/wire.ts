@@ -3,7 +3,7 @@
  * JSON, so it travels unchanged through Temporal payloads, the workflow's state, the PostgreSQL projection
  * and the task event log. The 0.3 dialect is converted to and from it by @a2a-js/sdk's compat layer at the
  * edges. Types and constants only, no imports: workflow code, activities, the event log and the front door
- * all import from here (src/a2a/schemas.ts validates input against these shapes).
+ * all import from here (src/api/a2a/schemas.ts validates input against these shapes).
  */
 
 /** The dialects Switchboard speaks: 1.0 (PascalCase methods, ProtoJSON) and 0.3 (namespace/verb methods, `kind`). */

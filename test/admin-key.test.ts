@@ -9,8 +9,8 @@ import { after, before, describe, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DATABASE_URL, type TestDb, createTestDb, startTemporal } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
-import { KeyStore, hashKey } from '../src/auth/keys';
-import { ensureAdminKey } from '../src/auth/admin-key-file';
+import { KeyStore, hashKey } from '../src/core/auth/keys';
+import { ensureAdminKey } from '../src/core/auth/admin-key-file';
 
 const status = async (url: string, key: string) => (await fetch(`${url}/tenants`, { headers: { authorization: `Bearer ${key}` } })).status;
 

@@ -14,12 +14,12 @@ import type { InjectedFault, TestBinding } from './agents/v1';
 import { RPC_PATH } from './agents/harness';
 import { startMutableAgent } from './agents/mutable';
 import { type Gateway, clientFactory, eventually, register, startGateway, textOf } from './helpers/harness';
-import { agentClient, type HttpTrace } from '../src/agents/agent-client';
+import { agentClient, type HttpTrace } from '../src/core/agents/agent-client';
 import { classify } from '../activities/forward-message';
-import { probeEndpoint } from '../src/agents/refresh';
-import { parseAgentCard } from '../src/agents/cards';
-import { createOutbound, OutboundError } from '../src/http/outbound';
-import { parseGrpcTarget, usesTls } from '../src/http/outbound-grpc';
+import { probeEndpoint } from '../src/core/agents/refresh';
+import { parseAgentCard } from '../src/core/agents/cards';
+import { createOutbound, OutboundError } from '../src/core/http/outbound';
+import { parseGrpcTarget, usesTls } from '../src/core/http/outbound-grpc';
 import { PARENT_TASK_HEADER } from '../task/messages';
 import type { AgentEndpoint } from '../task/contracts';
 

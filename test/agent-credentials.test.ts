@@ -14,10 +14,10 @@ import { temporal } from '@temporalio/proto';
 import { AgentPool } from './agents';
 import { type GuardedAgent, startGuardedAgent } from './agents/guarded';
 import { DATABASE_URL, type Gateway, type TestDb, createTestDb, eventually, rpc, startGateway } from './helpers/harness';
-import { AgentCredentials, CredentialError, SecretBox, authorizedFetch } from '../src/agents/agent-credentials';
-import { createOutbound } from '../src/http/outbound';
-import { EventHub } from '../src/events/hub';
-import { generateKeySpec, parseKeyRing } from '../src/temporal/encryption-codec';
+import { AgentCredentials, CredentialError, SecretBox, authorizedFetch } from '../src/core/agents/agent-credentials';
+import { createOutbound } from '../src/core/http/outbound';
+import { EventHub } from '../src/core/events/hub';
+import { generateKeySpec, parseKeyRing } from '../src/core/temporal/encryption-codec';
 
 const V1 = { 'A2A-Version': '1.0' };
 const userMessage = (text: string) => ({ messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] });

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { AgentPool, startEchoAgent, type TestAgent } from './agents';
 import { agentKey, createTestDb, type Gateway, startGateway } from './helpers/harness';
-import { migrate } from '../src/db/migrate';
+import { migrate } from '../src/core/db/migrate';
 
 let gw: Gateway;
 const agents = new AgentPool();

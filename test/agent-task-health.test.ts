@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { AgentPool, startEchoAgent } from './agents';
 import { type Gateway, register, rpc, startGateway } from './helpers/harness';
-import { TaskHealth } from '../src/agents/task-health';
+import { TaskHealth } from '../src/core/agents/task-health';
 
 const BIN = path.join(__dirname, '..', 'bin', 'switchboard.js');
 const V1 = { 'a2a-version': '1.0' };

@@ -14,8 +14,8 @@ import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, eventually, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
-import { prebuiltWorkflowBundle } from '../src/worker';
-import { generateKeySpec } from '../src/temporal/encryption-codec';
+import { prebuiltWorkflowBundle } from '../src/worker/worker';
+import { generateKeySpec } from '../src/core/temporal/encryption-codec';
 import { workflowIdOf } from '../task/messages';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -40,7 +40,7 @@ after(async () => {
 });
 
 test('npm run build writes the compiled server, its assets and a workflow bundle per plugin set; --if-stale then does nothing', () => {
-  for (const file of ['src/main.js', 'src/db/migrations/001_init.sql', 'src/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'workflow-bundle.sealed-failures.js', 'workflow-bundle.OpenTelemetryPlugin.sealed-failures.js', 'bench/run.js']) {
+  for (const file of ['src/main.js', 'src/core/db/migrations/001_init.sql', 'src/api/console/index.html', 'workflow-bundle.js', 'workflow-bundle.OpenTelemetryPlugin.js', 'workflow-bundle.sealed-failures.js', 'workflow-bundle.OpenTelemetryPlugin.sealed-failures.js', 'bench/run.js']) {
     assert.ok(existsSync(path.join(DIST, file)), `dist/${file}`);
   }
   // Progress while it builds (not a terminal here: each step named on its line, a dot every 3 s), then the time.

@@ -8,13 +8,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { codecCorsOriginsOf, loadConfig } from '../src/config';
-import { gatewayEndpoints } from '../src/agents/gateway-card';
-import { migrate } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
+import { codecCorsOriginsOf, loadConfig } from '../src/core/config';
+import { gatewayEndpoints } from '../src/core/agents/gateway-card';
+import { migrate } from '../src/core/db/migrate';
+import { createPool } from '../src/core/db/pool';
 import { DATABASE_URL } from './helpers/harness';
 import { SEARCH_ATTRIBUTES } from '../task/messages';
-import { DYNAMIC_CONFIG } from '../src/temporal/dev-server';
+import { DYNAMIC_CONFIG } from '../src/embedded/temporal';
 
 const root = path.resolve(__dirname, '..');
 const read = (p: string) => readFileSync(path.join(root, p), 'utf8');
@@ -390,13 +390,13 @@ test('every mounted file exists', () => {
   assert.ok(existsSync(path.join(root, dc)), `${dc} is missing`);
   const dynamic = parse(read(dc));
   assert.equal(dynamic['limit.maxIDLength'][0].value, 255);
-  // The same settings as every dev server Switchboard starts (one list, src/temporal/dev-server.ts).
+  // The same settings as every dev server Switchboard starts (one list, src/embedded/temporal.ts).
   for (const [key, value] of Object.entries(DYNAMIC_CONFIG)) assert.equal(dynamic[key]?.[0]?.value, value, `${key} in ${dc}`);
 });
 
 /** A TEMPORAL_CLUSTER_PORT the script accepts (at most 32664) whose ports up to +103 are free now. */
 async function clusterPort(): Promise<number> {
-  const { portIsFree } = await import('../src/net');
+  const { portIsFree } = await import('../src/embedded/net');
   for (;;) {
     const port = 10_000 + Math.floor(Math.random() * 22_000);
     const ports = [0, 1, 2, 3, 10, 20, 100, 101, 102, 103].map((d) => port + d);

@@ -1,5 +1,5 @@
 /**
- * The front door's caches of agents and enforced policies (src/events/config-cache.ts): a change made anywhere
+ * The front door's caches of agents and enforced policies (src/core/events/config-cache.ts): a change made anywhere
  * applies to the next tasks in every gateway process on the database that had the old rows cached, as soon as
  * migration 018's trigger's notice reaches it (milliseconds), not when the caches' 2 s TTL ends. The process that
  * made a change through the API sees it on its very next task (nanda.test.ts: a policy enforced and lifted).

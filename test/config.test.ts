@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { ConfigError, codecCorsOriginsOf, embeddingsOf, loadConfig, mcpSettingsOf } from '../src/config';
+import { ConfigError, codecCorsOriginsOf, embeddingsOf, loadConfig, mcpSettingsOf } from '../src/core/config';
 
 test('defaults: embedded services, private URLs refused', () => {
   const c = loadConfig({});

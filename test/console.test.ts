@@ -18,7 +18,7 @@ import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
 import { type Gateway, clientFactory, register, rpc, startGateway } from './helpers/harness';
-import { CONSOLE_CSP } from '../src/routes/console';
+import { CONSOLE_CSP } from '../src/api/routes/console';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const OUTPUT = resolve(__dirname, '..', 'test-output');

@@ -23,7 +23,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startSlowAgent } from './agents';
 import { agentTaskQuery, workflowIdOf } from '../task/messages';
 import { TEST_ADMIN_KEY, childProcessEnv, createTestDb, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
-import { KeyStore } from '../src/auth/keys';
+import { KeyStore } from '../src/core/auth/keys';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 

@@ -1,7 +1,7 @@
 // Static checks of the Kubernetes manifests under deploy/ (no cluster on CI): each document decoded strictly into
 // the Kubernetes API's own types by deploy/check (Go, k8s.io/api: unknown fields, wrong types, bad quantities and
 // names fail, offline), then what ties them together and to Switchboard: selectors and the pods they pick, probes
-// on the port the process listens on, every env variable one src/config.ts reads and a valid config per role, the
+// on the port the process listens on, every env variable one src/core/config.ts reads and a valid config per role, the
 // drain's timings against the worker's shutdown grace, the security context the image allows.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { ConfigError, loadConfig } from '../src/config';
-import { parseKeyRing } from '../src/temporal/encryption-codec';
+import { ConfigError, loadConfig } from '../src/core/config';
+import { parseKeyRing } from '../src/core/temporal/encryption-codec';
 
 const root = path.resolve(__dirname, '..');
 const read = (p: string) => readFileSync(path.join(root, p), 'utf8');
@@ -85,8 +85,8 @@ const containerOf = (d: K8sObject) => {
 };
 const matches = (selector: Labels, labels: Labels) => Object.entries(selector).every(([k, v]) => labels[k] === v);
 
-/** The variables src/config.ts reads: the keys of its zod object (the only reader of process.env). */
-const CONFIG_NAMES = new Set([...read('src/config.ts').matchAll(/^ {2}([A-Z][A-Z0-9_]*):/gm)].map((m) => m[1]!));
+/** The variables src/core/config.ts reads: the keys of its zod object (the only reader of process.env). */
+const CONFIG_NAMES = new Set([...read('src/core/config.ts').matchAll(/^ {2}([A-Z][A-Z0-9_]*):/gm)].map((m) => m[1]!));
 
 /** A value of the Secret that would start a pod, for each placeholder: the template's own must not (below). */
 const FILLED: Record<string, string> = {
@@ -207,11 +207,11 @@ test('each PodDisruptionBudget covers its Deployment\'s pods and lets a drain ev
 });
 
 test('every variable the pods get is one Switchboard reads, and each role gets a valid config on external Temporal and PostgreSQL', () => {
-  assert.ok(CONFIG_NAMES.has('DATABASE_URL') && CONFIG_NAMES.has('SWITCHBOARD_ROLE') && CONFIG_NAMES.size > 40, 'the names are read from src/config.ts');
+  assert.ok(CONFIG_NAMES.has('DATABASE_URL') && CONFIG_NAMES.has('SWITCHBOARD_ROLE') && CONFIG_NAMES.size > 40, 'the names are read from src/core/config.ts');
   const configs = ROLES.map((role) => {
     const c = containerOf(deployment(role));
     const env = envOf(c);
-    for (const name of Object.keys(env)) assert.ok(CONFIG_NAMES.has(name), `${role}: ${name} is not a variable src/config.ts reads`);
+    for (const name of Object.keys(env)) assert.ok(CONFIG_NAMES.has(name), `${role}: ${name} is not a variable src/core/config.ts reads`);
     const config = loadConfig(env);
     assert.equal(config.SWITCHBOARD_ROLE, role);
     // Probes, the Service and the scraper come from outside the pod: loopback (the default) would refuse them.
@@ -263,14 +263,14 @@ test('probes: ready on /readyz, alive on /healthz, on the port the process liste
     const startup = probe(c.startupProbe, 'startup');
     assert.equal(startup.httpGet!.path, '/healthz');
     assert.ok(startup.periodSeconds! * startup.failureThreshold! >= 300, `${role}: at least 5 minutes to start`);
-    // /readyz probes PostgreSQL and Temporal with 2 s deadlines each (src/health.ts): give it more than that.
+    // /readyz probes PostgreSQL and Temporal with 2 s deadlines each (src/core/health.ts): give it more than that.
     assert.ok((c.readinessProbe!.timeoutSeconds ?? 1) > 2, `${role}: readiness timeout`);
   }
 });
 
-/** The longest shutdownGraceTime a Switchboard worker is created with (src/worker.ts), in seconds. */
+/** The longest shutdownGraceTime a Switchboard worker is created with (src/worker/worker.ts), in seconds. */
 function workerShutdownGraceS(): number {
-  const graces = [...read('src/worker.ts').matchAll(/shutdownGraceTime: '(\d+)s'/g)].map((m) => Number(m[1]));
+  const graces = [...read('src/worker/worker.ts').matchAll(/shutdownGraceTime: '(\d+)s'/g)].map((m) => Number(m[1]));
   assert.ok(graces.length >= 2, 'the task worker and the hub worker each set one');
   return Math.max(...graces);
 }

@@ -18,7 +18,7 @@ import { restartablePort, startSwitchboard, type SwitchboardProcess } from './he
 
 const TASKS = 30;
 const READERS = 4;
-/** The console's reads (src/console/console.js), as an operator or admin sees them. */
+/** The console's reads (src/api/console/console.js), as an operator or admin sees them. */
 const CONSOLE_READS = ['/agents?pageSize=100', '/tasks?pageSize=20', '/accounts', '/ledger/reconcile'];
 /** As many reads as issue 32 counted at least: the readers go on until the tasks are answered and this many were made. */
 const MIN_READS = 630;
@@ -52,7 +52,7 @@ const temporalOf = (dir: string): number[] =>
   processes()
     .filter(({ args }) => args.includes(join(dir, 'temporal.sqlite')) && args.includes('start-dev'))
     .map(({ pid }) => pid);
-/** The watchdog `sh` of a service (src/child-session.ts): its last argument is the pid it watches. */
+/** The watchdog `sh` of a service (src/embedded/child-session.ts): its last argument is the pid it watches. */
 const watchdogOf = (pid: number): number | undefined =>
   processes().find(({ args }) => args[0] === 'sh' && args.includes('watchdog') && args.at(-2) === String(pid))?.pid;
 

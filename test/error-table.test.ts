@@ -11,9 +11,9 @@ import ts from 'typescript';
 import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
 import { toJsonRpcError } from '@a2a-js/sdk/errors';
 import { ERRORS, type ErrorName } from '../task/errors';
-import { errorNameOf, grpcRefusal, jsonRpcErrorOf, restRefusal } from '../src/a2a/error-forms';
-import { A2A_ERRORS, type A2AErrorName, a2aError } from '../src/a2a/errors';
-import { legacyError, v1Error } from '../src/a2a/rpc-errors';
+import { errorNameOf, grpcRefusal, jsonRpcErrorOf, restRefusal } from '../src/api/a2a/error-forms';
+import { A2A_ERRORS, type A2AErrorName, a2aError } from '../src/api/a2a/errors';
+import { legacyError, v1Error } from '../src/api/a2a/rpc-errors';
 
 const NAMES = Object.keys(ERRORS) as ErrorName[];
 

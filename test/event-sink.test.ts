@@ -1,5 +1,5 @@
 /**
- * The event sink (src/events/event-sink.ts) writes nothing before the write it is told to follow: a fresh task's
+ * The event sink (src/core/events/event-sink.ts) writes nothing before the write it is told to follow: a fresh task's
  * `working` change, which its first attempt writes while the agent is called (activities/forward-message.ts
  * startTurn). Real PostgreSQL: the agent's events land after that change in the log, and its failure is the sink's;
  * events relayed together go in one batch; a held sink (a first exchange that may finish its task) gives its events
@@ -9,9 +9,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
-import { EventSink } from '../src/events/event-sink';
-import { appendEvents } from '../src/events/event-log';
-import { EventHub } from '../src/events/hub';
+import { EventSink } from '../src/core/events/event-sink';
+import { appendEvents } from '../src/core/events/event-log';
+import { EventHub } from '../src/core/events/hub';
 import { DATABASE_URL, type TestDb, createTestDb } from './helpers/harness';
 
 let db: TestDb;

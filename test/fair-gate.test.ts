@@ -1,12 +1,12 @@
 /**
- * Fair admission per tenant (issue 46, src/a2a/fair-gate.ts), the gate alone: who gets a freed place, how long a
+ * Fair admission per tenant (issue 46, src/api/a2a/fair-gate.ts), the gate alone: who gets a freed place, how long a
  * place is held, and what a send that waits too long is told. The gateway's use of it is in test/hostile-load.test.ts.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { FairGate } from '../src/a2a/fair-gate';
-import { errorCodeOf } from '../src/a2a/errors';
+import { FairGate } from '../src/api/a2a/fair-gate';
+import { errorCodeOf } from '../src/api/a2a/errors';
 
 const gate = (capacity: number, o: { holdMs?: number; maxWaitMs?: number } = {}) => new FairGate({ capacity, holdMs: o.holdMs ?? 60_000, maxWaitMs: o.maxWaitMs ?? 60_000 });
 

@@ -14,12 +14,12 @@ import type { Worker } from '@temporalio/worker';
 import { AgentPool, startEchoAgent, type TestAgent } from './agents';
 import { DATABASE_URL, type Gateway, agentKey, clientFactory, eventually, register, sendText, startGateway, workflowBundle } from './helpers/harness';
 import { Task } from '@a2a-js/sdk';
-import { EventHub } from '../src/events/hub';
-import { GenesisStore, responseFollowId } from '../src/genesis/store';
+import { EventHub } from '../src/core/events/hub';
+import { GenesisStore, responseFollowId } from '../src/core/genesis/store';
 import { createActivities } from '../activities';
-import { createWorker } from '../src/worker';
+import { createWorker } from '../src/worker/worker';
 import { workflowIdOf } from '../task/messages';
-import { type Jwks, verifyDelivery } from '../src/push/signing';
+import { type Jwks, verifyDelivery } from '../src/core/push/signing';
 
 import { type A2AMessage, signMessage, verifySignature } from './fixtures/genesis-seed';
 

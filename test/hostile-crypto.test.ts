@@ -21,10 +21,10 @@ import { startAgentServer } from './agents/harness';
 import { BaseExecutor, mountV1Agent, startV1Agent, statusEvent, taskEvent, textOf as messageText } from './agents/v1';
 import { EchoExecutor } from './agents/echo';
 import { type Gateway, register, rpc, startGateway } from './helpers/harness';
-import { ENCODING, EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from '../src/temporal/encryption-codec';
-import { ensureOrphanSweep, orphanSweepId } from '../src/temporal/orphan-sweep';
-import { RefreshScheduler } from '../src/agents/refresh-schedules';
-import { createLogger } from '../src/log';
+import { ENCODING, EncryptionCodec, dataConverterOf, generateKeySpec, parseKeyRing } from '../src/core/temporal/encryption-codec';
+import { ensureOrphanSweep, orphanSweepId } from '../src/core/temporal/orphan-sweep';
+import { RefreshScheduler } from '../src/core/agents/refresh-schedules';
+import { createLogger } from '../src/core/log';
 import { getTaskQuery, workflowIdOf } from '../task/messages';
 
 const KEY = generateKeySpec('k1');

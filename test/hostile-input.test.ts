@@ -19,12 +19,12 @@ import type { Client as A2AClient } from '@a2a-js/sdk/client';
 import { AgentPool, startEchoAgent } from './agents';
 import { deepJson, startFaultyAgent, type FaultMode } from './agents/faulty';
 import { DATABASE_URL, type Gateway, TEST_SECRETS_KEY, agentKey, clientFactory, eventually, register, rpc, sendText, startGateway, textOf } from './helpers/harness';
-import { AgentPushTokens } from '../src/push/agent-push';
-import { parseKeyRing } from '../src/temporal/encryption-codec';
-import { pairKey, signEnvelope } from '../src/genesis/envelope';
-import { EventHub } from '../src/events/hub';
-import { JwtError, JwtVerifier } from '../src/auth/jwt';
-import { MAX_AGENT_JSON_DEPTH, MAX_JSON_DEPTH } from '../src/http/json-guard';
+import { AgentPushTokens } from '../src/core/push/agent-push';
+import { parseKeyRing } from '../src/core/temporal/encryption-codec';
+import { pairKey, signEnvelope } from '../src/core/genesis/envelope';
+import { EventHub } from '../src/core/events/hub';
+import { JwtError, JwtVerifier } from '../src/core/auth/jwt';
+import { MAX_AGENT_JSON_DEPTH, MAX_JSON_DEPTH } from '../src/core/http/json-guard';
 
 const DEPTHS = [3_000, 20_000, 100_000];
 /** A client's JSON is read to MAX_JSON_DEPTH, an agent's (answers, events, pushes, hub frames, cards) to twice that. */

@@ -14,7 +14,7 @@ import type { Client as A2AClient } from '@a2a-js/sdk/client';
 import { AgentPool, startEchoAgent, startSlowAgent } from './agents';
 import { type Gateway, clientFactory, eventually, register, rpc, sendText, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
-import { signEnvelope } from '../src/genesis/envelope';
+import { signEnvelope } from '../src/core/genesis/envelope';
 
 /** Short enough to wait for in a test, long enough to tell a close at once from a close at the timeout. */
 const REQUEST_TIMEOUT_MS = 5_000;
@@ -231,7 +231,7 @@ describe('card-less registrations', () => {
   });
 });
 
-describe('a flooding tenant (fair admission, src/a2a/fair-gate.ts)', () => {
+describe('a flooding tenant (fair admission, src/api/a2a/fair-gate.ts)', () => {
   test("beside another tenant a flood waits for places; the other tenant's send gets the next one, before the flood's queue", { timeout: 60_000 }, async () => {
     // A second gateway on the same database and Temporal, with one place for sends while tenants share it.
     const fair = await startGateway({ db: gw.db, temporal: { env: gw.env, taskQueue: gw.taskQueue }, worker: false, admission: { capacity: 1, holdMs: 60_000 } });

@@ -29,9 +29,9 @@ import { A2AService } from '@a2a-js/sdk/server/grpc';
 import { type ClientBinding, bindingFactory } from './helpers/binding-scenarios';
 import { sse, type SseEvent } from './helpers/sse';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
-import { JwtVerifier } from '../src/auth/jwt';
-import { workflowIdOf } from '../src/temporal/task-gateway';
-import { createOutbound } from '../src/http/outbound';
+import { JwtVerifier } from '../src/core/auth/jwt';
+import { workflowIdOf } from '../src/core/temporal/task-gateway';
+import { createOutbound } from '../src/core/http/outbound';
 
 const ISS = 'https://idp.test';
 const AUD = 'switchboard';

@@ -1,7 +1,8 @@
 /**
  * The house's shape, checked from the code itself (issue 33): the import graph has no circle, folders import each
  * other one way only, the layers point down (task/ at the bottom, src/ never reaching into activities/ or
- * workflows/ but through the worker), the worker's own code alone imports @temporalio/activity, the activities reach
+ * workflows/ but through the worker), each runtime's folder (src/api, src/core, src/worker, src/embedded, src/cli)
+ * imports only what it may, the worker's own code alone imports @temporalio/activity, the activities reach
  * nothing of the API process, src/main.ts and the tests wire a process by one createProcess, no source file over
  * 600 lines and no function over 150.
  * Reads the sources with the TypeScript compiler's parser; starts nothing.
@@ -100,12 +101,43 @@ function circles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
-/** A file's room: its folder under src/ (src/a2a, src/agents, …), or the top folder (task, workflows, …), or itself. */
+/**
+ * A file's room: its folder in its runtime (src/api/a2a, src/core/agents, …), a runtime folder without subfolders
+ * (src/worker, src/cli, src/embedded), the top folder (task, workflows, …), or itself.
+ */
 function roomOf(file: string): string {
   const parts = file.split('/');
-  if (parts[0] === 'src') return parts.length > 2 ? `src/${parts[1]}` : file;
-  return parts[0];
+  if (parts[0] !== 'src') return parts[0];
+  if (parts.length === 2) return file;
+  if (parts[1] === 'api' || parts[1] === 'core') return parts.length > 3 ? `src/${parts[1]}/${parts[2]}` : file;
+  return `src/${parts[1]}`;
 }
+
+/** The folders of src/, one per runtime, and what each may not import (type imports included). */
+const RUNTIMES = ['api', 'core', 'worker', 'embedded', 'cli'];
+const MAY_NOT: Record<string, string[]> = {
+  'src/core/': ['src/api/', 'src/worker/', 'src/embedded/', 'src/cli/', 'src/main.ts', 'src/process.ts', 'activities/', 'workflows/'],
+  'src/api/': ['src/worker/', 'src/embedded/', 'src/cli/', 'src/main.ts', 'src/process.ts', 'activities/'],
+  'src/worker/': ['src/api/', 'src/embedded/', 'src/cli/', 'src/main.ts', 'src/process.ts'],
+  'src/embedded/': ['src/api/', 'src/worker/', 'src/cli/', 'src/main.ts', 'src/process.ts', 'activities/', 'workflows/'],
+  'src/cli/': ['src/api/', 'src/worker/', 'src/embedded/', 'src/main.ts', 'src/process.ts', 'activities/', 'workflows/'],
+  'activities/': ['src/api/', 'src/worker/', 'src/embedded/', 'src/cli/', 'src/main.ts', 'src/process.ts'],
+};
+
+test('src/ is split by runtime: each file sits in src/api, src/core, src/worker, src/embedded or src/cli, but the start and the composition root', () => {
+  const loose = FILES.filter((f) => f.startsWith('src/') && !RUNTIMES.includes(f.split('/')[1]) && !['src/main.ts', 'src/process.ts'].includes(f));
+  assert.deepEqual(loose, []);
+});
+
+test('each runtime imports only what it may: the core nothing of the API or the worker, the API nothing of the worker', () => {
+  const wrong: string[] = [];
+  for (const [file, targets] of GRAPH) {
+    const rule = Object.entries(MAY_NOT).find(([from]) => file.startsWith(from));
+    if (!rule) continue;
+    for (const target of targets) if (rule[1].some((p) => (p.endsWith('/') ? target.startsWith(p) : target === p))) wrong.push(`${file} → ${target}`);
+  }
+  assert.deepEqual(wrong, []);
+});
 
 test('no import circle between files (type-only imports count: they are arrows a reader follows too)', () => {
   assert.deepEqual(circles(GRAPH), []);
@@ -128,7 +160,7 @@ test('the layers point down: task/ imports nothing of the project; src/ reaches 
     for (const target of targets) {
       if (file.startsWith('task/') && !target.startsWith('task/')) wrong.push(`${file} → ${target}`);
       const intoWorkerSide = target.startsWith('workflows/') || target.startsWith('activities/');
-      if (file.startsWith('src/') && intoWorkerSide && file !== 'src/worker.ts') wrong.push(`${file} → ${target}`);
+      if (file.startsWith('src/') && intoWorkerSide && !file.startsWith('src/worker/')) wrong.push(`${file} → ${target}`);
       if (file.startsWith('workflows/') && target.startsWith('src/') && !typeOnly(file, target)) wrong.push(`${file} → ${target} (workflows import types only)`);
     }
   }
@@ -150,14 +182,14 @@ function typeOnly(file: string, target: string): boolean {
 }
 
 /**
- * The API process alone: HTTP (routes, plugins, gRPC), the protocol (a2a/), the console, the CLI and the process's
- * own start. The worker runs none of it.
+ * The API process alone (src/api/: HTTP, gRPC, the hub's sockets, MCP, the console), the CLI, the embedded servers
+ * and the process's own start and composition. The worker runs none of it.
  */
-const API_PROCESS = ['src/a2a/', 'src/routes/', 'src/plugins/', 'src/grpc/', 'src/console/', 'src/cli/', 'src/app.ts', 'src/main.ts'];
+const API_PROCESS = ['src/api/', 'src/cli/', 'src/embedded/', 'src/main.ts', 'src/process.ts'];
 /** The worker's own code: the activities and the worker's start (the workflows run in their sandbox). */
-const WORKER_OWN = (file: string) => file.startsWith('activities/') || file === 'src/worker.ts';
+const WORKER_OWN = (file: string) => file.startsWith('activities/') || file.startsWith('src/worker/');
 
-test('@temporalio/activity is imported by the worker’s own code only (activities/, src/worker.ts)', () => {
+test('@temporalio/activity is imported by the worker’s own code only (activities/, src/worker/)', () => {
   const wrong = FILES.filter((file) => !WORKER_OWN(file) && specifiersOf(file).includes('@temporalio/activity'));
   assert.deepEqual(wrong, []);
 });

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Gateway, eventually, startGateway } from './helpers/harness';
-import { ensureOrphanSweep, orphanSweepId } from '../src/temporal/orphan-sweep';
-import { RefreshScheduler } from '../src/agents/refresh-schedules';
+import { ensureOrphanSweep, orphanSweepId } from '../src/core/temporal/orphan-sweep';
+import { RefreshScheduler } from '../src/core/agents/refresh-schedules';
 
 let gw: Gateway;
 

@@ -15,9 +15,9 @@ import WebSocket from 'ws';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
 import { AgentPool, startEchoAgent } from './agents';
 import { TEST_ADMIN_KEY, clientFactory, createTestDb, DATABASE_URL, eventually, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
-import { KeyStore } from '../src/auth/keys';
-import { AgentHub, type HubConnection } from '../src/hub/hub';
-import { EventHub } from '../src/events/hub';
+import { KeyStore } from '../src/core/auth/keys';
+import { AgentHub, type HubConnection } from '../src/api/hub/hub';
+import { EventHub } from '../src/core/events/hub';
 import { freePort, startSwitchboard, type SwitchboardProcess } from './helpers/process';
 
 let env: TestWorkflowEnvironment;

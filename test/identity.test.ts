@@ -15,9 +15,9 @@ import { A2AClient as A2AClient03 } from 'a2a-sdk-03/client';
 import { AgentPool, startAskingAgent, startEchoAgent, startSlowAgent, type TestAgent } from './agents';
 import { type Gateway, agentKey, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
-import { KeyStore } from '../src/auth/keys';
-import type { Role } from '../src/auth/caller';
-import { RPC_METHODS } from '../src/a2a/rpc-handler';
+import { KeyStore } from '../src/core/auth/keys';
+import type { Role } from '../src/core/auth/caller';
+import { RPC_METHODS } from '../src/api/a2a/rpc-handler';
 
 let gw: Gateway;
 const agents = new AgentPool();

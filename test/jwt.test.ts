@@ -1,5 +1,5 @@
 /**
- * Bearer JWTs (SWITCHBOARD_JWT_JWKS_URL, src/auth/jwt.ts): verified against a real JWKS served on loopback and
+ * Bearer JWTs (SWITCHBOARD_JWT_JWKS_URL, src/core/auth/jwt.ts): verified against a real JWKS served on loopback and
  * fetched through the guarded outbound client; each kind of bad token refused with its reason ('invalid'); a key
  * set that cannot be fetched reported as 'unavailable'; a rotated key accepted; and a JWT caller is a caller like
  * a key's (roles, tenant) through the real gateway.
@@ -10,8 +10,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type JWK, SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { type Gateway, startGateway } from './helpers/harness';
-import { JwtError, JwtVerifier, looksLikeJwt } from '../src/auth/jwt';
-import { createOutbound } from '../src/http/outbound';
+import { JwtError, JwtVerifier, looksLikeJwt } from '../src/core/auth/jwt';
+import { createOutbound } from '../src/core/http/outbound';
 
 type Alg = 'RS256' | 'ES256' | 'PS256' | 'EdDSA';
 type Key = { kid: string | undefined; alg: Alg; privateKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']; jwk: JWK };

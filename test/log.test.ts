@@ -1,11 +1,11 @@
-// The Temporal SDK's logs through pino (src/log.ts temporalLogger): one JSON stream, redacted like the rest, every
+// The Temporal SDK's logs through pino (src/core/log.ts temporalLogger): one JSON stream, redacted like the rest, every
 // line about a task's workflow carrying its tenant and task id, failures kept with their message and stack.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import { createLogger, temporalLogger } from '../src/log';
+import { createLogger, temporalLogger } from '../src/core/log';
 
 function capture() {
   const lines: Record<string, any>[] = [];
@@ -44,7 +44,7 @@ test('every SDK level maps to pino, lines of other workflows carry no task id, a
 
 /** What a process writes to its stdout (a pipe here) through createLogger with LOG_FORMAT as given. */
 function loggedBy(format: string | undefined): string {
-  const script = `const { createLogger } = require('./src/log'); createLogger('info', undefined, ${JSON.stringify(format)}).info({ taskId: 't-1', headers: { authorization: 'Bearer sb_secret' } }, 'turn ended');`;
+  const script = `const { createLogger } = require('./src/core/log'); createLogger('info', undefined, ${JSON.stringify(format)}).info({ taskId: 't-1', headers: { authorization: 'Bearer sb_secret' } }, 'turn ended');`;
   return execFileSync(process.execPath, ['--import', 'tsx', '-e', script], { cwd: join(__dirname, '..'), encoding: 'utf8' });
 }
 

@@ -1,7 +1,7 @@
-// How an A2A task reads as an MCP tool result (src/mcp/tools.ts): every part kind, every state, and the arguments check.
+// How an A2A task reads as an MCP tool result (src/api/mcp/tools.ts): every part kind, every state, and the arguments check.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readArgs, resultOf } from '../src/mcp/tools';
+import { readArgs, resultOf } from '../src/api/mcp/tools';
 import type { WirePart, WireTask } from '../task/wire';
 
 const task = (state: WireTask['status']['state'], parts: WirePart[], inArtifact = true): WireTask => ({

@@ -10,10 +10,10 @@ import { after, before, test } from 'node:test';
 import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { startFaultyAgent } from './agents/faulty';
 import { type Gateway, TEST_ADMIN_KEY, eventually, register, startGateway } from './helpers/harness';
-import { metricsText } from '../src/metrics';
-import { buildWorkerApp } from '../src/app';
-import { KeyStore } from '../src/auth/keys';
-import { createLogger } from '../src/log';
+import { metricsText } from '../src/core/metrics';
+import { buildWorkerApp } from '../src/api/app';
+import { KeyStore } from '../src/core/auth/keys';
+import { createLogger } from '../src/core/log';
 
 let gw: Gateway;
 const agents = new AgentPool();
@@ -104,7 +104,7 @@ test("the Temporal SDK runtime's metrics are appended when it exports them; a de
   await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', r));
   const port = (exporter.address() as AddressInfo).port;
   try {
-    // What GET /metrics sends (src/routes/metrics.ts answers with metricsText of the runtime's endpoint).
+    // What GET /metrics sends (src/api/routes/metrics.ts answers with metricsText of the runtime's endpoint).
     const appended = await metricsText(`http://127.0.0.1:${port}/metrics`);
     assert.match(appended, /^switchboard_tasks_started_total/m);
     assert.match(appended, /^temporal_workflow_completed 7$/m);

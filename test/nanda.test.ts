@@ -18,7 +18,7 @@ import { startAgentServer } from './agents/harness';
 import { BaseExecutor, statusEvent, taskEvent, textOf, v1Card } from './agents/v1';
 import { EchoExecutor } from './agents/echo';
 import { type Gateway, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
-import { STATUS_LIST_SIZE } from '../src/nanda/status-list';
+import { STATUS_LIST_SIZE } from '../src/core/nanda/status-list';
 
 const V1 = { 'A2A-Version': '1.0' };
 let gw: Gateway;

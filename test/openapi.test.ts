@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { AgentPool, startEchoAgent } from './agents';
 import { type Gateway, startGateway } from './helpers/harness';
-import { TAGS } from '../src/routes/openapi';
+import { TAGS } from '../src/api/routes/openapi';
 
 let gw: Gateway;
 const agents = new AgentPool();

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AgentPool, startEchoAgent, startSlowAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
-import { ensureOrphanSweep, triggerOrphanSweep } from '../src/temporal/orphan-sweep';
+import { ensureOrphanSweep, triggerOrphanSweep } from '../src/core/temporal/orphan-sweep';
 import { agentTaskQuery } from '../task/messages';
 
 const V1 = { 'A2A-Version': '1.0' };

@@ -17,10 +17,10 @@ import { type Gateway, type TestDb, TEST_ADMIN_KEY, eventually, register, rpc, s
 import { freePort } from './helpers/process';
 import { type PrivatePostgres, startPrivatePostgres } from './helpers/private-postgres';
 import { sse } from './helpers/sse';
-import { createPool } from '../src/db/pool';
-import { migrate } from '../src/db/migrate';
-import { resolveTemporalBinary, startDevServer, type DevServer } from '../src/temporal/dev-server';
-import { ensureOrphanSweep, triggerOrphanSweep } from '../src/temporal/orphan-sweep';
+import { createPool } from '../src/core/db/pool';
+import { migrate } from '../src/core/db/migrate';
+import { resolveTemporalBinary, startDevServer, type DevServer } from '../src/embedded/temporal';
+import { ensureOrphanSweep, triggerOrphanSweep } from '../src/core/temporal/orphan-sweep';
 import { SEARCH_ATTRIBUTES } from '../task/messages';
 
 const V1 = { 'A2A-Version': '1.0' };

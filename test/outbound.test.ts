@@ -1,11 +1,11 @@
-// Tests for src/http/outbound.ts. Only ever talks to node:http servers on 127.0.0.1; the blocked
+// Tests for src/core/http/outbound.ts. Only ever talks to node:http servers on 127.0.0.1; the blocked
 // addresses used below (10.0.0.1, 169.254.169.254, ...) are refused before any socket is opened.
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { createOutbound, isPrivateAddress, OutboundError, withTimeouts, type OutboundErrorCode } from '../src/http/outbound';
-import { isOwnAddress } from '../src/http/address-policy';
+import { createOutbound, isPrivateAddress, OutboundError, withTimeouts, type OutboundErrorCode } from '../src/core/http/outbound';
+import { isOwnAddress } from '../src/core/http/address-policy';
 import { networkInterfaces } from 'node:os';
 import { eventually } from './helpers/harness';
 

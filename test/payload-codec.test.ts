@@ -22,12 +22,12 @@ import {
   generateKeySpec,
   ownerOf,
   parseKeyRing,
-} from '../src/temporal/encryption-codec';
+} from '../src/core/temporal/encryption-codec';
 import { workflowIdOf } from '../task/messages';
 import { certificationWorkflowId } from '../task/contracts';
-import { eventWorkflowIdOf } from '../src/genesis/service';
-import { orphanSweepId } from '../src/temporal/orphan-sweep';
-import { RefreshScheduler } from '../src/agents/refresh-schedules';
+import { eventWorkflowIdOf } from '../src/api/genesis/service';
+import { orphanSweepId } from '../src/core/temporal/orphan-sweep';
+import { RefreshScheduler } from '../src/core/agents/refresh-schedules';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const json = (v: unknown): Payload => ({ metadata: { encoding: text('json/plain') }, data: text(JSON.stringify(v)) });

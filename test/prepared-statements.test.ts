@@ -1,10 +1,10 @@
-// The task path's statements are named prepared statements (src/db/pool.ts prepared()): PostgreSQL parses and
+// The task path's statements are named prepared statements (src/core/db/pool.ts prepared()): PostgreSQL parses and
 // plans each once per connection, then binds and runs it. Every connection is a session of its own (the embedded
 // PostgreSQL too: test/dev-infra.test.ts), so two connections may hold the same name.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createPool, prepared } from '../src/db/pool';
-import { appendEvents, readEvents } from '../src/events/event-log';
+import { createPool, prepared } from '../src/core/db/pool';
+import { appendEvents, readEvents } from '../src/core/events/event-log';
 import { createTestDb, DATABASE_URL, type TestDb } from './helpers/harness';
 
 let db: TestDb;

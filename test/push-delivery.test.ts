@@ -10,7 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startAskingAgent, startChunkyAgent, type TestAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
-import { verifyDelivery, type Jwks } from '../src/push/signing';
+import { verifyDelivery, type Jwks } from '../src/core/push/signing';
 import { workflowIdOf } from '../task/messages';
 
 let gw: Gateway;

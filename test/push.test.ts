@@ -1,12 +1,12 @@
-// Tests for the push-notification building blocks: the config store and its params (src/push/store.ts), delivery
-// signing (src/push/signing.ts), the JWKS route and the delivery activity (activities/deliver-push.ts), against
+// Tests for the push-notification building blocks: the config store and its params (src/core/push/store.ts), delivery
+// signing (src/core/push/signing.ts), the JWKS route and the delivery activity (activities/deliver-push.ts), against
 // the local PostgreSQL and a real node:http webhook receiver on 127.0.0.1.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { v1Error } from '../src/a2a/rpc-errors';
+import { v1Error } from '../src/api/a2a/rpc-errors';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
@@ -14,10 +14,10 @@ import Fastify from 'fastify';
 import { calculateJwkThumbprint, createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify } from 'jose';
 import { Pool } from 'pg';
 import { deliverPush, type DeliverPushArgs, type DeliverPushResult } from '../activities/deliver-push';
-import { appendEvents } from '../src/events/event-log';
+import { appendEvents } from '../src/core/events/event-log';
 import type { StreamEvent } from '../task/wire';
-import { EventHub } from '../src/events/hub';
-import { createOutbound } from '../src/http/outbound';
+import { EventHub } from '../src/core/events/hub';
+import { createOutbound } from '../src/core/http/outbound';
 import {
   DELIVERY_HEADERS,
   DeliveryVerificationError,
@@ -27,11 +27,11 @@ import {
   signingKey,
   signJwt,
   verifyDelivery,
-} from '../src/push/signing';
-import { PushStore } from '../src/push/store';
-import { parsePushRequest, type PushConfigInput } from '../src/push/params';
-import { renderConfig, renderList } from '../src/push/render';
-import { jwksRoutes } from '../src/routes/jwks';
+} from '../src/core/push/signing';
+import { PushStore } from '../src/core/push/store';
+import { parsePushRequest, type PushConfigInput } from '../src/core/push/params';
+import { renderConfig, renderList } from '../src/core/push/render';
+import { jwksRoutes } from '../src/api/routes/jwks';
 import { createTestDb, eventually, type TestDb } from './helpers/harness';
 
 const TENANT = 'default';

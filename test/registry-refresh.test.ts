@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { ScheduleNotFoundError } from '@temporalio/client';
-import { RefreshScheduler } from '../src/agents/refresh-schedules';
+import { RefreshScheduler } from '../src/core/agents/refresh-schedules';
 import { RPC_PATH } from './agents';
 import { ALT_RPC_PATH, startMutableAgent, type MutableAgent } from './agents/mutable';
 import { eventually } from './helpers/harness';

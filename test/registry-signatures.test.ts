@@ -5,7 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { sign } from 'node:crypto';
-import { jcs } from '../src/agents/signatures';
+import { jcs } from '../src/core/agents/signatures';
 import { RPC_PATH } from './agents';
 import { newSigningKey, signCard, startMutableAgent, type MutableAgent, type SigningKey } from './agents/mutable';
 import { call, startRegistryGateway, type RegistryGateway } from './helpers/registry-gateway';

@@ -10,7 +10,7 @@ import type { Task as Task03 } from 'a2a-sdk-03';
 import { A2AClient as A2AClient03 } from 'a2a-sdk-03/client';
 import { RPC_PATH, startEchoAgent, startLegacyAgent, type TestAgent } from './agents';
 import { type Gateway, authFetch, eventually, keysFor, rpc, startGateway } from './helpers/harness';
-import { GATEWAY_SECURITY } from '../src/agents/gateway-card';
+import { GATEWAY_SECURITY } from '../src/core/agents/gateway-card';
 
 // ---- a tiny card server: serves fixed documents at fixed paths and records every request ----
 

@@ -19,7 +19,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { TEST_ADMIN_KEY, childProcessEnv, createTestDb, eventually, keysFor, rememberKeys, rpc, startTemporal, type TestDb } from './helpers/harness';
 import { OLDEST_LEVEL, PATCH_LEVEL } from '../task/contracts';
-import { KeyStore } from '../src/auth/keys';
+import { KeyStore } from '../src/core/auth/keys';
 import { startSwitchboard, type SwitchboardProcess } from './helpers/process';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
 
@@ -31,7 +31,7 @@ const agents = new AgentPool();
 /** How long each graceful stop took, from SIGTERM to the process's exit. */
 const stops: number[] = [];
 
-/** The worker's shutdownGraceTime (src/worker.ts): a stop that hands its turns over ends well before it. */
+/** The worker's shutdownGraceTime (src/worker/worker.ts): a stop that hands its turns over ends well before it. */
 const GRACE_MS = 10_000;
 
 before(async () => {

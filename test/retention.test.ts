@@ -12,7 +12,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { type Gateway, eventually, register, rpc, startGateway } from './helpers/harness';
 import { sse } from './helpers/sse';
-import { ensureRetentionSweep, triggerRetentionSweep } from '../src/temporal/retention-sweep';
+import { ensureRetentionSweep, triggerRetentionSweep } from '../src/core/temporal/retention-sweep';
 
 const V1 = { 'A2A-Version': '1.0' };
 const RETENTION_MS = 4_000;

@@ -1,11 +1,11 @@
-// The RPC core (src/a2a/rpc-handler.ts) called directly, after the JSON-RPC route's reading of the body (readEnvelope), with no HTTP server, no Temporal and no database: every
+// The RPC core (src/api/a2a/rpc-handler.ts) called directly, after the JSON-RPC route's reading of the body (readEnvelope), with no HTTP server, no Temporal and no database: every
 // answer it gives before a call reaches a task. A bad request never gets as far as the dependencies, so none
 // are given (any use of one would throw here), and the resolver records what a valid call would run with.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { RpcCore, type RpcAnswer, type RpcCall, type RpcCoreDeps, type RpcRequest } from '../src/a2a/rpc-handler';
-import { readEnvelope } from '../src/a2a/rpc-errors';
-import type { Caller } from '../src/auth/caller';
+import { RpcCore, type RpcAnswer, type RpcCall, type RpcCoreDeps, type RpcRequest } from '../src/api/a2a/rpc-handler';
+import { readEnvelope } from '../src/api/a2a/rpc-errors';
+import type { Caller } from '../src/core/auth/caller';
 
 const client: Caller = { keyId: 'key_test', role: 'client', tenant: 'default', via: 'key' };
 const core = new RpcCore({} as RpcCoreDeps);

@@ -1,17 +1,17 @@
 /**
- * The per-process caches a task reads (src/events/config-cache.ts: agents, policies, agents' credentials;
- * src/auth/: tenants' quotas, API keys) read an expired entry once when many requests miss it together, not once
- * each (src/single-flight.ts): at c=32 every 2 s expiry used to send 32 identical reads. Real PostgreSQL; the pool
+ * The per-process caches a task reads (src/core/events/config-cache.ts: agents, policies, agents' credentials;
+ * src/core/auth/: tenants' quotas, API keys) read an expired entry once when many requests miss it together, not once
+ * each (src/core/single-flight.ts): at c=32 every 2 s expiry used to send 32 identical reads. Real PostgreSQL; the pool
  * is the real one with its statements counted.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { ConfigCache } from '../src/events/config-cache';
-import { EventHub } from '../src/events/hub';
-import { KeyStore } from '../src/auth/keys';
-import { TenantQuotas } from '../src/auth/quotas';
+import { ConfigCache } from '../src/core/events/config-cache';
+import { EventHub } from '../src/core/events/hub';
+import { KeyStore } from '../src/core/auth/keys';
+import { TenantQuotas } from '../src/core/auth/quotas';
 import { DATABASE_URL, type TestDb, createTestDb } from './helpers/harness';
 
 let db: TestDb;

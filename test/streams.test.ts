@@ -13,7 +13,7 @@ import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcT
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startReplyingAgent } from './agents';
 import { type Gateway, authFetch, clientFactory, eventually, register, rpc, startGateway } from './helpers/harness';
 import { assembledText, sse, type SseEvent } from './helpers/sse';
-import { workflowIdOf } from '../src/temporal/task-gateway';
+import { workflowIdOf } from '../src/core/temporal/task-gateway';
 
 let gw: Gateway;
 const agents = new AgentPool();

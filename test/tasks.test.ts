@@ -10,7 +10,7 @@ import type { Client } from '@a2a-js/sdk/client';
 import { Context, activityInfo } from '@temporalio/activity';
 import { AgentPool, chunkedText, startAskingAgent, startChunkyAgent, startEchoAgent, startFailingAgent, startReplyingAgent, startSlowAgent } from './agents';
 import { type Gateway, clientFactory, eventually, register, rpc, startGateway, textOf } from './helpers/harness';
-import { workflowIdOf } from '../src/temporal/task-gateway';
+import { workflowIdOf } from '../src/core/temporal/task-gateway';
 
 let gw: Gateway;
 const agents = new AgentPool();

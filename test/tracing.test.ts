@@ -13,7 +13,7 @@ import { AgentPool, startAskingAgent, startEchoAgent } from './agents';
 import { clientFactory, DATABASE_URL, eventually, type Gateway, register, rememberKeys, startGateway, TEST_ADMIN_KEY } from './helpers/harness';
 import { freePort, startSwitchboard } from './helpers/process';
 import { bindingFactory } from './helpers/binding-scenarios';
-import { startTracing, type Tracing } from '../src/tracing-sdk';
+import { startTracing, type Tracing } from '../src/core/tracing-sdk';
 
 const exporter = new InMemorySpanExporter();
 let tracing: Tracing;

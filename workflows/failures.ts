@@ -31,7 +31,7 @@ export const isTimeout = (err: unknown): boolean => {
   return cause instanceof TimeoutFailure || (cause instanceof ApplicationFailure && cause.type === 'AgentTimeout');
 };
 
-/** The agent call failed because PostgreSQL refused the turn's writes on its every attempt (src/events/event-sink.ts writeFailed). */
+/** The agent call failed because PostgreSQL refused the turn's writes on its every attempt (src/core/events/event-sink.ts writeFailed). */
 export function lostToDatabase(err: unknown): boolean {
   const cause = causeOf(err);
   return cause instanceof ApplicationFailure && cause.type === 'DatabaseUnavailable';

@@ -6,7 +6,7 @@
  *
  * It answers the `configure` signal (new arguments from the next round on: a changed interval at start-up) and the
  * `runNow` update (a round now, completing with its result). Started, and kept to one per job, by
- * src/temporal/housekeeping.ts.
+ * src/core/temporal/housekeeping.ts.
  */
 import { allHandlersFinished, condition, makeContinueAsNewFunc, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { HousekeepingArgs } from '../task/contracts';

@@ -1,6 +1,6 @@
 /**
  * The orphan sweep: one long-lived workflow per deployment (workflows/housekeeping.ts), started at start-up by
- * src/temporal/orphan-sweep.ts, whose rounds run one activity that ends the tasks whose workflow closed without a
+ * src/core/temporal/orphan-sweep.ts, whose rounds run one activity that ends the tasks whose workflow closed without a
  * terminal A2A state (activities/orphans.ts).
  */
 import { proxyActivities } from '@temporalio/workflow';

@@ -1,5 +1,5 @@
 /**
- * Agent refresh (src/agents/refresh-schedules.ts): the deployment's sweep, one long-lived workflow (housekeeping.ts), and
+ * Agent refresh (src/core/agents/refresh-schedules.ts): the deployment's sweep, one long-lived workflow (housekeeping.ts), and
  * the refresh of one agent, started for a new agent or an operator's "check again". The activities re-read cards,
  * probe endpoints and record the agents' health; the workflows add the durability and the record in Temporal UI.
  */

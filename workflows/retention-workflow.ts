@@ -1,6 +1,6 @@
 /**
  * The retention sweep, started every SWITCHBOARD_RETENTION_SWEEP_MS by its Temporal Schedule
- * (src/temporal/retention-sweep.ts): one activity that purges the tasks terminal for longer than their tenant's
+ * (src/core/temporal/retention-sweep.ts): one activity that purges the tasks terminal for longer than their tenant's
  * retention (activities/retention.ts).
  */
 import { proxyActivities } from '@temporalio/workflow';

@@ -1,6 +1,6 @@
 /**
  * Loaded once into each workflow thread's V8 context before any workflow runs (the bundler's `preloadModules`,
- * src/worker.ts workflowBundleOptions), while its globals can still be changed: the SDK freezes them afterwards.
+ * src/worker/worker.ts workflowBundleOptions), while its globals can still be changed: the SDK freezes them afterwards.
  *
  * The SDK captures a stack trace for every promise a workflow makes and maps each frame through the bundle's source
  * map, for Temporal UI's "Stack Trace" tab. With V8's default of 10 frames that was the largest item on the workflow

@@ -2,10 +2,10 @@
  * What the forwarding activities take: the turn (ForwardArgs, in workflow history) and the process's means (ForwardDeps).
  */
 import type { Pool } from 'pg';
-import type { EventHub } from '../../src/events/hub';
-import type { AgentLink } from '../../src/agents/agent-client';
+import type { EventHub } from '../../src/core/events/hub';
+import type { AgentLink } from '../../src/core/agents/agent-client';
 import type { AgentEndpoint, AgentRetryPolicy, AgentTaskRef, SettleAtAnswer, TaskRecord } from '../../task/contracts';
-import type { UnfundedPolicy } from '../../src/ledger/postings';
+import type { UnfundedPolicy } from '../../src/core/ledger/postings';
 import type { WireMessage } from '../../task/wire';
 import type { AgentPushDeps } from '../push-follow';
 

@@ -6,8 +6,8 @@ import { A2AError, isJsonRpcError } from '@a2a-js/sdk/errors';
 import { ApplicationFailure } from '@temporalio/activity';
 import { DatabaseError } from 'pg';
 import * as grpc from '@grpc/grpc-js';
-import { OutboundError } from '../../src/http/outbound';
-import type { HttpTrace } from '../../src/agents/agent-client';
+import { OutboundError } from '../../src/core/http/outbound';
+import type { HttpTrace } from '../../src/core/agents/agent-client';
 import type { AgentRpcError } from '../../task/contracts';
 
 /** The longest Retry-After an agent's answer may impose on the next attempt. */

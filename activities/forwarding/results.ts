@@ -5,9 +5,9 @@
 import { Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, type StreamResponse } from '@a2a-js/sdk';
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { seqRangeOf } from '../../src/events/event-log';
-import type { EventSink } from '../../src/events/event-sink';
-import { costOf } from '../../src/agents/agent-cost';
+import { seqRangeOf } from '../../src/core/events/event-log';
+import type { EventSink } from '../../src/core/events/event-sink';
+import { costOf } from '../../src/core/agents/agent-cost';
 import { compactArtifact, withinBudget } from '../../task/artifacts';
 import type { ForwardResult } from '../../task/contracts';
 import type { WireArtifact, WireArtifactUpdate, WireMessage, WireStatusUpdate, WireTask } from '../../task/wire';
@@ -101,7 +101,7 @@ export class Relay {
    * A Genesis agent's PARTIAL RESPONSE (its task working, the RESPONSE in metadata `genesisResponse`: the Genesis
    * transport's reading) as the task's progress: a working status with the RESPONSE's data as its message and the
    * RESPONSE in its metadata, each RESPONSE once. A synchronous COMMAND's sender is answered with it
-   * (src/genesis/service.ts firstAnswer). Any other task: nothing.
+   * (src/api/genesis/service.ts firstAnswer). Any other task: nothing.
    */
   async progress(task: WireTask): Promise<void> {
     const response = task.metadata?.genesisResponse as { id?: unknown; status?: unknown } | undefined;

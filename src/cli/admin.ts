@@ -1,5 +1,5 @@
 /**
- * The admin nouns over the admin HTTP API (src/routes/tenants.ts): `tenants ls|add|show|rm` and
+ * The admin nouns over the admin HTTP API (src/api/routes/tenants.ts): `tenants ls|add|show|rm` and
  * `keys ls|add|revoke` (`keys create` is `keys add`). Keys belong to a tenant: `--tenant <id>` (default `default`)
  * names it. Listings are tables with a header; `--json` prints the API's answer.
  */

@@ -13,7 +13,7 @@ import { FRONT_DOOR, type Verdict, follow } from './follow';
 import { watchCommand } from './watch';
 import { keysCommand, tenantsCommand } from './admin';
 import { agentsCommand } from './agents';
-import type { OpenLevels } from '../temporal/task-gateway';
+import type { OpenLevels } from '../core/temporal/task-gateway';
 
 /** The task states as the CLI prints and takes them (input-required, working, …), not the wire's TASK_STATE_*. */
 const STATE_NAMES = TASK_STATES.map(label);

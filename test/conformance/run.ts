@@ -8,7 +8,7 @@
  *
  * The 1.0 suite runs through Switchboard as it is run directly, unchanged: it reads the card with no A2A-Version,
  * and its system under test speaks 1.0 only, so the gateway card is the 1.0 card the agent itself answers such a
- * reader with (src/routes/card-reply.ts agentCardDialect). What the 0.3 suite cannot say for itself is added by a
+ * reader with (src/api/routes/card-reply.ts agentCardDialect). What the 0.3 suite cannot say for itself is added by a
  * proxy (./proxy.ts): it has no auth option and reads the card at the URL's root (the proxy adds the key and serves
  * the agent's gateway card there; the card, read with no A2A-Version, is the 0.3 card its 0.3 agent answers).
  *

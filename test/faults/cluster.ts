@@ -34,7 +34,7 @@ import { chunkedText, startAskingAgent, startChunkyAgent, startSlowAgent, type T
 import { createTestDb, DATABASE_URL, rememberKeys, TEST_ADMIN_KEY, TEST_SECRETS_KEY } from '../helpers/harness';
 import { freePort, startSwitchboard, type SwitchboardProcess } from '../helpers/process';
 import { assembledText, sse, type SseEvent } from '../helpers/sse';
-import { KeyStore } from '../../src/auth/keys';
+import { KeyStore } from '../../src/core/auth/keys';
 
 const ROOT = path.resolve(__dirname, '../..');
 process.env.LOG_LEVEL ??= 'silent';

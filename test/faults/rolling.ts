@@ -218,7 +218,7 @@ interface Phase {
 async function runPhase(phase: Phase, taskMs: number): Promise<RollingFigures> {
   const { startSlowAgent, startChunkyAgent, startAskingAgent, startDelegatorAgent } = await import('../agents');
   const { createTestDb, TEST_ADMIN_KEY } = await import('../helpers/harness');
-  const { KeyStore } = await import('../../src/auth/keys');
+  const { KeyStore } = await import('../../src/core/auth/keys');
   const db = await createTestDb();
   let base = await phase.start(db.schema);
   const keys = new KeyStore(db.pool);

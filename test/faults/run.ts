@@ -226,7 +226,7 @@ async function withAgents<T>(f: (a: { slow: any; ask: any; echo: any }) => Promi
 
 async function drillTemporal(): Promise<void> {
   const { startGateway, register } = await import('../helpers/harness');
-  const { startDevServer } = await import('../../src/temporal/dev-server');
+  const { startDevServer } = await import('../../src/embedded/temporal');
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
   const { SEARCH_ATTRIBUTES } = await import('../../task/messages');
   const { freePort } = await import('../helpers/process');
@@ -261,8 +261,8 @@ async function drillTemporal(): Promise<void> {
 async function drillPostgres(): Promise<void> {
   const { startGateway, register } = await import('../helpers/harness');
   const { startPrivatePostgres } = await import('../helpers/private-postgres');
-  const { createPool } = await import('../../src/db/pool');
-  const { migrate } = await import('../../src/db/migrate');
+  const { createPool } = await import('../../src/core/db/pool');
+  const { migrate } = await import('../../src/core/db/migrate');
   const pg = await startPrivatePostgres();
   const pool = createPool({ connectionString: pg.url, max: 10 });
   await migrate(pool);
@@ -303,7 +303,7 @@ async function drillProcessAtPoints(): Promise<void> {
 async function drillProcess(point: string, offset: number): Promise<void> {
   const { createTestDb, startTemporal, DATABASE_URL, TEST_ADMIN_KEY } = await import('../helpers/harness');
   const { freePort, startSwitchboard } = await import('../helpers/process');
-  const { KeyStore } = await import('../../src/auth/keys');
+  const { KeyStore } = await import('../../src/core/auth/keys');
   const [env, db] = await Promise.all([startTemporal(), createTestDb()]);
   const url = new URL(DATABASE_URL);
   url.searchParams.set('options', `-c search_path=${db.schema}`);
@@ -465,7 +465,7 @@ function percentile(values: number[], p: number): number {
 async function drillStreams(): Promise<void> {
   const { createTestDb, startTemporal, DATABASE_URL, TEST_ADMIN_KEY, startGateway, rememberKeys } = await import('../helpers/harness');
   const { freePort, startSwitchboard } = await import('../helpers/process');
-  const { KeyStore } = await import('../../src/auth/keys');
+  const { KeyStore } = await import('../../src/core/auth/keys');
   const { startChunkyAgent, chunkedText } = await import('../agents');
   const { sse, assembledText } = await import('../helpers/sse');
   const N = Number(process.env.FAULTS_STREAMS ?? 100);
@@ -775,7 +775,7 @@ async function drillFuzz(): Promise<void> {
 let ssrf: { corpus: number; blocked: number; reachedInternal: number; leaks: string[]; rebinding: { privateAnswers: number; refused: number } } | undefined;
 
 async function drillSsrf(): Promise<void> {
-  const { createOutbound } = await import('../../src/http/outbound');
+  const { createOutbound } = await import('../../src/core/http/outbound');
   let reached = 0;
   const internal = http.createServer((_req, res) => {
     reached++;

@@ -4,7 +4,7 @@
  * on 127.0.0.1 so that @a2a-js/sdk clients talk to it over the wire. A test that only calls Switchboard's own
  * routes uses `gw.inject` (Fastify's inject: no socket), and with `listen: false` the app opens no port at all.
  */
-import type { FairGateOptions } from '../../src/a2a/fair-gate';
+import type { FairGateOptions } from '../../src/api/a2a/fair-gate';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,23 +13,23 @@ import { bundleWorkflowCode, Runtime, DefaultLogger, type WorkflowBundleOption }
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Pool } from 'pg';
 import type { FastifyInstance } from 'fastify';
-import type { AppDeps, StreamSettings } from '../../src/app';
-import { EventHub } from '../../src/events/hub';
-import { migrate } from '../../src/db/migrate';
-import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { type Activities, prebuiltWorkflowBundle, type WorkerTuning, workflowBundleOptions } from '../../src/worker';
+import type { AppDeps, StreamSettings } from '../../src/api/app';
+import { EventHub } from '../../src/core/events/hub';
+import { migrate } from '../../src/core/db/migrate';
+import { createOutbound, type Outbound } from '../../src/core/http/outbound';
+import { type Activities, prebuiltWorkflowBundle, type WorkerTuning, workflowBundleOptions } from '../../src/worker/worker';
 import { createProcess } from '../../src/process';
-import { COMPILED } from '../../src/paths';
-import type { HubSettings } from '../../src/hub/hub';
-import { PushReach } from '../../src/push/push-reach';
+import { COMPILED } from '../../src/core/paths';
+import type { HubSettings } from '../../src/api/hub/hub';
+import { PushReach } from '../../src/core/push/push-reach';
 import { SEARCH_ATTRIBUTES } from '../../task/messages';
-import { KeyStore } from '../../src/auth/keys';
-import { AgentCredentials, SecretBox } from '../../src/agents/agent-credentials';
-import { EncryptionCodec, dataConverterOf, parseKeyRing } from '../../src/temporal/encryption-codec';
-import { createLogger } from '../../src/log';
-import { AgentPushTokens } from '../../src/push/agent-push';
-import { createPool } from '../../src/db/pool';
-import { startDevServer } from '../../src/temporal/dev-server';
+import { KeyStore } from '../../src/core/auth/keys';
+import { AgentCredentials, SecretBox } from '../../src/core/agents/agent-credentials';
+import { EncryptionCodec, dataConverterOf, parseKeyRing } from '../../src/core/temporal/encryption-codec';
+import { createLogger } from '../../src/core/log';
+import { AgentPushTokens } from '../../src/core/push/agent-push';
+import { createPool } from '../../src/core/db/pool';
+import { startDevServer } from '../../src/embedded/temporal';
 import { freePort } from './process';
 import { Client } from '@temporalio/client';
 import { type Client as A2AClient, ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
@@ -236,9 +236,9 @@ export interface Gateway {
 
 export interface GatewayOptions {
   inputTimeoutMs?: number;
-  /** The worker's slots, pollers and cache other than its defaults (src/worker.ts WorkerTuning): the bench's BENCH_WORKER_OPTIONS. */
+  /** The worker's slots, pollers and cache other than its defaults (src/worker/worker.ts WorkerTuning): the bench's BENCH_WORKER_OPTIONS. */
   workerTuning?: WorkerTuning;
-  /** Fair admission per tenant (src/a2a/fair-gate.ts); default: the config's defaults. */
+  /** Fair admission per tenant (src/api/a2a/fair-gate.ts); default: the config's defaults. */
   admission?: Partial<FairGateOptions>;
   /** Extra `temporal server start-dev` arguments, e.g. lower history limits. */
   temporalArgs?: string[];
@@ -263,17 +263,17 @@ export interface GatewayOptions {
    */
   unfundedAccounts?: 'enforce' | 'unlimited';
   /** Quota defaults (a tenant's own settings still win). */
-  quotas?: Partial<import('../../src/auth/quotas').Quotas>;
+  quotas?: Partial<import('../../src/core/auth/quotas').Quotas>;
   /** REDIS_URL for the rate-limit store. */
   redisUrl?: string;
   /** SWITCHBOARD_PAYLOAD_KEY: the client and the worker encrypt every Temporal payload. */
   payloadKey?: string;
   /** Bearer JWTs accepted beside keys (SWITCHBOARD_JWT_JWKS_URL). */
-  jwt?: import('../../src/auth/plugin').BearerJwtVerifier;
-  /** OpenTelemetry started by the test (src/tracing-sdk.ts): its plugin goes to the client, the worker and the bundle. */
-  tracing?: import('../../src/tracing-sdk').Tracing;
+  jwt?: import('../../src/core/auth/plugin').BearerJwtVerifier;
+  /** OpenTelemetry started by the test (src/core/tracing-sdk.ts): its plugin goes to the client, the worker and the bundle. */
+  tracing?: import('../../src/core/tracing-sdk').Tracing;
   /** Temporal UI's base URL and namespace (TEMPORAL_UI_URL): GET /tasks links each task's workflow there. */
-  temporalUi?: import('../../src/routes/tasks').TemporalUi;
+  temporalUi?: import('../../src/api/routes/tasks').TemporalUi;
   /** Where the gateway logs (at LOG_LEVEL, default silent), e.g. to search the log for secrets. */
   logTo?: { level: string; stream: import('pino').DestinationStream };
   /** Serve the gRPC binding too (SWITCHBOARD_GRPC_PORT), on a free port: Gateway.grpc is its host:port. */
@@ -297,7 +297,7 @@ export interface GatewayOptions {
   connections?: AppDeps['connections'];
   /** SWITCHBOARD_EMBEDDINGS_*: hybrid search's model service (default: none, full-text search). */
   embeddings?: AppDeps['embeddings'];
-  /** The MCP server's settings (src/mcp/sessions.ts), e.g. a short call wait. */
+  /** The MCP server's settings (src/api/mcp/sessions.ts), e.g. a short call wait. */
   mcp?: AppDeps['mcp'];
 }
 

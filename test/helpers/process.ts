@@ -30,7 +30,7 @@ process.once('exit', () => {
 });
 
 /** A TCP port free right now on 127.0.0.1, so a restarted process can listen on the same URL. */
-import { freePort, portIsFree } from '../../src/net';
+import { freePort, portIsFree } from '../../src/embedded/net';
 export { freePort };
 
 const handedOut = new Set<number>();

@@ -1,5 +1,5 @@
 /**
- * The registry on real components, wired as production wires it once src/app.ts passes a RefreshScheduler to
+ * The registry on real components, wired as production wires it once src/api/app.ts passes a RefreshScheduler to
  * the AgentRegistry: the HTTP routes, PostgreSQL (a schema of its own), and, unless `temporal: false`, a
  * Temporal dev server whose worker runs the refresh workflow and activity on a task queue of its own.
  */
@@ -9,14 +9,14 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createRegistryActivities } from '../../activities/registry';
-import { AgentRegistry } from '../../src/agents/registry';
-import { CardEmbedder } from '../../src/agents/card-embedder';
-import { Embeddings, type EmbeddingsSettings } from '../../src/agents/embeddings';
-import type { RefreshPolicy } from '../../src/agents/refresh';
-import { RefreshScheduler } from '../../src/agents/refresh-schedules';
-import { createOutbound, type Outbound } from '../../src/http/outbound';
-import { agentRoutes } from '../../src/routes/agents';
-import { workflowBundleOptions } from '../../src/worker';
+import { AgentRegistry } from '../../src/core/agents/registry';
+import { CardEmbedder } from '../../src/core/agents/card-embedder';
+import { Embeddings, type EmbeddingsSettings } from '../../src/core/agents/embeddings';
+import type { RefreshPolicy } from '../../src/core/agents/refresh';
+import { RefreshScheduler } from '../../src/core/agents/refresh-schedules';
+import { createOutbound, type Outbound } from '../../src/core/http/outbound';
+import { agentRoutes } from '../../src/api/routes/agents';
+import { workflowBundleOptions } from '../../src/worker/worker';
 import { createTestDb, startTemporal, type TestDb } from './harness';
 
 export const TENANT = 'default';

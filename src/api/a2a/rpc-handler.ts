@@ -1,0 +1,498 @@
+/**
+ * The A2A RPC core: a method, its params as parsed (not yet validated) and who sent them in; data out — a result, an
+ * error (in the caller's dialect, with why it was refused when it was refused before running), or a stream of them.
+ * No HTTP and no envelope here: JSON-RPC (src/api/routes/json-rpc.ts), HTTP+JSON (src/api/routes/rest.ts) and gRPC
+ * (src/api/grpc/server.ts) read their requests, hand the method and params over, and choose how to show the answer
+ * (HTTP status, AIP-193 body, gRPC status) by the one error table (task/errors.ts, rendered by error-forms.ts).
+ *
+ * Everything a client can get wrong is answered before any work starts: an unknown method (-32601), bad params
+ * (-32602), an unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods:
+ * it picks the request's dialect, validates its params and translates them to the engine call (a 1.0 or 0.3
+ * method), whose validated params are what runs (engine.ts): the push-config methods (push-methods.ts), or the
+ * endpoint's request handler. Answers and errors go back in the request's dialect.
+ */
+import { z } from 'zod';
+import { type CallIntent, type DialectContext, type DialectDef, type InternalCall, type MethodDef, type StreamRenderer, engineMethod, engineOf, pickDialect } from './dialects';
+import { A2A_ERRORS, a2aError, errorCodeOf } from './errors';
+import { answerPushMethod } from './push-methods';
+import { AgentRequestHandler, type HandlerDeps } from './request-handler';
+import { type StreamCursor, StreamLimitError } from './task-stream';
+import type { Dialect, WireTask } from '../../../task/wire';
+import type { AgentRegistry } from '../../core/agents/registry';
+import { PUSH_METHOD_PARAMS } from '../../core/push/params';
+import { clientMetadataOf, dialectOfTask, firstRequestOf } from '../../core/db/task-dialects';
+import { agentOfTask, openTasksOfContext } from '../../core/db/task-store';
+import { isInterrupted } from '../../../task/rules';
+import { type Caller, rpcMethodRoles } from '../../core/auth/caller';
+import type { CredentialWatch } from '../../core/auth/credential-watch';
+import { quotaError } from '../../core/auth/quotas';
+import { DependencyUnavailable, type Health } from '../../core/health';
+import { SUPPORTED_VERSION } from './versions';
+import { pathOfNul } from '../../core/http/json-guard';
+import { jsonRpcErrorOf } from './error-forms';
+import { ERRORS } from '../../../task/errors';
+import { KnownAgents, mappingOutages } from './outage-fallbacks';
+import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
+import { annotate } from '../../core/tracing';
+import { withJsonNames } from './proto-json';
+import { auditOperatorAction, isOperatorAction, operatorRefusal } from './operator-actions';
+
+export { RPC_METHODS } from './dialects';
+export type { RpcError, RpcOutcome } from './engine';
+
+const PUSH_METHODS = new Set([...Object.keys(PUSH_METHOD_PARAMS['1.0']), ...Object.keys(PUSH_METHOD_PARAMS['0.3'])]);
+const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
+
+/** Methods that change something: refused at once (Unavailable) while PostgreSQL or Temporal is down, before any work. */
+const WRITE_METHODS = new Set([
+  'SendMessage', 'SendStreamingMessage', 'CancelTask', 'CreateTaskPushNotificationConfig', 'DeleteTaskPushNotificationConfig',
+  'message/send', 'message/stream', 'tasks/cancel', 'tasks/pushNotificationConfig/set', 'tasks/pushNotificationConfig/delete',
+]);
+
+export interface RpcCoreDeps extends HandlerDeps {
+  registry: AgentRegistry;
+  health: Health;
+  /** Ends an open stream once the credential that opened it no longer holds (revoked, expired, deleted). */
+  credentialWatch?: CredentialWatch;
+}
+
+/** One call as a transport read it: the method and its params, parsed but not validated (the core validates them once). */
+export interface RpcRequest {
+  method: string;
+  params: unknown;
+  caller: Caller;
+  /** The request's headers (the intake reads X-Switchboard-Parent-Task; nothing forwards them to agents). */
+  headers: Record<string, string | string[] | undefined>;
+  /** The A2A-Version the client asked for (header or query), if any. */
+  version?: string;
+  /** The raw Last-Event-ID header, if any. */
+  lastEventId?: string;
+  /** The gateway's base URL as this client reaches it (for the cards and task URLs it is shown). */
+  base: string;
+  /** Aborted when the client goes away: an open stream stops. */
+  signal: AbortSignal;
+  /** The agent of a per-agent endpoint (a 0.3 resume by contextId looks only at its tasks). */
+  agentId?: string;
+  /** The JSON-RPC request's `id`, where the transport has one (0.1/NEXUS tell a client's retry from a new request by it). */
+  requestId?: string | number | null;
+  /**
+   * For an in-process caller that translated the call itself (NEXUS's POST /api/v1/tasks): what a new task records.
+   * Transports never set it from what a client sent.
+   */
+  intent?: CallIntent;
+}
+
+/**
+ * Why a call was refused before it ran, for the transport to show as it shows such refusals (JSON-RPC: HTTP 403,
+ * 404, 429, 503; REST and gRPC by the error's name in the one table): the role may not call the method, the
+ * endpoint names no agent, a stream cap is reached, a dependency is down.
+ */
+export type Refused = 'permission' | 'no-endpoint' | 'busy' | 'unavailable';
+
+/** An error answer: the error in the caller's dialect, why it was refused (if before running), when to retry. */
+export interface RpcFailure {
+  error: RpcError;
+  refused?: Refused;
+  retryAfterS?: number;
+}
+
+/** One stream event: a result or an error, with the event's log position as its `id:` when it has one. */
+export interface SseFrame {
+  id?: number;
+  /** The SSE event name; unset is a message. 0.3 `tasks/resubscribe` sends its errors as `error` events. */
+  event?: string;
+  data: RpcOutcome;
+}
+
+/** A stream answer: its frames, and the frames that end it early. */
+export interface RpcStream {
+  stream: AsyncIterator<SseFrame>;
+  /** The frame for an error that ends the stream early. */
+  errorFrame(err: unknown): SseFrame;
+  /** The frame telling a reader that was too slow where to resume: after the last frame it was sent. */
+  cutOffFrame(message: string, lastEventId: number): SseFrame;
+}
+
+/** What the core answers: a result, an error, or a stream. */
+export type RpcAnswer = { result: unknown } | RpcFailure | RpcStream;
+
+/**
+ * The answer, unless the server closes first (a restart) while the call still waits, e.g. a blocking SendMessage
+ * waiting for its turn's end: then -32054 at once (HTTP 503, Retry-After 1), so the close waits for no turn. The call
+ * goes on without its client; sent again (the same messageId is the same message), it reaches the same task at the
+ * next process. (Streams end with where to resume instead: src/api/routes/sse.ts.)
+ */
+export async function answeredBeforeClose(answering: Promise<RpcAnswer>, closing: AbortSignal): Promise<RpcAnswer> {
+  if (closing.aborted) return answering;
+  let onClose!: () => void;
+  const closed = new Promise<RpcAnswer>((resolve) => {
+    onClose = () =>
+      resolve({
+        error: { code: A2A_ERRORS.Unavailable.code, message: 'Switchboard is restarting; send the request again (the same messageId continues the same task)' },
+        refused: 'unavailable',
+        retryAfterS: 1,
+      });
+    closing.addEventListener('abort', onClose, { once: true });
+  });
+  answering.catch(() => undefined); // a call still running at the close fails with it, answered already
+  try {
+    return await Promise.race([answering, closed]);
+  } finally {
+    closing.removeEventListener('abort', onClose);
+  }
+}
+
+/** What serves a valid call: a handler (built once the stream, if any, is set up), or a refusal. */
+export type RpcTarget =
+  | {
+      handler: (cursor: StreamCursor | undefined, dialect: Dialect) => AgentRequestHandler;
+      decorate?: (result: unknown) => unknown;
+      /** The agent of a per-agent endpoint: its push-config methods reach only that agent's tasks. */
+      agentId?: string;
+    }
+  | { refuse: RpcFailure };
+
+/** A valid call as a resolver sees it: `lastEventId` is the parsed Last-Event-ID of a streaming call. */
+export interface RpcCall {
+  /** The engine call: a 1.0 (or 0.3) method and its params, whatever dialect the client spoke. */
+  method: string;
+  params: unknown;
+  dialect: Dialect;
+  /** What the translation asks of a new task (a client-chosen id, the dialect to record). */
+  intent?: CallIntent;
+  base: string;
+  lastEventId?: number;
+  caller: Caller;
+}
+
+/** Picks the target of a valid call. May throw an A2A error (a2aError), answered in the caller's dialect. */
+export type RpcResolver = (call: RpcCall) => Promise<RpcTarget>;
+
+/** A call that passed every check: its dialect, the engine call it runs as, and how to answer in its dialect. */
+interface Checked {
+  dialect: DialectDef;
+  internal: InternalCall;
+  engine: Dialect;
+  ctx: DialectContext;
+  say: Say;
+}
+
+/** How one call's errors are answered: in the caller's dialect; 0.3 `tasks/resubscribe` answers even an early error as a stream. */
+class Say {
+  constructor(
+    private readonly dialect: DialectDef,
+    private readonly method: string,
+  ) {}
+
+  rendered(err: unknown): RpcError {
+    return this.dialect.renderError(err);
+  }
+
+  /** An error answer; one that is no refusal is a stream of one `error` event where the method always streams. */
+  failure(f: RpcFailure): RpcAnswer {
+    return !f.refused && this.dialect.errorsAsStream?.has(this.method) ? errorStream(f.error, (err) => this.rendered(err)) : f;
+  }
+
+  fail(err: unknown, refused?: Refused, retryAfterS?: number): RpcAnswer {
+    return this.failure({ error: this.rendered(err), ...(refused && { refused }), ...(retryAfterS !== undefined && { retryAfterS }) });
+  }
+
+  unavailable(err: DependencyUnavailable): RpcAnswer {
+    return this.fail(a2aError('Unavailable', err.message), 'unavailable', err.retryAfterS);
+  }
+
+  /** A refusal in the dialect's error form of Switchboard's own (1.0 adds the ErrorInfo). */
+  refusal(name: 'PermissionDenied' | 'Unauthenticated', message: string, metadata?: Record<string, string>): RpcError {
+    return jsonRpcErrorOf({ name, message, metadata }, this.dialect.name === '1.0' ? '1.0' : '0.3');
+  }
+}
+
+export class RpcCore {
+  private readonly streams = new KeyStreams();
+  private readonly agents = new KnownAgents();
+
+  constructor(private readonly deps: RpcCoreDeps) {}
+
+  /** The resolver of a per-agent endpoint (`/agents/:id/a2a`): the agent in its path, of the caller's tenant. */
+  agentEndpoint(agentId: string): RpcResolver {
+    return async ({ base, caller }) => {
+      const agent = await this.agents.get(this.deps.registry, caller.tenant, agentId);
+      if (!agent) return { refuse: { error: { code: ERRORS.NoSuchEndpoint.code, message: `No agent ${agentId} is registered on this gateway` }, refused: 'no-endpoint' } };
+      const rpcUrl = `${base}/agents/${agent.id}/a2a`;
+      return { agentId: agent.id, handler: (cursor, dialect) => new AgentRequestHandler(agent, caller, rpcUrl, this.deps, cursor, dialect) };
+    };
+  }
+
+  /**
+   * Answers one call: dialect, role, version and params checks first (nothing starts on a bad request), then the
+   * target the resolver picks.
+   */
+  async answer(req: RpcRequest, resolve: RpcResolver): Promise<RpcAnswer> {
+    const checked = await this.check(req);
+    if (!('say' in checked)) return checked;
+    const out = await this.run(req, resolve, checked);
+    if (isOperatorAction(req.caller, checked.internal.method)) {
+      await auditOperatorAction(this.deps.pool, req.caller, { ...checked.internal, requestId: req.requestId }, 'error' in out ? out.error.code : undefined);
+    }
+    return out;
+  }
+
+  private async run(req: RpcRequest, resolve: RpcResolver, checked: Checked): Promise<RpcAnswer> {
+    const { internal, engine, say } = checked;
+    const { deps } = this;
+    const outage = (err: unknown) => {
+      const down = deps.health.unavailable(err);
+      return down ? say.unavailable(down) : undefined;
+    };
+    const streaming = STREAMING_METHODS.has(internal.method);
+    const lastEventId = streaming ? parseLastEventId(req.lastEventId) : undefined;
+    // A change needs both: refuse it now rather than half-start it or hang (a read may still answer from one).
+    if (WRITE_METHODS.has(internal.method) && lastEventId === undefined) {
+      try {
+        deps.health.require('postgresql', 'temporal');
+      } catch (err) {
+        return say.unavailable(err as DependencyUnavailable);
+      }
+    }
+    let target: RpcTarget;
+    try {
+      const params = internal.params;
+      target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller: req.caller });
+    } catch (err) {
+      return outage(err) ?? say.fail(err);
+    }
+    if ('refuse' in target) return say.failure(target.refuse);
+    if (PUSH_METHODS.has(internal.method)) {
+      try {
+        const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: req.caller.tenant, agentId: target.agentId };
+        const result = await answerPushMethod(internal.method, engine, internal.params as Record<string, unknown>, pushDeps, internal.intent?.pushDialect);
+        return { result: internal.render ? await internal.render(result, checked.ctx) : result };
+      } catch (err) {
+        return outage(err) ?? say.fail(err);
+      }
+    }
+    if (streaming) {
+      if (lastEventId === null) return say.fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
+      return this.openStream(req, checked, target, lastEventId);
+    }
+    const handler = mappingOutages(target.handler(undefined, engine), deps.health);
+    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant, signal: req.signal }, engine);
+    return this.unary(answer, checked, target, outage);
+  }
+
+  /** The checks before any work: dialect, role, version, params (validated once), and the engine call they translate to. */
+  private async check(req: RpcRequest): Promise<Checked | RpcAnswer> {
+    const { caller, method } = req;
+    const dialect = await pickDialect(method, req.params, (taskId) => dialectOfTask(this.deps.pool, caller.tenant, taskId).catch(() => undefined));
+    if (!dialect) return { error: { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${method}` } };
+    const spec = dialect.methods[method]!;
+    const say = new Say(dialect, method);
+    annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': method, 'a2a.dialect': dialect.name, 'switchboard.tenant': caller.tenant });
+    const roles = rpcMethodRoles('runs' in spec ? spec.runs : method);
+    if (!roles.includes(caller.role)) {
+      // The body still says which roles the method needs; the transport shows the refusal as it shows authorization's.
+      const message = `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`;
+      return { error: say.refusal('PermissionDenied', message, { requiredRoles: roles.join(',') }), refused: 'permission' };
+    }
+    const taskExists = async (taskId: string) => (await agentOfTask(this.deps.pool, caller.tenant, taskId)) !== undefined;
+    const refusedAction = await operatorRefusal(caller, 'runs' in spec ? spec.runs : method, req.params, taskExists);
+    if (refusedAction) return { error: say.refusal('PermissionDenied', refusedAction, { requiredRoles: 'admin,client,agent' }), refused: 'permission' };
+    if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
+      return say.fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
+    }
+    if ('unsupported' in spec) return say.fail(a2aError(spec.unsupported, `${method}: ${spec.why}`));
+    // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
+    const checked = validate(spec, method, withJsonNames(req.params));
+    if ('error' in checked) return say.fail(checked.error);
+    const nul = pathOfNul(checked.params);
+    if (nul !== undefined) {
+      // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
+      return say.fail(a2aError('InvalidParams', `Invalid params for ${method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
+    }
+    // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
+    const ctx = this.dialectContext(caller.tenant, req.agentId, req.requestId);
+    let internal: InternalCall;
+    try {
+      internal = spec.translate ? await spec.translate(checked.params, ctx) : { method, params: checked.params, intent: req.intent };
+      const engineSpec = engineMethod(internal.method);
+      if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) {
+        const engineChecked = validate(engineSpec, internal.method, internal.params);
+        if ('error' in engineChecked) return say.fail(engineChecked.error);
+        internal = { ...internal, params: engineChecked.params };
+      }
+    } catch (err) {
+      const down = this.deps.health.unavailable(err);
+      return down ? say.unavailable(down) : say.fail(err);
+    }
+    return { dialect, internal: { ...internal, render: internal.render ?? spec.render }, engine: engineOf(internal.method), ctx, say };
+  }
+
+  /** A unary engine answer in the caller's dialect: its error as the dialect renders an engine's, or its result rendered. */
+  private async unary(answer: EngineAnswer, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, outage: (err: unknown) => RpcAnswer | undefined): Promise<RpcAnswer> {
+    if ('events' in answer) return c.say.fail(a2aError('Internal', `${c.internal.method} answered with a stream`));
+    if ('error' in answer) return engineFailure(c.dialect, answer.error);
+    let out = answer.result;
+    try {
+      if (target.decorate && out !== undefined) out = target.decorate(out);
+      if (c.internal.render && out !== undefined) out = await c.internal.render(out, c.ctx);
+    } catch (err) {
+      return outage(err) ?? c.say.fail(err);
+    }
+    return { result: out ?? null };
+  }
+
+  /**
+   * A streaming call: the caps (this process's streams, the key's), then the handler's stream, which answers at once
+   * once set up even when its first event is yet to come (a resumed stream that waits). Errors before it is set up
+   * (unknown task, a terminal task, a cap) are plain answers.
+   */
+  private async openStream(req: RpcRequest, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, lastEventId: number | undefined): Promise<RpcAnswer> {
+    const { deps } = this;
+    const { say, internal, engine } = c;
+    if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
+      return { error: { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` }, refused: 'busy', retryAfterS: 5 };
+    }
+    const max = (await deps.quotas.of(req.caller.tenant))?.streamsPerKey ?? 0;
+    const slot = this.streams.acquire(req.caller.keyId, max);
+    if (!slot) return say.fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 'busy', 5);
+    // A stream lives no longer than the credential that opened it: revoked, expired, its agent or tenant
+    // deleted, the follow stops and the stream's last event says why (frames below).
+    const lapsed = new AbortController();
+    const unwatch = deps.credentialWatch?.watch(req.caller, (why) => lapsed.abort(why));
+    const release = () => (slot(), unwatch?.());
+    req.signal.addEventListener('abort', release, { once: true });
+    let opened!: () => void;
+    const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
+    const cursor: StreamCursor = { lastEventId, signal: AbortSignal.any([req.signal, lapsed.signal]), seq: 0, closing: false, opened: () => opened() };
+    const handler = mappingOutages(target.handler(cursor, engine), deps.health);
+    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine);
+    if (!('events' in answer)) {
+      release();
+      return 'error' in answer ? engineFailure(c.dialect, answer.error) : say.fail(a2aError('Internal', `${internal.method} did not answer with a stream`));
+    }
+    const events = answer.events;
+    const next = events.next();
+    let first: IteratorResult<RpcOutcome> | 'open';
+    try {
+      first = await Promise.race([next, open]);
+    } catch (err) {
+      release();
+      if (err instanceof StreamLimitError) return { error: { code: A2A_ERRORS.Internal.code, message: err.message }, refused: 'busy', retryAfterS: 5 };
+      if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return say.fail(err, 'unavailable', 5);
+      return say.fail(err);
+    }
+    if (first !== 'open' && first.done) {
+      release();
+      return say.fail(a2aError('Internal', 'the stream ended before its first event'));
+    }
+    // The last event of a stream whose credential lapsed: no more events are produced for a caller who may no longer read them.
+    const lapsedFrame = (): SseFrame => ({
+      data: { error: say.refusal('Unauthenticated', `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.`) },
+    });
+    return {
+      stream: frames(first === 'open' ? next : first, events, cursor, c.dialect.streamRenderer(), lapsed.signal, lapsedFrame),
+      errorFrame: (err) => ({ data: { error: say.rendered(err) } }),
+      cutOffFrame: (message, at) => ({ data: { error: { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } } } }),
+    };
+  }
+
+  /** What a dialect's translation and rendering may look up, in the caller's tenant (and endpoint agent). */
+  private dialectContext(tenant: string, agentId: string | undefined, requestId?: string | number | null): DialectContext {
+    const { gateway, pool } = this.deps;
+    const task = async (taskId: string): Promise<WireTask | undefined> => {
+      try {
+        return await gateway.get(tenant, taskId);
+      } catch (err) {
+        if (errorCodeOf(err) === A2A_ERRORS.TaskNotFound.code) return undefined;
+        throw err;
+      }
+    };
+    return {
+      tenant,
+      requestId: requestId ?? undefined,
+      task,
+      // The projection can trail the workflow by the change being written (a client answering at once): a task it
+      // shows as still working is asked directly.
+      waitingInContext: async (contextId) => {
+        const open = await openTasksOfContext(pool, tenant, contextId, agentId);
+        const states = await Promise.all(open.map(async (t) => (isInterrupted(t.state as WireTask['status']['state']) ? t.state : (await task(t.taskId))?.status.state)));
+        return open.filter((_, i) => states[i] === 'TASK_STATE_INPUT_REQUIRED').map((t) => t.taskId);
+      },
+      clientMetadata: (taskIds) => clientMetadataOf(pool, tenant, taskIds),
+      firstRequest: (taskId) => firstRequestOf(pool, tenant, taskId),
+    };
+  }
+}
+
+/** A method's params checked against its schema: the parsed params, or the -32602 error naming the fields. */
+function validate(spec: MethodDef, method: string, params: unknown): { params: unknown } | { error: Error } {
+  const checked = spec.params.safeParse(params);
+  if (checked.success) return { params: checked.data };
+  const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
+  return { error: a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations) };
+}
+
+/** An engine's error as the dialect renders it; an outage is refused as one (retry in 5 s). */
+function engineFailure(dialect: DialectDef, engineError: RpcError): RpcFailure {
+  const error = dialect.renderEngineError ? dialect.renderEngineError(engineError) : engineError;
+  return engineError.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error };
+}
+
+/** A stream of one `error` event. */
+function errorStream(error: RpcError, rendered: (err: unknown) => RpcError): RpcAnswer {
+  return {
+    stream: (async function* () {
+      yield { event: 'error', data: { error } };
+    })(),
+    errorFrame: (err) => ({ event: 'error', data: { error: rendered(err) } }),
+    cutOffFrame: (message) => ({ event: 'error', data: { error: { code: A2A_ERRORS.Internal.code, message } } }),
+  };
+}
+
+/**
+ * The handler's events as SSE frames: each with the log position of the event it renders (the handler records it
+ * in the cursor as it yields), rendered in the caller's dialect (0.3 marks the event that ends the stream `final`).
+ */
+async function* frames(
+  first: IteratorResult<RpcOutcome> | Promise<IteratorResult<RpcOutcome>>,
+  rest: AsyncIterator<RpcOutcome>,
+  cursor: StreamCursor,
+  render: StreamRenderer,
+  lapsed: AbortSignal,
+  lapsedFrame: () => SseFrame,
+): AsyncGenerator<SseFrame, void, undefined> {
+  const frame = (event: RpcOutcome): SseFrame => ({ id: cursor.seq, data: 'result' in event ? { result: render(event.result, cursor.closing) } : event });
+  try {
+    // The follow stops when cursor.signal aborts: the client left, or the credential that opened the stream lapsed.
+    for (let next = await first; !next.done && !cursor.signal.aborted; next = await rest.next()) yield frame(next.value);
+    if (lapsed.aborted) yield lapsedFrame();
+  } finally {
+    await rest.return?.(undefined).catch(() => undefined);
+  }
+}
+
+/** Open streams per key in this process, for the streamsPerKey quota. */
+class KeyStreams {
+  private readonly open = new Map<string, number>();
+
+  /** @returns a release function, or undefined when the key already holds `max` streams. */
+  acquire(keyId: string, max: number): (() => void) | undefined {
+    const n = this.open.get(keyId) ?? 0;
+    if (n >= max) return undefined;
+    this.open.set(keyId, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.open.get(keyId) ?? 1) - 1;
+      if (left <= 0) this.open.delete(keyId);
+      else this.open.set(keyId, left);
+    };
+  }
+}
+
+/** The Last-Event-ID header: undefined when absent, null when it is not a log position. */
+function parseLastEventId(v: string | undefined): number | undefined | null {
+  if (v === undefined || v === '') return undefined;
+  return /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : null;
+}
