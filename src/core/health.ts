@@ -120,6 +120,8 @@ export class Health {
     const dep = outageOf(err);
     if (!dep) return undefined;
     if (err instanceof DependencyUnavailable && err.busy) return err;
+    // Refused because it is known down (require, untilDown): nothing new to record.
+    if (err instanceof DependencyUnavailable && !this.state[dep].up) return err;
     if (dep === 'postgresql' && poolExhausted(err, this.o.pool)) return poolBusy(this.o.pool);
     this.set(dep, false, (err as Error).message);
     return err instanceof DependencyUnavailable ? err : new DependencyUnavailable(dep);

@@ -1,23 +1,10 @@
 /**
  * The A2A request handler of one registered agent: the 1.0 methods on the wire form (task/wire.ts), with the params
  * the RPC core validated, handing the work to the task intake (task-intake.ts: whose task, new-task rules), the
- * task's workflow (TaskGateway), its event log (task-stream.ts) or the projection. It also implements the SDK's
- * A2A server interface, for the SDK's 0.3 transport only.
+ * task's workflow (TaskGateway), its event log (task-stream.ts) or the projection. The SDK's 0.3 transport calls
+ * it through engine.ts's SdkFacing.
  */
 import type { Release } from './fair-gate';
-import {
-  AgentCard,
-  type CancelTaskRequest,
-  type GetTaskRequest,
-  ListTasksRequest,
-  type ListTasksResponse,
-  Message,
-  SendMessageRequest,
-  StreamResponse,
-  type SubscribeToTaskRequest,
-  Task,
-} from '@a2a-js/sdk';
-import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { z } from 'zod';
 import { gatewayCard } from '../../core/agents/gateway-card';
 import type { Agent } from '../../core/agents/registry';
@@ -26,7 +13,7 @@ import { headSeq, snapshotAt } from '../../core/events/event-log';
 import { listTasks, taskOfMessage } from '../../core/db/task-store';
 import { directAnswerOf, endsTurn, holdOf, isTerminal, stateLabel } from '../../../task/rules';
 import type { SendMessageArgs } from '../../../task/contracts';
-import { type CallIntent, INTENT_STATE } from './dialects';
+import type { CallIntent } from './dialects';
 import { a2aError } from './errors';
 import type * as S from './schemas';
 import type { ListTasksQuery } from './schemas';
@@ -54,10 +41,9 @@ export type TaskList = Awaited<ReturnType<typeof listTasks>>;
 
 /**
  * The handler's work is done on the wire form (task/wire.ts), the params as the method's zod schema passed them:
- * nothing is decoded twice. The SDK-typed methods below (A2ARequestHandler) remain for the SDK's 0.3 transport, which
- * converts 0.3 calls to 1.0 itself; they only convert at that edge.
+ * nothing is decoded twice. What it throws is raw (task errors, outages, A2A errors): the RPC core renders it.
  */
-export class AgentRequestHandler implements A2ARequestHandler {
+export class AgentRequestHandler {
   protected readonly intake: TaskIntake;
   private readonly tenant: string;
   /** Where a streaming send's stream ends: 0.x streams say `final`, and stay open where the agent's did (StreamEnd). */
@@ -275,57 +261,6 @@ export class AgentRequestHandler implements A2ARequestHandler {
     if (!this.stream) throw a2aError('Internal', 'streaming call without a stream');
     return this.stream;
   }
-
-  // ---- A2ARequestHandler: the SDK's types, for the SDK's 0.3 transport only (it converts 0.3 calls to 1.0). ----
-
-  async getAgentCard(): Promise<AgentCard> {
-    return AgentCard.fromJSON(await this.card());
-  }
-
-  async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
-    throw a2aError('UnsupportedOperation', 'Switchboard does not serve extended agent cards');
-  }
-
-  async sendMessage(params: SendMessageRequest, context?: ServerCallContext): Promise<Message | Task> {
-    const answer = await this.send(SendMessageRequest.toJSON(params) as SendParams, extrasOf(context));
-    return 'message' in answer ? Message.fromJSON(answer.message) : Task.fromJSON(answer.task);
-  }
-
-  async getTask(params: GetTaskRequest): Promise<Task> {
-    return Task.fromJSON(await this.get(params));
-  }
-
-  async cancelTask(params: CancelTaskRequest): Promise<Task> {
-    return Task.fromJSON(await this.cancel(params));
-  }
-
-  async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
-    const page = await this.list(ListTasksRequest.toJSON(params) as ListTasksQuery);
-    return { ...page, tasks: page.tasks.map((t) => Task.fromJSON(t)) };
-  }
-
-  async *sendMessageStream(params: SendMessageRequest, context?: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    for await (const e of this.sendStream(SendMessageRequest.toJSON(params) as SendParams, extrasOf(context))) yield StreamResponse.fromJSON(e);
-  }
-
-  async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
-    for await (const e of this.subscribe(params)) yield StreamResponse.fromJSON(e);
-  }
-
-  // The push-config methods never reach this class: the RPC core answers them (src/api/a2a/push-methods.ts), because
-  // the SDK's handlers would drop deliveryStatus from the answer. These only satisfy the interface.
-  async createTaskPushNotificationConfig(): Promise<never> {
-    throw notHere();
-  }
-  async getTaskPushNotificationConfig(): Promise<never> {
-    throw notHere();
-  }
-  async listTaskPushNotificationConfigs(): Promise<never> {
-    throw notHere();
-  }
-  async deleteTaskPushNotificationConfig(): Promise<never> {
-    throw notHere();
-  }
 }
 
 /** A SendMessage request's parts: the message (empty optional fields dropped, as ProtoJSON omits them), how to answer, an inline push config. */
@@ -373,13 +308,3 @@ function answersWithMessages(intent: CallIntent | undefined): boolean {
   const dialect = intent?.record?.dialect;
   return dialect !== '0.1' && dialect !== 'nexus';
 }
-
-/** What the RPC core put in the SDK's call context (the 0.3 transport): the translation's intent and the headers. */
-function extrasOf(context: ServerCallContext | undefined): CallExtras {
-  return {
-    intent: context?.state.get(INTENT_STATE) as CallIntent | undefined,
-    headers: context?.state.get('headers') as Record<string, string | string[] | undefined> | undefined,
-  };
-}
-
-const notHere = () => a2aError('Internal', 'push-config methods are answered by the RPC core, not the request handler');

@@ -26,12 +26,12 @@ import { isInterrupted } from '../../../task/rules';
 import { type Caller, rpcMethodRoles } from '../../core/auth/caller';
 import type { CredentialWatch } from '../../core/auth/credential-watch';
 import { quotaError } from '../../core/auth/quotas';
-import { DependencyUnavailable, type Health } from '../../core/health';
+import { type DependencyUnavailable, type Health, outageOf } from '../../core/health';
 import { SUPPORTED_VERSION } from './versions';
 import { pathOfNul } from '../../core/http/json-guard';
 import { jsonRpcErrorOf } from './error-forms';
 import { ERRORS } from '../../../task/errors';
-import { KnownAgents, mappingOutages } from './outage-fallbacks';
+import { KnownAgents } from './known-agents';
 import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
 import { annotate } from '../../core/tracing';
 import { withJsonNames } from './proto-json';
@@ -168,24 +168,46 @@ export interface RpcCall {
 /** Picks the target of a valid call. May throw an A2A error (a2aError), answered in the caller's dialect. */
 export type RpcResolver = (call: RpcCall) => Promise<RpcTarget>;
 
-/** A call that passed every check: its dialect, the engine call it runs as, and how to answer in its dialect. */
+/** A call that passed every check: its dialect, the engine call it runs as, and how its errors are answered. */
 interface Checked {
   dialect: DialectDef;
   internal: InternalCall;
   engine: Dialect;
   ctx: DialectContext;
-  say: Say;
+  errors: CallErrors;
 }
 
-/** How one call's errors are answered: in the caller's dialect; 0.3 `tasks/resubscribe` answers even an early error as a stream. */
-class Say {
+/**
+ * How one call's errors are answered, in its dialect: the one place where an error becomes an answer. An outage is
+ * the A2A error naming the dependency (-32054); a -32054 is a refusal (HTTP 503, Retry-After), as a stream cap is
+ * (429); 0.3 `tasks/resubscribe` answers even an early error as a stream of one `error` event.
+ */
+class CallErrors {
   constructor(
     private readonly dialect: DialectDef,
     private readonly method: string,
+    private readonly health: Health,
   ) {}
 
-  rendered(err: unknown): RpcError {
-    return this.dialect.renderError(err);
+  /** What an error thrown below the protocol stands for: an outage as the A2A error naming the dependency. */
+  readonly raised = (err: unknown): unknown => {
+    const down = this.outage(err);
+    return down ? a2aError('Unavailable', down.message) : err;
+  };
+
+  /** The answer to an error thrown anywhere in the call: the core's one catch. */
+  answer(err: unknown): RpcAnswer {
+    const down = this.outage(err);
+    if (down) return this.failure({ error: this.rendered(a2aError('Unavailable', down.message)), refused: 'unavailable', retryAfterS: down.retryAfterS });
+    if (err instanceof StreamLimitError) return { error: { code: A2A_ERRORS.Internal.code, message: err.message }, refused: 'busy', retryAfterS: 5 };
+    const error = this.rendered(err);
+    return this.failure(error.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error });
+  }
+
+  /** An error the engine answered with (the SDK rendered it, for 0.3), as the dialect shows an engine's. */
+  engineFailure(engineError: RpcError): RpcFailure {
+    const error = this.dialect.renderEngineError ? this.dialect.renderEngineError(engineError) : engineError;
+    return engineError.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error };
   }
 
   /** An error answer; one that is no refusal is a stream of one `error` event where the method always streams. */
@@ -193,17 +215,18 @@ class Say {
     return !f.refused && this.dialect.errorsAsStream?.has(this.method) ? errorStream(f.error, (err) => this.rendered(err)) : f;
   }
 
-  fail(err: unknown, refused?: Refused, retryAfterS?: number): RpcAnswer {
-    return this.failure({ error: this.rendered(err), ...(refused && { refused }), ...(retryAfterS !== undefined && { retryAfterS }) });
-  }
-
-  unavailable(err: DependencyUnavailable): RpcAnswer {
-    return this.fail(a2aError('Unavailable', err.message), 'unavailable', err.retryAfterS);
-  }
-
   /** A refusal in the dialect's error form of Switchboard's own (1.0 adds the ErrorInfo). */
   refusal(name: 'PermissionDenied' | 'Unauthenticated', message: string, metadata?: Record<string, string>): RpcError {
     return jsonRpcErrorOf({ name, message, metadata }, this.dialect.name === '1.0' ? '1.0' : '0.3');
+  }
+
+  rendered(err: unknown): RpcError {
+    return this.dialect.renderError(err);
+  }
+
+  /** An outage's error, the dependency marked down (Health.unavailable); no other error touches Health. */
+  private outage(err: unknown): DependencyUnavailable | undefined {
+    return outageOf(err) ? this.health.unavailable(err) : undefined;
   }
 }
 
@@ -224,120 +247,95 @@ export class RpcCore {
   }
 
   /**
-   * Answers one call: dialect, role, version and params checks first (nothing starts on a bad request), then the
-   * target the resolver picks.
+   * Answers one call in three steps: decode (the dialect from the method, then role, version and params: nothing
+   * starts on a bad request), the call (on the target the resolver picks), and the answer in the caller's dialect.
+   * Whatever any step throws is answered by the one catch (CallErrors.answer).
    */
   async answer(req: RpcRequest, resolve: RpcResolver): Promise<RpcAnswer> {
-    const checked = await this.check(req);
-    if (!('say' in checked)) return checked;
-    const out = await this.run(req, resolve, checked);
-    if (isOperatorAction(req.caller, checked.internal.method)) {
+    const dialect = await pickDialect(req.method, req.params, (taskId) => dialectOfTask(this.deps.pool, req.caller.tenant, taskId).catch(() => undefined));
+    if (!dialect) return { error: { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${req.method}` } };
+    const errors = new CallErrors(dialect, req.method, this.deps.health);
+    let checked: Checked | undefined;
+    let out: RpcAnswer;
+    try {
+      const decoded = await this.check(req, dialect, errors);
+      if ('errors' in decoded) out = await this.run(req, resolve, (checked = decoded));
+      else out = decoded;
+    } catch (err) {
+      out = errors.answer(err);
+    }
+    if (checked && isOperatorAction(req.caller, checked.internal.method)) {
       await auditOperatorAction(this.deps.pool, req.caller, { ...checked.internal, requestId: req.requestId }, 'error' in out ? out.error.code : undefined);
     }
     return out;
   }
 
   private async run(req: RpcRequest, resolve: RpcResolver, checked: Checked): Promise<RpcAnswer> {
-    const { internal, engine, say } = checked;
+    const { internal, engine, errors } = checked;
     const { deps } = this;
-    const outage = (err: unknown) => {
-      const down = deps.health.unavailable(err);
-      return down ? say.unavailable(down) : undefined;
-    };
     const streaming = STREAMING_METHODS.has(internal.method);
     const lastEventId = streaming ? parseLastEventId(req.lastEventId) : undefined;
     // A change needs both: refuse it now rather than half-start it or hang (a read may still answer from one).
-    if (WRITE_METHODS.has(internal.method) && lastEventId === undefined) {
-      try {
-        deps.health.require('postgresql', 'temporal');
-      } catch (err) {
-        return say.unavailable(err as DependencyUnavailable);
-      }
-    }
-    let target: RpcTarget;
-    try {
-      const params = internal.params;
-      target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller: req.caller });
-    } catch (err) {
-      return outage(err) ?? say.fail(err);
-    }
-    if ('refuse' in target) return say.failure(target.refuse);
+    if (WRITE_METHODS.has(internal.method) && lastEventId === undefined) deps.health.require('postgresql', 'temporal');
+    const params = internal.params;
+    const target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller: req.caller });
+    if ('refuse' in target) return errors.failure(target.refuse);
     if (PUSH_METHODS.has(internal.method)) {
-      try {
-        const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: req.caller.tenant, agentId: target.agentId };
-        const result = await answerPushMethod(internal.method, engine, internal.params as Record<string, unknown>, pushDeps, internal.intent?.pushDialect);
-        return { result: internal.render ? await internal.render(result, checked.ctx) : result };
-      } catch (err) {
-        return outage(err) ?? say.fail(err);
-      }
+      const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: req.caller.tenant, agentId: target.agentId };
+      const result = await answerPushMethod(internal.method, engine, internal.params as Record<string, unknown>, pushDeps, internal.intent?.pushDialect);
+      return { result: internal.render ? await internal.render(result, checked.ctx) : result };
     }
     if (streaming) {
-      if (lastEventId === null) return say.fail(a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)'));
+      if (lastEventId === null) throw a2aError('InvalidParams', 'Last-Event-ID must be the id of an event this gateway sent (a non-negative integer)');
       return this.openStream(req, checked, target, lastEventId);
     }
-    const handler = mappingOutages(target.handler(undefined, engine), deps.health);
-    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant, signal: req.signal }, engine);
-    return this.unary(answer, checked, target, outage);
+    const answer = await runEngine(target.handler(undefined, engine), { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant, signal: req.signal }, engine, errors.raised);
+    return this.unary(answer, checked, target);
   }
 
-  /** The checks before any work: dialect, role, version, params (validated once), and the engine call they translate to. */
-  private async check(req: RpcRequest): Promise<Checked | RpcAnswer> {
+  /**
+   * The checks before any work: role, version, params (validated once), and the engine call they translate to. A
+   * refusal is answered here; a bad request is thrown (the one catch answers it).
+   */
+  private async check(req: RpcRequest, dialect: DialectDef, errors: CallErrors): Promise<Checked | RpcAnswer> {
     const { caller, method } = req;
-    const dialect = await pickDialect(method, req.params, (taskId) => dialectOfTask(this.deps.pool, caller.tenant, taskId).catch(() => undefined));
-    if (!dialect) return { error: { code: A2A_ERRORS.MethodNotFound.code, message: `Method not found: ${method}` } };
     const spec = dialect.methods[method]!;
-    const say = new Say(dialect, method);
     annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': method, 'a2a.dialect': dialect.name, 'switchboard.tenant': caller.tenant });
     const roles = rpcMethodRoles('runs' in spec ? spec.runs : method);
     if (!roles.includes(caller.role)) {
       // The body still says which roles the method needs; the transport shows the refusal as it shows authorization's.
       const message = `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`;
-      return { error: say.refusal('PermissionDenied', message, { requiredRoles: roles.join(',') }), refused: 'permission' };
+      return { error: errors.refusal('PermissionDenied', message, { requiredRoles: roles.join(',') }), refused: 'permission' };
     }
     const taskExists = async (taskId: string) => (await agentOfTask(this.deps.pool, caller.tenant, taskId)) !== undefined;
     const refusedAction = await operatorRefusal(caller, 'runs' in spec ? spec.runs : method, req.params, taskExists);
-    if (refusedAction) return { error: say.refusal('PermissionDenied', refusedAction, { requiredRoles: 'admin,client,agent' }), refused: 'permission' };
+    if (refusedAction) return { error: errors.refusal('PermissionDenied', refusedAction, { requiredRoles: 'admin,client,agent' }), refused: 'permission' };
     if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
-      return say.fail(a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`));
+      throw a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`);
     }
-    if ('unsupported' in spec) return say.fail(a2aError(spec.unsupported, `${method}: ${spec.why}`));
+    if ('unsupported' in spec) throw a2aError(spec.unsupported, `${method}: ${spec.why}`);
     // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
-    const checked = validate(spec, method, withJsonNames(req.params));
-    if ('error' in checked) return say.fail(checked.error);
-    const nul = pathOfNul(checked.params);
+    const params = validated(spec, method, withJsonNames(req.params));
+    const nul = pathOfNul(params);
     if (nul !== undefined) {
       // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
-      return say.fail(a2aError('InvalidParams', `Invalid params for ${method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]));
+      throw a2aError('InvalidParams', `Invalid params for ${method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]);
     }
     // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
     const ctx = this.dialectContext(caller.tenant, req.agentId, req.requestId);
-    let internal: InternalCall;
-    try {
-      internal = spec.translate ? await spec.translate(checked.params, ctx) : { method, params: checked.params, intent: req.intent };
-      const engineSpec = engineMethod(internal.method);
-      if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) {
-        const engineChecked = validate(engineSpec, internal.method, internal.params);
-        if ('error' in engineChecked) return say.fail(engineChecked.error);
-        internal = { ...internal, params: engineChecked.params };
-      }
-    } catch (err) {
-      const down = this.deps.health.unavailable(err);
-      return down ? say.unavailable(down) : say.fail(err);
-    }
-    return { dialect, internal: { ...internal, render: internal.render ?? spec.render }, engine: engineOf(internal.method), ctx, say };
+    let internal = spec.translate ? await spec.translate(params, ctx) : { method, params, intent: req.intent };
+    const engineSpec = engineMethod(internal.method);
+    if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) internal = { ...internal, params: validated(engineSpec, internal.method, internal.params) };
+    return { dialect, internal: { ...internal, render: internal.render ?? spec.render }, engine: engineOf(internal.method), ctx, errors };
   }
 
   /** A unary engine answer in the caller's dialect: its error as the dialect renders an engine's, or its result rendered. */
-  private async unary(answer: EngineAnswer, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, outage: (err: unknown) => RpcAnswer | undefined): Promise<RpcAnswer> {
-    if ('events' in answer) return c.say.fail(a2aError('Internal', `${c.internal.method} answered with a stream`));
-    if ('error' in answer) return engineFailure(c.dialect, answer.error);
+  private async unary(answer: EngineAnswer, c: Checked, target: Extract<RpcTarget, { handler: unknown }>): Promise<RpcAnswer> {
+    if ('events' in answer) throw a2aError('Internal', `${c.internal.method} answered with a stream`);
+    if ('error' in answer) return c.errors.engineFailure(answer.error);
     let out = answer.result;
-    try {
-      if (target.decorate && out !== undefined) out = target.decorate(out);
-      if (c.internal.render && out !== undefined) out = await c.internal.render(out, c.ctx);
-    } catch (err) {
-      return outage(err) ?? c.say.fail(err);
-    }
+    if (target.decorate && out !== undefined) out = target.decorate(out);
+    if (c.internal.render && out !== undefined) out = await c.internal.render(out, c.ctx);
     return { result: out ?? null };
   }
 
@@ -348,13 +346,13 @@ export class RpcCore {
    */
   private async openStream(req: RpcRequest, c: Checked, target: Extract<RpcTarget, { handler: unknown }>, lastEventId: number | undefined): Promise<RpcAnswer> {
     const { deps } = this;
-    const { say, internal, engine } = c;
+    const { errors, internal, engine } = c;
     if (deps.hub.readers() >= deps.streamLimits.maxTotal) {
       return { error: { code: A2A_ERRORS.Internal.code, message: `This gateway has ${deps.streamLimits.maxTotal} open streams (SWITCHBOARD_MAX_STREAMS); retry later` }, refused: 'busy', retryAfterS: 5 };
     }
     const max = (await deps.quotas.of(req.caller.tenant))?.streamsPerKey ?? 0;
     const slot = this.streams.acquire(req.caller.keyId, max);
-    if (!slot) return say.fail(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first'), 'busy', 5);
+    if (!slot) return errors.failure({ error: errors.rendered(quotaError('streamsPerKey', max, 'this key has that many streams open on this Switchboard process; close one first')), refused: 'busy', retryAfterS: 5 });
     // A stream lives no longer than the credential that opened it: revoked, expired, its agent or tenant
     // deleted, the follow stops and the stream's last event says why (frames below).
     const lapsed = new AbortController();
@@ -364,34 +362,33 @@ export class RpcCore {
     let opened!: () => void;
     const open = new Promise<'open'>((resolve) => (opened = () => resolve('open')));
     const cursor: StreamCursor = { lastEventId, signal: AbortSignal.any([req.signal, lapsed.signal]), seq: 0, closing: false, opened: () => opened() };
-    const handler = mappingOutages(target.handler(cursor, engine), deps.health);
-    const answer = await runEngine(handler, { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine);
-    if (!('events' in answer)) {
-      release();
-      return 'error' in answer ? engineFailure(c.dialect, answer.error) : say.fail(a2aError('Internal', `${internal.method} did not answer with a stream`));
-    }
-    const events = answer.events;
-    const next = events.next();
     let first: IteratorResult<RpcOutcome> | 'open';
+    let events: AsyncIterator<RpcOutcome>;
+    let next: Promise<IteratorResult<RpcOutcome>>;
     try {
+      const answer = await runEngine(target.handler(cursor, engine), { method: internal.method, params: internal.params, intent: internal.intent, headers: req.headers, tenant: req.caller.tenant }, engine, errors.raised);
+      if (!('events' in answer)) {
+        release();
+        return 'error' in answer ? errors.engineFailure(answer.error) : errors.answer(a2aError('Internal', `${internal.method} did not answer with a stream`));
+      }
+      events = answer.events;
+      next = events.next();
       first = await Promise.race([next, open]);
     } catch (err) {
       release();
-      if (err instanceof StreamLimitError) return { error: { code: A2A_ERRORS.Internal.code, message: err.message }, refused: 'busy', retryAfterS: 5 };
-      if (errorCodeOf(err) === A2A_ERRORS.Unavailable.code) return say.fail(err, 'unavailable', 5);
-      return say.fail(err);
+      return errors.answer(err);
     }
     if (first !== 'open' && first.done) {
       release();
-      return say.fail(a2aError('Internal', 'the stream ended before its first event'));
+      return errors.answer(a2aError('Internal', 'the stream ended before its first event'));
     }
     // The last event of a stream whose credential lapsed: no more events are produced for a caller who may no longer read them.
     const lapsedFrame = (): SseFrame => ({
-      data: { error: say.refusal('Unauthenticated', `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.`) },
+      data: { error: errors.refusal('Unauthenticated', `The credential that opened this stream is no longer valid: ${String(lapsed.signal.reason)}; the stream is closed.`) },
     });
     return {
       stream: frames(first === 'open' ? next : first, events, cursor, c.dialect.streamRenderer(), lapsed.signal, lapsedFrame),
-      errorFrame: (err) => ({ data: { error: say.rendered(err) } }),
+      errorFrame: (err) => ({ data: { error: errors.rendered(errors.raised(err)) } }),
       cutOffFrame: (message, at) => ({ data: { error: { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } } } }),
     };
   }
@@ -424,18 +421,12 @@ export class RpcCore {
   }
 }
 
-/** A method's params checked against its schema: the parsed params, or the -32602 error naming the fields. */
-function validate(spec: MethodDef, method: string, params: unknown): { params: unknown } | { error: Error } {
+/** A method's params checked against its schema: the parsed params; bad ones throw the -32602 error naming the fields. */
+function validated(spec: MethodDef, method: string, params: unknown): unknown {
   const checked = spec.params.safeParse(params);
-  if (checked.success) return { params: checked.data };
+  if (checked.success) return checked.data;
   const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
-  return { error: a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations) };
-}
-
-/** An engine's error as the dialect renders it; an outage is refused as one (retry in 5 s). */
-function engineFailure(dialect: DialectDef, engineError: RpcError): RpcFailure {
-  const error = dialect.renderEngineError ? dialect.renderEngineError(engineError) : engineError;
-  return engineError.code === A2A_ERRORS.Unavailable.code ? { error, refused: 'unavailable', retryAfterS: 5 } : { error };
+  throw a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations);
 }
 
 /** A stream of one `error` event. */
