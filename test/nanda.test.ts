@@ -167,6 +167,22 @@ describe('the seed request', () => {
     }
     assert.equal((await act({ action: 'certificate.check', cert_id: 'cert-x' }, gw.keys.client)).json.error.code, -32602);
   });
+
+  test('every binding\'s front door takes actions: HTTP+JSON answers one as a 1.0 bare message, refuses a role with 403; an agent\'s own endpoint takes none', async () => {
+    const rest = (path: string, text: string, key = gw.keys.operator) =>
+      rpc(`${gw.url}${path}`, { message: userMessage(text) }, { authorization: `Bearer ${key}`, 'A2A-Version': '1.0' });
+    const policy = await rest('/rest/message:send', JSON.stringify({ action: 'policy.list' }));
+    assert.equal(policy.status, 200, policy.text);
+    assert.equal(policy.json.message.role, 'ROLE_AGENT');
+    assert.ok(Array.isArray(JSON.parse(policy.json.message.parts[0].text).policies), policy.text);
+    const refused = await rest('/rest/message:send', JSON.stringify({ action: 'audit.reconcile' }), gw.keys.client);
+    assert.equal(refused.status, 403, refused.text);
+    assert.match(refused.text, /needs the role admin or operator/);
+    // At an agent's own endpoint the same text is a message for that agent (the echo agent answers it back).
+    const own = await rest(`/agents/${echo.id}/rest/message:send`, JSON.stringify({ action: 'policy.list' }), gw.keys.client);
+    assert.equal(own.status, 200, own.text);
+    assert.equal(own.json.task?.status?.state, 'TASK_STATE_COMPLETED', own.text);
+  });
 });
 
 describe('certificates', () => {

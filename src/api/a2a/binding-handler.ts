@@ -254,7 +254,7 @@ export class BindingHandler implements A2ARequestHandler {
     const agentId = o.agentId ?? tenant;
     const { tenant: _dropped, ...rest } = (params ?? {}) as Record<string, unknown>;
     const streaming = method === 'SendStreamingMessage' || method === 'SubscribeToTask';
-    return this.endpoints.core.answer(
+    return this.endpoints.answer(
       {
         method,
         params: rest,
@@ -265,7 +265,7 @@ export class BindingHandler implements A2ARequestHandler {
         // Open streams end on shutdown too; the stream above then says where to resume.
         signal: AbortSignal.any([o.signal, o.closing]),
       },
-      this.endpoints.resolver(agentId),
+      agentId,
     );
   }
 
@@ -281,7 +281,8 @@ export class BindingHandler implements A2ARequestHandler {
    * classes, with the spec's statuses); an error the table does not know is Internal, its code in the metadata.
    */
   private error(e: RpcError, refused?: Refused): Error {
-    const name = errorNameOf(e.code) ?? (refused === 'no-endpoint' ? 'NoSuchEndpoint' : refused === 'busy' ? 'RateLimited' : 'Internal');
+    // A refusal for the caller's role is PermissionDenied whatever code its dialect gave it (a NANDA action's -32600).
+    const name = refused === 'permission' ? 'PermissionDenied' : (errorNameOf(e.code) ?? (refused === 'no-endpoint' ? 'NoSuchEndpoint' : refused === 'busy' ? 'RateLimited' : 'Internal'));
     const form = ERRORS[name];
     const status = this.binding === 'GRPC' ? { transport: 'grpc', status: grpcStatusOf(name) } : { transport: 'rest', statusCode: form.http };
     if (form.domain === A2A_DOMAIN) return Object.assign(fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: e as { code: number; message: string } }), status);

@@ -1,6 +1,7 @@
 /**
  * NANDA actions (issue 12; seed 001): one `POST /a2a`, routed by action. A `message/send` (or 1.0 `SendMessage`)
- * whose first text part parses as a JSON object with an `action` string is an action request. The action goes
+ * whose first text part parses as a JSON object with an `action` string is an action request, at the routing front
+ * door of any binding (endpoints.ts answers it before the RPC core). The action goes
  * to Switchboard's own services (the table below), or to a registered agent that declares it (a skill whose id
  * is the action or one of its `prefix.*`), as a task the front door routes to that skill. Answers are the seed's
  * bare message (`{role: "agent", parts: [{text: "<JSON>"}]}`); errors carry the seed's codes: -32601 for an

@@ -475,9 +475,9 @@ export class HubSession implements HubConnection {
     else delete message.contextId;
     if (parentTaskId) message.metadata = { ...message.metadata, switchboard: { ...(message.metadata?.switchboard as object), parentTaskId } };
     const params1 = { message, configuration: { returnImmediately: params.returnImmediately === true } };
-    const answer = await this.deps.endpoints.core.answer(
+    const answer = await this.deps.endpoints.answer(
       { method: 'SendMessage', params: params1, caller: this.caller, headers: {}, version: '1.0', base: this.deps.base, signal: new AbortController().signal },
-      this.deps.endpoints.resolver(target),
+      target,
     );
     if ('stream' in answer) throw new HubRpcError(A2A_ERRORS.Internal.code, 'unexpected stream');
     if ('error' in answer) throw new HubRpcError(answer.error.code, answer.error.message);

@@ -242,7 +242,7 @@ export class McpCalls {
       agentId: ctx.agentId,
       requestId: String(ctx.extra.requestId),
     };
-    return this.endpoints.core.answer(req, this.endpoints.resolver(ctx.agentId));
+    return this.endpoints.answer(req, ctx.agentId);
   }
 }
 

@@ -84,11 +84,11 @@ export const a2aBindings = fp<A2ABindingOptions>(
       credentialWatch,
       admission: new FairGate(o.admission),
     };
-    const endpoints = new A2AEndpoints(rpcDeps);
-    const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
     const actions = new Actions({ pool, registry, policies, certifications, health, unfundedAccounts: o.unfundedAccounts });
+    const endpoints = new A2AEndpoints(rpcDeps, actions);
+    const sse = { heartbeatMs: streams.heartbeatMs, maxBufferBytes: streams.maxBufferBytes, drainTimeoutMs: streams.drainTimeoutMs };
     await app.register(frontDoorRoutes, { registry, pool, publicUrl, grpc: o.grpc });
-    await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl, sse, actions });
+    await app.register(jsonRpcRoutes, { ...rpcDeps, endpoints, publicUrl, sse });
     await app.register(restRoutes, { endpoints, health, publicUrl, sse });
     await app.register(mcpRoutes, { endpoints, pool, registry, health, hub: o.hub, credentialWatch, log: o.log, publicUrl, settings: { ...DEFAULT_MCP_SETTINGS, ...o.mcp } });
     const genesisStore = new GenesisStore(pool, o.credentials?.box);

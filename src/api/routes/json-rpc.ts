@@ -1,14 +1,13 @@
 /**
  * Switchboard's JSON-RPC endpoints over HTTP: one per agent (`POST /agents/:id/a2a`) and the routing front door
  * (`POST /a2a`, also `/api/v1/a2a`). It reads the body once (the JSON-RPC envelope), hands the method and params,
- * with the caller and the headers that matter, to the RPC core (src/api/a2a/rpc-handler.ts), then sends what the core
- * answers as a JSON-RPC response with the HTTP status chosen here, or as Server-Sent Events (sse.ts).
+ * with the caller and the headers that matter, to the endpoints' pipeline (src/api/a2a/endpoints.ts), then sends
+ * what it answers as a JSON-RPC response with the HTTP status chosen here, or as Server-Sent Events (sse.ts).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2A_ERRORS } from '../a2a/errors';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import { type Refused, type RpcCoreDeps, type RpcFailure, type RpcRequest, type RpcResolver, type RpcStream, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
-import { type Actions, answerSeedShaped } from '../a2a/nanda-actions';
+import { type Refused, type RpcCoreDeps, type RpcFailure, type RpcRequest, type RpcStream, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
 import { envelope, readEnvelope } from '../a2a/rpc-errors';
 import { access, callerOf } from '../../core/auth/caller';
 import { baseUrlOf, firstValue } from './base-url';
@@ -24,8 +23,6 @@ export interface JsonRpcRouteDeps extends RpcCoreDeps {
   endpoints: A2AEndpoints;
   publicUrl?: string;
   sse: SseOptions;
-  /** NANDA actions (src/api/a2a/nanda-actions.ts): answered at the front door before the RPC core sees the call. */
-  actions?: Actions;
 }
 
 export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps): Promise<void> {
@@ -42,7 +39,6 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     return reply.code(200).send(envelope(null, { code: A2A_ERRORS.Internal.code, message: 'Internal error' }));
   });
 
-  const core = deps.endpoints.core;
   // On shutdown (app.close) every open stream gets a last event naming where to resume, and ends, and a call still
   // waiting (a blocking send) is answered -32054 to send again, so the close does not wait for clients or turns.
   const closing = new AbortController();
@@ -76,16 +72,15 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
     },
   });
   app.post('/agents/:id/a2a', { config: access.jsonRpc, schema: schema('The agent\'s A2A endpoint: its tasks only') }, (req: FastifyRequest<{ Params: { id: string } }>, reply) =>
-    send(req, reply, deps.endpoints.resolver(req.params.id), { agentId: req.params.id }),
+    send(req, reply, { agentId: req.params.id }),
   );
-  const frontDoor = deps.endpoints.resolver(undefined);
   for (const path of FRONT_DOOR_PATHS) {
     app.post(path, { config: access.jsonRpc, schema: schema('The routing front door: a new task goes to the agent chosen for it; any task of the tenant; NANDA action requests') }, (req, reply) =>
-      send(req, reply, frontDoor, { actions: deps.actions, nexus: path === NEXUS_PATH }),
+      send(req, reply, { nexus: path === NEXUS_PATH }),
     );
   }
 
-  async function send(req: FastifyRequest, reply: FastifyReply, resolve: RpcResolver, at: { agentId?: string; actions?: Actions; nexus?: boolean }): Promise<unknown> {
+  async function send(req: FastifyRequest, reply: FastifyReply, at: { agentId?: string; nexus?: boolean }): Promise<unknown> {
     // The body is read once, here: the envelope, or the error that answers a body that is none.
     const rpc = readEnvelope(Buffer.isBuffer(req.body) ? req.body : '');
     if ('error' in rpc) return reply.code(200).send(envelope(rpc.id, rpc.error));
@@ -103,13 +98,7 @@ export async function jsonRpcRoutes(app: FastifyInstance, deps: JsonRpcRouteDeps
       agentId: at.agentId,
       requestId: rpc.id,
     };
-    // ---- NANDA actions (issue 12), the one interception point: at the front door, a message/send or SendMessage
-    // whose first text part is a JSON object with an `action` string is answered by src/api/a2a/nanda-actions.ts (an
-    // agent's action comes back through the core as a routed task); every other call goes to the core as before.
-    // Seed 001's kind-less message, which is no action, at any endpoint: as 0.3's, answered with the seed's bare message.
-    const forward = (call: { method: string; params: unknown }) => core.answer({ ...request, ...call }, resolve);
-    const answering = (async () => (await at.actions?.answer(rpc, request, forward)) ?? (await answerSeedShaped(rpc, forward)) ?? (await core.answer(request, resolve)))();
-    const answer = await answeredBeforeClose(answering, closing.signal);
+    const answer = await answeredBeforeClose(deps.endpoints.answer(request, at.agentId), closing.signal);
     if ('stream' in answer) {
       await writeSse(reply, framed(answer, rpc.id), gone.signal, deps.sse, closing.signal);
       return reply;

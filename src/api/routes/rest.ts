@@ -162,7 +162,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
     const gone = new AbortController();
     reply.raw.on('close', () => gone.abort());
     const agentId = pathAgent ?? call.tenant;
-    const answering = deps.endpoints.core.answer(
+    const answering = deps.endpoints.answer(
       {
         method: call.method,
         params,
@@ -174,7 +174,7 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
         signal: gone.signal,
         agentId,
       },
-      deps.endpoints.resolver(agentId),
+      agentId,
     );
     const answered = await answeredBeforeClose(answering, closing.signal);
     const media = wantsA2AMedia(req) ? 'application/a2a+json' : 'application/json';
@@ -194,8 +194,12 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
   }
 }
 
-/** The error a JSON-RPC code is on this binding; a code no table knows is Internal (an agent's own error, say). */
+/**
+ * The error a JSON-RPC code is on this binding; a code no table knows is Internal (an agent's own error, say). A
+ * refusal for the caller's role is PermissionDenied whatever code its dialect gave it (a NANDA action's -32600).
+ */
 function restErrorName(code: number, refused?: Refused): ErrorName {
+  if (refused === 'permission') return 'PermissionDenied';
   return errorNameOf(code) ?? (refused === 'busy' ? 'RateLimited' : refused === 'no-endpoint' ? 'NoSuchEndpoint' : 'Internal');
 }
 
