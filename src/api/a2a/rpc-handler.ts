@@ -1,40 +1,37 @@
 /**
  * The A2A RPC core: a method, its params as parsed (not yet validated) and who sent them in; data out — a result, an
  * error (in the caller's dialect, with why it was refused when it was refused before running), or a stream of them.
- * No HTTP and no envelope here: JSON-RPC (src/api/routes/json-rpc.ts), HTTP+JSON (src/api/routes/rest.ts) and gRPC
- * (src/api/grpc/server.ts) read their requests, hand the method and params over, and choose how to show the answer
- * (HTTP status, AIP-193 body, gRPC status) by the one error table (task/errors.ts, rendered by error-forms.ts).
+ * No HTTP and no envelope here: the bindings decode their requests, hand them over (through endpoints.ts, the one
+ * pipeline they share), and choose how to show the answer (HTTP status, AIP-193 body, gRPC status) by the one error
+ * table (task/errors.ts, rendered by error-forms.ts).
  *
- * Everything a client can get wrong is answered before any work starts: an unknown method (-32601), bad params
- * (-32602), an unsupported A2A-Version (-32009). The dialect table (dialects/index.ts) is the one list of methods:
- * it picks the request's dialect, validates its params and translates them to the engine call (a 1.0 or 0.3
- * method), whose validated params are what runs (engine.ts): the push-config methods (push-methods.ts), or the
- * endpoint's request handler. Answers and errors go back in the request's dialect.
+ * One call, in order: its dialect (the method table, dialects/index.ts), who may call it (the role, an operator's
+ * action), the call decoded (decode.ts: an unsupported A2A-Version -32009, bad params -32602, then the engine call,
+ * a 1.0 or 0.3 method whose validated params are what runs), the call itself on the target the resolver picks (the
+ * push-config methods, push-methods.ts; or the endpoint's request handler through engine.ts), and its answer in the
+ * caller's dialect. Nothing starts on a bad request, and whatever any step throws is answered by one catch
+ * (CallErrors.answer).
  */
-import { z } from 'zod';
-import { type CallIntent, type DialectContext, type DialectDef, type InternalCall, type MethodDef, type StreamRenderer, engineMethod, engineOf, pickDialect } from './dialects';
-import { A2A_ERRORS, a2aError, errorCodeOf } from './errors';
+import { type CallIntent, type DialectContext, type DialectDef, type InternalCall, type StreamRenderer, pickDialect } from './dialects';
+import { A2A_ERRORS, a2aError } from './errors';
+import { decode, dialectContext } from './decode';
 import { answerPushMethod } from './push-methods';
 import { AgentRequestHandler, type HandlerDeps } from './request-handler';
 import { type StreamCursor, StreamLimitError } from './task-stream';
-import type { Dialect, WireTask } from '../../../task/wire';
+import type { Dialect } from '../../../task/wire';
 import type { AgentRegistry } from '../../core/agents/registry';
 import { PUSH_METHOD_PARAMS } from '../../core/push/params';
-import { clientMetadataOf, dialectOfTask, firstRequestOf } from '../../core/db/task-dialects';
-import { agentOfTask, openTasksOfContext } from '../../core/db/task-store';
-import { isInterrupted } from '../../../task/rules';
+import { dialectOfTask } from '../../core/db/task-dialects';
+import { agentOfTask } from '../../core/db/task-store';
 import { type Caller, rpcMethodRoles } from '../../core/auth/caller';
 import type { CredentialWatch } from '../../core/auth/credential-watch';
 import { quotaError } from '../../core/auth/quotas';
 import { type DependencyUnavailable, type Health, outageOf } from '../../core/health';
-import { SUPPORTED_VERSION } from './versions';
-import { pathOfNul } from '../../core/http/json-guard';
 import { jsonRpcErrorOf } from './error-forms';
 import { ERRORS } from '../../../task/errors';
 import { KnownAgents } from './known-agents';
 import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
 import { annotate } from '../../core/tracing';
-import { withJsonNames } from './proto-json';
 import { auditOperatorAction, isOperatorAction, operatorRefusal } from './operator-actions';
 
 export { RPC_METHODS } from './dialects';
@@ -294,39 +291,27 @@ export class RpcCore {
   }
 
   /**
-   * The checks before any work: role, version, params (validated once), and the engine call they translate to. A
-   * refusal is answered here; a bad request is thrown (the one catch answers it).
+   * The checks before any work: who may call (the role, an operator's action), then the call decoded (decode.ts:
+   * version, params validated once, the engine call). A refusal is answered here; a bad request is thrown (the one
+   * catch answers it).
    */
   private async check(req: RpcRequest, dialect: DialectDef, errors: CallErrors): Promise<Checked | RpcAnswer> {
     const { caller, method } = req;
     const spec = dialect.methods[method]!;
     annotate({ 'rpc.system': 'jsonrpc', 'rpc.method': method, 'a2a.dialect': dialect.name, 'switchboard.tenant': caller.tenant });
-    const roles = rpcMethodRoles('runs' in spec ? spec.runs : method);
+    const runs = 'runs' in spec ? spec.runs : method;
+    const roles = rpcMethodRoles(runs);
     if (!roles.includes(caller.role)) {
       // The body still says which roles the method needs; the transport shows the refusal as it shows authorization's.
       const message = `${method} needs the role ${roles.join(' or ')}; this key's role is ${caller.role}`;
       return { error: errors.refusal('PermissionDenied', message, { requiredRoles: roles.join(',') }), refused: 'permission' };
     }
     const taskExists = async (taskId: string) => (await agentOfTask(this.deps.pool, caller.tenant, taskId)) !== undefined;
-    const refusedAction = await operatorRefusal(caller, 'runs' in spec ? spec.runs : method, req.params, taskExists);
+    const refusedAction = await operatorRefusal(caller, runs, req.params, taskExists);
     if (refusedAction) return { error: errors.refusal('PermissionDenied', refusedAction, { requiredRoles: 'admin,client,agent' }), refused: 'permission' };
-    if (req.version !== undefined && !SUPPORTED_VERSION.test(req.version)) {
-      throw a2aError('VersionNotSupported', `A2A-Version ${req.version} is not supported; this gateway speaks 1.0 and 0.3`);
-    }
-    if ('unsupported' in spec) throw a2aError(spec.unsupported, `${method}: ${spec.why}`);
-    // ProtoJSON: a field may come by its proto name (message_id) as well as its JSON name (messageId).
-    const params = validated(spec, method, withJsonNames(req.params));
-    const nul = pathOfNul(params);
-    if (nul !== undefined) {
-      // PostgreSQL cannot store U+0000 in text or jsonb: refuse it here rather than fail later, mid-task.
-      throw a2aError('InvalidParams', `Invalid params for ${method}: ${nul || 'params'} contains a NUL character (U+0000)`, [{ field: nul, description: 'must not contain U+0000' }]);
-    }
-    // The engine call: the dialect's translation, validated like a call of that method (what runs is what passed).
-    const ctx = this.dialectContext(caller.tenant, req.agentId, req.requestId);
-    let internal = spec.translate ? await spec.translate(params, ctx) : { method, params, intent: req.intent };
-    const engineSpec = engineMethod(internal.method);
-    if (engineSpec && engineSpec !== spec && !('unsupported' in engineSpec)) internal = { ...internal, params: validated(engineSpec, internal.method, internal.params) };
-    return { dialect, internal: { ...internal, render: internal.render ?? spec.render }, engine: engineOf(internal.method), ctx, errors };
+    const ctx = dialectContext(this.deps, caller.tenant, req.agentId, req.requestId);
+    const { internal, engine } = await decode(req, dialect, ctx);
+    return { dialect, internal, engine, ctx, errors };
   }
 
   /** A unary engine answer in the caller's dialect: its error as the dialect renders an engine's, or its result rendered. */
@@ -392,41 +377,6 @@ export class RpcCore {
       cutOffFrame: (message, at) => ({ data: { error: { code: A2A_ERRORS.Internal.code, message, data: { lastEventId: at } } } }),
     };
   }
-
-  /** What a dialect's translation and rendering may look up, in the caller's tenant (and endpoint agent). */
-  private dialectContext(tenant: string, agentId: string | undefined, requestId?: string | number | null): DialectContext {
-    const { gateway, pool } = this.deps;
-    const task = async (taskId: string): Promise<WireTask | undefined> => {
-      try {
-        return await gateway.get(tenant, taskId);
-      } catch (err) {
-        if (errorCodeOf(err) === A2A_ERRORS.TaskNotFound.code) return undefined;
-        throw err;
-      }
-    };
-    return {
-      tenant,
-      requestId: requestId ?? undefined,
-      task,
-      // The projection can trail the workflow by the change being written (a client answering at once): a task it
-      // shows as still working is asked directly.
-      waitingInContext: async (contextId) => {
-        const open = await openTasksOfContext(pool, tenant, contextId, agentId);
-        const states = await Promise.all(open.map(async (t) => (isInterrupted(t.state as WireTask['status']['state']) ? t.state : (await task(t.taskId))?.status.state)));
-        return open.filter((_, i) => states[i] === 'TASK_STATE_INPUT_REQUIRED').map((t) => t.taskId);
-      },
-      clientMetadata: (taskIds) => clientMetadataOf(pool, tenant, taskIds),
-      firstRequest: (taskId) => firstRequestOf(pool, tenant, taskId),
-    };
-  }
-}
-
-/** A method's params checked against its schema: the parsed params; bad ones throw the -32602 error naming the fields. */
-function validated(spec: MethodDef, method: string, params: unknown): unknown {
-  const checked = spec.params.safeParse(params);
-  if (checked.success) return checked.data;
-  const violations = checked.error.issues.map((i) => ({ field: i.path.join('.'), description: i.message }));
-  throw a2aError('InvalidParams', `Invalid params for ${method}: ${z.prettifyError(checked.error)}`, violations);
 }
 
 /** A stream of one `error` event. */
