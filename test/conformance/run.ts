@@ -177,8 +177,40 @@ async function through(suite: string, before: TckResult, runSh: string, runs: st
  */
 const WITHOUT_KEY_03 = 'test_authentication_required_when_declared';
 
+/**
+ * The TCKs' Python packages (both run.sh lists), installed once before the two suites run side by side: each run.sh
+ * installs what it misses with apt-get, and two apt-gets at once fail on apt's lock (the suite then runs nothing).
+ */
+const TCK_PYTHON_PACKAGES = [
+  'python3-pytest', 'python3-pytest-asyncio', 'python3-httpx', 'python3-jsonschema', 'python3-grpcio', 'python3-protobuf', 'python3-requests',
+  'python3-yaml', 'python3-dotenv', 'python3-deepdiff', 'python3-packaging', 'python3-openssl', 'python3-responses',
+];
+const TCK_PYTHON_MODULES = 'pytest, pytest_asyncio, httpx, grpc, jsonschema, google.protobuf, requests, yaml, dotenv, deepdiff, OpenSSL';
+
+function ensureTckPython(): void {
+  const present = () => {
+    try {
+      execFileSync('/usr/bin/python3', ['-c', `import ${TCK_PYTHON_MODULES}`], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (present()) return;
+  console.log(`conformance: installing the TCKs' Python packages (${TCK_PYTHON_PACKAGES.length}, apt-get)`);
+  const install = () => execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...TCK_PYTHON_PACKAGES], { stdio: 'ignore' });
+  try {
+    install();
+  } catch {
+    execFileSync('apt-get', ['update'], { stdio: 'ignore' });
+    install();
+  }
+  if (!present()) throw new Error(`the TCKs' Python modules are still missing after apt-get (${TCK_PYTHON_MODULES})`);
+}
+
 async function main(): Promise<number> {
   const dir = conformanceDir();
+  ensureTckPython();
   const v1Sh = join(dir, 'run.sh');
   const v03Sh = join(dir, 'v03/run.sh');
   const scratch = mkdtempSync(join(tmpdir(), 'sb-conformance-'));
