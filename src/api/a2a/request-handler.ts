@@ -9,7 +9,6 @@ import type { z } from 'zod';
 import { gatewayCard } from '../../core/agents/gateway-card';
 import type { Agent } from '../../core/agents/registry';
 import type { Caller } from '../../core/auth/caller';
-import { headSeq, snapshotAt } from '../../core/events/event-log';
 import { listTasks, taskOfMessage } from '../../core/db/task-store';
 import { directAnswerOf, endsTurn, holdOf, isTerminal, stateLabel } from '../../../task/rules';
 import type { SendMessageArgs } from '../../../task/contracts';
@@ -18,7 +17,7 @@ import { a2aError } from './errors';
 import type * as S from './schemas';
 import type { ListTasksQuery } from './schemas';
 import { type IntakeDeps, TaskIntake } from './task-intake';
-import { type ExchangeEvent, type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followExchange, followTask } from './task-stream';
+import { type ExchangeEvent, type StreamCursor, type StreamEnd, type TaskStreamDeps, checkStreamCap, followExchange, followTask, logHead, requireTask, taskAtHead } from './task-stream';
 import type { Dialect, WireMessage, WireTask } from '../../../task/wire';
 
 /** What the handler needs: the intake's dependencies and the streams'. */
@@ -124,7 +123,7 @@ export class AgentRequestHandler {
     const known = message.taskId ?? (stream.lastEventId !== undefined ? await taskOfMessage(this.deps.pool, this.tenant, message.messageId) : undefined);
     if (known) await this.intake.ownTask(known);
     if (known && stream.lastEventId !== undefined) {
-      await this.requireTask(known);
+      await requireTask(this.deps, this.tenant, known);
       yield* this.follow(known, stream.lastEventId, this.turnEnd);
       return;
     }
@@ -145,7 +144,7 @@ export class AgentRequestHandler {
     if (message.taskId) {
       // The turn's events are the ones after the current head: the update is only accepted while the task
       // waits for input, so nothing else is logged in between.
-      const after = await headSeq(this.deps.pool, this.tenant, message.taskId);
+      const after = await logHead(this.deps, this.tenant, message.taskId);
       const pushConfigIds = await this.intake.inlinePush(message.taskId, push, extras.intent?.pushDialect);
       await this.deps.gateway.continue(this.tenant, message.taskId, { ...args, returnImmediately: true, message: await this.intake.followUp(message), pushConfigIds });
       yield* this.follow(message.taskId, after, this.turnEnd);
@@ -187,11 +186,11 @@ export class AgentRequestHandler {
     const taskId = params.id;
     await this.intake.ownTask(taskId);
     if (stream.lastEventId !== undefined) {
-      await this.requireTask(taskId);
+      await requireTask(this.deps, this.tenant, taskId);
       yield* this.follow(taskId, stream.lastEventId, 'task');
       return;
     }
-    const { head, snapshot } = await this.headSnapshot(taskId);
+    const { head, snapshot } = await taskAtHead(this.deps, this.tenant, taskId);
     if (isTerminal(snapshot.status.state)) {
       throw a2aError('UnsupportedOperation', `Task ${taskId} is ${stateLabel(snapshot.status.state)}; there is nothing left to subscribe to (reconnect with Last-Event-ID to replay its events)`);
     }
@@ -208,7 +207,7 @@ export class AgentRequestHandler {
    */
   private async resent(taskId: string, historyLength?: number, signal = new AbortController().signal): Promise<WireTask> {
     await this.intake.ownTask(taskId);
-    const { head, snapshot } = await this.headSnapshot(taskId);
+    const { head, snapshot } = await taskAtHead(this.deps, this.tenant, taskId);
     if (!endsTurn(snapshot.status.state)) {
       // The turn's end is an event of the task's log: waited for there, as a stream would (not a poll).
       const cursor: StreamCursor = { signal, seq: head, closing: false };
@@ -224,24 +223,11 @@ export class AgentRequestHandler {
   /** A resent message's stream (its task's ownership checked): the task's status now, then the events of the turn in progress; one event when none runs. */
   private async *resentStream(taskId: string): AsyncGenerator<ExchangeEvent, void, undefined> {
     const stream = this.requireStream();
-    const { head, snapshot } = await this.headSnapshot(taskId);
+    const { head, snapshot } = await taskAtHead(this.deps, this.tenant, taskId);
     stream.seq = head;
     stream.closing = endsTurn(snapshot.status.state);
     yield { task: snapshot };
     if (!stream.closing) yield* this.follow(taskId, head, this.turnEnd);
-  }
-
-  /** The task as of its log's head, and that position: the log answers without a workflow query, which can take seconds right after a worker restart. */
-  private async headSnapshot(taskId: string): Promise<{ head: number; snapshot: WireTask }> {
-    const head = await headSeq(this.deps.pool, this.tenant, taskId);
-    const snapshot = (head > 0 ? await snapshotAt(this.deps.pool, this.tenant, taskId, head) : undefined) ?? (await this.deps.gateway.get(this.tenant, taskId));
-    return { head, snapshot };
-  }
-
-  /** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
-  private async requireTask(taskId: string): Promise<void> {
-    if ((await headSeq(this.deps.pool, this.tenant, taskId)) > 0) return;
-    await this.deps.gateway.get(this.tenant, taskId);
   }
 
   /** A place in the gateway's busy phase for this send, once the tenant's share allows (src/api/a2a/fair-gate.ts). */

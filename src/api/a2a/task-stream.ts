@@ -4,11 +4,12 @@
  * `id:`) and whether it closes the stream (0.3 marks it `final`); the RPC core reads both as it writes frames.
  */
 import type { Pool } from 'pg';
-import { closesStream, lastEvent } from '../../core/events/event-log';
+import { closesStream, headSeq, lastEvent, snapshotAt } from '../../core/events/event-log';
 import { followEvents } from '../../core/events/follow';
 import type { EventHub } from '../../core/events/hub';
 import { directAnswerOfEvent, isTerminal, keepsStreamOpen } from '../../../task/rules';
-import type { StreamEvent, WireMessage } from '../../../task/wire';
+import type { StreamEvent, WireMessage, WireTask } from '../../../task/wire';
+import type { TaskGateway } from '../../core/temporal/task-gateway';
 
 /**
  * Where a stream ends: at the end of the turn (a terminal or interrupted state: a streaming send, §3.1.2 and §11.7); for
@@ -51,6 +52,30 @@ export interface TaskStreamDeps {
   pool: Pool;
   hub: EventHub;
   streamLimits: StreamLimits;
+}
+
+/** What the log-first reads need besides the log: the workflow (or projection) for a task the log has nothing of. */
+export type TaskReadDeps = Pick<TaskStreamDeps, 'pool'> & { gateway: Pick<TaskGateway, 'get'> };
+
+/**
+ * The task as of its log's head, and that position: the log answers without a workflow query, which can take
+ * seconds right after a worker restart.
+ */
+export async function taskAtHead(deps: TaskReadDeps, tenant: string, taskId: string): Promise<{ head: number; snapshot: WireTask }> {
+  const head = await logHead(deps, tenant, taskId);
+  const snapshot = (head > 0 ? await snapshotAt(deps.pool, tenant, taskId, head) : undefined) ?? (await deps.gateway.get(tenant, taskId));
+  return { head, snapshot };
+}
+
+/** The position of the task's newest logged event (0 when none): a stream of what comes next starts after it. */
+export function logHead(deps: Pick<TaskStreamDeps, 'pool'>, tenant: string, taskId: string): Promise<number> {
+  return headSeq(deps.pool, tenant, taskId);
+}
+
+/** TaskNotFound unless the task exists: its event log says so, or else the workflow or projection. */
+export async function requireTask(deps: TaskReadDeps, tenant: string, taskId: string): Promise<void> {
+  if ((await logHead(deps, tenant, taskId)) > 0) return;
+  await deps.gateway.get(tenant, taskId);
 }
 
 /** Refuses another stream on a task that has as many open as SWITCHBOARD_MAX_STREAMS_PER_TASK allows. */
