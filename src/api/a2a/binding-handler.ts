@@ -33,7 +33,7 @@ import type { A2ARequestHandler, ServerCallContext, User } from '@a2a-js/sdk/ser
 import type { Caller } from '../../core/auth/caller';
 import type { A2AEndpoints } from './endpoints';
 import { A2A_ERRORS } from './errors';
-import { errorNameOf, grpcStatusOf } from './error-forms';
+import { bindingErrorName, errorInfoMetadata, errorNameOf, grpcStatusOf } from './error-forms';
 import { A2A_DOMAIN, ERRORS, type ErrorName, SWITCHBOARD_DOMAIN } from '../../../task/errors';
 import type { Refused, RpcAnswer, RpcError, RpcOutcome, SseFrame } from './rpc-handler';
 
@@ -281,14 +281,12 @@ export class BindingHandler implements A2ARequestHandler {
    * classes, with the spec's statuses); an error the table does not know is Internal, its code in the metadata.
    */
   private error(e: RpcError, refused?: Refused): Error {
-    // A refusal for the caller's role is PermissionDenied whatever code its dialect gave it (a NANDA action's -32600).
-    const name = refused === 'permission' ? 'PermissionDenied' : (errorNameOf(e.code) ?? (refused === 'no-endpoint' ? 'NoSuchEndpoint' : refused === 'busy' ? 'RateLimited' : 'Internal'));
+    const name = bindingErrorName(e.code, refused);
     const form = ERRORS[name];
     const status = this.binding === 'GRPC' ? { transport: 'grpc', status: grpcStatusOf(name) } : { transport: 'rest', statusCode: form.http };
     if (form.domain === A2A_DOMAIN) return Object.assign(fromJsonRpcErrorResponse({ jsonrpc: '2.0', id: null, error: e as { code: number; message: string } }), status);
     // What the core said in its ErrorInfo (e.g. the roles a method needs) stays said; an unknown code is named.
-    const said = Array.isArray(e.data) ? (e.data as { metadata?: Record<string, string> }[]).find((d) => d?.metadata)?.metadata : undefined;
-    const metadata: Record<string, string> = { ...said, ...(errorNameOf(e.code) ? {} : { jsonRpcCode: String(e.code) }) };
+    const metadata: Record<string, string> = { ...errorInfoMetadata(e.data), ...(errorNameOf(e.code) ? {} : { jsonRpcCode: String(e.code) }) };
     return Object.assign(new SwitchboardError({ message: e.message, metadata }, form.reason, name), status);
   }
 

@@ -18,6 +18,28 @@ export function errorNameOf(code: number): ErrorName | undefined {
   return BY_CODE.get(code);
 }
 
+/**
+ * Why a call was refused before it ran, for the transport to show as it shows such refusals (JSON-RPC: HTTP 403,
+ * 404, 429, 503; REST and gRPC by the error's name in the one table): the role may not call the method, the
+ * endpoint names no agent, a stream cap is reached, a dependency is down.
+ */
+export type Refused = 'permission' | 'no-endpoint' | 'busy' | 'unavailable';
+
+/**
+ * The error an RPC core answer stands for on HTTP+JSON and gRPC, which show errors by name: its code's row; a
+ * refusal for the caller's role is PermissionDenied whatever code its dialect gave it (a NANDA action's -32600); a
+ * code no table knows (an agent's own) is Internal unless the refusal names it.
+ */
+export function bindingErrorName(code: number, refused?: Refused): ErrorName {
+  if (refused === 'permission') return 'PermissionDenied';
+  return errorNameOf(code) ?? (refused === 'busy' ? 'RateLimited' : refused === 'no-endpoint' ? 'NoSuchEndpoint' : 'Internal');
+}
+
+/** What a 1.0 error's ErrorInfo said (e.g. the roles a method needs): its metadata, kept by the other bindings. */
+export function errorInfoMetadata(data: unknown): Record<string, string> | undefined {
+  return Array.isArray(data) ? (data as { metadata?: Record<string, string> }[]).find((d) => d?.metadata)?.metadata : undefined;
+}
+
 /** A refusal: an error by name, its message, and the seconds to wait before retrying (429, 503). */
 export interface Refusal {
   name: ErrorName;

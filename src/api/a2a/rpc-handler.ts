@@ -27,7 +27,7 @@ import { type Caller, rpcMethodRoles } from '../../core/auth/caller';
 import type { CredentialWatch } from '../../core/auth/credential-watch';
 import { quotaError } from '../../core/auth/quotas';
 import { type DependencyUnavailable, type Health, outageOf } from '../../core/health';
-import { jsonRpcErrorOf } from './error-forms';
+import { type Refused, jsonRpcErrorOf } from './error-forms';
 import { ERRORS } from '../../../task/errors';
 import { KnownAgents } from './known-agents';
 import { type EngineAnswer, type RpcError, type RpcOutcome, runEngine } from './engine';
@@ -79,12 +79,7 @@ export interface RpcRequest {
   intent?: CallIntent;
 }
 
-/**
- * Why a call was refused before it ran, for the transport to show as it shows such refusals (JSON-RPC: HTTP 403,
- * 404, 429, 503; REST and gRPC by the error's name in the one table): the role may not call the method, the
- * endpoint names no agent, a stream cap is reached, a dependency is down.
- */
-export type Refused = 'permission' | 'no-endpoint' | 'busy' | 'unavailable';
+export type { Refused } from './error-forms';
 
 /** An error answer: the error in the caller's dialect, why it was refused (if before running), when to retry. */
 export interface RpcFailure {
@@ -244,9 +239,9 @@ export class RpcCore {
   }
 
   /**
-   * Answers one call in three steps: decode (the dialect from the method, then role, version and params: nothing
-   * starts on a bad request), the call (on the target the resolver picks), and the answer in the caller's dialect.
-   * Whatever any step throws is answered by the one catch (CallErrors.answer).
+   * Answers one call: its dialect, the checks (role, then the call decoded: nothing starts on a bad request), the
+   * call on the target the resolver picks, its answer in the caller's dialect. Whatever any step throws is answered
+   * by the one catch (CallErrors.answer).
    */
   async answer(req: RpcRequest, resolve: RpcResolver): Promise<RpcAnswer> {
     const dialect = await pickDialect(req.method, req.params, (taskId) => dialectOfTask(this.deps.pool, req.caller.tenant, taskId).catch(() => undefined));
@@ -274,8 +269,7 @@ export class RpcCore {
     const lastEventId = streaming ? parseLastEventId(req.lastEventId) : undefined;
     // A change needs both: refuse it now rather than half-start it or hang (a read may still answer from one).
     if (WRITE_METHODS.has(internal.method) && lastEventId === undefined) deps.health.require('postgresql', 'temporal');
-    const params = internal.params;
-    const target = await resolve({ method: internal.method, params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller: req.caller });
+    const target = await resolve({ method: internal.method, params: internal.params, dialect: engine, intent: internal.intent, base: req.base, lastEventId: lastEventId ?? undefined, caller: req.caller });
     if ('refuse' in target) return errors.failure(target.refuse);
     if (PUSH_METHODS.has(internal.method)) {
       const pushDeps = { pool: deps.pool, store: deps.push, gateway: deps.gateway, tenant: req.caller.tenant, agentId: target.agentId };

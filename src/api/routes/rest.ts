@@ -12,9 +12,8 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { A2AEndpoints } from '../a2a/endpoints';
-import { errorNameOf, restRefusal } from '../a2a/error-forms';
-import type { ErrorName } from '../../../task/errors';
-import { type Refused, type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
+import { bindingErrorName, errorInfoMetadata, restRefusal } from '../a2a/error-forms';
+import { type SseFrame, answeredBeforeClose } from '../a2a/rpc-handler';
 import { requestedVersion } from '../a2a/versions';
 import { access, callerOf } from '../../core/auth/caller';
 import type { Health } from '../../core/health';
@@ -186,26 +185,12 @@ export async function restRoutes(app: FastifyInstance, deps: RestRouteDeps): Pro
     if ('error' in answered) {
       const { error } = answered;
       if (answered.retryAfterS !== undefined) reply.header('retry-after', String(answered.retryAfterS));
-      const { status, body: status193 } = restRefusal({ name: restErrorName(error.code, answered.refused), message: error.message, metadata: errorMetadata(error.data) });
+      const { status, body: status193 } = restRefusal({ name: bindingErrorName(error.code, answered.refused), message: error.message, metadata: errorInfoMetadata(error.data) });
       return reply.code(status).header('content-type', `${media}; charset=utf-8`).send(status193);
     }
     if (call.status === 204) return reply.code(204).send();
     return reply.code(call.status).header('content-type', `${media}; charset=utf-8`).send(JSON.stringify(answered.result ?? {}));
   }
-}
-
-/**
- * The error a JSON-RPC code is on this binding; a code no table knows is Internal (an agent's own error, say). A
- * refusal for the caller's role is PermissionDenied whatever code its dialect gave it (a NANDA action's -32600).
- */
-function restErrorName(code: number, refused?: Refused): ErrorName {
-  if (refused === 'permission') return 'PermissionDenied';
-  return errorNameOf(code) ?? (refused === 'busy' ? 'RateLimited' : refused === 'no-endpoint' ? 'NoSuchEndpoint' : 'Internal');
-}
-
-/** What the core said in its 1.0 ErrorInfo (e.g. the roles a method needs), kept in the AIP-193 details. */
-function errorMetadata(data: unknown): Record<string, string> | undefined {
-  return Array.isArray(data) ? (data as { metadata?: Record<string, string> }[]).find((d) => d?.metadata)?.metadata : undefined;
 }
 
 /** A client that names `application/a2a+json` (Accept, or its own Content-Type) gets it; others `application/json`. */
@@ -217,5 +202,5 @@ function wantsA2AMedia(req: FastifyRequest): boolean {
 function restFrame(frame: SseFrame): RestFrame {
   if (!('error' in frame.data)) return { ...frame, data: frame.data.result };
   const { error } = frame.data;
-  return { ...frame, event: 'error', data: restRefusal({ name: restErrorName(error.code), message: error.message, metadata: errorMetadata(error.data) }).body };
+  return { ...frame, event: 'error', data: restRefusal({ name: bindingErrorName(error.code), message: error.message, metadata: errorInfoMetadata(error.data) }).body };
 }
